@@ -1,0 +1,366 @@
+//! `agent-lsp session list|show|replay`.
+
+use std::collections::BTreeMap;
+use std::io::Write;
+use std::process::ExitCode;
+
+use clap::Subcommand;
+use serde_json::{Value, json};
+
+use crate::context::request::replay_request;
+use crate::llm::wire;
+use crate::session::History;
+use crate::session::event::{Event, EventBody};
+use crate::session::store::{Store, first_prompt};
+use crate::tokens::estimate_message;
+
+#[derive(Debug, Subcommand)]
+pub enum SessionCommand {
+    /// List the workspace's sessions, oldest first.
+    List {
+        #[arg(long)]
+        json: bool,
+    },
+    /// Show one session: header, counts, requests, surface and timeline.
+    Show {
+        /// Session id, a unique prefix or suffix of one, or `last`.
+        session: String,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Print the exact body of the N-th model request (1-based), rebuilt from the log alone.
+    Replay {
+        session: String,
+        #[arg(long, value_name = "N")]
+        request: u64,
+    },
+}
+
+pub fn run(store: &Store, command: SessionCommand) -> anyhow::Result<ExitCode> {
+    let mut out = std::io::stdout().lock();
+    match command {
+        SessionCommand::List { json } => list(store, json, &mut out)?,
+        SessionCommand::Show { session, json } => {
+            let mut history = store.load(&session)?;
+            if json {
+                writeln!(
+                    out,
+                    "{}",
+                    serde_json::to_string_pretty(&show_json(&mut history))?
+                )?;
+            } else {
+                show_human(&mut history, &mut out)?;
+            }
+        }
+        SessionCommand::Replay { session, request } => {
+            let history = store.load(&session)?;
+            let request = replay_request(&history, request)?;
+            out.write_all(wire::chat_completions_body(&request).as_bytes())?;
+        }
+    }
+    out.flush()?;
+    Ok(ExitCode::SUCCESS)
+}
+
+fn list(store: &Store, json: bool, out: &mut impl Write) -> anyhow::Result<()> {
+    let mut rows = Vec::new();
+    for id in store.ids()? {
+        match store.load(&id) {
+            Ok(history) => rows.push(summary_json(&id, &history)),
+            Err(error) => rows.push(json!({ "id": id, "error": format!("{error:#}") })),
+        }
+    }
+    if json {
+        writeln!(out, "{}", serde_json::to_string_pretty(&rows)?)?;
+        return Ok(());
+    }
+    if rows.is_empty() {
+        writeln!(
+            out,
+            "no sessions yet for workspace {}",
+            store.workspace().display()
+        )?;
+        return Ok(());
+    }
+    writeln!(
+        out,
+        "{:<22} {:<10} {:>7} {:>8}  first prompt",
+        "session", "preset", "events", "requests"
+    )?;
+    for row in rows {
+        if let Some(error) = row["error"].as_str() {
+            writeln!(
+                out,
+                "{:<22} unreadable: {error}",
+                row["id"].as_str().unwrap_or_default()
+            )?;
+            continue;
+        }
+        writeln!(
+            out,
+            "{:<22} {:<10} {:>7} {:>8}  {}",
+            row["id"].as_str().unwrap_or_default(),
+            row["preset"].as_str().unwrap_or_default(),
+            row["events"],
+            row["requests"],
+            preview(row["first_prompt"].as_str().unwrap_or(""), 60),
+        )?;
+    }
+    Ok(())
+}
+
+fn summary_json(id: &str, history: &History) -> Value {
+    let header = history.header();
+    json!({
+        "id": id,
+        "preset": header.map(|h| h.preset.as_str()),
+        "workspace": header.map(|h| h.workspace.as_str()),
+        "created": history.events().first().map(|event| event.ts.as_str()),
+        "last_activity": history.events().last().map(|event| event.ts.as_str()),
+        "events": history.events().len(),
+        "requests": history.n_requests(),
+        "first_prompt": first_prompt(history),
+    })
+}
+
+/// Prompt and cache figures of every request that has a usage record.
+fn requests_json(history: &History) -> Vec<Value> {
+    let mut requests: BTreeMap<u64, serde_json::Map<String, Value>> = BTreeMap::new();
+    for event in history.events() {
+        match &event.body {
+            EventBody::RequestHeader(header) => {
+                let row = requests.entry(header.index).or_default();
+                row.insert("index".into(), header.index.into());
+                row.insert("model".into(), header.model.clone().into());
+                row.insert("seq".into(), event.seq.into());
+            }
+            EventBody::RequestContext(context) => {
+                let row = requests.entry(context.index).or_default();
+                row.insert("generation".into(), context.generation.into());
+                row.insert("estimated_tokens".into(), context.estimated_tokens.into());
+            }
+            EventBody::Usage(usage) => {
+                let row = requests.entry(usage.index).or_default();
+                row.insert("prompt_tokens".into(), usage.prompt_tokens.into());
+                row.insert("completion_tokens".into(), usage.completion_tokens.into());
+                row.insert("cache_read".into(), usage.cache_read.into());
+            }
+            _ => {}
+        }
+    }
+    requests.into_values().map(Value::Object).collect()
+}
+
+fn show_json(history: &mut History) -> Value {
+    let id = history
+        .header()
+        .map(|h| h.session_id.clone())
+        .unwrap_or_default();
+    let mut by_kind: BTreeMap<&str, u64> = BTreeMap::new();
+    for event in history.events() {
+        *by_kind.entry(event.kind().as_str()).or_default() += 1;
+    }
+    let timeline = history
+        .events()
+        .iter()
+        .map(timeline_json)
+        .collect::<Vec<_>>();
+    let generation = history.generation();
+    let surface_seqs = history
+        .surface()
+        .entries()
+        .iter()
+        .map(|entry| entry.seq)
+        .collect::<Vec<_>>();
+    let messages = history.derive_messages();
+    let (n_messages, surface_tokens) = (
+        messages.len(),
+        messages.iter().map(estimate_message).sum::<u64>(),
+    );
+    json!({
+        "summary": summary_json(&id, history),
+        "by_kind": by_kind,
+        "requests": requests_json(history),
+        "surface": {
+            "generation": generation,
+            "messages": n_messages,
+            "estimated_tokens": surface_tokens,
+            "seqs": surface_seqs,
+        },
+        "timeline": timeline,
+    })
+}
+
+fn timeline_json(event: &Event) -> Value {
+    let mut row = json!({
+        "seq": event.seq,
+        "kind": event.kind().as_str(),
+        "turn": event.turn,
+        "step": event.step,
+        "ts": event.ts,
+        "summary": describe(event),
+    });
+    if let Some(op) = &event.surface_op {
+        row["surface_op"] = serde_json::to_value(op).unwrap_or(Value::Null);
+    }
+    row
+}
+
+fn show_human(history: &mut History, out: &mut impl Write) -> anyhow::Result<()> {
+    let value = show_json(history);
+    let summary = &value["summary"];
+    writeln!(
+        out,
+        "session    {}",
+        summary["id"].as_str().unwrap_or_default()
+    )?;
+    writeln!(
+        out,
+        "workspace  {}",
+        summary["workspace"].as_str().unwrap_or_default()
+    )?;
+    writeln!(
+        out,
+        "preset     {}",
+        summary["preset"].as_str().unwrap_or_default()
+    )?;
+    writeln!(
+        out,
+        "created    {}",
+        summary["created"].as_str().unwrap_or_default()
+    )?;
+    let kinds = value["by_kind"]
+        .as_object()
+        .map(|kinds| {
+            kinds
+                .iter()
+                .map(|(kind, n)| format!("{kind} {n}"))
+                .collect::<Vec<_>>()
+                .join(", ")
+        })
+        .unwrap_or_default();
+    writeln!(out, "events     {} ({kinds})", summary["events"])?;
+    let requests = value["requests"].as_array().cloned().unwrap_or_default();
+    let prompt: u64 = requests
+        .iter()
+        .filter_map(|r| r["prompt_tokens"].as_u64())
+        .sum();
+    let cached: u64 = requests
+        .iter()
+        .filter_map(|r| r["cache_read"].as_u64())
+        .sum();
+    let share = if prompt > 0 {
+        format!(", {:.1}% from cache", 100.0 * cached as f64 / prompt as f64)
+    } else {
+        String::new()
+    };
+    writeln!(
+        out,
+        "requests   {} ({prompt} prompt tokens reported{share})",
+        requests.len()
+    )?;
+    let surface = &value["surface"];
+    writeln!(
+        out,
+        "surface    generation {}, {} messages, ~{} tokens",
+        surface["generation"], surface["messages"], surface["estimated_tokens"]
+    )?;
+    writeln!(out)?;
+    writeln!(
+        out,
+        "{:>6}  {:>9}  {:<18} summary",
+        "seq", "turn.step", "kind"
+    )?;
+    for row in value["timeline"].as_array().into_iter().flatten() {
+        let seq = row["seq"].as_u64().unwrap_or(0);
+        let shadowed = history
+            .event(seq)
+            .is_some_and(|event| event.kind().carries_content())
+            && !history.surface().contains(seq);
+        let on_surface = if shadowed { "  (off the surface)" } else { "" };
+        let op = row
+            .get("surface_op")
+            .and_then(|op| op["op"].as_str())
+            .map(|op| format!("[{op}] "))
+            .unwrap_or_default();
+        writeln!(
+            out,
+            "{:>6}  {:>9}  {:<18} {op}{}{on_surface}",
+            row["seq"],
+            format!("{}.{}", row["turn"], row["step"]),
+            row["kind"].as_str().unwrap_or_default(),
+            row["summary"].as_str().unwrap_or_default(),
+        )?;
+    }
+    Ok(())
+}
+
+/// A one-line description of an event for timelines.
+fn describe(event: &Event) -> String {
+    match &event.body {
+        EventBody::SessionHeader(header) => {
+            format!("preset {} in {}", header.preset, header.workspace)
+        }
+        EventBody::UserMessage(message) => {
+            format!("({}) {}", message.origin, preview(&message.text, 100))
+        }
+        EventBody::AssistantMessage(message) => {
+            let mut text = preview(&message.text, 80);
+            if !message.tool_calls.is_empty() {
+                let names = message
+                    .tool_calls
+                    .iter()
+                    .map(|call| call.name.as_str())
+                    .collect::<Vec<_>>();
+                text = format!("{text} → calls {}", names.join(", "));
+            }
+            text
+        }
+        EventBody::ToolCall(call) => format!(
+            "{} {} {}",
+            call.call_id,
+            call.name,
+            preview(&call.arguments, 80)
+        ),
+        EventBody::ToolResult(result) => format!(
+            "{} {} → {}",
+            result.call_id,
+            result.name,
+            preview(&result.text, 80)
+        ),
+        EventBody::RuntimeContext(context) => context
+            .snapshot
+            .keys()
+            .cloned()
+            .collect::<Vec<_>>()
+            .join(", "),
+        EventBody::SurfaceEdit(edit) => edit.reason.clone(),
+        EventBody::RequestHeader(header) => format!(
+            "request {} to {}{}",
+            header.index,
+            header.model,
+            if header.system.is_some() {
+                " (new system prompt/tools)"
+            } else {
+                ""
+            }
+        ),
+        EventBody::RequestContext(context) => format!(
+            "request {}: generation {}, through seq {}, ~{} tokens",
+            context.index, context.generation, context.through_seq, context.estimated_tokens
+        ),
+        EventBody::Usage(usage) => format!(
+            "request {}: {} prompt ({} cached), {} completion",
+            usage.index, usage.prompt_tokens, usage.cache_read, usage.completion_tokens
+        ),
+    }
+}
+
+/// First `max` characters of `text` on one line.
+fn preview(text: &str, max: usize) -> String {
+    let flat = text.split_whitespace().collect::<Vec<_>>().join(" ");
+    match flat.char_indices().nth(max) {
+        Some((cut, _)) => format!("{}…", &flat[..cut]),
+        None => flat,
+    }
+}

@@ -1,0 +1,107 @@
+//! Volatile state for the model, injected into the history only when it changes.
+//!
+//! Putting cwd, open documents, the git branch or the date into the system prompt would change
+//! the request prefix and throw away the provider's cache. Instead each pre-step takes a
+//! [`RuntimeSnapshot`] and [`RuntimeContextProjection::project`] appends a `context/runtime`
+//! event only when the snapshot differs from the last one the model can still see. The
+//! projection keeps no state of its own: it reads the last visible `context/runtime` event, so a
+//! restarted process never injects the same snapshot twice, and a snapshot that a compaction
+//! shadowed is injected again.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use crate::session::event::{EventBody, RuntimeContext};
+use crate::session::{History, NewEvent, Session};
+
+/// Key/value facts about the environment, compared as a whole.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct RuntimeSnapshot(pub BTreeMap<String, String>);
+
+impl RuntimeSnapshot {
+    /// The environment of an agent working in `workspace` with these documents open.
+    /// The date has day granularity so the snapshot changes at most once a day on its own.
+    pub fn collect(workspace: &Path, open_documents: &[String]) -> RuntimeSnapshot {
+        let mut facts = BTreeMap::new();
+        let cwd = std::env::current_dir()
+            .map(|dir| dir.display().to_string())
+            .unwrap_or_default();
+        facts.insert("cwd".to_owned(), cwd);
+        facts.insert("workspace".to_owned(), workspace.display().to_string());
+        facts.insert(
+            "os".to_owned(),
+            format!("{} {}", std::env::consts::OS, std::env::consts::ARCH),
+        );
+        facts.insert(
+            "date".to_owned(),
+            chrono::Local::now().format("%Y-%m-%d").to_string(),
+        );
+        if let Some(branch) = git_branch(workspace) {
+            facts.insert("git_branch".to_owned(), branch);
+        }
+        if !open_documents.is_empty() {
+            facts.insert("open_documents".to_owned(), open_documents.join(", "));
+        }
+        RuntimeSnapshot(facts)
+    }
+
+    /// The message text the model sees.
+    pub fn render(&self) -> String {
+        let mut text = String::from("<runtime-context>\n");
+        for (key, value) in &self.0 {
+            text.push_str(key);
+            text.push_str(": ");
+            text.push_str(value);
+            text.push('\n');
+        }
+        text.push_str("</runtime-context>");
+        text
+    }
+}
+
+/// The branch checked out in `workspace`, read from `.git/HEAD` without running git.
+fn git_branch(workspace: &Path) -> Option<String> {
+    let head = std::fs::read_to_string(workspace.join(".git").join("HEAD")).ok()?;
+    let head = head.trim();
+    Some(match head.strip_prefix("ref: refs/heads/") {
+        Some(branch) => branch.to_owned(),
+        None => format!("detached at {}", head.get(..12).unwrap_or(head)),
+    })
+}
+
+/// Decides whether a snapshot enters the session.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct RuntimeContextProjection;
+
+impl RuntimeContextProjection {
+    /// The last runtime snapshot still visible to the model, recovered from the history.
+    pub fn last_visible(history: &History) -> Option<(u64, &BTreeMap<String, String>)> {
+        let seq = *history
+            .runtime_context_seqs()
+            .iter()
+            .rev()
+            .find(|seq| history.surface().contains(**seq))?;
+        match &history.event(seq)?.body {
+            EventBody::RuntimeContext(context) => Some((seq, &context.snapshot)),
+            _ => None,
+        }
+    }
+
+    /// Append `snapshot` as a `context/runtime` message if it differs from the last visible one.
+    /// Returns the seq of the appended event, or `None` when nothing changed.
+    pub fn project(
+        session: &mut Session,
+        turn: u32,
+        step: u32,
+        snapshot: &RuntimeSnapshot,
+    ) -> anyhow::Result<Option<u64>> {
+        if Self::last_visible(session.history()).is_some_and(|(_, last)| *last == snapshot.0) {
+            return Ok(None);
+        }
+        let body = EventBody::RuntimeContext(RuntimeContext {
+            snapshot: snapshot.0.clone(),
+            text: snapshot.render(),
+        });
+        Ok(Some(session.append(NewEvent::new(turn, step, body))?.seq))
+    }
+}

@@ -1,0 +1,20 @@
+//! agent-lsp: a coding agent that lives inside the editor as a language server.
+//!
+//! Modules in reading order:
+//! - [`session`]: the append-only session log, the surface and the derived messages; every
+//!   model request is derived from it (the one rule of ARCHITECTURE.md);
+//! - [`context`]: system prompt assembly, runtime context projection, request building and
+//!   replay;
+//! - [`llm`]: provider-neutral requests and the wire formats they are sent in;
+//! - [`tokens`]: the token meter;
+//! - [`cli`]: the terminal commands;
+//! - [`canonical`]: byte-stable JSON and digests;
+//! - [`logging`]: tracing to stderr, never stdout.
+
+pub mod canonical;
+pub mod cli;
+pub mod context;
+pub mod llm;
+pub mod logging;
+pub mod session;
+pub mod tokens;

@@ -1,0 +1,14 @@
+//! The `agent-lsp` binary: parse arguments, set up logging, run the command.
+
+use std::process::ExitCode;
+
+fn main() -> ExitCode {
+    agent_lsp::logging::init();
+    match agent_lsp::cli::run() {
+        Ok(code) => code,
+        Err(error) => {
+            eprintln!("agent-lsp: {error:#}");
+            ExitCode::FAILURE
+        }
+    }
+}

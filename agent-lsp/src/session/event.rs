@@ -1,0 +1,447 @@
+//! The session log's event types: the one serialized contract of a session.
+//!
+//! Every line of a session file is one [`Event`]. Changing these types changes the file format,
+//! so every change here must keep old files readable or bump [`SCHEMA_VERSION`]
+//! (rust-analyzer treats its serialized types the same way).
+//!
+//! On disk an event is a flat JSON object:
+//! `{"seq":7,"kind":"tool/result","turn":1,"step":2,"ts":"…","payload":{…},"surface_op":{…},"source_event_seqs":[…]}`
+//! with `surface_op` and `source_event_seqs` omitted when absent.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+/// Version of the on-disk event format, written into every `session/header`.
+pub const SCHEMA_VERSION: u32 = 1;
+
+/// One entry of the append-only log.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Event {
+    /// Strictly increasing position in the log, starting at 1.
+    pub seq: u64,
+    /// The user turn this event belongs to (0 before the first prompt).
+    pub turn: u32,
+    /// The model step within the turn (0 outside of model steps).
+    pub step: u32,
+    /// Wall-clock time of the append, RFC 3339 with milliseconds, UTC.
+    pub ts: String,
+    pub body: EventBody,
+    /// How the event changes the surface; `None` means "append" for surface-bearing kinds and
+    /// "not on the surface" for the others.
+    pub surface_op: Option<SurfaceOp>,
+    /// Events this one was derived from (a compaction checkpoint names what it shadows).
+    pub source_event_seqs: Vec<u64>,
+}
+
+/// The kind of an event, as written in its `kind` field.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+pub enum EventKind {
+    #[serde(rename = "session/header")]
+    SessionHeader,
+    #[serde(rename = "user/message")]
+    UserMessage,
+    #[serde(rename = "assistant/message")]
+    AssistantMessage,
+    #[serde(rename = "tool/call")]
+    ToolCall,
+    #[serde(rename = "tool/result")]
+    ToolResult,
+    #[serde(rename = "context/runtime")]
+    RuntimeContext,
+    #[serde(rename = "surface/edit")]
+    SurfaceEdit,
+    #[serde(rename = "request/header")]
+    RequestHeader,
+    #[serde(rename = "request/context")]
+    RequestContext,
+    #[serde(rename = "usage")]
+    Usage,
+}
+
+impl EventKind {
+    pub const ALL: [EventKind; 10] = [
+        EventKind::SessionHeader,
+        EventKind::UserMessage,
+        EventKind::AssistantMessage,
+        EventKind::ToolCall,
+        EventKind::ToolResult,
+        EventKind::RuntimeContext,
+        EventKind::SurfaceEdit,
+        EventKind::RequestHeader,
+        EventKind::RequestContext,
+        EventKind::Usage,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            EventKind::SessionHeader => "session/header",
+            EventKind::UserMessage => "user/message",
+            EventKind::AssistantMessage => "assistant/message",
+            EventKind::ToolCall => "tool/call",
+            EventKind::ToolResult => "tool/result",
+            EventKind::RuntimeContext => "context/runtime",
+            EventKind::SurfaceEdit => "surface/edit",
+            EventKind::RequestHeader => "request/header",
+            EventKind::RequestContext => "request/context",
+            EventKind::Usage => "usage",
+        }
+    }
+
+    /// Kinds that put content on the surface (the model's history). They may carry `append`
+    /// (the default) or `replace`.
+    pub fn carries_content(self) -> bool {
+        matches!(
+            self,
+            EventKind::UserMessage
+                | EventKind::AssistantMessage
+                | EventKind::ToolResult
+                | EventKind::RuntimeContext
+        )
+    }
+
+    /// Kinds that may carry a surface op at all. `surface/edit` carries the content-free ops
+    /// (`remove`, `restore`); everything else lives only in the log.
+    pub fn is_surface_bearing(self) -> bool {
+        self.carries_content() || self == EventKind::SurfaceEdit
+    }
+}
+
+impl std::fmt::Display for EventKind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// A change to the surface. `start` and `end` name surface entries by their event seq; the range
+/// is the contiguous run of surface entries from `start` to `end` in surface order.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "op", rename_all = "snake_case")]
+pub enum SurfaceOp {
+    Append,
+    Replace { start: u64, end: u64 },
+    Remove { start: u64, end: u64 },
+    Restore { generation: u64 },
+}
+
+impl SurfaceOp {
+    pub fn name(&self) -> &'static str {
+        match self {
+            SurfaceOp::Append => "append",
+            SurfaceOp::Replace { .. } => "replace",
+            SurfaceOp::Remove { .. } => "remove",
+            SurfaceOp::Restore { .. } => "restore",
+        }
+    }
+}
+
+/// The typed payload of an event; the variant decides the `kind`.
+#[derive(Clone, Debug, PartialEq)]
+pub enum EventBody {
+    SessionHeader(SessionHeader),
+    UserMessage(UserMessage),
+    AssistantMessage(AssistantMessage),
+    ToolCall(ToolCallEvent),
+    ToolResult(ToolResult),
+    RuntimeContext(RuntimeContext),
+    SurfaceEdit(SurfaceEdit),
+    RequestHeader(RequestHeader),
+    RequestContext(RequestContext),
+    Usage(Usage),
+}
+
+impl EventBody {
+    pub fn kind(&self) -> EventKind {
+        match self {
+            EventBody::SessionHeader(_) => EventKind::SessionHeader,
+            EventBody::UserMessage(_) => EventKind::UserMessage,
+            EventBody::AssistantMessage(_) => EventKind::AssistantMessage,
+            EventBody::ToolCall(_) => EventKind::ToolCall,
+            EventBody::ToolResult(_) => EventKind::ToolResult,
+            EventBody::RuntimeContext(_) => EventKind::RuntimeContext,
+            EventBody::SurfaceEdit(_) => EventKind::SurfaceEdit,
+            EventBody::RequestHeader(_) => EventKind::RequestHeader,
+            EventBody::RequestContext(_) => EventKind::RequestContext,
+            EventBody::Usage(_) => EventKind::Usage,
+        }
+    }
+
+    fn to_payload(&self) -> serde_json::Result<Value> {
+        match self {
+            EventBody::SessionHeader(p) => serde_json::to_value(p),
+            EventBody::UserMessage(p) => serde_json::to_value(p),
+            EventBody::AssistantMessage(p) => serde_json::to_value(p),
+            EventBody::ToolCall(p) => serde_json::to_value(p),
+            EventBody::ToolResult(p) => serde_json::to_value(p),
+            EventBody::RuntimeContext(p) => serde_json::to_value(p),
+            EventBody::SurfaceEdit(p) => serde_json::to_value(p),
+            EventBody::RequestHeader(p) => serde_json::to_value(p),
+            EventBody::RequestContext(p) => serde_json::to_value(p),
+            EventBody::Usage(p) => serde_json::to_value(p),
+        }
+    }
+
+    fn from_payload(kind: EventKind, payload: Value) -> serde_json::Result<EventBody> {
+        Ok(match kind {
+            EventKind::SessionHeader => EventBody::SessionHeader(serde_json::from_value(payload)?),
+            EventKind::UserMessage => EventBody::UserMessage(serde_json::from_value(payload)?),
+            EventKind::AssistantMessage => {
+                EventBody::AssistantMessage(serde_json::from_value(payload)?)
+            }
+            EventKind::ToolCall => EventBody::ToolCall(serde_json::from_value(payload)?),
+            EventKind::ToolResult => EventBody::ToolResult(serde_json::from_value(payload)?),
+            EventKind::RuntimeContext => {
+                EventBody::RuntimeContext(serde_json::from_value(payload)?)
+            }
+            EventKind::SurfaceEdit => EventBody::SurfaceEdit(serde_json::from_value(payload)?),
+            EventKind::RequestHeader => EventBody::RequestHeader(serde_json::from_value(payload)?),
+            EventKind::RequestContext => {
+                EventBody::RequestContext(serde_json::from_value(payload)?)
+            }
+            EventKind::Usage => EventBody::Usage(serde_json::from_value(payload)?),
+        })
+    }
+}
+
+/// First event of every session.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct SessionHeader {
+    pub schema: u32,
+    pub session_id: String,
+    /// Canonical path of the workspace root the session works in.
+    pub workspace: String,
+    /// The preset the session started with; a session keeps it for its whole life.
+    pub preset: String,
+    pub agent_version: String,
+}
+
+/// A user-role message: a prompt, a compaction checkpoint, a context-editor fold.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct UserMessage {
+    pub text: String,
+    /// Where the text came from: `prompt` for the programmer's own words, otherwise the name of
+    /// the mechanism that wrote it (`compaction`, `context-edit`, …).
+    #[serde(default = "default_origin")]
+    pub origin: String,
+}
+
+fn default_origin() -> String {
+    "prompt".to_owned()
+}
+
+/// A tool call as the model emitted it inside an assistant message.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ToolCallRef {
+    pub id: String,
+    pub name: String,
+    /// The raw argument string exactly as the model sent it (possibly invalid JSON).
+    pub arguments: String,
+}
+
+/// A complete model answer for one step.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct AssistantMessage {
+    pub text: String,
+    /// `reasoning_content` in thinking mode; kept verbatim because it must be passed back.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reasoning: Option<String>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub tool_calls: Vec<ToolCallRef>,
+}
+
+/// The start of one tool execution (log only): the raw arguments as the model sent them.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ToolCallEvent {
+    pub call_id: String,
+    pub name: String,
+    pub arguments: String,
+}
+
+/// The rendered text a tool call produced, exactly as the model sees it, plus facts about it.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ToolResult {
+    pub call_id: String,
+    pub name: String,
+    pub text: String,
+    /// Truncation, original length, source path or URL, duration…: free-form, never sent.
+    #[serde(default, skip_serializing_if = "Value::is_null")]
+    pub meta: Value,
+}
+
+/// Volatile state (cwd, open documents, date…) as injected into the history when it changed.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct RuntimeContext {
+    pub snapshot: BTreeMap<String, String>,
+    /// The message text the model sees.
+    pub text: String,
+}
+
+/// Carrier of the content-free surface ops (`remove`, `restore`).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct SurfaceEdit {
+    /// Who asked for the edit and why, for the audit trail.
+    pub reason: String,
+}
+
+/// What a model request was built from, recorded before it is sent.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct RequestHeader {
+    /// 1-based number of the request within the session.
+    pub index: u64,
+    /// The wire format the body was serialized with, e.g. `openai-chat/1`.
+    pub wire: String,
+    pub model: String,
+    /// Provider-neutral model parameters (temperature, thinking, …).
+    pub params: Value,
+    pub system_digest: String,
+    pub tools_digest: String,
+    /// The full system prompt, present whenever its digest differs from the previous request's.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub system: Option<String>,
+    /// The full tool catalog, present whenever its digest differs from the previous request's.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tools: Option<Vec<crate::llm::ToolDef>>,
+}
+
+/// Which part of the log went into a model request.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct RequestContext {
+    pub index: u64,
+    /// Surface generation the messages were derived from.
+    pub generation: u64,
+    /// The last event seq the request saw; the surface is `derive_at(through_seq)`.
+    pub through_seq: u64,
+    /// Seqs of the surface events, as inclusive `[first, last]` runs.
+    pub event_seqs: Vec<[u64; 2]>,
+    /// The token meter's estimate of the whole request.
+    pub estimated_tokens: u64,
+}
+
+/// Token accounting reported by the provider for one request.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Usage {
+    pub index: u64,
+    pub prompt_tokens: u64,
+    pub completion_tokens: u64,
+    /// Prompt tokens served from the provider's prefix cache.
+    pub cache_read: u64,
+    /// Billable (uncached) prompt tokens: `prompt_tokens - cache_read`.
+    pub input: u64,
+}
+
+/// The flat on-disk form of an event.
+#[derive(Serialize, Deserialize)]
+struct RawEvent {
+    seq: u64,
+    kind: EventKind,
+    turn: u32,
+    step: u32,
+    ts: String,
+    payload: Value,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    surface_op: Option<SurfaceOp>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    source_event_seqs: Vec<u64>,
+}
+
+impl Event {
+    pub fn kind(&self) -> EventKind {
+        self.body.kind()
+    }
+
+    /// The op this event applies to the surface, if it is on the surface at all.
+    pub fn effective_surface_op(&self) -> Option<SurfaceOp> {
+        match &self.surface_op {
+            Some(op) => Some(op.clone()),
+            None if self.kind().carries_content() => Some(SurfaceOp::Append),
+            None => None,
+        }
+    }
+
+    /// One JSON line, without the trailing newline.
+    pub fn to_json_line(&self) -> serde_json::Result<String> {
+        let raw = RawEvent {
+            seq: self.seq,
+            kind: self.kind(),
+            turn: self.turn,
+            step: self.step,
+            ts: self.ts.clone(),
+            payload: self.body.to_payload()?,
+            surface_op: self.surface_op.clone(),
+            source_event_seqs: self.source_event_seqs.clone(),
+        };
+        serde_json::to_string(&raw)
+    }
+
+    pub fn from_json_line(line: &str) -> serde_json::Result<Event> {
+        let raw: RawEvent = serde_json::from_str(line)?;
+        Ok(Event {
+            seq: raw.seq,
+            turn: raw.turn,
+            step: raw.step,
+            ts: raw.ts,
+            body: EventBody::from_payload(raw.kind, raw.payload)?,
+            surface_op: raw.surface_op,
+            source_event_seqs: raw.source_event_seqs,
+        })
+    }
+
+    /// The payload as generic JSON, for views and exports.
+    pub fn payload_json(&self) -> Value {
+        self.body.to_payload().unwrap_or(Value::Null)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn round_trips_through_one_json_line() {
+        let event = Event {
+            seq: 3,
+            turn: 1,
+            step: 2,
+            ts: "2026-11-29T21:00:00.000Z".into(),
+            body: EventBody::AssistantMessage(AssistantMessage {
+                text: "hé 你好".into(),
+                reasoning: Some(String::new()),
+                tool_calls: vec![ToolCallRef {
+                    id: "c1".into(),
+                    name: "read".into(),
+                    arguments: "{\"path\":".into(),
+                }],
+            }),
+            surface_op: Some(SurfaceOp::Replace { start: 1, end: 2 }),
+            source_event_seqs: vec![1, 2],
+        };
+        let line = event.to_json_line().unwrap();
+        assert!(!line.contains('\n'));
+        assert!(line.contains(r#""kind":"assistant/message""#), "{line}");
+        assert!(
+            line.contains(r#""surface_op":{"op":"replace","start":1,"end":2}"#),
+            "{line}"
+        );
+        assert_eq!(Event::from_json_line(&line).unwrap(), event);
+    }
+
+    #[test]
+    fn unknown_kind_is_an_error_naming_it() {
+        let err = Event::from_json_line(
+            r#"{"seq":1,"kind":"future/thing","turn":0,"step":0,"ts":"x","payload":{}}"#,
+        )
+        .unwrap_err();
+        assert!(err.to_string().contains("future/thing"), "{err}");
+    }
+
+    #[test]
+    fn only_surface_kinds_default_to_append() {
+        for kind in EventKind::ALL {
+            assert_eq!(
+                kind.carries_content() || kind == EventKind::SurfaceEdit,
+                kind.is_surface_bearing()
+            );
+        }
+    }
+}

@@ -1,0 +1,224 @@
+//! The session file: append-only JSONL, one event per line, locked by its single writer.
+//!
+//! Crash safety rests on three facts:
+//! - a line is written with one `write_all` of `json + "\n"`, and JSON lines never contain a raw
+//!   newline, so a crash can only leave a *prefix* of the last line without its newline;
+//! - on open for writing, such a torn tail is detected and cut (it was never acknowledged:
+//!   `append` returns only after the whole line is written, and after `fsync` in
+//!   [`Durability::Sync`]);
+//! - any other line that does not parse is corruption, reported with its line number, never
+//!   skipped silently.
+//!
+//! Exclusivity: the writer holds an exclusive advisory lock on the file (`flock`) for its whole
+//! life, so two processes never append to one session. Readers (`session show`, `replay`) take no
+//! lock and ignore a torn tail without repairing it.
+
+use std::fs::{File, OpenOptions, TryLockError};
+use std::io::{Read, Seek, SeekFrom, Write};
+use std::path::{Path, PathBuf};
+
+use anyhow::{Context, bail};
+
+use super::event::Event;
+
+/// When an appended event counts as acknowledged.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Durability {
+    /// Every append is written and `fsync`ed before it returns: survives power loss.
+    Sync,
+    /// Appends are buffered and written (and `fsync`ed) by [`LogWriter::flush`]; an event is
+    /// acknowledged once the flush that carried it returned.
+    Batched,
+}
+
+/// What reading a log found at its end.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct TornTail {
+    /// Bytes after the last newline: a line whose write a crash interrupted.
+    pub bytes: u64,
+}
+
+/// Events of a log file, and the torn tail if there was one.
+pub struct ReadLog {
+    pub events: Vec<Event>,
+    pub torn_tail: Option<TornTail>,
+    /// Length of the well-formed part of the file.
+    pub valid_len: u64,
+}
+
+/// Read a session file without locking or changing it.
+pub fn read_log(path: &Path) -> anyhow::Result<ReadLog> {
+    let mut file = File::open(path)
+        .with_context(|| format!("failed to open session log {}", path.display()))?;
+    read_from(&mut file, path)
+}
+
+fn read_from(file: &mut File, path: &Path) -> anyhow::Result<ReadLog> {
+    let mut bytes = Vec::new();
+    file.read_to_end(&mut bytes)
+        .with_context(|| format!("failed to read session log {}", path.display()))?;
+    let valid_len = bytes
+        .iter()
+        .rposition(|&byte| byte == b'\n')
+        .map_or(0, |index| index + 1);
+    let torn_tail = (valid_len < bytes.len()).then(|| TornTail {
+        bytes: (bytes.len() - valid_len) as u64,
+    });
+    let text = std::str::from_utf8(&bytes[..valid_len])
+        .with_context(|| format!("session log {} is not UTF-8", path.display()))?;
+
+    let mut events = Vec::with_capacity(text.len() / 256);
+    let mut last_seq = 0;
+    for (index, line) in text.lines().enumerate() {
+        let event = Event::from_json_line(line).with_context(|| {
+            format!(
+                "session log {} is corrupt at line {}",
+                path.display(),
+                index + 1
+            )
+        })?;
+        if event.seq <= last_seq {
+            bail!(
+                "session log {} is corrupt at line {}: seq {} does not follow seq {}",
+                path.display(),
+                index + 1,
+                event.seq,
+                last_seq
+            );
+        }
+        last_seq = event.seq;
+        events.push(event);
+    }
+    Ok(ReadLog {
+        events,
+        torn_tail,
+        valid_len: valid_len as u64,
+    })
+}
+
+/// The single writer of one session file.
+pub struct LogWriter {
+    file: File,
+    path: PathBuf,
+    durability: Durability,
+    pending: Vec<u8>,
+}
+
+impl LogWriter {
+    /// Create a new, empty session file; fails if it exists.
+    pub fn create(path: &Path, durability: Durability) -> anyhow::Result<LogWriter> {
+        let file = OpenOptions::new()
+            .read(true)
+            .append(true)
+            .create_new(true)
+            .open(path)
+            .with_context(|| format!("failed to create session log {}", path.display()))?;
+        lock(&file, path)?;
+        sync_parent_dir(path);
+        Ok(LogWriter {
+            file,
+            path: path.to_owned(),
+            durability,
+            pending: Vec::new(),
+        })
+    }
+
+    /// Open an existing session file for appending, cutting a torn tail left by a crash.
+    pub fn open(path: &Path, durability: Durability) -> anyhow::Result<(LogWriter, ReadLog)> {
+        let mut file = OpenOptions::new()
+            .read(true)
+            .append(true)
+            .open(path)
+            .with_context(|| format!("failed to open session log {}", path.display()))?;
+        lock(&file, path)?;
+        file.seek(SeekFrom::Start(0))?;
+        let log = read_from(&mut file, path)?;
+        if let Some(torn) = log.torn_tail {
+            tracing::warn!(
+                path = %path.display(),
+                bytes = torn.bytes,
+                "cutting a torn last line left by an interrupted write"
+            );
+            file.set_len(log.valid_len)
+                .with_context(|| format!("failed to cut the torn tail of {}", path.display()))?;
+            file.sync_all()?;
+        }
+        Ok((
+            LogWriter {
+                file,
+                path: path.to_owned(),
+                durability,
+                pending: Vec::new(),
+            },
+            log,
+        ))
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Write one event; with [`Durability::Sync`] it is on disk when this returns.
+    pub fn append(&mut self, event: &Event) -> anyhow::Result<()> {
+        let mut line = event.to_json_line().context("failed to serialize event")?;
+        line.push('\n');
+        match self.durability {
+            Durability::Sync => self
+                .file
+                .write_all(line.as_bytes())
+                .and_then(|()| self.file.sync_data())
+                .with_context(|| {
+                    format!("failed to append to session log {}", self.path.display())
+                }),
+            Durability::Batched => {
+                self.pending.extend_from_slice(line.as_bytes());
+                Ok(())
+            }
+        }
+    }
+
+    /// Write and `fsync` everything buffered by [`Durability::Batched`] appends.
+    pub fn flush(&mut self) -> anyhow::Result<()> {
+        if self.pending.is_empty() {
+            return Ok(());
+        }
+        self.file
+            .write_all(&self.pending)
+            .and_then(|()| self.file.sync_data())
+            .with_context(|| format!("failed to flush session log {}", self.path.display()))?;
+        self.pending.clear();
+        Ok(())
+    }
+}
+
+impl Drop for LogWriter {
+    fn drop(&mut self) {
+        if let Err(error) = self.flush() {
+            tracing::error!("{error:#}");
+        }
+    }
+}
+
+fn lock(file: &File, path: &Path) -> anyhow::Result<()> {
+    match file.try_lock() {
+        Ok(()) => Ok(()),
+        Err(TryLockError::WouldBlock) => bail!(
+            "session log {} is in use by another agent-lsp process; \
+             wait for it to finish or start a new session",
+            path.display()
+        ),
+        Err(TryLockError::Error(error)) => {
+            Err(error).with_context(|| format!("failed to lock session log {}", path.display()))
+        }
+    }
+}
+
+/// Make a newly created file's directory entry durable; best effort, as not every filesystem
+/// lets a directory be opened for syncing.
+fn sync_parent_dir(path: &Path) {
+    if let Some(parent) = path.parent()
+        && let Ok(dir) = File::open(parent)
+    {
+        let _ = dir.sync_all();
+    }
+}

@@ -1,0 +1,218 @@
+//! Where sessions live: one state directory per workspace, one JSONL file per session.
+//!
+//! The state root is `$AGENT_LSP_STATE_DIR` when set, else `agent-lsp/` under the user's data
+//! directory (`~/.local/share` on Linux). Under it, each workspace gets
+//! `workspaces/<folder name>-<hash of its canonical path>/sessions/`, so two checkouts with the
+//! same folder name never share sessions, and the directory name still says whose it is.
+
+use std::path::{Path, PathBuf};
+
+use anyhow::{Context, bail};
+
+use super::event::{EventBody, SCHEMA_VERSION, SessionHeader};
+use super::log::{Durability, read_log};
+use super::{History, Session};
+use crate::canonical::sha256_hex;
+
+/// Environment variable that replaces the user data directory as the state root.
+pub const STATE_DIR_ENV: &str = "AGENT_LSP_STATE_DIR";
+
+/// The sessions of one workspace.
+#[derive(Clone, Debug)]
+pub struct Store {
+    workspace: PathBuf,
+    sessions_dir: PathBuf,
+}
+
+impl Store {
+    /// The store of `workspace` (canonicalized), under the configured state root.
+    pub fn for_workspace(workspace: &Path) -> anyhow::Result<Store> {
+        let workspace = workspace
+            .canonicalize()
+            .with_context(|| format!("workspace {} does not exist", workspace.display()))?;
+        let root = match std::env::var_os(STATE_DIR_ENV) {
+            Some(dir) if !dir.is_empty() => PathBuf::from(dir),
+            _ => dirs::data_dir()
+                .context("no user data directory is known here; set AGENT_LSP_STATE_DIR")?
+                .join("agent-lsp"),
+        };
+        let name = workspace
+            .file_name()
+            .map_or("root".into(), |name| name.to_string_lossy());
+        let digest = sha256_hex(&workspace.to_string_lossy());
+        let sessions_dir = root
+            .join("workspaces")
+            .join(format!("{name}-{}", &digest[..12]))
+            .join("sessions");
+        Ok(Store {
+            workspace,
+            sessions_dir,
+        })
+    }
+
+    pub fn workspace(&self) -> &Path {
+        &self.workspace
+    }
+
+    pub fn sessions_dir(&self) -> &Path {
+        &self.sessions_dir
+    }
+
+    /// Start a new session with the given preset.
+    pub fn create_session(&self, preset: &str, durability: Durability) -> anyhow::Result<Session> {
+        std::fs::create_dir_all(&self.sessions_dir)
+            .with_context(|| format!("failed to create {}", self.sessions_dir.display()))?;
+        let id = new_session_id();
+        let header = SessionHeader {
+            schema: SCHEMA_VERSION,
+            session_id: id.clone(),
+            workspace: self.workspace.to_string_lossy().into_owned(),
+            preset: preset.to_owned(),
+            agent_version: env!("CARGO_PKG_VERSION").to_owned(),
+        };
+        Session::create(&self.path_of(&id), header, durability)
+    }
+
+    pub fn path_of(&self, id: &str) -> PathBuf {
+        self.sessions_dir.join(format!("{id}.jsonl"))
+    }
+
+    /// Ids of all sessions, oldest first (ids sort by creation time).
+    pub fn ids(&self) -> anyhow::Result<Vec<String>> {
+        let entries = match std::fs::read_dir(&self.sessions_dir) {
+            Ok(entries) => entries,
+            Err(error) if error.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+            Err(error) => {
+                return Err(error)
+                    .with_context(|| format!("failed to list {}", self.sessions_dir.display()));
+            }
+        };
+        let mut ids = entries
+            .filter_map(Result::ok)
+            .filter_map(|entry| {
+                entry
+                    .file_name()
+                    .to_str()?
+                    .strip_suffix(".jsonl")
+                    .map(str::to_owned)
+            })
+            .collect::<Vec<_>>();
+        ids.sort();
+        Ok(ids)
+    }
+
+    /// Find a session by its full id, a unique prefix or a unique suffix, or `last`.
+    pub fn resolve(&self, query: &str) -> anyhow::Result<String> {
+        let ids = self.ids()?;
+        if ids.is_empty() {
+            bail!("no sessions yet for workspace {}", self.workspace.display());
+        }
+        if query == "last" {
+            return Ok(ids.last().expect("not empty").clone());
+        }
+        if ids.iter().any(|id| id == query) {
+            return Ok(query.to_owned());
+        }
+        let matches = ids
+            .iter()
+            .filter(|id| !query.is_empty() && (id.starts_with(query) || id.ends_with(query)))
+            .collect::<Vec<_>>();
+        match matches.as_slice() {
+            [one] => Ok((*one).clone()),
+            [] => bail!(
+                "no session `{query}` in workspace {} (see `agent-lsp session list`)",
+                self.workspace.display()
+            ),
+            many => bail!(
+                "`{query}` matches {} sessions: {}",
+                many.len(),
+                many.iter()
+                    .map(|id| id.as_str())
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ),
+        }
+    }
+
+    /// Read a session without locking it (it may be live in another process).
+    pub fn load(&self, query: &str) -> anyhow::Result<History> {
+        let id = self.resolve(query)?;
+        let path = self.path_of(&id);
+        let read = read_log(&path)?;
+        if read.torn_tail.is_some() {
+            tracing::warn!(session = %id, "the last line is torn (being written, or a crash); it is ignored");
+        }
+        History::from_events(read.events).with_context(|| format!("session {id} is inconsistent"))
+    }
+
+    /// Open a session for appending.
+    pub fn open(&self, query: &str, durability: Durability) -> anyhow::Result<Session> {
+        let id = self.resolve(query)?;
+        Session::open(&self.path_of(&id), durability)
+    }
+}
+
+/// `YYYYMMDD-HHMMSS-xxxx`: sorts by creation time, and the random tail makes a short handle.
+pub fn new_session_id() -> String {
+    use std::hash::{BuildHasher, Hasher};
+    let mut hasher = std::collections::hash_map::RandomState::new().build_hasher();
+    hasher.write_u128(
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap_or_default()
+            .as_nanos(),
+    );
+    hasher.write_u32(std::process::id());
+    let now = chrono::Utc::now();
+    format!(
+        "{}-{:04x}",
+        now.format("%Y%m%d-%H%M%S"),
+        hasher.finish() & 0xffff
+    )
+}
+
+/// A session's first user prompt, for listings.
+pub fn first_prompt(history: &History) -> Option<&str> {
+    history.events().iter().find_map(|event| match &event.body {
+        EventBody::UserMessage(message) if message.origin == "prompt" => {
+            Some(message.text.as_str())
+        }
+        _ => None,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ids_sort_by_time_and_resolve_by_prefix_suffix_or_last() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store {
+            workspace: dir.path().into(),
+            sessions_dir: dir.path().join("s"),
+        };
+        assert!(
+            store
+                .resolve("x")
+                .unwrap_err()
+                .to_string()
+                .contains("no sessions yet")
+        );
+        std::fs::create_dir_all(store.sessions_dir()).unwrap();
+        for id in [
+            "20261129-100000-aaaa",
+            "20261129-110000-bbbb",
+            "20261130-090000-abcd",
+        ] {
+            std::fs::write(store.path_of(id), "").unwrap();
+        }
+        assert_eq!(store.resolve("last").unwrap(), "20261130-090000-abcd");
+        assert_eq!(store.resolve("bbbb").unwrap(), "20261129-110000-bbbb");
+        assert_eq!(store.resolve("20261130").unwrap(), "20261130-090000-abcd");
+        let err = store.resolve("20261129").unwrap_err().to_string();
+        assert!(err.contains("matches 2 sessions"), "{err}");
+        let err = store.resolve("zzzz").unwrap_err().to_string();
+        assert!(err.contains("no session `zzzz`"), "{err}");
+    }
+}

@@ -1,0 +1,1 @@
+//! Test support for agent-lsp end-to-end tests.
