@@ -5,6 +5,7 @@
 //! provider receives. Keeping the serialization a pure function of the request is what makes
 //! `agent-lsp session replay` able to reprint a past request byte for byte.
 
+pub mod provider;
 pub mod wire;
 
 use serde::{Deserialize, Serialize};
