@@ -1,1 +1,5 @@
+//! End-to-end tests of agent-lsp: real processes, real files, real protocol.
 
+mod session_crash;
+mod session_props;
+mod session_replay;

@@ -105,3 +105,71 @@ impl RuntimeContextProjection {
         Ok(Some(session.append(NewEvent::new(turn, step, body))?.seq))
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::session::event::{SCHEMA_VERSION, SessionHeader, SurfaceOp, UserMessage};
+    use crate::session::log::Durability;
+
+    fn snapshot(value: &str) -> RuntimeSnapshot {
+        RuntimeSnapshot(
+            [("git_branch".to_owned(), value.to_owned())]
+                .into_iter()
+                .collect(),
+        )
+    }
+
+    #[test]
+    fn injects_on_change_only_survives_restarts_and_reinjects_after_shadowing() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("s.jsonl");
+        let header = SessionHeader {
+            schema: SCHEMA_VERSION,
+            session_id: "s".into(),
+            workspace: "/w".into(),
+            preset: "standard".into(),
+            agent_version: "test".into(),
+        };
+        let mut session = Session::create(&path, header, Durability::Sync).unwrap();
+        let first =
+            RuntimeContextProjection::project(&mut session, 1, 1, &snapshot("main")).unwrap();
+        assert_eq!(first, Some(2));
+        assert_eq!(
+            RuntimeContextProjection::project(&mut session, 1, 2, &snapshot("main")).unwrap(),
+            None
+        );
+        drop(session);
+
+        // A restarted process recovers the snapshot from the log: no double injection.
+        let mut session = Session::open(&path, Durability::Sync).unwrap();
+        assert_eq!(
+            RuntimeContextProjection::project(&mut session, 2, 1, &snapshot("main")).unwrap(),
+            None
+        );
+        assert_eq!(
+            RuntimeContextProjection::project(&mut session, 2, 2, &snapshot("dev")).unwrap(),
+            Some(3)
+        );
+
+        // Once a checkpoint shadows it, the model no longer sees it, so it comes back.
+        let summary = EventBody::UserMessage(UserMessage {
+            text: "summary".into(),
+            origin: "compaction".into(),
+        });
+        session
+            .append(NewEvent::new(3, 0, summary).with_op(SurfaceOp::Replace { start: 2, end: 3 }))
+            .unwrap();
+        assert_eq!(
+            RuntimeContextProjection::project(&mut session, 3, 1, &snapshot("dev")).unwrap(),
+            Some(5)
+        );
+        assert_eq!(
+            session.history().events()[4].body,
+            EventBody::RuntimeContext(RuntimeContext {
+                snapshot: snapshot("dev").0,
+                text: "<runtime-context>\ngit_branch: dev\n</runtime-context>".into()
+            })
+        );
+    }
+}

@@ -27,15 +27,20 @@ pub struct Store {
 impl Store {
     /// The store of `workspace` (canonicalized), under the configured state root.
     pub fn for_workspace(workspace: &Path) -> anyhow::Result<Store> {
-        let workspace = workspace
-            .canonicalize()
-            .with_context(|| format!("workspace {} does not exist", workspace.display()))?;
         let root = match std::env::var_os(STATE_DIR_ENV) {
             Some(dir) if !dir.is_empty() => PathBuf::from(dir),
             _ => dirs::data_dir()
                 .context("no user data directory is known here; set AGENT_LSP_STATE_DIR")?
                 .join("agent-lsp"),
         };
+        Store::for_workspace_in(&root, workspace)
+    }
+
+    /// The store of `workspace` (canonicalized) under an explicit state root.
+    pub fn for_workspace_in(root: &Path, workspace: &Path) -> anyhow::Result<Store> {
+        let workspace = workspace
+            .canonicalize()
+            .with_context(|| format!("workspace {} does not exist", workspace.display()))?;
         let name = workspace
             .file_name()
             .map_or("root".into(), |name| name.to_string_lossy());

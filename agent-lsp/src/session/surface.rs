@@ -9,6 +9,8 @@
 //! The surface also guards the pairing of tool calls and results, because a provider answers
 //! HTTP 400 to a history with an orphan on either side:
 //! - a `tool/result` may only be appended for a call that is on the surface and unanswered;
+//! - while a call waits for its result, nothing but tool results may be appended (providers
+//!   want the results directly after the call; a cancelled call gets a result saying so);
 //! - a structural op is refused while any call on the surface still waits for its result;
 //! - a `replace`/`remove` range must hold every call together with its result;
 //! - a replacement entry cannot itself carry tool calls or be a tool result.
@@ -216,6 +218,10 @@ impl Surface {
     }
 
     fn check_append(&self, pairing: &Pairing) -> Result<(), SurfaceError> {
+        // Providers require a call's results right after it, so nothing else may come between.
+        if !matches!(pairing, Pairing::Result(_)) {
+            self.check_structural()?;
+        }
         match pairing {
             Pairing::None => Ok(()),
             Pairing::Calls(ids) => {
@@ -457,7 +463,7 @@ mod tests {
     }
 
     #[test]
-    fn structural_ops_wait_for_pending_calls() {
+    fn nothing_but_results_may_follow_pending_calls() {
         let mut surface = sample();
         push(
             &mut surface,
@@ -481,6 +487,36 @@ mod tests {
                 call_id: "c".into()
             }
         );
+        let err = push(
+            &mut surface,
+            7,
+            EventKind::UserMessage,
+            Pairing::None,
+            SurfaceOp::Append,
+        )
+        .unwrap_err();
+        assert_eq!(
+            err,
+            SurfaceError::PendingToolCall {
+                call_id: "c".into()
+            }
+        );
+        push(
+            &mut surface,
+            7,
+            EventKind::ToolResult,
+            result("c"),
+            SurfaceOp::Append,
+        )
+        .unwrap();
+        push(
+            &mut surface,
+            8,
+            EventKind::UserMessage,
+            Pairing::None,
+            SurfaceOp::Append,
+        )
+        .unwrap();
     }
 
     #[test]
