@@ -71,6 +71,8 @@ pub struct History {
     runtime_context_seqs: Vec<u64>,
     /// Digests of the last request's system prompt and tool catalog.
     last_digests: Option<(String, String)>,
+    /// `content_before[i]`: how many content-carrying events precede `events[i]`.
+    content_before: Vec<u32>,
 }
 
 impl History {
@@ -97,6 +99,7 @@ impl History {
             n_requests: 0,
             runtime_context_seqs: Vec::new(),
             last_digests: None,
+            content_before: Vec::new(),
         }
     }
 
@@ -116,10 +119,20 @@ impl History {
     }
 
     pub fn event(&self, seq: u64) -> Option<&Event> {
+        self.index_of(seq).map(|index| &self.events[index])
+    }
+
+    /// Position of `seq` in `events`: O(1) for the gap-free seqs this crate writes, a binary
+    /// search for logs with gaps.
+    fn index_of(&self, seq: u64) -> Option<usize> {
+        let first = self.events.first()?.seq;
+        let guess = seq.checked_sub(first)? as usize;
+        if self.events.get(guess).is_some_and(|event| event.seq == seq) {
+            return Some(guess);
+        }
         self.events
             .binary_search_by_key(&seq, |event| event.seq)
             .ok()
-            .map(|index| &self.events[index])
     }
 
     pub fn surface(&self) -> &Surface {
@@ -144,6 +157,36 @@ impl History {
     /// Seqs of all `context/runtime` events, oldest first.
     pub fn runtime_context_seqs(&self) -> &[u64] {
         &self.runtime_context_seqs
+    }
+
+    /// The surface as inclusive runs `[first, last]` of log seqs, in surface order. A run means
+    /// "every content-carrying event from `first` to `last`", so an append-only stretch is one
+    /// run however many log-only events are interleaved, and the record stays small.
+    pub fn surface_runs(&self) -> Vec<[u64; 2]> {
+        let mut runs: Vec<[u64; 2]> = Vec::new();
+        for entry in self.surface.entries() {
+            if let Some(run) = runs.last_mut()
+                && entry.seq > run[1]
+                && self.content_between(run[1], entry.seq) == 0
+            {
+                run[1] = entry.seq;
+                continue;
+            }
+            runs.push([entry.seq, entry.seq]);
+        }
+        runs
+    }
+
+    /// Number of content-carrying events strictly between two logged seqs (`a < b`).
+    fn content_between(&self, a: u64, b: u64) -> u32 {
+        let index = |seq| {
+            self.events
+                .binary_search_by_key(&seq, |event: &Event| event.seq)
+                .expect("logged seq")
+        };
+        let (ia, ib) = (index(a), index(b));
+        let content_a = u32::from(self.events[ia].kind().carries_content());
+        self.content_before[ib] - self.content_before[ia] - content_a
     }
 
     /// The history as it was right after event `seq` was appended.
@@ -209,6 +252,14 @@ impl History {
     }
 
     fn push_checked(&mut self, event: Event) {
+        let before = match self.events.last() {
+            Some(last) => {
+                self.content_before.last().copied().unwrap_or(0)
+                    + u32::from(last.kind().carries_content())
+            }
+            None => 0,
+        };
+        self.content_before.push(before);
         if let Some(op) = event.effective_surface_op() {
             self.surface.apply(event.seq, pairing_of(&event.body), &op);
         }

@@ -31,14 +31,7 @@ pub fn build_request(
     let changed = session.history().last_digests()
         != Some((prompt.system_digest.as_str(), prompt.tools_digest.as_str()));
     let messages = session.derive_messages().to_vec();
-    let event_seqs = seq_runs(
-        session
-            .history()
-            .surface()
-            .entries()
-            .iter()
-            .map(|entry| entry.seq),
-    );
+    let event_seqs = session.history().surface_runs();
     let request = ModelRequest {
         index,
         model: model.to_owned(),
@@ -150,8 +143,7 @@ pub fn replay_request(history: &History, index: u64) -> anyhow::Result<ModelRequ
             past.generation()
         );
     }
-    let seqs = seq_runs(past.surface().entries().iter().map(|entry| entry.seq));
-    if seqs != context.event_seqs {
+    if past.surface_runs() != context.event_seqs {
         bail!("request {index}: the surface rebuilt from the log differs from the one recorded");
     }
     let params: ModelParams = serde_json::from_value(header.params.clone())
@@ -164,27 +156,4 @@ pub fn replay_request(history: &History, index: u64) -> anyhow::Result<ModelRequ
         tools: tools.clone(),
         messages: past.derive_messages().to_vec(),
     })
-}
-
-/// Compress a sequence of seqs into inclusive runs of consecutive values.
-pub fn seq_runs(seqs: impl IntoIterator<Item = u64>) -> Vec<[u64; 2]> {
-    let mut runs: Vec<[u64; 2]> = Vec::new();
-    for seq in seqs {
-        match runs.last_mut() {
-            Some(run) if run[1] + 1 == seq => run[1] = seq,
-            _ => runs.push([seq, seq]),
-        }
-    }
-    runs
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn runs_compress_consecutive_seqs_in_surface_order() {
-        assert_eq!(seq_runs([1, 2, 3, 7, 8, 5]), vec![[1, 3], [7, 8], [5, 5]]);
-        assert!(seq_runs([]).is_empty());
-    }
 }
