@@ -20,6 +20,7 @@ fn header() -> SessionHeader {
         session_id: "bench".into(),
         workspace: "/bench".into(),
         preset: "standard".into(),
+        preset_text: None,
         agent_version: "bench".into(),
     }
 }

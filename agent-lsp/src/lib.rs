@@ -7,6 +7,7 @@
 //!   replay;
 //! - [`llm`]: provider-neutral requests and the wire formats they are sent in;
 //! - [`tokens`]: the token meter;
+//! - [`preset`]: named assemblies of model settings, tools, permissions and plugins;
 //! - [`cli`]: the terminal commands;
 //! - [`canonical`]: byte-stable JSON and digests;
 //! - [`logging`]: tracing to stderr, never stdout.
@@ -16,5 +17,6 @@ pub mod cli;
 pub mod context;
 pub mod llm;
 pub mod logging;
+pub mod preset;
 pub mod session;
 pub mod tokens;

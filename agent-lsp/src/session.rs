@@ -406,6 +406,7 @@ mod tests {
             session_id: "s1".into(),
             workspace: "/w".into(),
             preset: "standard".into(),
+            preset_text: None,
             agent_version: "test".into(),
         }
     }

@@ -51,6 +51,7 @@ fn header() -> SessionHeader {
         session_id: "prop".into(),
         workspace: "/prop".into(),
         preset: "standard".into(),
+        preset_text: None,
         agent_version: "test".into(),
     }
 }

@@ -128,7 +128,12 @@ fn every_request_replays_byte_identically_through_the_cli() {
     let workspace = tempfile::tempdir().unwrap();
     // The same store the CLI finds through AGENT_LSP_STATE_DIR.
     let store = Store::for_workspace_in(state.path(), workspace.path()).unwrap();
-    let mut session = store.create_session("standard", Durability::Sync).unwrap();
+    let mut session = store
+        .create_session(
+            &agent_lsp::preset::Preset::load("standard").unwrap(),
+            Durability::Sync,
+        )
+        .unwrap();
     let mut prompt = SystemPrompt::default();
     prompt
         .section(

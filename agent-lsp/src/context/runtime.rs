@@ -129,6 +129,7 @@ mod tests {
             session_id: "s".into(),
             workspace: "/w".into(),
             preset: "standard".into(),
+            preset_text: None,
             agent_version: "test".into(),
         };
         let mut session = Session::create(&path, header, Durability::Sync).unwrap();

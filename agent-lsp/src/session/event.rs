@@ -213,6 +213,9 @@ pub struct SessionHeader {
     pub workspace: String,
     /// The preset the session started with; a session keeps it for its whole life.
     pub preset: String,
+    /// The preset's full text at the start, used when the session is resumed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub preset_text: Option<String>,
     pub agent_version: String,
 }
 

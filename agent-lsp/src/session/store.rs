@@ -13,6 +13,7 @@ use super::event::{EventBody, SCHEMA_VERSION, SessionHeader};
 use super::log::{Durability, read_log};
 use super::{History, Session};
 use crate::canonical::sha256_hex;
+use crate::preset::Preset;
 
 /// Environment variable that replaces the user data directory as the state root.
 pub const STATE_DIR_ENV: &str = "AGENT_LSP_STATE_DIR";
@@ -64,7 +65,11 @@ impl Store {
     }
 
     /// Start a new session with the given preset.
-    pub fn create_session(&self, preset: &str, durability: Durability) -> anyhow::Result<Session> {
+    pub fn create_session(
+        &self,
+        preset: &Preset,
+        durability: Durability,
+    ) -> anyhow::Result<Session> {
         std::fs::create_dir_all(&self.sessions_dir)
             .with_context(|| format!("failed to create {}", self.sessions_dir.display()))?;
         let id = new_session_id();
@@ -72,7 +77,8 @@ impl Store {
             schema: SCHEMA_VERSION,
             session_id: id.clone(),
             workspace: self.workspace.to_string_lossy().into_owned(),
-            preset: preset.to_owned(),
+            preset: preset.name.clone(),
+            preset_text: Some(preset.text.clone()),
             agent_version: env!("CARGO_PKG_VERSION").to_owned(),
         };
         Session::create(&self.path_of(&id), header, durability)

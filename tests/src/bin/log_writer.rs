@@ -34,6 +34,7 @@ fn main() -> anyhow::Result<()> {
             session_id: "crash".into(),
             workspace: "/crash".into(),
             preset: "standard".into(),
+            preset_text: None,
             agent_version: "test".into(),
         };
         Session::create(path, header, Durability::Sync)?

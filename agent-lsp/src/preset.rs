@@ -1,0 +1,212 @@
+//! Presets: named assemblies of model settings, tools, permissions and plugins.
+//!
+//! The built-in presets are the files in the repository's `presets/` folder, compiled in.
+//! `--preset` takes a built-in name or a path to a TOML file of the same shape. A session
+//! records the preset's name and full text in its header and keeps using that text when it is
+//! resumed, even if the file changed since.
+//!
+//! Parsing is strict (unknown keys are errors), and errors name the file, the line and the key,
+//! because a typo in a permission table must not silently allow a tool.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use anyhow::{Context, bail};
+use serde::Deserialize;
+
+use crate::llm::{ModelParams, Thinking};
+
+/// `(name, text)` of every built-in preset.
+pub const BUILTIN: [(&str, &str); 3] = [
+    ("minimal", include_str!("../../presets/minimal.toml")),
+    ("readonly", include_str!("../../presets/readonly.toml")),
+    ("standard", include_str!("../../presets/standard.toml")),
+];
+
+pub const DEFAULT_PRESET: &str = "standard";
+
+/// What a tool call may do without asking.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum PermissionSetting {
+    Allow,
+    Ask,
+    Deny,
+}
+
+#[derive(Clone, Debug, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ModelSection {
+    /// Model name; the command line and the config file override it.
+    pub name: Option<String>,
+    pub thinking: Option<Thinking>,
+    pub reasoning_effort: Option<String>,
+    pub temperature: Option<f64>,
+    pub max_tokens: Option<u32>,
+    /// Model steps per turn before the loop stops and says so.
+    pub max_steps: u32,
+    /// The model's context window in tokens, for pressure checks.
+    pub context_window: u64,
+}
+
+#[derive(Clone, Debug, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ToolsSection {
+    /// Tools in the catalog. The catalog is the same whatever the permissions, so the request
+    /// prefix stays cacheable; permissions refuse calls at run time.
+    pub enabled: Vec<String>,
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PluginToggle {
+    pub enabled: bool,
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PluginsSection {
+    #[serde(default)]
+    pub runtime_context: PluginToggle,
+}
+
+/// The parsed contents of a preset file.
+#[derive(Clone, Debug, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PresetFile {
+    pub description: String,
+    pub model: ModelSection,
+    pub tools: ToolsSection,
+    /// `default` plus one entry per tool name.
+    pub permissions: BTreeMap<String, PermissionSetting>,
+    #[serde(default)]
+    pub plugins: PluginsSection,
+}
+
+/// A loaded preset: its name, where it came from, its text and its contents.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Preset {
+    pub name: String,
+    /// The text as read, recorded in the session header.
+    pub text: String,
+    pub file: PresetFile,
+}
+
+impl Preset {
+    /// A built-in preset by name, or a preset file by path (anything containing `/` or ending
+    /// in `.toml`).
+    pub fn load(name_or_path: &str) -> anyhow::Result<Preset> {
+        if name_or_path.contains('/') || name_or_path.ends_with(".toml") {
+            let path = Path::new(name_or_path);
+            let text = std::fs::read_to_string(path)
+                .with_context(|| format!("failed to read preset file {}", path.display()))?;
+            let name = path.file_stem().map_or(name_or_path.into(), |stem| {
+                stem.to_string_lossy().into_owned()
+            });
+            return Preset::parse(&name, &path.display().to_string(), &text);
+        }
+        match BUILTIN.iter().find(|(name, _)| *name == name_or_path) {
+            Some((name, text)) => Preset::parse(name, &format!("presets/{name}.toml"), text),
+            None => bail!(
+                "no preset named `{name_or_path}`; built-in presets are {}, or give a path to a .toml file",
+                BUILTIN.map(|(name, _)| name).join(", ")
+            ),
+        }
+    }
+
+    /// Parse preset text; `origin` names the file in errors.
+    pub fn parse(name: &str, origin: &str, text: &str) -> anyhow::Result<Preset> {
+        let file: PresetFile =
+            toml::from_str(text).map_err(|error| anyhow::anyhow!("preset {origin}: {error}"))?;
+        if !file.permissions.contains_key("default") {
+            bail!("preset {origin}: [permissions] needs a `default` entry (allow, ask or deny)");
+        }
+        for tool in file.permissions.keys().filter(|key| *key != "default") {
+            if !file.tools.enabled.contains(tool) {
+                bail!(
+                    "preset {origin}: [permissions] names `{tool}`, which is not in tools.enabled"
+                );
+            }
+        }
+        if file.model.max_steps == 0 {
+            bail!("preset {origin}: model.max_steps must be at least 1");
+        }
+        Ok(Preset {
+            name: name.to_owned(),
+            text: text.to_owned(),
+            file,
+        })
+    }
+
+    /// The permission for one tool.
+    pub fn permission(&self, tool: &str) -> PermissionSetting {
+        let permissions = &self.file.permissions;
+        permissions
+            .get(tool)
+            .or_else(|| permissions.get("default"))
+            .copied()
+            .unwrap_or(PermissionSetting::Deny)
+    }
+
+    /// Model parameters sent with every request.
+    pub fn model_params(&self) -> ModelParams {
+        let model = &self.file.model;
+        ModelParams {
+            temperature: model.temperature,
+            max_tokens: model.max_tokens,
+            thinking: model.thinking,
+            reasoning_effort: model.reasoning_effort.clone(),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_builtin_preset_parses() {
+        for (name, _) in BUILTIN {
+            let preset = Preset::load(name).unwrap();
+            assert_eq!(preset.name, name);
+        }
+        let readonly = Preset::load("readonly").unwrap();
+        assert_eq!(readonly.permission("edit"), PermissionSetting::Deny);
+        assert_eq!(readonly.permission("read"), PermissionSetting::Allow);
+        assert_eq!(
+            Preset::load("standard").unwrap().permission("shell"),
+            PermissionSetting::Ask
+        );
+        // The catalog does not depend on permissions.
+        assert_eq!(
+            readonly.file.tools.enabled,
+            Preset::load("standard").unwrap().file.tools.enabled
+        );
+    }
+
+    #[test]
+    fn a_broken_preset_names_file_line_and_key() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("broken.toml");
+        std::fs::write(
+            &path,
+            "description = \"x\"\n[model]\nmax_steps = 3\ncontext_window = 10\nthinkng = \"enabled\"\n[tools]\nenabled = []\n[permissions]\ndefault = \"allow\"\n",
+        )
+        .unwrap();
+        let err = Preset::load(path.to_str().unwrap())
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("broken.toml"), "{err}");
+        assert!(err.contains("line 5"), "{err}");
+        assert!(err.contains("thinkng"), "{err}");
+
+        std::fs::write(&path, "description = \"x\"\n[model]\nmax_steps = 3\ncontext_window = 10\n[tools]\nenabled = []\n[permissions]\ndefault = \"sometimes\"\n").unwrap();
+        let err = Preset::load(path.to_str().unwrap())
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("line 8") && err.contains("sometimes"), "{err}");
+
+        let err = Preset::load("nonesuch").unwrap_err().to_string();
+        assert!(err.contains("minimal, readonly, standard"), "{err}");
+    }
+}
