@@ -1,0 +1,278 @@
+//! What the endpoint sends for a served turn: the SSE chunks of a stream or the single
+//! `chat.completion` object, written by a task that keeps the scripted pace.
+//!
+//! The chunk shapes follow DeepSeek's stream: a first chunk with the role, reasoning pieces with
+//! `content: null`, content pieces with `reasoning_content: null` (in a turn that reasoned),
+//! tool-call fragments keyed by `index` whose first fragment alone has `id`, `type` and the
+//! name, a last choice chunk with `finish_reason`, then the usage chunk with `choices: []`, then
+//! `data: [DONE]`.
+
+use std::io;
+use std::time::Duration;
+
+use axum::body::{Body, Bytes};
+use serde_json::{Value, json};
+use tokio::sync::mpsc;
+use tokio::time::Instant;
+
+use super::{ModelTurn, Usage};
+
+/// Everything a served turn's answer is made of.
+pub(super) struct Completion {
+    pub id: String,
+    pub created: u64,
+    pub model: String,
+    pub turn: ModelTurn,
+    pub call_ids: Vec<String>,
+    pub usage: Usage,
+    pub finish_reason: &'static str,
+}
+
+/// How the chunks are shaped and paced, from the endpoint's configuration.
+#[derive(Clone, Copy)]
+pub(super) struct Shape {
+    pub delta_bytes: usize,
+    pub include_usage: bool,
+    pub usage_in_finish_chunk: bool,
+}
+
+impl Completion {
+    fn chunk(&self, choices: Value) -> serde_json::Map<String, Value> {
+        let mut chunk = serde_json::Map::new();
+        chunk.insert("id".into(), self.id.clone().into());
+        chunk.insert("object".into(), "chat.completion.chunk".into());
+        chunk.insert("created".into(), self.created.into());
+        chunk.insert("model".into(), self.model.clone().into());
+        chunk.insert("system_fingerprint".into(), "fp_loopback".into());
+        chunk.insert("choices".into(), choices);
+        chunk
+    }
+
+    fn delta(&self, delta: Value, finish_reason: Option<&str>) -> serde_json::Map<String, Value> {
+        self.chunk(json!([{
+            "index": 0,
+            "delta": delta,
+            "logprobs": null,
+            "finish_reason": finish_reason,
+        }]))
+    }
+
+    /// The `data:` payloads of the stream, `[DONE]` last.
+    pub fn stream_events(&self, shape: Shape) -> Vec<String> {
+        let turn = &self.turn;
+        let reasoned = turn.reasoning.is_some();
+        let mut events = Vec::new();
+        let mut push = |chunk: serde_json::Map<String, Value>| {
+            events.push(Value::Object(chunk).to_string());
+        };
+
+        let mut first = json!({ "role": "assistant", "content": "" });
+        if reasoned {
+            first = json!({ "role": "assistant", "content": null, "reasoning_content": "" });
+        }
+        push(self.delta(first, None));
+        for piece in pieces(turn.reasoning.as_deref().unwrap_or(""), shape.delta_bytes) {
+            push(self.delta(json!({ "content": null, "reasoning_content": piece }), None));
+        }
+        for piece in pieces(turn.content.as_deref().unwrap_or(""), shape.delta_bytes) {
+            let delta = if reasoned {
+                json!({ "content": piece, "reasoning_content": null })
+            } else {
+                json!({ "content": piece })
+            };
+            push(self.delta(delta, None));
+        }
+        for (index, (call, id)) in turn.tool_calls.iter().zip(&self.call_ids).enumerate() {
+            let head = json!({ "tool_calls": [{
+                "index": index,
+                "id": id,
+                "type": "function",
+                "function": { "name": call.name, "arguments": "" },
+            }]});
+            push(self.delta(head, None));
+            for piece in pieces(&call.arguments, shape.delta_bytes) {
+                let fragment = json!({ "tool_calls": [{
+                    "index": index,
+                    "function": { "arguments": piece },
+                }]});
+                push(self.delta(fragment, None));
+            }
+        }
+        let mut last = self.delta(json!({ "content": "" }), Some(self.finish_reason));
+        if shape.usage_in_finish_chunk {
+            last.insert("usage".into(), self.usage.to_json());
+        }
+        push(last);
+        if shape.include_usage && !shape.usage_in_finish_chunk {
+            let mut usage = self.chunk(json!([]));
+            usage.insert("usage".into(), self.usage.to_json());
+            push(usage);
+        }
+        events.push("[DONE]".into());
+        events
+    }
+
+    /// The whole answer of a `stream: false` request.
+    pub fn object(&self) -> Value {
+        let turn = &self.turn;
+        let mut message = serde_json::Map::new();
+        message.insert("role".into(), "assistant".into());
+        message.insert(
+            "content".into(),
+            turn.content.clone().unwrap_or_default().into(),
+        );
+        if let Some(reasoning) = &turn.reasoning {
+            message.insert("reasoning_content".into(), reasoning.clone().into());
+        }
+        if !turn.tool_calls.is_empty() {
+            let calls = turn
+                .tool_calls
+                .iter()
+                .zip(&self.call_ids)
+                .map(|(call, id)| {
+                    json!({
+                        "id": id,
+                        "type": "function",
+                        "function": { "name": call.name, "arguments": call.arguments },
+                    })
+                })
+                .collect::<Vec<_>>();
+            message.insert("tool_calls".into(), calls.into());
+        }
+        json!({
+            "id": self.id,
+            "object": "chat.completion",
+            "created": self.created,
+            "model": self.model,
+            "system_fingerprint": "fp_loopback",
+            "choices": [{
+                "index": 0,
+                "message": message,
+                "logprobs": null,
+                "finish_reason": self.finish_reason,
+            }],
+            "usage": self.usage.to_json(),
+        })
+    }
+}
+
+/// `text` cut into pieces of about `size` bytes, never inside a character.
+fn pieces(text: &str, size: usize) -> Vec<&str> {
+    let size = size.max(1);
+    let mut out = Vec::new();
+    let mut start = 0;
+    while start < text.len() {
+        let mut end = (start + size).min(text.len());
+        while !text.is_char_boundary(end) {
+            end += 1;
+        }
+        out.push(&text[start..end]);
+        start = end;
+    }
+    out
+}
+
+/// When and how the frames of a body go out.
+pub(super) struct Pacing {
+    /// Wait before the first frame. The headers are already out, so keep-alive lines fill it
+    /// when `keep_alive_every` is set.
+    pub wait: Duration,
+    pub chunk_delay: Duration,
+    /// `: keep-alive\n\n` for a stream, an empty line for a `stream: false` answer: what
+    /// DeepSeek sends while a request waits for the model.
+    pub keep_alive_line: &'static str,
+    pub keep_alive_every: Option<Duration>,
+    /// Send one keep-alive line between every two frames too.
+    pub keep_alive_between_frames: bool,
+    pub stall_after: Option<usize>,
+    pub cut_after: Option<usize>,
+}
+
+type Frame = Result<Bytes, io::Error>;
+
+/// A streaming body that a spawned task fills with `frames`, keeping `pacing`.
+pub(super) fn paced_body(frames: Vec<String>, pacing: Pacing) -> Body {
+    let (sender, receiver) = mpsc::channel::<Frame>(4);
+    tokio::spawn(write_frames(sender, frames, pacing));
+    body_from(receiver)
+}
+
+fn body_from(receiver: mpsc::Receiver<Frame>) -> Body {
+    let stream = futures_util::stream::unfold(receiver, |mut receiver| async move {
+        receiver.recv().await.map(|frame| (frame, receiver))
+    });
+    Body::from_stream(stream)
+}
+
+async fn write_frames(sender: mpsc::Sender<Frame>, frames: Vec<String>, pacing: Pacing) {
+    // A send fails once the client has gone; then there is nobody left to write for.
+    let send = |text: &str| {
+        let sender = sender.clone();
+        let bytes = Bytes::copy_from_slice(text.as_bytes());
+        async move { sender.send(Ok(bytes)).await.is_ok() }
+    };
+    match pacing.keep_alive_every {
+        Some(every) if !pacing.wait.is_zero() => {
+            let deadline = Instant::now() + pacing.wait;
+            while Instant::now() < deadline {
+                if !send(pacing.keep_alive_line).await {
+                    return;
+                }
+                tokio::time::sleep_until(deadline.min(Instant::now() + every)).await;
+            }
+        }
+        _ => tokio::time::sleep(pacing.wait).await,
+    }
+    for (number, frame) in frames.iter().enumerate() {
+        if pacing.stall_after == Some(number) {
+            tracing::debug!(after = number, "model endpoint stalls the body as scripted");
+            sender.closed().await;
+            return;
+        }
+        if pacing.cut_after == Some(number) {
+            tracing::debug!(after = number, "model endpoint cuts the body as scripted");
+            let error = io::Error::new(io::ErrorKind::ConnectionReset, "cut by the script");
+            let _ = sender.send(Err(error)).await;
+            return;
+        }
+        if number > 0 {
+            if !pacing.chunk_delay.is_zero() {
+                tokio::time::sleep(pacing.chunk_delay).await;
+            }
+            if pacing.keep_alive_between_frames && !send(pacing.keep_alive_line).await {
+                return;
+            }
+        }
+        if !send(frame).await {
+            return;
+        }
+    }
+}
+
+/// A body for a request the server never starts on: keep-alive lines, forever, until the client
+/// goes away.
+pub(super) fn keep_alive_forever(line: &'static str, every: Duration) -> Body {
+    let (sender, receiver) = mpsc::channel::<Frame>(1);
+    tokio::spawn(async move {
+        while sender
+            .send(Ok(Bytes::from_static(line.as_bytes())))
+            .await
+            .is_ok()
+        {
+            tokio::time::sleep(every).await;
+        }
+    });
+    body_from(receiver)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::pieces;
+
+    #[test]
+    fn pieces_never_split_a_character() {
+        assert_eq!(pieces("abcdef", 4), vec!["abcd", "ef"]);
+        assert_eq!(pieces("aé€b", 2), vec!["aé", "€", "b"]);
+        assert!(pieces("", 4).is_empty());
+    }
+}
