@@ -20,3 +20,5 @@ pub mod logging;
 pub mod preset;
 pub mod session;
 pub mod tokens;
+pub mod tools;
+pub mod workspace;

@@ -1,0 +1,824 @@
+//! The tool runtime: the catalog the model sees, the permission guard, and the execution of a
+//! step's tool calls into `tool/call` and `tool/result` events.
+//!
+//! Three things hold here that the rest of the agent relies on:
+//!
+//! - **Every call gets exactly one result, in call order.** Invalid JSON arguments, an unknown
+//!   tool, a refused permission, a bad path, a timeout, a panic, a cancelled turn: each becomes a
+//!   [`ToolOutput`] the model reads (`error: …` with what to do next), never a Rust error that
+//!   ends the turn. The session refuses anything but results between an assistant message's
+//!   calls and their results, so this is also what keeps the session writable. The only errors
+//!   [`ToolRuntime::execute`] returns are failures to append to the session log.
+//! - **The catalog does not depend on permissions.** A denied tool is still listed, sorted by
+//!   name with canonical JSON schemas, and refused when called. Keeping the catalog byte-stable
+//!   across modes keeps the provider's prefix cache warm (ARCHITECTURE.md, "Context assembly").
+//! - **What the model saw is what the log keeps.** The text is capped (head and tail kept, a
+//!   marker says how much was cut) before it is recorded, and `meta` records the facts about it
+//!   (`truncated`, `original_len`, `source`, `duration_ms`, `is_error`, …).
+//!
+//! Scheduling: the calls of one step run in batches, in call order. Consecutive read-only calls
+//! form one batch and run concurrently; a mutating call runs alone. So a `read` that follows a
+//! `write` in the same step sees the write, and independent reads do not wait for each other.
+
+pub mod edit;
+pub mod fs;
+pub mod search;
+pub mod shell;
+
+#[cfg(test)]
+mod testing;
+#[cfg(test)]
+mod tests;
+
+use std::collections::BTreeMap;
+use std::fmt::Display;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use futures_util::future::{BoxFuture, join_all};
+use serde::de::DeserializeOwned;
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
+use tokio_util::sync::CancellationToken;
+use tracing::Instrument;
+
+use crate::canonical::canonical_json;
+use crate::llm::ToolDef;
+use crate::preset::{PermissionSetting, Preset};
+use crate::session::event::{AssistantMessage, EventBody, ToolCallEvent, ToolCallRef, ToolResult};
+use crate::session::{NewEvent, Session};
+use crate::workspace::Workspace;
+
+/// What one tool call produced, before the runtime caps it and records it.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ToolOutput {
+    /// The text the model reads.
+    pub text: String,
+    /// Facts about the text that are recorded but never sent (a JSON object).
+    pub meta: Value,
+    /// Whether the call failed (bad arguments, refused path, missing file, timeout, …).
+    pub is_error: bool,
+}
+
+impl ToolOutput {
+    pub fn ok(text: impl Into<String>) -> ToolOutput {
+        ToolOutput {
+            text: text.into(),
+            meta: Value::Object(Map::new()),
+            is_error: false,
+        }
+    }
+
+    /// A failure the model can act on; the text is prefixed with `error: `.
+    pub fn error(message: impl Display) -> ToolOutput {
+        ToolOutput {
+            text: format!("error: {message}"),
+            meta: Value::Object(Map::new()),
+            is_error: true,
+        }
+    }
+
+    /// Add one `meta` entry.
+    pub fn with_meta(mut self, key: &str, value: impl Into<Value>) -> ToolOutput {
+        if !self.meta.is_object() {
+            self.meta = Value::Object(Map::new());
+        }
+        if let Value::Object(map) = &mut self.meta {
+            map.insert(key.to_owned(), value.into());
+        }
+        self
+    }
+}
+
+/// What a tool is given for one call.
+#[derive(Clone, Debug)]
+pub struct ToolContext {
+    pub workspace: Arc<Workspace>,
+    /// Cancelled when the turn is cancelled or the call timed out; long-running tools (walkers,
+    /// processes) watch it and stop.
+    pub cancel: CancellationToken,
+    pub call_id: String,
+}
+
+impl ToolContext {
+    /// Resolve a path argument inside the workspace, or the error output saying why it was
+    /// refused. Every file tool goes through this.
+    pub fn resolve(&self, user_path: &str) -> Result<PathBuf, ToolOutput> {
+        self.workspace.resolve(user_path).map_err(|err| {
+            tracing::warn!(path = user_path, %err, "path refused");
+            ToolOutput::error(format!(
+                "path refused: {err}. Tools only work inside the workspace; give a path relative to its root"
+            ))
+            .with_meta("refused_path", user_path)
+        })
+    }
+}
+
+/// A tool the model can call.
+pub trait Tool: Send + Sync + 'static {
+    /// Name, description and JSON schema, as listed in the catalog.
+    fn def(&self) -> ToolDef;
+
+    /// Whether the tool only reads, so that it may run concurrently with the other read-only
+    /// calls of the same step.
+    fn read_only(&self) -> bool;
+
+    /// How long this call may take, when it is not the runtime's default (e.g. the shell's
+    /// own `timeout_secs` plus a grace period).
+    fn timeout(&self, _args: &Value) -> Option<Duration> {
+        None
+    }
+
+    /// Run one call. Failures are outputs with `is_error`, never panics: the model reads them.
+    fn run(&self, ctx: ToolContext, args: Value) -> BoxFuture<'static, ToolOutput>;
+}
+
+/// Deserialize a tool's arguments, or the error output naming what is wrong with them.
+pub fn parse_args<T: DeserializeOwned>(tool: &str, args: Value) -> Result<T, ToolOutput> {
+    serde_json::from_value(args).map_err(|err| {
+        ToolOutput::error(format!(
+            "invalid arguments for `{tool}`: {err}; see the tool's parameter schema"
+        ))
+    })
+}
+
+/// Run blocking file work off the async threads; a panic becomes an error output.
+pub(crate) async fn blocking<F>(work: F) -> ToolOutput
+where
+    F: FnOnce() -> ToolOutput + Send + 'static,
+{
+    match tokio::task::spawn_blocking(work).await {
+        Ok(output) => output,
+        Err(err) => ToolOutput::error(format!("the tool failed unexpectedly: {err}")),
+    }
+}
+
+#[derive(Clone)]
+struct Registered {
+    tool: Arc<dyn Tool>,
+    def: ToolDef,
+}
+
+/// The tools of a session, by name.
+#[derive(Clone, Default)]
+pub struct ToolRegistry {
+    tools: BTreeMap<String, Registered>,
+}
+
+/// Names of the standard tools, sorted.
+pub const STANDARD_TOOLS: [&str; 7] = ["edit", "glob", "grep", "list", "read", "shell", "write"];
+
+impl ToolRegistry {
+    pub fn new() -> ToolRegistry {
+        ToolRegistry::default()
+    }
+
+    /// The workspace file tools and the shell ([`STANDARD_TOOLS`]).
+    pub fn standard() -> ToolRegistry {
+        let mut registry = ToolRegistry::new();
+        registry
+            .register(fs::Read)
+            .register(fs::List)
+            .register(fs::Write)
+            .register(search::Glob)
+            .register(search::Grep)
+            .register(edit::Edit)
+            .register(shell::Shell);
+        registry
+    }
+
+    /// Only the named tools, e.g. a preset's `tools.enabled`; naming an unknown tool is an error
+    /// rather than a silently shorter catalog.
+    pub fn only(mut self, names: &[impl AsRef<str>]) -> anyhow::Result<ToolRegistry> {
+        for name in names {
+            let name = name.as_ref();
+            if !self.tools.contains_key(name) {
+                anyhow::bail!(
+                    "no tool named `{name}`; the tools are {}",
+                    self.names().collect::<Vec<_>>().join(", ")
+                );
+            }
+        }
+        self.tools
+            .retain(|name, _| names.iter().any(|wanted| wanted.as_ref() == name));
+        Ok(self)
+    }
+
+    /// Add a tool, or replace the one with the same name. Its schema is normalized to
+    /// canonical JSON (sorted keys) so the catalog is byte-stable whatever the map type.
+    pub fn register(&mut self, tool: impl Tool) -> &mut Self {
+        let mut def = tool.def();
+        def.parameters = serde_json::from_str(&canonical_json(&def.parameters))
+            .expect("canonical JSON parses back");
+        self.tools.insert(
+            def.name.clone(),
+            Registered {
+                tool: Arc::new(tool),
+                def,
+            },
+        );
+        self
+    }
+
+    pub fn get(&self, name: &str) -> Option<&Arc<dyn Tool>> {
+        self.tools.get(name).map(|registered| &registered.tool)
+    }
+
+    /// Tool names in catalog order.
+    pub fn names(&self) -> impl Iterator<Item = &str> {
+        self.tools.keys().map(String::as_str)
+    }
+
+    /// The catalog: every registered tool, sorted by name, whatever the permissions.
+    pub fn catalog(&self) -> Vec<ToolDef> {
+        self.tools
+            .values()
+            .map(|registered| registered.def.clone())
+            .collect()
+    }
+}
+
+/// What a call to a tool may do without asking.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Permission {
+    Allow,
+    Ask,
+    Deny,
+}
+
+impl Permission {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Permission::Allow => "allow",
+            Permission::Ask => "ask",
+            Permission::Deny => "deny",
+        }
+    }
+}
+
+impl From<PermissionSetting> for Permission {
+    fn from(setting: PermissionSetting) -> Permission {
+        match setting {
+            PermissionSetting::Allow => Permission::Allow,
+            PermissionSetting::Ask => Permission::Ask,
+            PermissionSetting::Deny => Permission::Deny,
+        }
+    }
+}
+
+/// Tool name → permission, with a default for the tools not named.
+#[derive(Clone, Debug, PartialEq)]
+pub struct PermissionPolicy {
+    pub default: Permission,
+    pub tools: BTreeMap<String, Permission>,
+}
+
+impl Default for PermissionPolicy {
+    /// The `standard` preset's policy: everything allowed, the shell asked for.
+    fn default() -> PermissionPolicy {
+        PermissionPolicy::new(Permission::Allow).with("shell", Permission::Ask)
+    }
+}
+
+impl PermissionPolicy {
+    pub fn new(default: Permission) -> PermissionPolicy {
+        PermissionPolicy {
+            default,
+            tools: BTreeMap::new(),
+        }
+    }
+
+    pub fn with(mut self, tool: &str, permission: Permission) -> PermissionPolicy {
+        self.tools.insert(tool.to_owned(), permission);
+        self
+    }
+
+    /// The policy of a preset's `[permissions]` table (`default` plus one entry per tool).
+    pub fn from_preset(preset: &Preset) -> PermissionPolicy {
+        let mut policy = PermissionPolicy::new(preset.permission("default").into());
+        for (tool, setting) in &preset.file.permissions {
+            if tool != "default" {
+                policy.tools.insert(tool.clone(), (*setting).into());
+            }
+        }
+        policy
+    }
+
+    pub fn permission(&self, tool: &str) -> Permission {
+        self.tools.get(tool).copied().unwrap_or(self.default)
+    }
+}
+
+/// Who answers an `ask` permission: the editor (a prompt to the programmer) or the terminal.
+pub trait Asker: Send + Sync {
+    /// Whether this call may run. The call carries the raw arguments, to show to the person.
+    fn ask(&self, call: &ToolCallRef) -> BoxFuture<'static, bool>;
+
+    /// How a refusal is explained to the model.
+    fn refusal(&self, call: &ToolCallRef) -> String {
+        format!(
+            "the call to `{}` was refused: its permission is `ask` in the preset's permission policy and the user declined it; do not retry the same call, ask the user or take another way",
+            call.name
+        )
+    }
+}
+
+/// The asker of a session with nobody to ask: `ask` means deny, unless `yes` (`--yes`) was given.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct HeadlessAsker {
+    pub yes: bool,
+}
+
+impl Asker for HeadlessAsker {
+    fn ask(&self, call: &ToolCallRef) -> BoxFuture<'static, bool> {
+        tracing::info!(tool = %call.name, approved = self.yes, "headless permission `ask`");
+        let yes = self.yes;
+        Box::pin(async move { yes })
+    }
+
+    fn refusal(&self, call: &ToolCallRef) -> String {
+        format!(
+            "the call to `{}` was refused by the preset's permission policy: it needs approval (`ask`) and this session runs without anyone to ask (run with --yes to approve such calls); do not retry it, find another way or tell the user",
+            call.name
+        )
+    }
+}
+
+/// Plugins that watch tool calls (progress reporting, audit, tests).
+pub trait ToolObserver: Send + Sync {
+    /// Before the call's `tool/call` event is appended.
+    fn before_call(&self, _call: &ToolCallRef) {}
+    /// After the call's `tool/result` event is appended; `output` is what was recorded.
+    fn after_result(&self, _call: &ToolCallRef, _output: &ToolOutput) {}
+}
+
+/// Time and size limits applied to every call.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Limits {
+    /// How long a call may run unless its tool asks for more ([`Tool::timeout`]).
+    pub timeout: Duration,
+    /// The most text a result gives the model, in bytes; longer text keeps its head and tail.
+    pub max_output_bytes: usize,
+}
+
+impl Default for Limits {
+    fn default() -> Limits {
+        Limits {
+            timeout: Duration::from_secs(60),
+            max_output_bytes: 256 * 1024,
+        }
+    }
+}
+
+/// One executed call: the call, the output as recorded, and the seq of its `tool/result`.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ToolCallOutcome {
+    pub call: ToolCallRef,
+    pub output: ToolOutput,
+    pub result_seq: u64,
+}
+
+/// Runs tool calls against a workspace and records them in a session.
+#[derive(Clone)]
+pub struct ToolRuntime {
+    workspace: Arc<Workspace>,
+    registry: ToolRegistry,
+    policy: PermissionPolicy,
+    asker: Arc<dyn Asker>,
+    observers: Vec<Arc<dyn ToolObserver>>,
+    limits: Limits,
+}
+
+/// What a call turned into before anything runs.
+enum Prepared {
+    /// Answered without running: invalid arguments, unknown tool, refused.
+    Done(ToolOutput),
+    Run {
+        tool: Arc<dyn Tool>,
+        args: Value,
+    },
+}
+
+impl ToolRuntime {
+    /// A runtime with the default policy ([`PermissionPolicy::default`]), a headless asker
+    /// without `--yes`, no observers and default limits.
+    pub fn new(workspace: Workspace, registry: ToolRegistry) -> ToolRuntime {
+        ToolRuntime {
+            workspace: Arc::new(workspace),
+            registry,
+            policy: PermissionPolicy::default(),
+            asker: Arc::new(HeadlessAsker::default()),
+            observers: Vec::new(),
+            limits: Limits::default(),
+        }
+    }
+
+    pub fn with_policy(mut self, policy: PermissionPolicy) -> ToolRuntime {
+        self.policy = policy;
+        self
+    }
+
+    pub fn with_asker(mut self, asker: Arc<dyn Asker>) -> ToolRuntime {
+        self.asker = asker;
+        self
+    }
+
+    pub fn with_observer(mut self, observer: Arc<dyn ToolObserver>) -> ToolRuntime {
+        self.observers.push(observer);
+        self
+    }
+
+    pub fn with_limits(mut self, limits: Limits) -> ToolRuntime {
+        self.limits = limits;
+        self
+    }
+
+    pub fn workspace(&self) -> &Workspace {
+        &self.workspace
+    }
+
+    pub fn registry(&self) -> &ToolRegistry {
+        &self.registry
+    }
+
+    pub fn policy(&self) -> &PermissionPolicy {
+        &self.policy
+    }
+
+    /// The tool catalog for `SystemPrompt::tool`, sorted by name, the same whatever the policy.
+    pub fn catalog(&self) -> Vec<ToolDef> {
+        self.registry.catalog()
+    }
+
+    /// Run the calls of one model step and record them: a `tool/call` event per call (raw
+    /// arguments as the model sent them), then, once all have run, a `tool/result` per call in
+    /// call order. Every call gets a result, also when `cancel` fires (it then says the call was
+    /// cancelled). Errors are only failures to append to the session.
+    pub async fn execute(
+        &self,
+        session: &mut Session,
+        turn: u32,
+        step: u32,
+        calls: &[ToolCallRef],
+        cancel: &CancellationToken,
+    ) -> anyhow::Result<Vec<ToolCallOutcome>> {
+        self.execute_inner(session, turn, step, calls, cancel, None)
+            .await
+    }
+
+    /// Run one tool outside a model turn (`agent-lsp tool NAME --args JSON`) and record it.
+    ///
+    /// The session only accepts a tool result that answers a call on its surface, so the run is
+    /// recorded as a turn of its own (the last turn + 1, step 0, "outside of model steps"): an
+    /// `assistant/message` with empty text carrying the one call (id `user-<seq>`), then the
+    /// `tool/call` and `tool/result` events as [`ToolRuntime::execute`] writes them. The result's
+    /// meta has `"origin": "user"`, saying the call came from the user rather than the model.
+    /// The pair stays on the surface, so the model later sees what the user ran.
+    pub async fn run_one(
+        &self,
+        session: &mut Session,
+        name: &str,
+        arguments: &str,
+        cancel: &CancellationToken,
+    ) -> anyhow::Result<ToolCallOutcome> {
+        let history = session.history();
+        let turn = history
+            .events()
+            .iter()
+            .map(|event| event.turn)
+            .max()
+            .unwrap_or(0)
+            + 1;
+        let call = ToolCallRef {
+            id: format!("user-{}", history.last_seq() + 1),
+            name: name.to_owned(),
+            arguments: arguments.to_owned(),
+        };
+        session.append(NewEvent::new(
+            turn,
+            0,
+            EventBody::AssistantMessage(AssistantMessage {
+                text: String::new(),
+                reasoning: None,
+                tool_calls: vec![call.clone()],
+            }),
+        ))?;
+        let mut outcomes = self
+            .execute_inner(session, turn, 0, &[call], cancel, Some("user"))
+            .await?;
+        Ok(outcomes.pop().expect("one call, one outcome"))
+    }
+
+    async fn execute_inner(
+        &self,
+        session: &mut Session,
+        turn: u32,
+        step: u32,
+        calls: &[ToolCallRef],
+        cancel: &CancellationToken,
+        origin: Option<&str>,
+    ) -> anyhow::Result<Vec<ToolCallOutcome>> {
+        for call in calls {
+            for observer in &self.observers {
+                observer.before_call(call);
+            }
+            session.append(NewEvent::new(
+                turn,
+                step,
+                EventBody::ToolCall(ToolCallEvent {
+                    call_id: call.id.clone(),
+                    name: call.name.clone(),
+                    arguments: call.arguments.clone(),
+                }),
+            ))?;
+        }
+
+        // Permission questions are asked one at a time, in call order, before anything runs.
+        let mut prepared = Vec::with_capacity(calls.len());
+        for call in calls {
+            prepared.push(self.prepare(call, cancel).await);
+        }
+
+        let mut outputs: Vec<Option<(ToolOutput, Duration)>> = vec![None; calls.len()];
+        let mut index = 0;
+        while index < calls.len() {
+            let batch_end = match &prepared[index] {
+                Prepared::Run { tool, .. } if tool.read_only() => {
+                    let mut end = index + 1;
+                    while end < calls.len()
+                        && matches!(&prepared[end], Prepared::Run { tool, .. } if tool.read_only())
+                    {
+                        end += 1;
+                    }
+                    end
+                }
+                _ => index + 1,
+            };
+            let runs = (index..batch_end).map(|i| {
+                let call = &calls[i];
+                let prepared = std::mem::replace(
+                    &mut prepared[i],
+                    Prepared::Done(ToolOutput::ok(String::new())),
+                );
+                async move {
+                    match prepared {
+                        Prepared::Done(output) => (output, Duration::ZERO),
+                        Prepared::Run { tool, args } => {
+                            self.run_guarded(call, tool, args, cancel).await
+                        }
+                    }
+                }
+            });
+            for (offset, result) in join_all(runs).await.into_iter().enumerate() {
+                outputs[index + offset] = Some(result);
+            }
+            index = batch_end;
+        }
+
+        let mut outcomes = Vec::with_capacity(calls.len());
+        for (call, output) in calls.iter().zip(outputs) {
+            let (output, duration) = output.expect("every call ran or was answered");
+            let output = self.finish(output, duration, origin);
+            let event = session.append(NewEvent::new(
+                turn,
+                step,
+                EventBody::ToolResult(ToolResult {
+                    call_id: call.id.clone(),
+                    name: call.name.clone(),
+                    text: output.text.clone(),
+                    meta: output.meta.clone(),
+                }),
+            ))?;
+            let result_seq = event.seq;
+            for observer in &self.observers {
+                observer.after_result(call, &output);
+            }
+            outcomes.push(ToolCallOutcome {
+                call: call.clone(),
+                output,
+                result_seq,
+            });
+        }
+        Ok(outcomes)
+    }
+
+    /// Parse the arguments, find the tool, apply the permission policy.
+    async fn prepare(&self, call: &ToolCallRef, cancel: &CancellationToken) -> Prepared {
+        let args = match parse_raw_arguments(&call.arguments) {
+            Ok(args) => args,
+            Err(output) => return Prepared::Done(output),
+        };
+        let Some(tool) = self.registry.get(&call.name) else {
+            return Prepared::Done(
+                ToolOutput::error(format!(
+                    "there is no tool named `{}`; the tools are {}",
+                    call.name,
+                    self.registry.names().collect::<Vec<_>>().join(", ")
+                ))
+                .with_meta("unknown_tool", true),
+            );
+        };
+        let permission = self.policy.permission(&call.name);
+        let allowed = match permission {
+            Permission::Allow => true,
+            Permission::Deny => {
+                tracing::info!(tool = %call.name, call_id = %call.id, "call denied by policy");
+                return Prepared::Done(
+                    ToolOutput::error(format!(
+                        "the call to `{}` was refused by the preset's permission policy (`{}` is denied in this session); do not retry it, find another way or tell the user",
+                        call.name, call.name
+                    ))
+                    .with_meta("refused", permission.as_str()),
+                );
+            }
+            Permission::Ask => {
+                tokio::select! {
+                    approved = self.asker.ask(call) => approved,
+                    () = cancel.cancelled() => return Prepared::Done(cancelled_before_start(&call.name)),
+                }
+            }
+        };
+        if !allowed {
+            tracing::info!(tool = %call.name, call_id = %call.id, "call not approved");
+            return Prepared::Done(
+                ToolOutput::error(self.asker.refusal(call))
+                    .with_meta("refused", permission.as_str()),
+            );
+        }
+        Prepared::Run {
+            tool: tool.clone(),
+            args,
+        }
+    }
+
+    /// Run one call with its timeout, stopping it when the turn is cancelled.
+    async fn run_guarded(
+        &self,
+        call: &ToolCallRef,
+        tool: Arc<dyn Tool>,
+        args: Value,
+        cancel: &CancellationToken,
+    ) -> (ToolOutput, Duration) {
+        if cancel.is_cancelled() {
+            return (cancelled_before_start(&call.name), Duration::ZERO);
+        }
+        let timeout = tool.timeout(&args).unwrap_or(self.limits.timeout);
+        let call_cancel = cancel.child_token();
+        let ctx = ToolContext {
+            workspace: self.workspace.clone(),
+            cancel: call_cancel.clone(),
+            call_id: call.id.clone(),
+        };
+        let read_only = tool.read_only();
+        let started = Instant::now();
+        let span = tracing::info_span!("tool", name = %call.name, call_id = %call.id);
+        let run = tool.run(ctx, args).instrument(span.clone());
+        let output = tokio::select! {
+            biased;
+            result = tokio::time::timeout(timeout, run) => match result {
+                Ok(output) => output,
+                Err(_) => {
+                    call_cancel.cancel();
+                    ToolOutput::error(format!(
+                        "`{}` did not finish within {} s and was stopped{}; try a smaller request",
+                        call.name,
+                        timeout.as_secs_f64(),
+                        if read_only { "" } else { " (it may have taken effect partly: check before retrying)" },
+                    ))
+                    .with_meta("timed_out", true)
+                }
+            },
+            () = cancel.cancelled() => {
+                call_cancel.cancel();
+                let effect = if read_only {
+                    "it had no effect"
+                } else {
+                    "it may or may not have taken effect: check before retrying"
+                };
+                ToolOutput::error(format!(
+                    "cancelled: the user cancelled the turn while `{}` was running; {effect}",
+                    call.name
+                ))
+                .with_meta("cancelled", true)
+            }
+        };
+        let duration = started.elapsed();
+        tracing::info!(
+            parent: &span,
+            duration_ms = duration.as_millis() as u64,
+            is_error = output.is_error,
+            "tool call finished"
+        );
+        (output, duration)
+    }
+
+    /// Cap the text and complete the meta the log records.
+    fn finish(&self, output: ToolOutput, duration: Duration, origin: Option<&str>) -> ToolOutput {
+        let original_len = output.text.len();
+        let (text, truncated) = cap_text(&output.text, self.limits.max_output_bytes);
+        let mut output = ToolOutput {
+            text,
+            meta: output.meta,
+            is_error: output.is_error,
+        }
+        .with_meta("truncated", truncated)
+        .with_meta("original_len", original_len)
+        .with_meta("duration_ms", duration.as_millis() as u64)
+        .with_meta("is_error", output.is_error);
+        if let Some(origin) = origin {
+            output = output.with_meta("origin", origin);
+        }
+        output
+    }
+}
+
+/// The model's raw argument string as a JSON object. An empty string means no arguments,
+/// which some providers send for parameterless calls.
+fn parse_raw_arguments(raw: &str) -> Result<Value, ToolOutput> {
+    if raw.trim().is_empty() {
+        return Ok(Value::Object(Map::new()));
+    }
+    match serde_json::from_str::<Value>(raw) {
+        Ok(value @ Value::Object(_)) => Ok(value),
+        Ok(_) => Err(ToolOutput::error(
+            "the arguments must be a JSON object with the tool's parameters",
+        )
+        .with_meta("invalid_arguments", true)),
+        Err(err) => Err(ToolOutput::error(format!(
+            "the arguments were not valid JSON ({err}); send the call again with a JSON object"
+        ))
+        .with_meta("invalid_arguments", true)),
+    }
+}
+
+fn cancelled_before_start(name: &str) -> ToolOutput {
+    ToolOutput::error(format!(
+        "cancelled: the user cancelled the turn before `{name}` ran; it had no effect"
+    ))
+    .with_meta("cancelled", true)
+}
+
+/// `text` cut to at most about `max_bytes`: the head and the tail are kept, and a marker in
+/// the middle says how much was cut. Returns whether anything was cut.
+pub fn cap_text(text: &str, max_bytes: usize) -> (String, bool) {
+    if text.len() <= max_bytes {
+        return (text.to_owned(), false);
+    }
+    // Room for the marker, so the result stays within `max_bytes`.
+    let budget = max_bytes.saturating_sub(200);
+    let window = budget / 16;
+    let head_end = snap_to_line(text, floor_char_boundary(text, budget / 2), window, true);
+    let tail_start = snap_to_line(
+        text,
+        ceil_char_boundary(text, text.len() - (budget - budget / 2)),
+        window,
+        false,
+    )
+    .max(head_end);
+    let cut = &text[head_end..tail_start];
+    let marker = format!(
+        "\n[… {} of {} bytes ({} lines) cut from the middle of this output; ask for less at a time (a narrower path, offset/limit, a more specific pattern) to see them …]\n",
+        cut.len(),
+        text.len(),
+        cut.lines().count()
+    );
+    (
+        format!("{}{marker}{}", &text[..head_end], &text[tail_start..]),
+        true,
+    )
+}
+
+/// Move a cut point to a line boundary if one is within `window` bytes (inward, so the kept
+/// part only shrinks), so that lines are not split when they do not have to be.
+fn snap_to_line(text: &str, at: usize, window: usize, head: bool) -> usize {
+    if head {
+        let from = at.saturating_sub(window);
+        match text[..at].rfind('\n') {
+            Some(newline) if newline >= from => newline + 1,
+            _ => at,
+        }
+    } else {
+        let to = (at + window).min(text.len());
+        match text[at..].find('\n') {
+            Some(offset) if at + offset < to => at + offset + 1,
+            _ => at,
+        }
+    }
+}
+
+fn floor_char_boundary(text: &str, mut at: usize) -> usize {
+    at = at.min(text.len());
+    while !text.is_char_boundary(at) {
+        at -= 1;
+    }
+    at
+}
+
+fn ceil_char_boundary(text: &str, mut at: usize) -> usize {
+    while at < text.len() && !text.is_char_boundary(at) {
+        at += 1;
+    }
+    at
+}

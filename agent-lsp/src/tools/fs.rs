@@ -1,0 +1,683 @@
+//! The `read`, `list` and `write` tools, and the atomic write shared with `edit`.
+//!
+//! All three take their path through [`ToolContext::resolve`], so they never reach outside the
+//! workspace. Their outputs are sized for a model's context: `read` numbers lines and stops at
+//! a line count or a byte budget, saying how to get the rest; `list` caps its entries.
+
+use std::fs::{File, Permissions};
+use std::io::{self, BufRead, BufReader, Write as _};
+use std::os::unix::fs::PermissionsExt;
+use std::path::Path;
+
+use futures_util::future::BoxFuture;
+use serde::Deserialize;
+use serde_json::{Value, json};
+
+use super::{Tool, ToolContext, ToolOutput, blocking, parse_args};
+use crate::llm::ToolDef;
+
+/// Lines `read` returns when no `limit` is given.
+pub const READ_DEFAULT_LINES: u64 = 2000;
+/// Most bytes of rendered text one `read` returns (the runtime's cap is a little above it, so
+/// `read` stops first and says how to continue).
+pub const READ_MAX_BYTES: usize = 250 * 1024;
+/// Longest line `read` shows in full, in characters.
+pub const READ_MAX_LINE_CHARS: usize = 2000;
+/// Lines past the shown window are counted only within this many bytes, so a huge log file
+/// does not cost a full scan.
+const READ_COUNT_LIMIT_BYTES: u64 = 64 * 1024 * 1024;
+/// How much of the start of a file is looked at to decide that it is binary.
+pub(crate) const SNIFF_BYTES: usize = 8192;
+/// Entries `list` shows.
+pub const LIST_MAX_ENTRIES: usize = 1000;
+
+/// `read {path, offset?, limit?}`: a text file's lines, numbered.
+pub struct Read;
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ReadArgs {
+    path: String,
+    #[serde(default)]
+    offset: Option<u64>,
+    #[serde(default)]
+    limit: Option<u64>,
+}
+
+impl Tool for Read {
+    fn def(&self) -> ToolDef {
+        ToolDef {
+            name: "read".into(),
+            description: format!(
+                "Read a text file of the workspace. Lines are numbered from 1 (`cat -n` style: number, tab, text). \
+                 At most `limit` lines (default {READ_DEFAULT_LINES}) or about {} KiB are returned; the output says when more \
+                 lines remain and which `offset` continues. Binary files are described, not shown.",
+                READ_MAX_BYTES / 1024
+            ),
+            parameters: json!({
+                "type": "object",
+                "properties": {
+                    "path": {"type": "string", "description": "File path relative to the workspace root."},
+                    "offset": {"type": "integer", "minimum": 1, "description": "First line to show (1-based). Default 1."},
+                    "limit": {"type": "integer", "minimum": 1, "description": format!("How many lines to show. Default {READ_DEFAULT_LINES}.")},
+                },
+                "required": ["path"],
+                "additionalProperties": false,
+            }),
+        }
+    }
+
+    fn read_only(&self) -> bool {
+        true
+    }
+
+    fn run(&self, ctx: ToolContext, args: Value) -> BoxFuture<'static, ToolOutput> {
+        Box::pin(blocking(move || {
+            let args: ReadArgs = match parse_args("read", args) {
+                Ok(args) => args,
+                Err(output) => return output,
+            };
+            read(&ctx, &args).unwrap_or_else(|output| output)
+        }))
+    }
+}
+
+fn read(ctx: &ToolContext, args: &ReadArgs) -> Result<ToolOutput, ToolOutput> {
+    let offset = args.offset.unwrap_or(1);
+    let limit = args.limit.unwrap_or(READ_DEFAULT_LINES);
+    if offset == 0 {
+        return Err(ToolOutput::error(
+            "`offset` must be at least 1: lines are numbered from 1",
+        ));
+    }
+    if limit == 0 {
+        return Err(ToolOutput::error("`limit` must be at least 1"));
+    }
+    let path = ctx.resolve(&args.path)?;
+    let shown = ctx.workspace.display(&path);
+    let source = |output: ToolOutput| output.with_meta("source", shown.as_str());
+    let metadata = std::fs::metadata(&path).map_err(|err| source(io_error(&shown, &err)))?;
+    if metadata.is_dir() {
+        return Err(source(ToolOutput::error(format!(
+            "`{shown}` is a directory; use `list` to see its entries"
+        ))));
+    }
+    if !metadata.is_file() {
+        // A FIFO or a device would block or never end.
+        return Err(source(ToolOutput::error(format!(
+            "`{shown}` is not a regular file (a device, socket or pipe) and cannot be read"
+        ))));
+    }
+    let file = File::open(&path).map_err(|err| source(io_error(&shown, &err)))?;
+    let mut reader = BufReader::new(file);
+
+    let head = reader
+        .fill_buf()
+        .map_err(|err| source(io_error(&shown, &err)))?;
+    if let Some(kind) = binary_kind(&head[..head.len().min(SNIFF_BYTES)]) {
+        return Ok(source(
+            ToolOutput::ok(format!(
+                "`{shown}` is a binary file ({kind}, {} bytes); its content is not shown. \
+                 Use `shell` (e.g. `file` or `xxd | head`) if you need to inspect it.",
+                metadata.len()
+            ))
+            .with_meta("binary", true)
+            .with_meta("file_bytes", metadata.len()),
+        ));
+    }
+    if metadata.len() == 0 {
+        return Ok(source(
+            ToolOutput::ok(format!("`{shown}` is empty (0 bytes)")).with_meta("total_lines", 0),
+        ));
+    }
+
+    let mut text = String::new();
+    let mut line = Vec::new();
+    let mut number: u64 = 0;
+    let mut last_shown: u64 = 0;
+    let mut bytes_read: u64 = 0;
+    let mut hit_byte_cap = false;
+    let mut count_complete = true;
+    loop {
+        line.clear();
+        let n = reader
+            .read_until(b'\n', &mut line)
+            .map_err(|err| source(io_error(&shown, &err)))?;
+        if n == 0 {
+            break;
+        }
+        number += 1;
+        bytes_read += n as u64;
+        let in_window = number >= offset && number < offset.saturating_add(limit);
+        if in_window && !hit_byte_cap {
+            let rendered = render_line(number, &line);
+            if text.len() + rendered.len() > READ_MAX_BYTES {
+                hit_byte_cap = true;
+            } else {
+                text.push_str(&rendered);
+                last_shown = number;
+                continue;
+            }
+        }
+        if number >= offset && bytes_read > READ_COUNT_LIMIT_BYTES {
+            count_complete = false;
+            break;
+        }
+    }
+    let total = number;
+    if offset > total {
+        return Err(source(
+            ToolOutput::error(format!(
+                "`offset` {offset} is past the end of `{shown}`, which has {total} lines"
+            ))
+            .with_meta("total_lines", total),
+        ));
+    }
+    let total_text = if count_complete {
+        total.to_string()
+    } else {
+        format!("more than {total}")
+    };
+    if last_shown < total || !count_complete {
+        let reason = if hit_byte_cap {
+            format!(
+                " (the {} KiB output limit was reached)",
+                READ_MAX_BYTES / 1024
+            )
+        } else {
+            String::new()
+        };
+        if last_shown < offset {
+            // Not even one line fitted: a single enormous line.
+            text.push_str(&format!(
+                "[line {offset} alone is longer than the output limit; use `grep` or `shell` to look into it]\n"
+            ));
+        } else {
+            text.push_str(&format!(
+                "\n[showing lines {offset}-{last_shown} of {total_text}{reason}; more lines remain: call read with offset={}]\n",
+                last_shown + 1
+            ));
+        }
+    }
+    let mut output = ToolOutput::ok(text)
+        .with_meta("start_line", offset)
+        .with_meta("end_line", last_shown)
+        .with_meta("file_bytes", metadata.len());
+    if count_complete {
+        output = output.with_meta("total_lines", total);
+    }
+    Ok(source(output))
+}
+
+/// One line as `read` shows it: the number right-aligned, a tab, the text without its line
+/// ending, long lines shortened.
+fn render_line(number: u64, raw: &[u8]) -> String {
+    let mut raw = raw;
+    if let Some(rest) = raw.strip_suffix(b"\n") {
+        raw = rest;
+    }
+    if let Some(rest) = raw.strip_suffix(b"\r") {
+        raw = rest;
+    }
+    let text = String::from_utf8_lossy(raw);
+    let n_chars = text.chars().count();
+    if n_chars > READ_MAX_LINE_CHARS {
+        let kept: String = text.chars().take(READ_MAX_LINE_CHARS).collect();
+        format!(
+            "{number:>6}\t{kept}… [line cut: {} more characters]\n",
+            n_chars - READ_MAX_LINE_CHARS
+        )
+    } else {
+        format!("{number:>6}\t{text}\n")
+    }
+}
+
+/// What a binary file looks like, if the sniffed start says it is one (a NUL byte, as git and
+/// ripgrep decide, or a well-known magic number).
+pub(crate) fn binary_kind(head: &[u8]) -> Option<&'static str> {
+    const MAGIC: [(&[u8], &str); 9] = [
+        (b"\x89PNG", "PNG image"),
+        (b"\xff\xd8\xff", "JPEG image"),
+        (b"GIF8", "GIF image"),
+        (b"%PDF", "PDF document"),
+        (b"\x7fELF", "ELF executable"),
+        (b"PK\x03\x04", "zip archive"),
+        (b"\x1f\x8b", "gzip data"),
+        (b"\0asm", "WebAssembly module"),
+        (b"\xfd7zXZ", "xz data"),
+    ];
+    if let Some((_, kind)) = MAGIC.iter().find(|(magic, _)| head.starts_with(magic)) {
+        return Some(kind);
+    }
+    head.contains(&0).then_some("contains NUL bytes")
+}
+
+fn io_error(shown: &str, err: &io::Error) -> ToolOutput {
+    match err.kind() {
+        io::ErrorKind::NotFound => ToolOutput::error(format!(
+            "`{shown}` does not exist; use `list` or `glob` to find the right path"
+        )),
+        io::ErrorKind::PermissionDenied => {
+            ToolOutput::error(format!("`{shown}` cannot be accessed: permission denied"))
+        }
+        io::ErrorKind::NotADirectory => ToolOutput::error(format!(
+            "`{shown}` does not exist: a part of the path is a file, not a directory"
+        )),
+        _ => ToolOutput::error(format!("`{shown}` could not be accessed: {err}")),
+    }
+}
+
+/// `list {path?}`: the entries of a directory.
+pub struct List;
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ListArgs {
+    #[serde(default)]
+    path: Option<String>,
+}
+
+impl Tool for List {
+    fn def(&self) -> ToolDef {
+        ToolDef {
+            name: "list".into(),
+            description: format!(
+                "List the entries of a workspace directory, sorted by name; directories end with `/`, symlinks show \
+                 their target. At most {LIST_MAX_ENTRIES} entries. Use `glob` to find files at any depth."
+            ),
+            parameters: json!({
+                "type": "object",
+                "properties": {
+                    "path": {"type": "string", "description": "Directory relative to the workspace root. Default: the root."},
+                },
+                "additionalProperties": false,
+            }),
+        }
+    }
+
+    fn read_only(&self) -> bool {
+        true
+    }
+
+    fn run(&self, ctx: ToolContext, args: Value) -> BoxFuture<'static, ToolOutput> {
+        Box::pin(blocking(move || {
+            let args: ListArgs = match parse_args("list", args) {
+                Ok(args) => args,
+                Err(output) => return output,
+            };
+            list(&ctx, args.path.as_deref().unwrap_or(".")).unwrap_or_else(|output| output)
+        }))
+    }
+}
+
+fn list(ctx: &ToolContext, user_path: &str) -> Result<ToolOutput, ToolOutput> {
+    let path = ctx.resolve(user_path)?;
+    let shown = ctx.workspace.display(&path);
+    let source = |output: ToolOutput| output.with_meta("source", shown.as_str());
+    let metadata = std::fs::metadata(&path).map_err(|err| source(io_error(&shown, &err)))?;
+    if !metadata.is_dir() {
+        return Err(source(ToolOutput::error(format!(
+            "`{shown}` is a file, not a directory; use `read` to see its content"
+        ))));
+    }
+    let mut entries = Vec::new();
+    for entry in std::fs::read_dir(&path).map_err(|err| source(io_error(&shown, &err)))? {
+        let entry = entry.map_err(|err| source(io_error(&shown, &err)))?;
+        let name = entry.file_name().to_string_lossy().into_owned();
+        let file_type = entry
+            .file_type()
+            .map_err(|err| source(io_error(&shown, &err)))?;
+        let rendered = if file_type.is_dir() {
+            format!("{name}/")
+        } else if file_type.is_symlink() {
+            let target = std::fs::read_link(entry.path())
+                .map(|target| target.to_string_lossy().into_owned())
+                .unwrap_or_else(|_| "?".to_owned());
+            format!("{name} -> {target}")
+        } else {
+            name.clone()
+        };
+        entries.push((name, rendered));
+    }
+    entries.sort_unstable_by(|a, b| a.0.cmp(&b.0));
+    let n_entries = entries.len();
+    let mut text = String::new();
+    if n_entries == 0 {
+        text.push_str(&format!("`{shown}` is an empty directory\n"));
+    }
+    for (_, rendered) in entries.iter().take(LIST_MAX_ENTRIES) {
+        text.push_str(rendered);
+        text.push('\n');
+    }
+    if n_entries > LIST_MAX_ENTRIES {
+        text.push_str(&format!(
+            "[{} more entries not shown; use `glob` with a pattern to narrow down]\n",
+            n_entries - LIST_MAX_ENTRIES
+        ));
+    }
+    Ok(source(ToolOutput::ok(text).with_meta("entries", n_entries)))
+}
+
+/// `write {path, content}`: create or replace a file, atomically.
+pub struct Write;
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct WriteArgs {
+    path: String,
+    content: String,
+}
+
+impl Tool for Write {
+    fn def(&self) -> ToolDef {
+        ToolDef {
+            name: "write".into(),
+            description: "Create a file in the workspace, or replace its whole content. Missing parent directories are \
+                          created. The file is replaced atomically. Prefer `edit` to change part of an existing file."
+                .into(),
+            parameters: json!({
+                "type": "object",
+                "properties": {
+                    "path": {"type": "string", "description": "File path relative to the workspace root."},
+                    "content": {"type": "string", "description": "The complete new content of the file."},
+                },
+                "required": ["path", "content"],
+                "additionalProperties": false,
+            }),
+        }
+    }
+
+    fn read_only(&self) -> bool {
+        false
+    }
+
+    fn run(&self, ctx: ToolContext, args: Value) -> BoxFuture<'static, ToolOutput> {
+        Box::pin(blocking(move || {
+            let args: WriteArgs = match parse_args("write", args) {
+                Ok(args) => args,
+                Err(output) => return output,
+            };
+            write(&ctx, &args).unwrap_or_else(|output| output)
+        }))
+    }
+}
+
+fn write(ctx: &ToolContext, args: &WriteArgs) -> Result<ToolOutput, ToolOutput> {
+    let path = ctx.resolve(&args.path)?;
+    let shown = ctx.workspace.display(&path);
+    let source = |output: ToolOutput| output.with_meta("source", shown.as_str());
+    if path == ctx.workspace.root() || path.is_dir() {
+        return Err(source(ToolOutput::error(format!(
+            "`{shown}` is a directory; give the path of a file"
+        ))));
+    }
+    let previous_len = std::fs::metadata(&path).ok().map(|metadata| metadata.len());
+    let parent = path.parent().expect("a resolved file path has a parent");
+    std::fs::create_dir_all(parent).map_err(|err| {
+        source(ToolOutput::error(format!(
+            "the directory of `{shown}` could not be created: {err}"
+        )))
+    })?;
+    if ctx.cancel.is_cancelled() {
+        return Err(source(ToolOutput::error(
+            "cancelled before the file was written",
+        )));
+    }
+    write_atomically(&path, args.content.as_bytes()).map_err(|err| {
+        source(ToolOutput::error(format!(
+            "`{shown}` could not be written: {err}"
+        )))
+    })?;
+    let n_bytes = args.content.len();
+    let n_lines = args.content.lines().count();
+    tracing::info!(path = %shown, n_bytes, "wrote file");
+    let text = match previous_len {
+        None => format!("created `{shown}` ({n_bytes} bytes, {n_lines} lines)"),
+        Some(previous) => format!(
+            "overwrote `{shown}` ({n_bytes} bytes, {n_lines} lines; it had {previous} bytes)"
+        ),
+    };
+    Ok(source(
+        ToolOutput::ok(text)
+            .with_meta("bytes", n_bytes)
+            .with_meta("created", previous_len.is_none()),
+    ))
+}
+
+/// Replace `path`'s content with `bytes` so that readers see the old or the new file, never a
+/// mix: write a temporary file in the same directory (same file system, so the rename is
+/// atomic), flush it to disk, then rename it over `path`. An existing file keeps its
+/// permissions; a new one gets `0644`.
+pub(crate) fn write_atomically(path: &Path, bytes: &[u8]) -> io::Result<()> {
+    let dir = path
+        .parent()
+        .ok_or_else(|| io::Error::other("the path has no parent directory"))?;
+    let permissions = match std::fs::metadata(path) {
+        Ok(metadata) => metadata.permissions(),
+        Err(_) => Permissions::from_mode(0o644),
+    };
+    let mut temp = tempfile::Builder::new()
+        .prefix(".agent-lsp-write-")
+        .suffix(".tmp")
+        .tempfile_in(dir)?;
+    temp.write_all(bytes)?;
+    temp.as_file().set_permissions(permissions)?;
+    temp.as_file().sync_all()?;
+    temp.persist(path).map_err(|err| err.error)?;
+    // Make the rename itself durable; a failure here does not undo the write, so it is ignored.
+    if let Ok(dir) = File::open(dir) {
+        let _ = dir.sync_all();
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::tools::testing::{Fixture, run};
+
+    #[tokio::test]
+    async fn read_numbers_lines_and_says_what_remains() {
+        let fx = Fixture::new();
+        let content: String = (1..=10).map(|n| format!("line {n}\n")).collect();
+        fx.file("f.txt", &content);
+        let out = run(
+            &Read,
+            &fx,
+            json!({"path": "f.txt", "offset": 3, "limit": 2}),
+        )
+        .await;
+        assert!(!out.is_error, "{}", out.text);
+        assert_eq!(
+            out.text,
+            "     3\tline 3\n     4\tline 4\n\n[showing lines 3-4 of 10; more lines remain: call read with offset=5]\n"
+        );
+        assert_eq!(out.meta["source"], "f.txt");
+        assert_eq!(out.meta["total_lines"], 10);
+
+        let out = run(&Read, &fx, json!({"path": "f.txt", "offset": 9})).await;
+        assert_eq!(out.text, "     9\tline 9\n    10\tline 10\n");
+
+        let out = run(&Read, &fx, json!({"path": "f.txt", "offset": 11})).await;
+        assert!(out.is_error);
+        assert!(out.text.contains("past the end"), "{}", out.text);
+    }
+
+    #[tokio::test]
+    async fn read_handles_crlf_missing_final_newline_and_long_lines() {
+        let fx = Fixture::new();
+        fx.file("crlf.txt", "a\r\nb");
+        let out = run(&Read, &fx, json!({"path": "crlf.txt"})).await;
+        assert_eq!(out.text, "     1\ta\n     2\tb\n");
+        fx.file("long.txt", &"x".repeat(READ_MAX_LINE_CHARS + 5));
+        let out = run(&Read, &fx, json!({"path": "long.txt"})).await;
+        assert!(
+            out.text.ends_with("… [line cut: 5 more characters]\n"),
+            "{}",
+            &out.text[out.text.len() - 60..]
+        );
+    }
+
+    #[tokio::test]
+    async fn read_stops_at_its_byte_budget() {
+        let fx = Fixture::new();
+        let line = "y".repeat(999);
+        let content: String = (0..400).map(|_| format!("{line}\n")).collect();
+        fx.file("big.txt", &content);
+        let out = run(&Read, &fx, json!({"path": "big.txt"})).await;
+        assert!(out.text.len() <= READ_MAX_BYTES + 200);
+        assert!(
+            out.text.contains("output limit was reached"),
+            "{}",
+            &out.text[out.text.len() - 200..]
+        );
+        let end = out.meta["end_line"].as_u64().unwrap();
+        assert!(out.text.contains(&format!("offset={}", end + 1)));
+        assert!(end > 200 && end < 400, "{end}");
+    }
+
+    #[tokio::test]
+    async fn read_describes_binary_files_empty_files_directories_and_missing_files() {
+        let fx = Fixture::new();
+        std::fs::write(fx.root().join("img.png"), b"\x89PNG\r\n\x1a\n\0\0\0").unwrap();
+        std::fs::write(fx.root().join("blob"), b"abc\0def").unwrap();
+        fx.file("empty.txt", "");
+        let out = run(&Read, &fx, json!({"path": "img.png"})).await;
+        assert!(
+            out.text.contains("binary file (PNG image, 11 bytes)"),
+            "{}",
+            out.text
+        );
+        assert!(!out.is_error);
+        let out = run(&Read, &fx, json!({"path": "blob"})).await;
+        assert!(out.text.contains("contains NUL bytes"), "{}", out.text);
+        let out = run(&Read, &fx, json!({"path": "empty.txt"})).await;
+        assert_eq!(out.text, "`empty.txt` is empty (0 bytes)");
+        let out = run(&Read, &fx, json!({"path": "sub"})).await;
+        assert!(
+            out.is_error && out.text.contains("is a directory; use `list`"),
+            "{}",
+            out.text
+        );
+        let out = run(&Read, &fx, json!({"path": "nope.txt"})).await;
+        assert!(
+            out.is_error && out.text.contains("does not exist"),
+            "{}",
+            out.text
+        );
+        let out = run(&Read, &fx, json!({"path": "f", "offset": 0})).await;
+        assert!(out.text.contains("at least 1"), "{}", out.text);
+        let out = run(&Read, &fx, json!({"path": "f", "bogus": 1})).await;
+        assert!(out.text.contains("unknown field `bogus`"), "{}", out.text);
+        let out = run(&Read, &fx, json!({})).await;
+        assert!(out.text.contains("missing field `path`"), "{}", out.text);
+    }
+
+    #[tokio::test]
+    async fn list_marks_directories_and_symlinks_and_sorts() {
+        let fx = Fixture::new();
+        fx.file("b.txt", "");
+        fx.file("sub/inner.txt", "");
+        std::os::unix::fs::symlink("b.txt", fx.root().join("c_link")).unwrap();
+        let out = run(&List, &fx, json!({})).await;
+        assert!(!out.is_error, "{}", out.text);
+        let names: Vec<&str> = out.text.lines().collect();
+        assert!(names.windows(2).all(|w| w[0] < w[1]), "{names:?}");
+        assert!(
+            names.contains(&"b.txt") && names.contains(&"sub/"),
+            "{names:?}"
+        );
+        assert!(names.contains(&"c_link -> b.txt"), "{names:?}");
+        let out = run(&List, &fx, json!({"path": "sub"})).await;
+        assert_eq!(out.text, "inner.txt\n");
+        let out = run(&List, &fx, json!({"path": "b.txt"})).await;
+        assert!(
+            out.is_error && out.text.contains("not a directory"),
+            "{}",
+            out.text
+        );
+    }
+
+    #[tokio::test]
+    async fn list_caps_its_entries() {
+        let fx = Fixture::new();
+        for i in 0..LIST_MAX_ENTRIES + 5 {
+            fx.file(&format!("many/f{i:05}"), "");
+        }
+        let out = run(&List, &fx, json!({"path": "many"})).await;
+        assert_eq!(out.text.lines().count(), LIST_MAX_ENTRIES + 1);
+        assert!(
+            out.text.ends_with(
+                "[5 more entries not shown; use `glob` with a pattern to narrow down]\n"
+            )
+        );
+        assert_eq!(out.meta["entries"], LIST_MAX_ENTRIES + 5);
+    }
+
+    #[tokio::test]
+    async fn write_creates_parents_overwrites_and_keeps_permissions() {
+        let fx = Fixture::new();
+        let out = run(
+            &Write,
+            &fx,
+            json!({"path": "new/dir/f.txt", "content": "one\ntwo\n"}),
+        )
+        .await;
+        assert_eq!(out.text, "created `new/dir/f.txt` (8 bytes, 2 lines)");
+        assert_eq!(out.meta["created"], true);
+        let path = fx.root().join("new/dir/f.txt");
+        assert_eq!(std::fs::read_to_string(&path).unwrap(), "one\ntwo\n");
+        assert_eq!(
+            std::fs::metadata(&path).unwrap().permissions().mode() & 0o777,
+            0o644
+        );
+
+        std::fs::set_permissions(&path, Permissions::from_mode(0o755)).unwrap();
+        let out = run(
+            &Write,
+            &fx,
+            json!({"path": "new/dir/f.txt", "content": "x"}),
+        )
+        .await;
+        assert_eq!(
+            out.text,
+            "overwrote `new/dir/f.txt` (1 bytes, 1 lines; it had 8 bytes)"
+        );
+        assert_eq!(std::fs::read_to_string(&path).unwrap(), "x");
+        assert_eq!(
+            std::fs::metadata(&path).unwrap().permissions().mode() & 0o777,
+            0o755
+        );
+        // No temporary file is left behind.
+        let leftovers: Vec<_> = std::fs::read_dir(path.parent().unwrap()).unwrap().collect();
+        assert_eq!(leftovers.len(), 1);
+
+        let out = run(&Write, &fx, json!({"path": "sub", "content": "x"})).await;
+        assert!(
+            out.is_error && out.text.contains("is a directory"),
+            "{}",
+            out.text
+        );
+        let out = run(&Write, &fx, json!({"path": "f.txt"})).await;
+        assert!(out.text.contains("missing field `content`"), "{}", out.text);
+    }
+
+    #[tokio::test]
+    async fn write_through_a_symlink_inside_replaces_the_target() {
+        let fx = Fixture::new();
+        fx.file("target.txt", "old");
+        std::os::unix::fs::symlink("target.txt", fx.root().join("alias")).unwrap();
+        let out = run(&Write, &fx, json!({"path": "alias", "content": "new"})).await;
+        assert_eq!(out.meta["source"], "target.txt", "{}", out.text);
+        assert_eq!(
+            std::fs::read_to_string(fx.root().join("target.txt")).unwrap(),
+            "new"
+        );
+        assert!(
+            std::fs::symlink_metadata(fx.root().join("alias"))
+                .unwrap()
+                .file_type()
+                .is_symlink()
+        );
+    }
+}

@@ -1,0 +1,488 @@
+//! The `shell` tool: run a command with `sh -c` in the workspace root, with a timeout.
+//!
+//! The command runs in a process group of its own, so that a timeout or a cancelled turn kills
+//! everything it started (a plain kill of `sh` would leave `sleep`, compilers or servers
+//! running and holding the output pipes open). For the same reason, processes the command left
+//! in the background are killed when it exits.
+//!
+//! This is not a sandbox: the permission policy (`ask` by default) is the guard. The deny-list
+//! below only catches a few commands that are destructive beyond any task (`rm -rf /`, `mkfs`,
+//! writing to a disk device, a fork bomb), so that a slip or an injected instruction does not
+//! wipe the machine even where the shell is allowed.
+
+use std::process::Stdio;
+use std::sync::LazyLock;
+use std::time::{Duration, Instant};
+
+use futures_util::future::BoxFuture;
+use nix::sys::signal::{Signal, killpg};
+use nix::unistd::Pid;
+use regex::Regex;
+use serde::Deserialize;
+use serde_json::{Value, json};
+use tokio::io::{AsyncRead, AsyncReadExt};
+
+use super::{Tool, ToolContext, ToolOutput, parse_args};
+use crate::llm::ToolDef;
+
+pub const SHELL_DEFAULT_TIMEOUT_SECS: u64 = 120;
+pub const SHELL_MAX_TIMEOUT_SECS: u64 = 600;
+/// Bytes kept from each of stdout and stderr: the first half and the last half of this.
+pub const SHELL_CAPTURE_BYTES: usize = 64 * 1024;
+/// How long to wait for the output pipes to close once the command has exited and its group
+/// was killed; only a process that left the group (`setsid`) can keep them open longer.
+const PIPE_GRACE: Duration = Duration::from_secs(2);
+
+/// Commands refused whatever the policy says: (pattern, what it would do).
+static DENIED: LazyLock<Vec<(Regex, &'static str)>> = LazyLock::new(|| {
+    // The start of a simple command: the line start or an operator, then an optional `sudo`.
+    let word = r"(?:^|[;&|()`]|\$\()\s*(?:sudo\s+|exec\s+)?";
+    let rm_flags = r"(?:-[a-zA-Z]*\s+|--[a-z-]+\s+)*";
+    let end = r"(?:$|[\s;&|)`])";
+    [
+        (
+            format!(r"{word}rm\s+{rm_flags}(?:/|/\*|~|~/|~/\*|\$HOME|\$HOME/|\$HOME/\*|\.\.|\.\./)(?:\s*){end}"),
+            "recursively delete the file system root, the home directory or the workspace's parent",
+        ),
+        (
+            format!(r"{word}rm\s.*--no-preserve-root"),
+            "delete the file system root",
+        ),
+        (format!(r"{word}mkfs(?:\.[a-z0-9]+)?\s"), "format a file system"),
+        (
+            format!(r"{word}dd\s[^;&|]*of=/dev/(?:sd|hd|nvme|vd|xvd|mmcblk|disk)"),
+            "overwrite a disk device",
+        ),
+        (r">\s*/dev/(?:sd|hd|nvme|vd|xvd|mmcblk|disk)[a-z0-9]*".to_owned(), "overwrite a disk device"),
+        (r":\(\)\s*\{\s*:\s*\|\s*:\s*&\s*\}\s*;\s*:".to_owned(), "start a fork bomb"),
+        (
+            format!(r"{word}(?:shutdown|reboot|halt|poweroff)(?:\s|$)"),
+            "shut the machine down",
+        ),
+        (
+            format!(r"{word}(?:chmod|chown)\s+(?:-[a-zA-Z]*R[a-zA-Z]*\s+)\S+\s+/(?:\s*){end}"),
+            "change the owner or mode of every file on the machine",
+        ),
+    ]
+    .into_iter()
+    .map(|(pattern, what)| (Regex::new(&pattern).expect("deny-list pattern"), what))
+    .collect()
+});
+
+/// What a command would do if it is on the deny-list.
+pub fn denied(command: &str) -> Option<&'static str> {
+    DENIED
+        .iter()
+        .find(|(pattern, _)| pattern.is_match(command))
+        .map(|(_, what)| *what)
+}
+
+/// `shell {command, timeout_secs?}`.
+pub struct Shell;
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ShellArgs {
+    command: String,
+    #[serde(default)]
+    timeout_secs: Option<u64>,
+}
+
+impl Tool for Shell {
+    fn def(&self) -> ToolDef {
+        ToolDef {
+            name: "shell".into(),
+            description: format!(
+                "Run a command with `sh -c` in the workspace root (no input; stdout and stderr captured). Returns the \
+                 exit code and the output (long output keeps its start and end). The command is killed, with \
+                 everything it started, after `timeout_secs` (default {SHELL_DEFAULT_TIMEOUT_SECS}, at most \
+                 {SHELL_MAX_TIMEOUT_SECS}); processes left in the background are killed when it exits. Prefer \
+                 `read`, `grep`, `glob` and `edit` for files."
+            ),
+            parameters: json!({
+                "type": "object",
+                "properties": {
+                    "command": {"type": "string", "description": "The command line, as given to `sh -c`."},
+                    "timeout_secs": {"type": "integer", "minimum": 1, "maximum": SHELL_MAX_TIMEOUT_SECS, "description": format!("Seconds before the command is killed. Default {SHELL_DEFAULT_TIMEOUT_SECS}.")},
+                },
+                "required": ["command"],
+                "additionalProperties": false,
+            }),
+        }
+    }
+
+    fn read_only(&self) -> bool {
+        false
+    }
+
+    /// The command's own timeout plus a grace period, so the shell's timeout (which reports the
+    /// output so far) fires before the runtime's.
+    fn timeout(&self, args: &Value) -> Option<Duration> {
+        let secs = args
+            .get("timeout_secs")
+            .and_then(Value::as_u64)
+            .unwrap_or(SHELL_DEFAULT_TIMEOUT_SECS)
+            .clamp(1, SHELL_MAX_TIMEOUT_SECS);
+        Some(Duration::from_secs(secs + 10))
+    }
+
+    fn run(&self, ctx: ToolContext, args: Value) -> BoxFuture<'static, ToolOutput> {
+        Box::pin(async move {
+            let args: ShellArgs = match parse_args("shell", args) {
+                Ok(args) => args,
+                Err(output) => return output,
+            };
+            run_command(&ctx, &args).await
+        })
+    }
+}
+
+/// Kills the command's process group when dropped, unless already done: this is what stops
+/// the processes when the runtime drops the call on a timeout or a cancelled turn.
+struct GroupGuard {
+    pgid: Option<Pid>,
+}
+
+impl GroupGuard {
+    fn kill(&mut self) {
+        if let Some(pgid) = self.pgid.take() {
+            // ESRCH (the group is already gone) is the usual, harmless outcome.
+            let _ = killpg(pgid, Signal::SIGKILL);
+        }
+    }
+}
+
+impl Drop for GroupGuard {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}
+
+async fn run_command(ctx: &ToolContext, args: &ShellArgs) -> ToolOutput {
+    let command = args.command.as_str();
+    if command.trim().is_empty() {
+        return ToolOutput::error("`command` is empty");
+    }
+    if let Some(what) = denied(command) {
+        tracing::warn!(command, what, "shell command refused by the deny-list");
+        return ToolOutput::error(format!(
+            "refused: this command looks like it would {what}; such commands are never run by the agent"
+        ))
+        .with_meta("denied", true);
+    }
+    let timeout_secs = args
+        .timeout_secs
+        .unwrap_or(SHELL_DEFAULT_TIMEOUT_SECS)
+        .clamp(1, SHELL_MAX_TIMEOUT_SECS);
+    let started = Instant::now();
+    let mut child = match tokio::process::Command::new("sh")
+        .arg("-c")
+        .arg(command)
+        .current_dir(ctx.workspace.root())
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .process_group(0)
+        .kill_on_drop(true)
+        .spawn()
+    {
+        Ok(child) => child,
+        Err(err) => return ToolOutput::error(format!("`sh` could not be started: {err}")),
+    };
+    // With `process_group(0)` the group id is the child's pid.
+    let mut guard = GroupGuard {
+        pgid: child
+            .id()
+            .and_then(|pid| i32::try_from(pid).ok())
+            .map(Pid::from_raw),
+    };
+    tracing::info!(command, pid = ?child.id(), timeout_secs, "shell command started");
+    let stdout = tokio::spawn(capture(child.stdout.take().expect("piped stdout")));
+    let stderr = tokio::spawn(capture(child.stderr.take().expect("piped stderr")));
+
+    enum End {
+        Exited,
+        TimedOut,
+        Cancelled,
+    }
+    let (end, status) = tokio::select! {
+        status = child.wait() => (End::Exited, Some(status)),
+        () = tokio::time::sleep(Duration::from_secs(timeout_secs)) => (End::TimedOut, None),
+        () = ctx.cancel.cancelled() => (End::Cancelled, None),
+    };
+    guard.kill();
+    if status.is_none() {
+        // Reap `sh`, killed with its group above.
+        let _ = child.wait().await;
+    }
+    let (stdout, stdout_complete) = collect(stdout).await;
+    let (stderr, stderr_complete) = collect(stderr).await;
+    let incomplete = !(stdout_complete && stderr_complete);
+    let elapsed = started.elapsed();
+
+    let mut text = String::new();
+    let mut output = match (&end, status) {
+        (End::Cancelled, _) => {
+            text.push_str("cancelled: the turn was cancelled; the command and everything it started were killed\n");
+            ToolOutput::error(String::new()).with_meta("cancelled", true)
+        }
+        (End::TimedOut, _) => {
+            text.push_str(&format!(
+                "error: timed out after {timeout_secs} s; the command and everything it started were killed. \
+                 Output so far:\n"
+            ));
+            ToolOutput::error(String::new()).with_meta("timed_out", true)
+        }
+        (End::Exited, Some(Ok(status))) => {
+            use std::os::unix::process::ExitStatusExt;
+            let (line, code) = match (status.code(), status.signal()) {
+                (Some(code), _) => (format!("exit code: {code}"), Some(code)),
+                (None, Some(signal)) => (format!("killed by signal {signal}"), None),
+                (None, None) => ("exit status unknown".to_owned(), None),
+            };
+            text.push_str(&line);
+            text.push('\n');
+            ToolOutput {
+                text: String::new(),
+                meta: json!({}),
+                is_error: code != Some(0),
+            }
+            .with_meta("exit_code", code)
+        }
+        (End::Exited, status) => {
+            let err = status
+                .and_then(Result::err)
+                .map_or("unknown".to_owned(), |err| err.to_string());
+            return ToolOutput::error(format!("waiting for the command failed: {err}"));
+        }
+    };
+    let both_empty = stdout.total == 0 && stderr.total == 0;
+    if both_empty {
+        text.push_str("(no output)\n");
+    }
+    for (name, captured) in [("stdout", &stdout), ("stderr", &stderr)] {
+        if captured.total > 0 {
+            text.push_str(&format!("--- {name} ---\n"));
+            text.push_str(&captured.render());
+            if !text.ends_with('\n') {
+                text.push('\n');
+            }
+        }
+    }
+    if incomplete {
+        text.push_str(
+            "[output may be incomplete: a process that left the command's process group kept it open]\n",
+        );
+    }
+    output.text = text;
+    tracing::info!(
+        command,
+        elapsed_ms = elapsed.as_millis() as u64,
+        "shell command ended"
+    );
+    output
+        .with_meta("source", "shell")
+        .with_meta("stdout_bytes", stdout.total)
+        .with_meta("stderr_bytes", stderr.total)
+}
+
+/// The head and tail of a stream, and its total length, without holding all of it in memory.
+#[derive(Default)]
+struct Captured {
+    head: Vec<u8>,
+    tail: std::collections::VecDeque<u8>,
+    total: usize,
+}
+
+impl Captured {
+    fn push(&mut self, mut bytes: &[u8]) {
+        self.total += bytes.len();
+        let half = SHELL_CAPTURE_BYTES / 2;
+        if self.head.len() < half {
+            let take = bytes.len().min(half - self.head.len());
+            self.head.extend_from_slice(&bytes[..take]);
+            bytes = &bytes[take..];
+        }
+        self.tail.extend(bytes);
+        let excess = self.tail.len().saturating_sub(half);
+        self.tail.drain(..excess);
+    }
+
+    fn render(&self) -> String {
+        let kept = self.head.len() + self.tail.len();
+        let mut bytes = self.head.clone();
+        if self.total > kept {
+            bytes.extend_from_slice(
+                format!("\n[… {} bytes of output cut here …]\n", self.total - kept).as_bytes(),
+            );
+        }
+        bytes.extend(self.tail.iter());
+        String::from_utf8_lossy(&bytes).into_owned()
+    }
+}
+
+/// What a capture task read, and whether it reached the end of its pipe in time.
+async fn collect(task: tokio::task::JoinHandle<Captured>) -> (Captured, bool) {
+    let abort = task.abort_handle();
+    match tokio::time::timeout(PIPE_GRACE, task).await {
+        Ok(Ok(captured)) => (captured, true),
+        _ => {
+            abort.abort();
+            (Captured::default(), false)
+        }
+    }
+}
+
+async fn capture(mut stream: impl AsyncRead + Unpin) -> Captured {
+    let mut captured = Captured::default();
+    let mut buffer = vec![0u8; 8192];
+    loop {
+        match stream.read(&mut buffer).await {
+            Ok(0) | Err(_) => return captured,
+            Ok(n) => captured.push(&buffer[..n]),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::tools::testing::{Fixture, run};
+
+    #[tokio::test]
+    async fn runs_in_the_workspace_root_with_exit_code_and_both_streams() {
+        let fx = Fixture::new();
+        fx.file("here.txt", "");
+        let out = run(
+            &Shell,
+            &fx,
+            json!({"command": "ls here.txt; echo oops >&2; exit 3"}),
+        )
+        .await;
+        assert_eq!(
+            out.text,
+            "exit code: 3\n--- stdout ---\nhere.txt\n--- stderr ---\noops\n"
+        );
+        assert!(out.is_error);
+        assert_eq!(out.meta["exit_code"], 3);
+        let out = run(&Shell, &fx, json!({"command": "true"})).await;
+        assert_eq!(out.text, "exit code: 0\n(no output)\n");
+        assert!(!out.is_error);
+    }
+
+    #[tokio::test]
+    async fn a_timeout_kills_the_whole_process_group() {
+        let fx = Fixture::new();
+        let started = Instant::now();
+        let out = run(
+            &Shell,
+            &fx,
+            json!({"command": "echo started; (sleep 2; touch late.txt) & sleep 30", "timeout_secs": 1}),
+        )
+        .await;
+        assert!(
+            started.elapsed() < Duration::from_secs(4),
+            "{:?}",
+            started.elapsed()
+        );
+        assert!(out.is_error);
+        assert!(
+            out.text.starts_with("error: timed out after 1 s"),
+            "{}",
+            out.text
+        );
+        assert!(
+            out.text.contains("--- stdout ---\nstarted\n"),
+            "{}",
+            out.text
+        );
+        assert_eq!(out.meta["timed_out"], true);
+        tokio::time::sleep(Duration::from_secs(3)).await;
+        assert!(
+            !fx.root().join("late.txt").exists(),
+            "the background child survived"
+        );
+    }
+
+    #[tokio::test]
+    async fn background_processes_do_not_hold_the_call_open() {
+        let fx = Fixture::new();
+        let started = Instant::now();
+        let out = run(&Shell, &fx, json!({"command": "sleep 30 & echo done"})).await;
+        assert!(
+            started.elapsed() < Duration::from_secs(3),
+            "{:?}",
+            started.elapsed()
+        );
+        assert_eq!(out.text, "exit code: 0\n--- stdout ---\ndone\n");
+    }
+
+    #[tokio::test]
+    async fn long_output_keeps_head_and_tail() {
+        let fx = Fixture::new();
+        let out = run(&Shell, &fx, json!({"command": "seq 1 100000"})).await;
+        assert_eq!(out.meta["stdout_bytes"], 588895);
+        assert!(
+            out.text.contains("--- stdout ---\n1\n2\n3\n"),
+            "{}",
+            &out.text[..50]
+        );
+        assert!(out.text.ends_with("99999\n100000\n"));
+        assert!(out.text.contains("bytes of output cut here"));
+        assert!(out.text.len() < SHELL_CAPTURE_BYTES + 200);
+    }
+
+    #[tokio::test]
+    async fn cancellation_kills_the_command() {
+        let fx = Fixture::new();
+        let ctx = fx.context();
+        let cancel = ctx.cancel.clone();
+        tokio::spawn(async move {
+            tokio::time::sleep(Duration::from_millis(200)).await;
+            cancel.cancel();
+        });
+        let started = Instant::now();
+        let out = Shell.run(ctx, json!({"command": "sleep 30"})).await;
+        assert!(started.elapsed() < Duration::from_secs(3));
+        assert!(out.text.starts_with("cancelled:"), "{}", out.text);
+        assert_eq!(out.meta["cancelled"], true);
+    }
+
+    #[test]
+    fn the_deny_list_catches_destructive_commands_only() {
+        for command in [
+            "rm -rf /",
+            "rm -rf / ",
+            "sudo rm -rf /*",
+            "rm -fr ~",
+            "rm -r -f $HOME/",
+            "cd x && rm -rf ..",
+            "rm -rf --no-preserve-root /",
+            "mkfs.ext4 /dev/sda1",
+            "dd if=/dev/zero of=/dev/sda bs=1M",
+            "echo x > /dev/nvme0n1",
+            ":(){ :|:& };:",
+            "shutdown -h now",
+            "chmod -R 777 /",
+        ] {
+            assert!(denied(command).is_some(), "{command:?} not denied");
+        }
+        for command in [
+            "rm -rf build/",
+            "rm -rf ./target",
+            "rm file.txt",
+            "ls /",
+            "echo rm -rf",
+            "cargo test -- --nocapture",
+            "dd if=a of=b",
+            "grep -R shutdown src/",
+            "chmod -R 755 scripts",
+        ] {
+            assert!(
+                denied(command).is_none(),
+                "{command:?} denied: {:?}",
+                denied(command)
+            );
+        }
+    }
+}

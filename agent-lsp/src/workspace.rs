@@ -1,0 +1,471 @@
+//! The workspace root and the confinement of every path a tool is given to it.
+//!
+//! Paths come from the model (and, through `@path` references, from the programmer), so they
+//! are untrusted input. Every file tool turns its `path` argument into a real path through
+//! [`Workspace::resolve`], and only ever touches the path it returns. The rules, in the order
+//! they are checked:
+//!
+//! - **Syntax** (nothing is touched on disk yet): empty paths, NUL bytes, paths over
+//!   [`MAX_PATH_BYTES`] bytes or with a component over [`MAX_COMPONENT_BYTES`] bytes, Windows
+//!   forms (any `\`, a drive letter such as `C:`, UNC `\\server\share`), URLs (`file:///…`) and
+//!   home-directory forms (`~`, `~user`) are refused. A backslash is a legal byte in a Unix file
+//!   name, but from a model it is nearly always a Windows separator, and treating it as a name
+//!   would silently create odd files. `~` is not expanded (there is no shell here); it is refused
+//!   rather than taken as a literal directory name, because the model almost certainly meant the
+//!   home directory. A file literally named `~` is still reachable as `./~`.
+//! - **Absolute paths** must lie under the root; the rest is then treated like a relative path.
+//! - **Walking**: the path is resolved one component at a time from the canonical root, the way
+//!   the kernel does it. A `..` that would climb above the root is refused *even if later
+//!   components would come back in* (`../ws/a.txt`): the model has no business naming the
+//!   workspace from outside, and refusing the climb means nothing outside is ever looked at.
+//!   A component that is a symlink is canonicalized and must land inside the root; so a symlink
+//!   pointing out is refused whether it is the last component or a directory in the middle
+//!   (`link_dir/../x` is refused at `link_dir`, which is also what keeps `..` after a symlink
+//!   honest). A dangling symlink is refused, because where it would lead cannot be checked and
+//!   writing through it would create its target. Once a component does not exist, nothing
+//!   below it can be a symlink, so the rest is resolved lexically (this is what lets `write`
+//!   create `new_dir/new_file` while still checking the nearest existing ancestor).
+//!
+//! Architecture Invariant: the returned path is the physical path (symlinks inside the root
+//! resolved) and lies under the canonical root.
+//!
+//! What this does not defend against: another process swapping a directory for a symlink
+//! between `resolve` and the tool's use of the path. The agent is not racing an adversary on
+//! the same machine; it is keeping a model's mistakes and injected instructions inside.
+
+use std::ffi::OsStr;
+use std::io;
+use std::path::{Component, Path, PathBuf};
+
+use anyhow::Context;
+use thiserror::Error;
+
+/// Longest path accepted, in bytes (Linux `PATH_MAX`).
+pub const MAX_PATH_BYTES: usize = 4096;
+/// Longest path component accepted, in bytes (`NAME_MAX` on common file systems).
+pub const MAX_COMPONENT_BYTES: usize = 255;
+
+/// Why a path was refused. The `Display` text is shown to the model as is, so it says what was
+/// refused and why in words a model can act on.
+#[derive(Debug, Error)]
+pub enum PathError {
+    #[error("the path is empty")]
+    Empty,
+    #[error("the path contains a NUL byte")]
+    NulByte,
+    #[error("the path is {len} bytes long; at most {MAX_PATH_BYTES} are allowed")]
+    TooLong { len: usize },
+    #[error(
+        "the path component `{prefix}…` is {len} bytes long; at most {MAX_COMPONENT_BYTES} are allowed"
+    )]
+    ComponentTooLong { prefix: String, len: usize },
+    #[error(
+        "`{path}` looks like a Windows path ({what}); use `/`-separated paths relative to the workspace root"
+    )]
+    WindowsPath { path: String, what: &'static str },
+    #[error("`{path}` is a URL, not a path; use a path relative to the workspace root")]
+    Url { path: String },
+    #[error(
+        "`{path}` starts with `~`, which is not expanded and would point outside the workspace; for a file literally named `~`, write `./~`"
+    )]
+    HomeDirectory { path: String },
+    #[error("`{path}` is an absolute path outside the workspace root `{root}`")]
+    AbsoluteOutside { path: String, root: String },
+    #[error(
+        "`{path}` climbs above the workspace root with `..`; only paths inside the workspace are allowed"
+    )]
+    EscapesRoot { path: String },
+    #[error(
+        "`{path}` goes through the symlink `{link}`, which points outside the workspace (to `{target}`)"
+    )]
+    SymlinkOutside {
+        path: String,
+        link: String,
+        target: String,
+    },
+    #[error(
+        "`{path}` goes through the symlink `{link}`, whose target does not exist, so where it leads cannot be checked"
+    )]
+    DanglingSymlink { path: String, link: String },
+    #[error("`{path}` could not be checked: {source}")]
+    Io {
+        path: String,
+        #[source]
+        source: io::Error,
+    },
+}
+
+/// The directory the agent works in; every file tool is confined to it.
+#[derive(Clone, Debug)]
+pub struct Workspace {
+    /// Canonical (symlink-free, absolute) root.
+    root: PathBuf,
+    /// The root as given, when it differs from the canonical one, so that absolute paths
+    /// written through a symlinked root (e.g. `/tmp` → `/private/tmp`) are still recognised.
+    given_root: Option<PathBuf>,
+}
+
+impl Workspace {
+    /// A workspace rooted at `root`, which must be an existing directory.
+    pub fn new(root: impl AsRef<Path>) -> anyhow::Result<Workspace> {
+        let given = root.as_ref();
+        let canonical = std::fs::canonicalize(given)
+            .with_context(|| format!("workspace root {} cannot be resolved", given.display()))?;
+        anyhow::ensure!(
+            canonical.is_dir(),
+            "workspace root {} is not a directory",
+            canonical.display()
+        );
+        let given_root = (given.is_absolute() && given != canonical).then(|| given.to_owned());
+        Ok(Workspace {
+            root: canonical,
+            given_root,
+        })
+    }
+
+    /// The canonical root.
+    pub fn root(&self) -> &Path {
+        &self.root
+    }
+
+    /// `path` relative to the root, `/`-separated, for showing to the model; `.` for the root.
+    /// Paths outside the root (which `resolve` never returns) are shown in full.
+    pub fn display(&self, path: &Path) -> String {
+        match path.strip_prefix(&self.root) {
+            Ok(rest) if rest.as_os_str().is_empty() => ".".to_owned(),
+            Ok(rest) => rest.to_string_lossy().into_owned(),
+            Err(_) => path.to_string_lossy().into_owned(),
+        }
+    }
+
+    /// The physical path `user_path` names inside the workspace, or why it is refused.
+    /// See the module documentation for the rules.
+    pub fn resolve(&self, user_path: &str) -> Result<PathBuf, PathError> {
+        check_syntax(user_path)?;
+        let path = Path::new(user_path);
+        let relative = if path.is_absolute() {
+            self.strip_root(path)
+                .ok_or_else(|| PathError::AbsoluteOutside {
+                    path: user_path.to_owned(),
+                    root: self.root.display().to_string(),
+                })?
+        } else {
+            path
+        };
+
+        let mut current = self.root.clone();
+        // Whether `current` exists; once it does not, nothing below it can be a symlink.
+        let mut exists = true;
+        for component in relative.components() {
+            match component {
+                Component::CurDir => {}
+                Component::ParentDir => {
+                    // `current` is always at or below the root, so the root is the only place
+                    // where `..` would leave it.
+                    if current == self.root {
+                        return Err(PathError::EscapesRoot {
+                            path: user_path.to_owned(),
+                        });
+                    }
+                    current.pop();
+                    exists = exists || current.exists();
+                }
+                Component::Normal(name) => {
+                    current.push(name);
+                    if exists {
+                        exists = self.follow(&mut current, user_path)?;
+                    }
+                }
+                // A relative path (or what is left of an absolute one after the root) has
+                // neither; refuse rather than guess if the standard library ever yields one.
+                Component::RootDir | Component::Prefix(_) => {
+                    return Err(PathError::AbsoluteOutside {
+                        path: user_path.to_owned(),
+                        root: self.root.display().to_string(),
+                    });
+                }
+            }
+        }
+        Ok(current)
+    }
+
+    /// What is left of an absolute `path` once the root is taken off, if it starts with it.
+    fn strip_root<'a>(&self, path: &'a Path) -> Option<&'a Path> {
+        path.strip_prefix(&self.root).ok().or_else(|| {
+            self.given_root
+                .as_ref()
+                .and_then(|given| path.strip_prefix(given).ok())
+        })
+    }
+
+    /// If `current` (just extended by one existing-or-not component) is a symlink, replace it
+    /// by its canonical target, which must be inside the root. Returns whether `current` exists.
+    fn follow(&self, current: &mut PathBuf, user_path: &str) -> Result<bool, PathError> {
+        let metadata = match std::fs::symlink_metadata(&*current) {
+            Ok(metadata) => metadata,
+            // `NotADirectory`: a file used as a directory; the tool's own access will fail with
+            // a clear message, and nothing below a file can be a symlink.
+            Err(err)
+                if matches!(
+                    err.kind(),
+                    io::ErrorKind::NotFound | io::ErrorKind::NotADirectory
+                ) =>
+            {
+                return Ok(false);
+            }
+            Err(source) => {
+                return Err(PathError::Io {
+                    path: user_path.to_owned(),
+                    source,
+                });
+            }
+        };
+        if !metadata.file_type().is_symlink() {
+            return Ok(true);
+        }
+        let link = self.display(current);
+        match std::fs::canonicalize(&*current) {
+            Ok(target) if target.starts_with(&self.root) => {
+                *current = target;
+                Ok(true)
+            }
+            Ok(target) => Err(PathError::SymlinkOutside {
+                path: user_path.to_owned(),
+                link,
+                target: target.display().to_string(),
+            }),
+            Err(err) if err.kind() == io::ErrorKind::NotFound => Err(PathError::DanglingSymlink {
+                path: user_path.to_owned(),
+                link,
+            }),
+            Err(source) => Err(PathError::Io {
+                path: user_path.to_owned(),
+                source,
+            }),
+        }
+    }
+}
+
+/// The checks that need no file system.
+fn check_syntax(user_path: &str) -> Result<(), PathError> {
+    let owned = || user_path.to_owned();
+    if user_path.is_empty() {
+        return Err(PathError::Empty);
+    }
+    if user_path.contains('\0') {
+        return Err(PathError::NulByte);
+    }
+    if user_path.len() > MAX_PATH_BYTES {
+        return Err(PathError::TooLong {
+            len: user_path.len(),
+        });
+    }
+    if let Some(component) = Path::new(user_path)
+        .components()
+        .map(Component::as_os_str)
+        .find(|component| component.len() > MAX_COMPONENT_BYTES)
+    {
+        return Err(PathError::ComponentTooLong {
+            prefix: prefix_of(component),
+            len: component.len(),
+        });
+    }
+    if user_path.starts_with("\\\\") || user_path.starts_with("//") && user_path.len() > 2 {
+        // `//server/share` is also how Windows tools print UNC paths; on POSIX it is absolute
+        // and would be refused below anyway, but naming it helps the model.
+        return Err(PathError::WindowsPath {
+            path: owned(),
+            what: "a UNC network path",
+        });
+    }
+    if user_path.contains('\\') {
+        return Err(PathError::WindowsPath {
+            path: owned(),
+            what: "it contains `\\`",
+        });
+    }
+    let bytes = user_path.as_bytes();
+    if bytes.len() >= 2 && bytes[0].is_ascii_alphabetic() && bytes[1] == b':' {
+        return Err(PathError::WindowsPath {
+            path: owned(),
+            what: "a drive letter",
+        });
+    }
+    if is_url(user_path) {
+        return Err(PathError::Url { path: owned() });
+    }
+    if user_path.starts_with('~') {
+        return Err(PathError::HomeDirectory { path: owned() });
+    }
+    Ok(())
+}
+
+/// `scheme://…` with an RFC 3986 scheme.
+fn is_url(text: &str) -> bool {
+    let Some((scheme, _)) = text.split_once("://") else {
+        return false;
+    };
+    let mut chars = scheme.chars();
+    chars.next().is_some_and(|c| c.is_ascii_alphabetic())
+        && chars.all(|c| c.is_ascii_alphanumeric() || matches!(c, '+' | '-' | '.'))
+}
+
+fn prefix_of(component: &OsStr) -> String {
+    component.to_string_lossy().chars().take(24).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::unix::fs::symlink;
+
+    /// `tmp/ws` is the workspace, `tmp/outside` holds what must stay out of reach.
+    struct Fixture {
+        _tmp: tempfile::TempDir,
+        ws: Workspace,
+        outside: PathBuf,
+    }
+
+    fn fixture() -> Fixture {
+        let tmp = tempfile::tempdir().unwrap();
+        let root = tmp.path().join("ws");
+        let outside = tmp.path().join("outside");
+        std::fs::create_dir_all(root.join("sub/deeper")).unwrap();
+        std::fs::create_dir_all(&outside).unwrap();
+        std::fs::write(root.join("a.txt"), "a\n").unwrap();
+        std::fs::write(outside.join("secret.txt"), "secret\n").unwrap();
+        symlink(outside.join("secret.txt"), root.join("link_file")).unwrap();
+        symlink(&outside, root.join("link_dir")).unwrap();
+        symlink("sub", root.join("inner_link")).unwrap();
+        symlink("a.txt", root.join("inner_file_link")).unwrap();
+        symlink(outside.join("nothing.txt"), root.join("dangling")).unwrap();
+        let ws = Workspace::new(&root).unwrap();
+        Fixture {
+            _tmp: tmp,
+            ws,
+            outside,
+        }
+    }
+
+    #[track_caller]
+    fn check_ok(fx: &Fixture, input: &str, expected_relative: &str) {
+        let resolved = fx
+            .ws
+            .resolve(input)
+            .unwrap_or_else(|err| panic!("{input:?} refused: {err}"));
+        assert!(resolved.starts_with(fx.ws.root()), "{}", resolved.display());
+        assert_eq!(fx.ws.display(&resolved), expected_relative, "{input:?}");
+    }
+
+    #[track_caller]
+    fn check_refused(fx: &Fixture, input: &str, expected_message: &str) {
+        match fx.ws.resolve(input) {
+            Ok(path) => panic!("{input:?} resolved to {}", path.display()),
+            Err(err) => assert!(
+                err.to_string().contains(expected_message),
+                "{input:?}: `{err}` does not contain `{expected_message}`"
+            ),
+        }
+    }
+
+    #[test]
+    fn paths_inside_resolve_to_physical_paths() {
+        let fx = fixture();
+        let root = fx.ws.root().display().to_string();
+        check_ok(&fx, "a.txt", "a.txt");
+        check_ok(&fx, "./a.txt", "a.txt");
+        check_ok(&fx, ".", ".");
+        check_ok(&fx, "sub/deeper/../../a.txt", "a.txt");
+        check_ok(&fx, "sub/", "sub");
+        check_ok(&fx, "new_dir/new_file.txt", "new_dir/new_file.txt");
+        check_ok(&fx, "new_dir/../a.txt", "a.txt");
+        check_ok(&fx, "inner_link/x.txt", "sub/x.txt");
+        check_ok(&fx, "inner_link/../a.txt", "a.txt");
+        check_ok(&fx, "inner_file_link", "a.txt");
+        check_ok(&fx, &format!("{root}/sub/deeper"), "sub/deeper");
+        check_ok(&fx, &root, ".");
+        check_ok(&fx, "./~", "~");
+        check_ok(&fx, "a~b", "a~b");
+        check_ok(&fx, "file:name", "file:name");
+        check_ok(&fx, &"x".repeat(255), &"x".repeat(255));
+    }
+
+    #[test]
+    fn hostile_paths_are_refused_with_a_reason() {
+        let fx = fixture();
+        let outside = fx.outside.display().to_string();
+        let cases: &[(&str, &str)] = &[
+            ("", "empty"),
+            ("..", "climbs above"),
+            ("../outside/secret.txt", "climbs above"),
+            ("../ws/a.txt", "climbs above"),
+            ("./../x", "climbs above"),
+            ("a/../../x", "climbs above"),
+            ("sub/deeper/../../../x", "climbs above"),
+            ("/etc/passwd", "absolute path outside"),
+            ("/", "absolute path outside"),
+            ("link_file", "symlink `link_file`"),
+            ("link_dir", "symlink `link_dir`"),
+            ("link_dir/secret.txt", "points outside"),
+            ("link_dir/../ws/a.txt", "points outside"),
+            ("link_dir/new.txt", "points outside"),
+            ("dangling", "does not exist"),
+            ("a\0b", "NUL"),
+            ("..\\..\\x", "Windows"),
+            ("C:\\Windows", "Windows"),
+            ("c:/Windows/x", "drive letter"),
+            ("\\\\server\\share", "UNC"),
+            ("//server/share", "UNC"),
+            ("~/x", "`~`"),
+            ("~root/.ssh", "`~`"),
+            ("file:///etc/passwd", "URL"),
+            ("http://example.com/x", "URL"),
+        ];
+        for (input, message) in cases {
+            check_refused(&fx, input, message);
+        }
+        check_refused(
+            &fx,
+            &format!("{outside}/secret.txt"),
+            "absolute path outside",
+        );
+        check_refused(&fx, &"a/".repeat(2100), "at most 4096");
+        check_refused(&fx, &"y".repeat(300), "at most 255");
+        check_refused(&fx, &format!("sub/{}/z", "y".repeat(256)), "`yyyy");
+        // The root's own parent, named absolutely, is outside too.
+        let parent = fx.ws.root().parent().unwrap().display().to_string();
+        check_refused(&fx, &parent, "absolute path outside");
+        check_refused(
+            &fx,
+            &format!("{}/../outside", fx.ws.root().display()),
+            "climbs above",
+        );
+    }
+
+    #[test]
+    fn a_symlinked_root_still_accepts_absolute_paths_through_the_link() {
+        let fx = fixture();
+        let tmp = fx.ws.root().parent().unwrap();
+        let alias = tmp.join("alias");
+        symlink(fx.ws.root(), &alias).unwrap();
+        let ws = Workspace::new(&alias).unwrap();
+        assert_eq!(ws.root(), fx.ws.root());
+        let resolved = ws.resolve(&format!("{}/a.txt", alias.display())).unwrap();
+        assert_eq!(resolved, fx.ws.root().join("a.txt"));
+    }
+
+    #[test]
+    fn a_file_used_as_a_directory_resolves_and_fails_later() {
+        let fx = fixture();
+        check_ok(&fx, "a.txt/x", "a.txt/x");
+    }
+
+    #[test]
+    fn the_root_must_be_an_existing_directory() {
+        let fx = fixture();
+        let err = Workspace::new(fx.ws.root().join("a.txt")).unwrap_err();
+        assert!(err.to_string().contains("not a directory"), "{err}");
+        let err = Workspace::new(fx.ws.root().join("missing")).unwrap_err();
+        assert!(err.to_string().contains("cannot be resolved"), "{err}");
+    }
+}
