@@ -1,7 +1,9 @@
 //! Terminal commands. Every subcommand works on the workspace of the current directory unless
 //! `--workspace DIR` says otherwise.
 
+mod run;
 mod session;
+mod tool;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -27,6 +29,17 @@ pub struct Cli {
 
 #[derive(Debug, Subcommand)]
 enum Command {
+    /// Run one agent turn: the answer streams to stdout, progress to stderr.
+    Run(run::RunArgs),
+    /// Run one tool without a model (recorded in a session), or list a preset's tools.
+    Tool(tool::ToolArgs),
+    /// List the models the configured endpoint offers (`GET /models`).
+    Models {
+        #[command(flatten)]
+        model: run::ModelArgs,
+        #[arg(long)]
+        json: bool,
+    },
     /// Inspect and replay recorded sessions.
     #[command(subcommand)]
     Session(session::SessionCommand),
@@ -40,6 +53,9 @@ pub fn run() -> anyhow::Result<ExitCode> {
         None => std::env::current_dir().context("failed to read the current directory")?,
     };
     match cli.command {
+        Command::Run(args) => run::run(&Store::for_workspace(&workspace)?, args),
+        Command::Tool(args) => tool::run(&Store::for_workspace(&workspace)?, args),
+        Command::Models { model, json } => run::models(&model, json),
         Command::Session(command) => session::run(&Store::for_workspace(&workspace)?, command),
     }
 }

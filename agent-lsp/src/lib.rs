@@ -1,6 +1,7 @@
 //! agent-lsp: a coding agent that lives inside the editor as a language server.
 //!
 //! Modules in reading order:
+//! - [`agent`]: the loop (session → turn → step) and its plugin events;
 //! - [`session`]: the append-only session log, the surface and the derived messages; every
 //!   model request is derived from it (the one rule of ARCHITECTURE.md);
 //! - [`context`]: system prompt assembly, runtime context projection, request building and
@@ -8,12 +9,14 @@
 //! - [`llm`]: provider-neutral requests and the wire formats they are sent in;
 //! - [`tokens`]: the token meter;
 //! - [`preset`]: named assemblies of model settings, tools, permissions and plugins;
-//! - [`cli`]: the terminal commands;
+//! - [`cli`]: the terminal commands, and [`config`]: the user's configuration file;
 //! - [`canonical`]: byte-stable JSON and digests;
 //! - [`logging`]: tracing to stderr, never stdout.
 
+pub mod agent;
 pub mod canonical;
 pub mod cli;
+pub mod config;
 pub mod context;
 pub mod llm;
 pub mod logging;

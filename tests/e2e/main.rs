@@ -1,5 +1,6 @@
 //! End-to-end tests of agent-lsp: real processes, real files, real protocol.
 
+mod agent_run;
 mod model_endpoint;
 mod session_crash;
 mod session_props;

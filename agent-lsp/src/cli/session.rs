@@ -349,6 +349,12 @@ fn describe(event: &Event) -> String {
             "request {}: generation {}, through seq {}, ~{} tokens",
             context.index, context.generation, context.through_seq, context.estimated_tokens
         ),
+        EventBody::RequestError(error) => format!(
+            "request {} failed ({}): {}",
+            error.index,
+            error.class,
+            preview(&error.message, 100)
+        ),
         EventBody::Usage(usage) => format!(
             "request {}: {} prompt ({} cached), {} completion",
             usage.index, usage.prompt_tokens, usage.cache_read, usage.completion_tokens

@@ -58,10 +58,12 @@ pub enum EventKind {
     RequestContext,
     #[serde(rename = "usage")]
     Usage,
+    #[serde(rename = "request/error")]
+    RequestError,
 }
 
 impl EventKind {
-    pub const ALL: [EventKind; 10] = [
+    pub const ALL: [EventKind; 11] = [
         EventKind::SessionHeader,
         EventKind::UserMessage,
         EventKind::AssistantMessage,
@@ -72,6 +74,7 @@ impl EventKind {
         EventKind::RequestHeader,
         EventKind::RequestContext,
         EventKind::Usage,
+        EventKind::RequestError,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -86,6 +89,7 @@ impl EventKind {
             EventKind::RequestHeader => "request/header",
             EventKind::RequestContext => "request/context",
             EventKind::Usage => "usage",
+            EventKind::RequestError => "request/error",
         }
     }
 
@@ -149,6 +153,7 @@ pub enum EventBody {
     RequestHeader(RequestHeader),
     RequestContext(RequestContext),
     Usage(Usage),
+    RequestError(RequestError),
 }
 
 impl EventBody {
@@ -164,6 +169,7 @@ impl EventBody {
             EventBody::RequestHeader(_) => EventKind::RequestHeader,
             EventBody::RequestContext(_) => EventKind::RequestContext,
             EventBody::Usage(_) => EventKind::Usage,
+            EventBody::RequestError(_) => EventKind::RequestError,
         }
     }
 
@@ -179,6 +185,7 @@ impl EventBody {
             EventBody::RequestHeader(p) => serde_json::to_value(p),
             EventBody::RequestContext(p) => serde_json::to_value(p),
             EventBody::Usage(p) => serde_json::to_value(p),
+            EventBody::RequestError(p) => serde_json::to_value(p),
         }
     }
 
@@ -200,6 +207,7 @@ impl EventBody {
                 EventBody::RequestContext(serde_json::from_value(payload)?)
             }
             EventKind::Usage => EventBody::Usage(serde_json::from_value(payload)?),
+            EventKind::RequestError => EventBody::RequestError(serde_json::from_value(payload)?),
         })
     }
 }
@@ -331,6 +339,15 @@ pub struct Usage {
     pub cache_read: u64,
     /// Billable (uncached) prompt tokens: `prompt_tokens - cache_read`.
     pub input: u64,
+}
+
+/// A model request that got no answer: what failed and whether the turn went on.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RequestError {
+    pub index: u64,
+    /// The error class (`auth`, `rate_limit`, `context_overflow`, `cancelled`, …).
+    pub class: String,
+    pub message: String,
 }
 
 /// The flat on-disk form of an event.

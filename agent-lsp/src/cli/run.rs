@@ -1,0 +1,420 @@
+//! `agent-lsp run "prompt"`: one agent turn from the terminal, and `agent-lsp models`.
+
+use std::io::{IsTerminal, Write};
+use std::process::ExitCode;
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::{Context, bail};
+use clap::Args;
+use futures_util::future::BoxFuture;
+use serde_json::json;
+use tokio_util::sync::CancellationToken;
+
+use crate::agent::{Agent, AgentEvent, TurnOutcome, TurnUi};
+use crate::config::Config;
+use crate::llm::provider::{Provider, ProviderConfig, ProviderError, ProviderOptions, StreamDelta};
+use crate::preset::{DEFAULT_PRESET, Preset};
+use crate::session::Session;
+use crate::session::event::ToolCallRef;
+use crate::session::log::Durability;
+use crate::session::store::Store;
+use crate::tools::{Asker, HeadlessAsker, PermissionPolicy, ToolRegistry, ToolRuntime};
+use crate::workspace::Workspace;
+
+/// Exit code when no model endpoint is configured.
+pub const EXIT_NOT_CONFIGURED: u8 = 2;
+
+/// Model endpoint flags shared by `run` and `models`.
+#[derive(Debug, Default, Args)]
+pub struct ModelArgs {
+    /// OpenAI-compatible base URL (default https://api.deepseek.com).
+    #[arg(long, value_name = "URL")]
+    pub base_url: Option<String>,
+    /// Model name (default deepseek-v4-flash, or the preset's).
+    #[arg(long)]
+    pub model: Option<String>,
+}
+
+#[derive(Debug, Args)]
+pub struct RunArgs {
+    /// What to ask the agent.
+    pub prompt: String,
+    /// Preset for a new session: a built-in name (standard, minimal, readonly) or a .toml path.
+    #[arg(long)]
+    pub preset: Option<String>,
+    /// Continue this session (id, unique prefix or suffix, or `last`) instead of starting one.
+    #[arg(long)]
+    pub session: Option<String>,
+    #[command(flatten)]
+    pub model: ModelArgs,
+    /// Print JSON lines (deltas, tool calls, results, outcome) instead of text.
+    #[arg(long)]
+    pub json: bool,
+    /// Approve tool calls whose permission is `ask` (headless `ask` otherwise means deny).
+    #[arg(long)]
+    pub yes: bool,
+}
+
+/// Resolve the provider from flags, the config file and the preset, in that order of priority.
+/// `None` when nothing says where a model is.
+pub fn provider_config(
+    config: &Config,
+    args: &ModelArgs,
+    preset_model: Option<&str>,
+) -> anyhow::Result<Option<ProviderConfig>> {
+    let file = &config.provider;
+    let options = ProviderOptions {
+        base_url: args.base_url.clone().or_else(|| file.base_url.clone()),
+        model: args
+            .model
+            .clone()
+            .or_else(|| file.model.clone())
+            .or_else(|| preset_model.map(str::to_owned)),
+        ..file.clone()
+    };
+    let resolved = ProviderConfig::from_env(&options)?;
+    // A key, or an explicitly chosen endpoint (local servers need no key), means "configured".
+    Ok((resolved.api_key.is_some() || options.base_url.is_some()).then_some(resolved))
+}
+
+/// What to tell someone who has not configured a model yet.
+pub fn not_configured_message() -> String {
+    let path = Config::path().map_or("the config file".into(), |path| path.display().to_string());
+    format!(
+        "no model is configured.\n\
+         To use DeepSeek: export DEEPSEEK_API_KEY=sk-... (then `agent-lsp models` lists the models).\n\
+         For another OpenAI-compatible endpoint: pass --base-url URL [--model NAME], or write\n\
+         \n  [provider]\n  base_url = \"http://127.0.0.1:8080/v1\"\n  model = \"my-model\"\n  api_key_env = \"MY_KEY_VAR\"\n\n\
+         into {path}.\n\
+         Everything that needs no model works without one: `agent-lsp tool`, `agent-lsp session`."
+    )
+}
+
+pub fn run(store: &Store, args: RunArgs) -> anyhow::Result<ExitCode> {
+    let config = Config::load()?;
+    let (preset, existing) = match &args.session {
+        Some(query) => {
+            let id = store.resolve(query)?;
+            let history = store.load(&id)?;
+            let header = history.header().context("the session has no header")?;
+            if let Some(asked) = &args.preset
+                && *asked != header.preset
+            {
+                bail!(
+                    "session {id} uses preset `{}`; a session keeps its preset (start a new session for `{asked}`)",
+                    header.preset
+                );
+            }
+            let preset = match &header.preset_text {
+                Some(text) => Preset::parse(
+                    &header.preset,
+                    &format!("the preset recorded in session {id}"),
+                    text,
+                )?,
+                None => Preset::load(&header.preset)?,
+            };
+            (preset, Some(id))
+        }
+        None => (
+            Preset::load(
+                args.preset
+                    .as_deref()
+                    .or(config.preset.as_deref())
+                    .unwrap_or(DEFAULT_PRESET),
+            )?,
+            None,
+        ),
+    };
+    let Some(provider_config) =
+        provider_config(&config, &args.model, preset.file.model.name.as_deref())?
+    else {
+        eprintln!("agent-lsp: {}", not_configured_message());
+        return Ok(ExitCode::from(EXIT_NOT_CONFIGURED));
+    };
+    let provider = Provider::new(provider_config)?;
+
+    let interactive = std::io::stdin().is_terminal() && std::io::stderr().is_terminal();
+    let asker: Arc<dyn Asker> = if interactive && !args.yes {
+        Arc::new(TerminalAsker)
+    } else {
+        Arc::new(HeadlessAsker { yes: args.yes })
+    };
+    let tools = standard_runtime(store, &preset)?.with_asker(asker);
+
+    let mut session = match &existing {
+        Some(id) => store.open(id, Durability::Sync)?,
+        None => store.create_session(&preset, Durability::Sync)?,
+    };
+    let mut agent = Agent::new(provider, tools, preset);
+    let mut ui: Box<dyn TurnUi> = if args.json {
+        Box::new(JsonUi)
+    } else {
+        Box::new(TextUi::new(std::io::stderr().is_terminal()))
+    };
+
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?;
+    let cancel = CancellationToken::new();
+    let outcome = runtime.block_on(async {
+        let interrupt = cancel.clone();
+        tokio::spawn(async move {
+            if tokio::signal::ctrl_c().await.is_ok() {
+                interrupt.cancel();
+            }
+        });
+        agent
+            .run_turn(&mut session, &args.prompt, &cancel, ui.as_mut())
+            .await
+    });
+    finish(&session, outcome, args.json)
+}
+
+/// Print how the turn ended and pick the exit code.
+fn finish(
+    session: &Session,
+    outcome: anyhow::Result<TurnOutcome>,
+    json: bool,
+) -> anyhow::Result<ExitCode> {
+    let id = session.id();
+    let short = &id[id.len().saturating_sub(4)..];
+    let (code, value, line) = match &outcome {
+        Ok(TurnOutcome::Answered { steps, .. }) => {
+            (0, json!({"outcome": "answered", "steps": steps}), None)
+        }
+        Ok(TurnOutcome::StepLimit { steps }) => (
+            3,
+            json!({"outcome": "step_limit", "steps": steps}),
+            Some(format!(
+                "stopped after {steps} steps (the preset's max_steps); continue with --session {short}"
+            )),
+        ),
+        Ok(TurnOutcome::Cancelled { steps }) => (
+            130,
+            json!({"outcome": "cancelled", "steps": steps}),
+            Some("cancelled; the session is consistent".into()),
+        ),
+        Err(error) => {
+            let provider = error.downcast_ref::<ProviderError>();
+            let class = provider.map_or("error", crate::agent::error_class);
+            (
+                1,
+                json!({"outcome": "error", "class": class, "message": format!("{error:#}")}),
+                Some(format!("{error:#}")),
+            )
+        }
+    };
+    if json {
+        let mut value = value;
+        value["type"] = "end".into();
+        value["session"] = id.into();
+        println_json(&value);
+    } else {
+        if let Some(line) = line {
+            eprintln!("agent-lsp: {line}");
+        }
+        eprintln!("session {id} (agent-lsp session show {short})");
+    }
+    Ok(ExitCode::from(code))
+}
+
+/// The standard tools of `preset`, confined to the store's workspace, with its permissions.
+pub fn standard_runtime(store: &Store, preset: &Preset) -> anyhow::Result<ToolRuntime> {
+    let registry = ToolRegistry::standard().only(&preset.file.tools.enabled)?;
+    Ok(
+        ToolRuntime::new(Workspace::new(store.workspace())?, registry)
+            .with_policy(PermissionPolicy::from_preset(preset)),
+    )
+}
+
+#[allow(clippy::print_stdout)]
+fn println_json(value: &serde_json::Value) {
+    let mut out = std::io::stdout().lock();
+    let _ = writeln!(out, "{value}");
+    let _ = out.flush();
+}
+
+/// Machine output: one JSON object per line.
+struct JsonUi;
+
+impl TurnUi for JsonUi {
+    fn delta(&mut self, delta: &StreamDelta) {
+        let value = match delta {
+            StreamDelta::Reasoning(text) => json!({"type": "reasoning", "text": text}),
+            StreamDelta::Text(text) => json!({"type": "text", "text": text}),
+            StreamDelta::ToolCallStarted { id, name, .. } => {
+                json!({"type": "tool_call_started", "id": id, "name": name})
+            }
+        };
+        println_json(&value);
+    }
+
+    fn event(&mut self, event: &AgentEvent<'_>) {
+        match event {
+            AgentEvent::ToolsBeforeCall { calls, .. } => {
+                for call in *calls {
+                    println_json(
+                        &json!({"type": "tool_call", "id": call.id, "name": call.name, "arguments": call.arguments}),
+                    );
+                }
+            }
+            AgentEvent::ToolsAfterResult { outcome, .. } => println_json(&json!({
+                "type": "tool_result",
+                "id": outcome.call.id,
+                "is_error": outcome.output.is_error,
+                "text": outcome.output.text,
+            })),
+            AgentEvent::PostStep {
+                step, completion, ..
+            } => println_json(&json!({
+                "type": "step",
+                "step": step,
+                "finish_reason": completion.finish_reason,
+                "usage": completion.usage.as_ref().map(|usage| json!({
+                    "prompt_tokens": usage.prompt_tokens,
+                    "completion_tokens": usage.completion_tokens,
+                    "cache_read": usage.cache_read,
+                })),
+            })),
+            _ => {}
+        }
+    }
+}
+
+/// Human output: the answer on stdout; progress on stderr (a spinner on a terminal, plain
+/// lines on a pipe).
+struct TextUi {
+    spinner: Option<indicatif::ProgressBar>,
+    step: u32,
+}
+
+impl TextUi {
+    fn new(terminal: bool) -> TextUi {
+        let spinner = terminal.then(|| {
+            let spinner = indicatif::ProgressBar::new_spinner();
+            spinner.enable_steady_tick(Duration::from_millis(120));
+            spinner
+        });
+        TextUi { spinner, step: 0 }
+    }
+
+    fn status(&self, message: String) {
+        match &self.spinner {
+            Some(spinner) => spinner.set_message(message),
+            None => eprintln!("· {message}"),
+        }
+    }
+
+    #[allow(clippy::print_stdout)]
+    fn print(&self, text: &str) {
+        let write = || {
+            let mut out = std::io::stdout().lock();
+            let _ = out.write_all(text.as_bytes());
+            let _ = out.flush();
+        };
+        match &self.spinner {
+            Some(spinner) => spinner.suspend(write),
+            None => write(),
+        }
+    }
+}
+
+impl TurnUi for TextUi {
+    fn delta(&mut self, delta: &StreamDelta) {
+        match delta {
+            StreamDelta::Reasoning(_) => {
+                if let Some(spinner) = &self.spinner {
+                    spinner.set_message(format!("step {} · thinking", self.step));
+                }
+            }
+            StreamDelta::Text(text) => self.print(text),
+            StreamDelta::ToolCallStarted { name, .. } => {
+                self.status(format!("step {} · calling {name}", self.step))
+            }
+        }
+    }
+
+    fn event(&mut self, event: &AgentEvent<'_>) {
+        match event {
+            AgentEvent::PreStep { step, .. } => {
+                self.step = *step;
+                if self.spinner.is_some() {
+                    self.status(format!("step {step} · waiting for the model"));
+                }
+            }
+            AgentEvent::PostStep { completion, .. }
+                if !completion.text.is_empty() && !completion.text.ends_with('\n') =>
+            {
+                self.print("\n");
+            }
+            AgentEvent::ToolsAfterResult { outcome, .. } => {
+                let first = outcome.output.text.lines().next().unwrap_or_default();
+                let mark = if outcome.output.is_error {
+                    "✗"
+                } else {
+                    "✓"
+                };
+                let line = format!(
+                    "{mark} {} {} → {}",
+                    outcome.call.name, outcome.call.arguments, first
+                );
+                match &self.spinner {
+                    Some(spinner) => spinner.println(line),
+                    None => eprintln!("{line}"),
+                }
+            }
+            AgentEvent::SessionEnd { .. } => {
+                if let Some(spinner) = &self.spinner {
+                    spinner.finish_and_clear();
+                }
+            }
+            _ => {}
+        }
+    }
+}
+
+/// Asks the person at the terminal before a tool call whose permission is `ask`.
+struct TerminalAsker;
+
+impl Asker for TerminalAsker {
+    fn ask(&self, call: &ToolCallRef) -> BoxFuture<'static, bool> {
+        let question = format!(
+            "agent-lsp: allow `{}` {}? [y/N] ",
+            call.name, call.arguments
+        );
+        Box::pin(async move {
+            tokio::task::spawn_blocking(move || {
+                eprint!("{question}");
+                let mut answer = String::new();
+                std::io::stdin().read_line(&mut answer).is_ok()
+                    && matches!(answer.trim(), "y" | "Y" | "yes")
+            })
+            .await
+            .unwrap_or(false)
+        })
+    }
+}
+
+/// `agent-lsp models`: what the endpoint's `GET /models` offers.
+pub fn models(args: &ModelArgs, json: bool) -> anyhow::Result<ExitCode> {
+    let config = Config::load()?;
+    let Some(provider_config) = provider_config(&config, args, None)? else {
+        eprintln!("agent-lsp: {}", not_configured_message());
+        return Ok(ExitCode::from(EXIT_NOT_CONFIGURED));
+    };
+    let provider = Provider::new(provider_config)?;
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?;
+    let models = runtime.block_on(provider.list_models(&CancellationToken::new()))?;
+    let mut out = std::io::stdout().lock();
+    if json {
+        writeln!(out, "{}", serde_json::to_string_pretty(&models)?)?;
+    } else {
+        for model in models {
+            writeln!(out, "{model}")?;
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}

@@ -1,0 +1,58 @@
+//! User configuration: the model endpoint and the default preset.
+//!
+//! Read from `$AGENT_LSP_CONFIG` when set, else `agent-lsp/config.toml` under the user's config
+//! directory (`~/.config` on Linux). Every key is optional; command-line flags win over the
+//! file, and the file wins over the preset. The API key itself never goes into this file, only
+//! the name of the environment variable that holds it:
+//!
+//! ```toml
+//! preset = "standard"
+//!
+//! [provider]
+//! base_url = "https://api.deepseek.com"
+//! model = "deepseek-v4-flash"
+//! api_key_env = "DEEPSEEK_API_KEY"
+//! ```
+
+use std::path::PathBuf;
+
+use anyhow::Context;
+use serde::Deserialize;
+
+use crate::llm::provider::ProviderOptions;
+
+pub const CONFIG_ENV: &str = "AGENT_LSP_CONFIG";
+
+#[derive(Clone, Debug, Default, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Config {
+    /// Preset for new sessions (default `standard`).
+    pub preset: Option<String>,
+    #[serde(default)]
+    pub provider: ProviderOptions,
+}
+
+impl Config {
+    /// Where the configuration is read from.
+    pub fn path() -> Option<PathBuf> {
+        match std::env::var_os(CONFIG_ENV) {
+            Some(path) if !path.is_empty() => Some(PathBuf::from(path)),
+            _ => dirs::config_dir().map(|dir| dir.join("agent-lsp").join("config.toml")),
+        }
+    }
+
+    /// The configuration, or the defaults when there is no file.
+    pub fn load() -> anyhow::Result<Config> {
+        let Some(path) = Config::path() else {
+            return Ok(Config::default());
+        };
+        match std::fs::read_to_string(&path) {
+            Ok(text) => toml::from_str(&text)
+                .map_err(|error| anyhow::anyhow!("config file {}: {error}", path.display())),
+            Err(error) if error.kind() == std::io::ErrorKind::NotFound => Ok(Config::default()),
+            Err(error) => {
+                Err(error).with_context(|| format!("failed to read config file {}", path.display()))
+            }
+        }
+    }
+}

@@ -1,0 +1,545 @@
+//! The agent end to end, through the real binary: `agent-lsp run` against the loopback model
+//! endpoint (real HTTP, real SSE, the API's rules enforced), real files, real tools, and the
+//! session log read back and replayed.
+
+use std::process::{Command, Output, Stdio};
+use std::time::Duration;
+
+use agent_lsp::session::event::{EventBody, EventKind};
+use agent_lsp::session::store::Store;
+use agent_tests::model_endpoint::{EndpointConfig, ModelEndpoint, ModelTurn, Reply, Rule};
+use serde_json::Value;
+
+/// A workspace, a state directory and a config file that make runs independent of the machine.
+struct Fixture {
+    workspace: tempfile::TempDir,
+    state: tempfile::TempDir,
+    config: std::path::PathBuf,
+}
+
+impl Fixture {
+    fn new() -> Fixture {
+        let workspace = tempfile::tempdir().unwrap();
+        std::fs::create_dir_all(workspace.path().join("src")).unwrap();
+        std::fs::write(
+            workspace.path().join("src/lib.rs"),
+            "/// Parses the input.\npub fn old_name(input: &str) -> usize {\n    input.len()\n}\n",
+        )
+        .unwrap();
+        std::fs::write(
+            workspace.path().join("README.md"),
+            "# demo\nCall `old_name` to parse.\n",
+        )
+        .unwrap();
+        let state = tempfile::tempdir().unwrap();
+        let config = state.path().join("config.toml");
+        // Fast retries keep the retry tests short; everything else is the default.
+        std::fs::write(
+            &config,
+            "[provider]\nbackoff_base_ms = 20\nbackoff_cap_ms = 2000\nrequest_timeout_secs = 20\n",
+        )
+        .unwrap();
+        Fixture {
+            workspace,
+            state,
+            config,
+        }
+    }
+
+    fn command(&self, args: &[&str]) -> Command {
+        let mut command = Command::new(agent_tests::workspace_bin("agent-lsp"));
+        command
+            .env("AGENT_LSP_STATE_DIR", self.state.path())
+            .env("AGENT_LSP_CONFIG", &self.config)
+            .env_remove("DEEPSEEK_API_KEY")
+            .arg("--workspace")
+            .arg(self.workspace.path())
+            .args(args)
+            .stdin(Stdio::null());
+        command
+    }
+
+    fn run(&self, args: &[&str]) -> Output {
+        self.command(args).output().expect("run agent-lsp")
+    }
+
+    fn store(&self) -> Store {
+        Store::for_workspace_in(self.state.path(), self.workspace.path()).unwrap()
+    }
+
+    fn read(&self, path: &str) -> String {
+        std::fs::read_to_string(self.workspace.path().join(path)).unwrap()
+    }
+}
+
+fn stderr(output: &Output) -> String {
+    String::from_utf8_lossy(&output.stderr).into_owned()
+}
+
+fn stdout(output: &Output) -> String {
+    String::from_utf8_lossy(&output.stdout).into_owned()
+}
+
+/// Every chat request the endpoint received must be what `session replay` rebuilds.
+fn assert_requests_replay(fixture: &Fixture, endpoint: &ModelEndpoint, session: &str) {
+    let requests = endpoint.chat_requests();
+    assert!(!requests.is_empty());
+    for (index, request) in requests.iter().enumerate() {
+        let n = (index + 1).to_string();
+        let output = fixture.run(&["session", "replay", session, "--request", &n]);
+        assert!(output.status.success(), "replay {n}: {}", stderr(&output));
+        assert_eq!(
+            String::from_utf8_lossy(&output.stdout),
+            String::from_utf8_lossy(&request.raw),
+            "request {n} does not replay byte-identically"
+        );
+    }
+}
+
+fn kinds(store: &Store, session: &str) -> Vec<EventKind> {
+    store
+        .load(session)
+        .unwrap()
+        .events()
+        .iter()
+        .map(|event| event.kind())
+        .collect()
+}
+
+fn count(kinds: &[EventKind], kind: EventKind) -> usize {
+    kinds.iter().filter(|k| **k == kind).count()
+}
+
+#[test]
+fn a_scripted_model_greps_reads_edits_and_answers() {
+    let fixture = Fixture::new();
+    let endpoint = ModelEndpoint::start(EndpointConfig::default()).unwrap();
+    endpoint.push_all([
+        Reply::tool_call("grep", r#"{"pattern":"old_name"}"#),
+        Reply::from_fn(|request| {
+            let grep = request.trailing_tool_results()[0].content.clone().unwrap_or_default();
+            assert!(grep.contains("src/lib.rs"), "grep found: {grep}");
+            Reply::tool_call("read", r#"{"path":"src/lib.rs"}"#)
+        }),
+        Reply::tool_call(
+            "edit",
+            r#"{"path":"src/lib.rs","old_string":"pub fn old_name(","new_string":"pub fn new_name("}"#,
+        ),
+        Reply::from_fn(|request| {
+            let diff = request.trailing_tool_results()[0].content.clone().unwrap_or_default();
+            assert!(diff.contains("+pub fn new_name("), "edit returned: {diff}");
+            Reply::text("Renamed `old_name` to `new_name` in src/lib.rs.")
+        }),
+    ]);
+
+    let output = fixture.run(&[
+        "run",
+        "--preset",
+        "minimal",
+        "--base-url",
+        &endpoint.base_url(),
+        "Rename old_name to new_name",
+    ]);
+    assert!(output.status.success(), "{}", stderr(&output));
+    assert!(
+        stdout(&output).contains("Renamed `old_name` to `new_name`"),
+        "{}",
+        stdout(&output)
+    );
+    assert!(
+        fixture
+            .read("src/lib.rs")
+            .contains("pub fn new_name(input: &str)")
+    );
+    endpoint.assert_no_violations();
+    assert_eq!(endpoint.remaining_replies(), 0);
+
+    let store = fixture.store();
+    let session = store.resolve("last").unwrap();
+    let kinds = kinds(&store, &session);
+    assert_eq!(count(&kinds, EventKind::UserMessage), 1);
+    assert_eq!(count(&kinds, EventKind::RequestHeader), 4);
+    assert_eq!(count(&kinds, EventKind::RequestContext), 4);
+    assert_eq!(count(&kinds, EventKind::AssistantMessage), 4);
+    assert_eq!(count(&kinds, EventKind::ToolCall), 3);
+    assert_eq!(count(&kinds, EventKind::ToolResult), 3);
+    assert_eq!(count(&kinds, EventKind::Usage), 4);
+    // minimal has no runtime-context plugin.
+    assert_eq!(count(&kinds, EventKind::RuntimeContext), 0);
+    assert_requests_replay(&fixture, &endpoint, &session);
+
+    // The edit's result was recorded with its meta.
+    let history = store.load(&session).unwrap();
+    let edit = history
+        .events()
+        .iter()
+        .find_map(|event| match &event.body {
+            EventBody::ToolResult(result) if result.name == "edit" => Some(result.clone()),
+            _ => None,
+        })
+        .unwrap();
+    assert!(edit.text.contains("-pub fn old_name("), "{}", edit.text);
+}
+
+#[test]
+fn thinking_mode_with_several_tool_rounds_gets_no_400() {
+    let fixture = Fixture::new();
+    let endpoint =
+        ModelEndpoint::start(EndpointConfig::default().reasoning_in_tool_stretches(true)).unwrap();
+    endpoint.push_all([
+        Reply::Turn(
+            ModelTurn::new()
+                .reasoning("Find the function first.")
+                .tool_call("grep", r#"{"pattern":"fn "}"#),
+        ),
+        // Two calls in one step: read-only, run concurrently, results in call order.
+        Reply::Turn(
+            ModelTurn::new()
+                .reasoning("Read both files.")
+                .content("Reading.")
+                .tool_call("read", r#"{"path":"src/lib.rs"}"#)
+                .tool_call("read", r#"{"path":"README.md"}"#),
+        ),
+        Reply::Turn(
+            ModelTurn::new()
+                .reasoning("List the tree.")
+                .tool_call("list", r#"{"path":"."}"#),
+        ),
+        Reply::Turn(
+            ModelTurn::new()
+                .reasoning("Done.")
+                .content("The parser is `old_name` in src/lib.rs."),
+        ),
+    ]);
+    let output = fixture.run(&[
+        "run",
+        "--base-url",
+        &endpoint.base_url(),
+        "Where is the parser?",
+    ]);
+    assert!(output.status.success(), "{}", stderr(&output));
+    endpoint.assert_no_violations();
+    let requests = endpoint.chat_requests();
+    assert_eq!(requests.len(), 4);
+    assert!(requests.iter().all(|request| request.status == 200));
+    let last: Value = requests[3].body.clone().unwrap();
+    assert_eq!(last["thinking"]["type"], "enabled");
+    let reasonings = last["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|m| m["role"] == "assistant")
+        .map(|m| {
+            m["reasoning_content"]
+                .as_str()
+                .unwrap_or("<missing>")
+                .to_owned()
+        })
+        .collect::<Vec<_>>();
+    assert_eq!(
+        reasonings,
+        [
+            "Find the function first.",
+            "Read both files.",
+            "List the tree."
+        ]
+    );
+    // standard injects the runtime context once: it did not change between steps.
+    let store = fixture.store();
+    let session = store.resolve("last").unwrap();
+    assert_eq!(
+        count(&kinds(&store, &session), EventKind::RuntimeContext),
+        1
+    );
+    assert_requests_replay(&fixture, &endpoint, &session);
+
+    // A second turn in the same session continues the log and the prefix cache.
+    endpoint.push(Reply::text("Still there."));
+    let output = fixture.run(&[
+        "run",
+        "--session",
+        &session,
+        "--base-url",
+        &endpoint.base_url(),
+        "Thanks",
+    ]);
+    assert!(output.status.success(), "{}", stderr(&output));
+    let requests = endpoint.chat_requests();
+    let usage = requests[4].usage.as_ref().unwrap();
+    assert!(usage.prompt_cache_hit_tokens > 0, "{usage:?}");
+    endpoint.assert_no_violations();
+    assert_requests_replay(&fixture, &endpoint, &session);
+}
+
+#[test]
+fn rate_limits_and_overload_are_retried_and_succeed() {
+    let fixture = Fixture::new();
+    let endpoint = ModelEndpoint::start(EndpointConfig::default()).unwrap();
+    endpoint.push_all([
+        Reply::rate_limited(Some(1)),
+        Reply::overloaded(),
+        Reply::text("Hello after retries."),
+    ]);
+    let output = fixture.run(&[
+        "run",
+        "--preset",
+        "minimal",
+        "--base-url",
+        &endpoint.base_url(),
+        "hi",
+    ]);
+    assert!(output.status.success(), "{}", stderr(&output));
+    assert!(stdout(&output).contains("Hello after retries."));
+    let statuses = endpoint
+        .chat_requests()
+        .iter()
+        .map(|request| request.status)
+        .collect::<Vec<_>>();
+    assert_eq!(statuses, [429, 503, 200]);
+    // The three attempts sent the same body: one request of the session.
+    let requests = endpoint.chat_requests();
+    assert_eq!(requests[0].raw, requests[2].raw);
+    let store = fixture.store();
+    assert_eq!(
+        count(
+            &kinds(&store, &store.resolve("last").unwrap()),
+            EventKind::RequestHeader
+        ),
+        1
+    );
+}
+
+#[test]
+fn auth_and_balance_errors_stop_with_a_clear_message() {
+    let fixture = Fixture::new();
+    let endpoint = ModelEndpoint::start(EndpointConfig::default()).unwrap();
+    endpoint.push(Reply::auth_failed("abcd"));
+    let output = fixture.run(&["run", "--base-url", &endpoint.base_url(), "hi"]);
+    assert_eq!(output.status.code(), Some(1));
+    let message = stderr(&output);
+    assert!(message.contains("DEEPSEEK_API_KEY"), "{message}");
+    assert_eq!(endpoint.chat_requests().len(), 1, "401 is not retried");
+
+    endpoint.push(Reply::insufficient_balance());
+    let output = fixture.run(&["run", "--base-url", &endpoint.base_url(), "hi"]);
+    assert_eq!(output.status.code(), Some(1));
+    let message = stderr(&output).to_lowercase();
+    assert!(message.contains("balance"), "{message}");
+    assert_eq!(endpoint.chat_requests().len(), 2, "402 is not retried");
+
+    // Both failures are in the sessions' logs.
+    let store = fixture.store();
+    for id in store.ids().unwrap() {
+        let history = store.load(&id).unwrap();
+        let class = history.events().iter().find_map(|event| match &event.body {
+            EventBody::RequestError(error) => Some(error.class.clone()),
+            _ => None,
+        });
+        assert!(
+            matches!(class.as_deref(), Some("auth" | "balance")),
+            "{class:?}"
+        );
+    }
+}
+
+#[test]
+fn context_overflow_is_surfaced_as_such() {
+    let fixture = Fixture::new();
+    let endpoint = ModelEndpoint::start(EndpointConfig::default().context_window(64)).unwrap();
+    let output = fixture.run(&[
+        "run",
+        "--base-url",
+        &endpoint.base_url(),
+        "a prompt for a tiny window",
+    ]);
+    assert_eq!(output.status.code(), Some(1));
+    assert!(
+        stderr(&output).contains("maximum context length"),
+        "{}",
+        stderr(&output)
+    );
+    let violations = endpoint.take_violations();
+    assert_eq!(violations.len(), 1);
+    assert_eq!(violations[0].rule, Rule::ContextLength);
+    let store = fixture.store();
+    let history = store.load("last").unwrap();
+    assert!(history.events().iter().any(|event| matches!(&event.body, EventBody::RequestError(error) if error.class == "context_overflow")));
+}
+
+#[test]
+fn without_a_model_run_explains_how_to_configure_one_and_tools_still_work() {
+    let fixture = Fixture::new();
+    let output = fixture.run(&["run", "hi"]);
+    assert_eq!(output.status.code(), Some(2));
+    let message = stderr(&output);
+    assert!(message.contains("no model is configured"), "{message}");
+    assert!(
+        message.contains("DEEPSEEK_API_KEY") && message.contains("--base-url"),
+        "{message}"
+    );
+    assert!(
+        fixture.store().ids().unwrap().is_empty(),
+        "no empty session is left behind"
+    );
+
+    let output = fixture.run(&["tool", "read", "--args", r#"{"path":"README.md"}"#]);
+    assert!(output.status.success(), "{}", stderr(&output));
+    assert!(stdout(&output).contains("Call `old_name` to parse."));
+    let output = fixture.run(&["tool", "--list", "--json"]);
+    let catalog: Value = serde_json::from_slice(&output.stdout).unwrap();
+    let names = catalog
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|tool| tool["name"].as_str().unwrap())
+        .collect::<Vec<_>>();
+    assert_eq!(
+        names,
+        ["edit", "glob", "grep", "list", "read", "shell", "write"]
+    );
+    assert!(catalog[0]["parameters"]["properties"].is_object());
+}
+
+#[test]
+fn models_lists_what_the_endpoint_offers() {
+    let fixture = Fixture::new();
+    let endpoint = ModelEndpoint::start(EndpointConfig::default()).unwrap();
+    let output = fixture.run(&["models", "--base-url", &endpoint.base_url()]);
+    assert!(output.status.success(), "{}", stderr(&output));
+    assert_eq!(stdout(&output), "deepseek-v4-flash\ndeepseek-v4-pro\n");
+}
+
+#[test]
+fn an_interrupted_run_leaves_a_consistent_session() {
+    let fixture = Fixture::new();
+    let endpoint =
+        ModelEndpoint::start(EndpointConfig::default().keep_alive(Duration::from_millis(100)))
+            .unwrap();
+    endpoint.push_all([
+        Reply::tool_call("read", r#"{"path":"README.md"}"#),
+        Reply::hang(),
+    ]);
+    let child = fixture
+        .command(&["run", "--base-url", &endpoint.base_url(), "read and think"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Wait until the second request is in flight, then interrupt as Ctrl-C would.
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    while endpoint.chat_requests().len() < 2 {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the second request never came"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let status = Command::new("kill")
+        .args(["-INT", &child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(status.success());
+    let output = child.wait_with_output().unwrap();
+    assert_eq!(output.status.code(), Some(130), "{}", stderr(&output));
+
+    let store = fixture.store();
+    let session = store.resolve("last").unwrap();
+    let mut history = store.load(&session).unwrap();
+    let last = history.events().last().unwrap().clone();
+    assert!(
+        matches!(&last.body, EventBody::RequestError(error) if error.class == "cancelled"),
+        "{last:?}"
+    );
+    agent_tests::assert_tool_pairing(history.derive_messages());
+
+    // The session goes on where it stopped, and the endpoint sees a valid history.
+    endpoint.push(Reply::text("Back again."));
+    let output = fixture.run(&[
+        "run",
+        "--session",
+        &session,
+        "--base-url",
+        &endpoint.base_url(),
+        "go on",
+    ]);
+    assert!(output.status.success(), "{}", stderr(&output));
+    endpoint.assert_no_violations();
+}
+
+#[test]
+fn hostile_paths_are_refused_by_every_file_tool_through_the_cli() {
+    let fixture = Fixture::new();
+    let outside = tempfile::tempdir().unwrap();
+    std::fs::write(outside.path().join("secret.txt"), "secret").unwrap();
+    std::os::unix::fs::symlink(outside.path(), fixture.workspace.path().join("escape")).unwrap();
+    std::os::unix::fs::symlink(
+        outside.path().join("secret.txt"),
+        fixture.workspace.path().join("secret-link"),
+    )
+    .unwrap();
+    let long = "a/".repeat(3000);
+    let hostile = [
+        "../x".to_owned(),
+        "../../etc/passwd".into(),
+        "src/../../x".into(),
+        "./../x".into(),
+        "a/b/../../../x".into(),
+        "/etc/passwd".into(),
+        "/tmp".into(),
+        outside.path().join("secret.txt").display().to_string(),
+        "escape/secret.txt".into(),
+        "escape".into(),
+        "escape/../x".into(),
+        "secret-link".into(),
+        "escape/new.txt".into(),
+        "src/\u{0}x".into(),
+        long,
+        format!("{}/x", "b".repeat(300)),
+        "..\\..\\x".into(),
+        "C:\\Windows\\system.ini".into(),
+        "\\\\server\\share\\x".into(),
+        "file:///etc/passwd".into(),
+        "..".into(),
+        "".into(),
+    ];
+    assert!(hostile.len() >= 20);
+    for path in &hostile {
+        let quoted = serde_json::to_string(path).unwrap();
+        let calls = [
+            ("read", format!(r#"{{"path":{quoted}}}"#)),
+            ("list", format!(r#"{{"path":{quoted}}}"#)),
+            ("glob", format!(r#"{{"pattern":"*","path":{quoted}}}"#)),
+            ("grep", format!(r#"{{"pattern":"secret","path":{quoted}}}"#)),
+            ("write", format!(r#"{{"path":{quoted},"content":"pwned"}}"#)),
+            (
+                "edit",
+                format!(r#"{{"path":{quoted},"old_string":"secret","new_string":"pwned"}}"#),
+            ),
+        ];
+        for (tool, args) in calls {
+            let output = fixture.run(&["tool", tool, "--args", &args, "--json"]);
+            let result: Value = serde_json::from_slice(&output.stdout)
+                .unwrap_or_else(|_| panic!("{tool} {path:?}: {}", stderr(&output)));
+            assert_eq!(
+                output.status.code(),
+                Some(1),
+                "{tool} accepted {path:?}: {result}"
+            );
+            assert_eq!(
+                result["is_error"], true,
+                "{tool} accepted {path:?}: {result}"
+            );
+            let text = result["text"].as_str().unwrap();
+            assert!(
+                text.starts_with("error:") && !text.contains("secret\n"),
+                "{tool} {path:?}: {text}"
+            );
+        }
+    }
+    assert_eq!(
+        std::fs::read_to_string(outside.path().join("secret.txt")).unwrap(),
+        "secret"
+    );
+    assert!(!outside.path().join("new.txt").exists());
+    assert!(std::fs::read_dir(outside.path()).unwrap().count() == 1);
+}
