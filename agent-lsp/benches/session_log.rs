@@ -34,7 +34,7 @@ fn append_step(session: &mut Session, step: u64) {
     let turn = (step / 5) as u32;
     let index = session.history().n_requests() + 1;
     let last = session.history().last_seq();
-    if step % 5 == 0 {
+    if step.is_multiple_of(5) {
         let text = format!("Please look at module {step} and fix the failing test in it.");
         session
             .append(NewEvent::new(

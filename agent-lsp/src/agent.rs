@@ -191,14 +191,7 @@ impl Agent {
         cancel: &CancellationToken,
         ui: &mut dyn TurnUi,
     ) -> anyhow::Result<TurnOutcome> {
-        let turn = session
-            .history()
-            .events()
-            .iter()
-            .map(|event| event.turn)
-            .max()
-            .unwrap_or(0)
-            + 1;
+        let turn = session.history().next_turn();
         self.emit(&AgentEvent::SessionStart { turn }, session, ui)?;
         let text = prompt.to_owned();
         session.append(NewEvent::new(

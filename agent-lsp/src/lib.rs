@@ -7,6 +7,8 @@
 //! - [`context`]: system prompt assembly, runtime context projection, request building and
 //!   replay;
 //! - [`llm`]: provider-neutral requests and the wire formats they are sent in;
+//! - [`tools`]: the ToolRuntime (registry, permissions, limits, recording) and the file tools,
+//!   confined by [`workspace`];
 //! - [`tokens`]: the token meter;
 //! - [`preset`]: named assemblies of model settings, tools, permissions and plugins;
 //! - [`cli`]: the terminal commands, and [`config`]: the user's configuration file;

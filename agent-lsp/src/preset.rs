@@ -15,6 +15,7 @@ use anyhow::{Context, bail};
 use serde::Deserialize;
 
 use crate::llm::{ModelParams, Thinking};
+use crate::tools::Permission;
 
 /// `(name, text)` of every built-in preset.
 pub const BUILTIN: [(&str, &str); 3] = [
@@ -24,15 +25,6 @@ pub const BUILTIN: [(&str, &str); 3] = [
 ];
 
 pub const DEFAULT_PRESET: &str = "standard";
-
-/// What a tool call may do without asking.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum PermissionSetting {
-    Allow,
-    Ask,
-    Deny,
-}
 
 #[derive(Clone, Debug, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -78,7 +70,7 @@ pub struct PresetFile {
     pub model: ModelSection,
     pub tools: ToolsSection,
     /// `default` plus one entry per tool name.
-    pub permissions: BTreeMap<String, PermissionSetting>,
+    pub permissions: BTreeMap<String, Permission>,
     #[serde(default)]
     pub plugins: PluginsSection,
 }
@@ -139,13 +131,13 @@ impl Preset {
     }
 
     /// The permission for one tool.
-    pub fn permission(&self, tool: &str) -> PermissionSetting {
+    pub fn permission(&self, tool: &str) -> Permission {
         let permissions = &self.file.permissions;
         permissions
             .get(tool)
             .or_else(|| permissions.get("default"))
             .copied()
-            .unwrap_or(PermissionSetting::Deny)
+            .unwrap_or(Permission::Deny)
     }
 
     /// Model parameters sent with every request.
@@ -171,11 +163,11 @@ mod tests {
             assert_eq!(preset.name, name);
         }
         let readonly = Preset::load("readonly").unwrap();
-        assert_eq!(readonly.permission("edit"), PermissionSetting::Deny);
-        assert_eq!(readonly.permission("read"), PermissionSetting::Allow);
+        assert_eq!(readonly.permission("edit"), Permission::Deny);
+        assert_eq!(readonly.permission("read"), Permission::Allow);
         assert_eq!(
             Preset::load("standard").unwrap().permission("shell"),
-            PermissionSetting::Ask
+            Permission::Ask
         );
         // The catalog does not depend on permissions.
         assert_eq!(

@@ -114,6 +114,16 @@ impl History {
         }
     }
 
+    /// The number the next user turn gets: one past the highest turn in the log.
+    pub fn next_turn(&self) -> u32 {
+        self.events
+            .iter()
+            .map(|event| event.turn)
+            .max()
+            .unwrap_or(0)
+            + 1
+    }
+
     pub fn last_seq(&self) -> u64 {
         self.events.last().map_or(0, |event| event.seq)
     }

@@ -45,7 +45,7 @@ use tracing::Instrument;
 
 use crate::canonical::canonical_json;
 use crate::llm::ToolDef;
-use crate::preset::{PermissionSetting, Preset};
+use crate::preset::Preset;
 use crate::session::event::{AssistantMessage, EventBody, ToolCallEvent, ToolCallRef, ToolResult};
 use crate::session::{NewEvent, Session};
 use crate::workspace::Workspace;
@@ -258,16 +258,6 @@ impl Permission {
     }
 }
 
-impl From<PermissionSetting> for Permission {
-    fn from(setting: PermissionSetting) -> Permission {
-        match setting {
-            PermissionSetting::Allow => Permission::Allow,
-            PermissionSetting::Ask => Permission::Ask,
-            PermissionSetting::Deny => Permission::Deny,
-        }
-    }
-}
-
 /// Tool name → permission, with a default for the tools not named.
 #[derive(Clone, Debug, PartialEq)]
 pub struct PermissionPolicy {
@@ -297,10 +287,10 @@ impl PermissionPolicy {
 
     /// The policy of a preset's `[permissions]` table (`default` plus one entry per tool).
     pub fn from_preset(preset: &Preset) -> PermissionPolicy {
-        let mut policy = PermissionPolicy::new(preset.permission("default").into());
+        let mut policy = PermissionPolicy::new(preset.permission("default"));
         for (tool, setting) in &preset.file.permissions {
             if tool != "default" {
-                policy.tools.insert(tool.clone(), (*setting).into());
+                policy.tools.insert(tool.clone(), *setting);
             }
         }
         policy
@@ -484,13 +474,7 @@ impl ToolRuntime {
         cancel: &CancellationToken,
     ) -> anyhow::Result<ToolCallOutcome> {
         let history = session.history();
-        let turn = history
-            .events()
-            .iter()
-            .map(|event| event.turn)
-            .max()
-            .unwrap_or(0)
-            + 1;
+        let turn = history.next_turn();
         let call = ToolCallRef {
             id: format!("user-{}", history.last_seq() + 1),
             name: name.to_owned(),

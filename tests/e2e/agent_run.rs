@@ -543,3 +543,115 @@ fn hostile_paths_are_refused_by_every_file_tool_through_the_cli() {
     assert!(!outside.path().join("new.txt").exists());
     assert!(std::fs::read_dir(outside.path()).unwrap().count() == 1);
 }
+
+#[test]
+fn json_output_is_one_object_per_line_and_a_pipe_gets_plain_text() {
+    let fixture = Fixture::new();
+    let endpoint = ModelEndpoint::start(EndpointConfig::default()).unwrap();
+    let turns = || {
+        [
+            Reply::Turn(
+                ModelTurn::new()
+                    .reasoning("Look first.")
+                    .tool_call("list", r#"{"path":"src"}"#),
+            ),
+            Reply::Turn(
+                ModelTurn::new()
+                    .reasoning("Enough.")
+                    .content("One file: src/lib.rs."),
+            ),
+        ]
+    };
+    endpoint.push_all(turns());
+    let output = fixture.run(&[
+        "run",
+        "--json",
+        "--base-url",
+        &endpoint.base_url(),
+        "What is in src?",
+    ]);
+    assert!(output.status.success(), "{}", stderr(&output));
+    let lines = stdout(&output)
+        .lines()
+        .map(|line| {
+            serde_json::from_str::<Value>(line).unwrap_or_else(|_| panic!("not JSON: {line}"))
+        })
+        .collect::<Vec<_>>();
+    let types = lines
+        .iter()
+        .map(|line| line["type"].as_str().unwrap().to_owned())
+        .collect::<Vec<_>>();
+    for expected in [
+        "reasoning",
+        "tool_call_started",
+        "tool_call",
+        "tool_result",
+        "step",
+        "text",
+        "end",
+    ] {
+        assert!(
+            types.iter().any(|t| t == expected),
+            "no `{expected}` line in {types:?}"
+        );
+    }
+    let end = lines.last().unwrap();
+    assert_eq!(end["outcome"], "answered");
+    assert_eq!(end["steps"], 2);
+    let text = lines
+        .iter()
+        .filter(|line| line["type"] == "text")
+        .map(|line| line["text"].as_str().unwrap())
+        .collect::<String>();
+    assert_eq!(text, "One file: src/lib.rs.");
+
+    endpoint.push_all(turns());
+    let output = fixture.run(&["run", "--base-url", &endpoint.base_url(), "What is in src?"]);
+    assert!(output.status.success(), "{}", stderr(&output));
+    assert_eq!(stdout(&output), "One file: src/lib.rs.\n");
+    let progress = stderr(&output);
+    assert!(
+        !progress.contains('\u{1b}'),
+        "escape codes on a pipe: {progress:?}"
+    );
+    assert!(progress.contains("✓ list"), "{progress}");
+    endpoint.assert_no_violations();
+}
+
+#[test]
+fn on_a_terminal_the_answer_streams_beside_a_spinner() {
+    let fixture = Fixture::new();
+    let endpoint = ModelEndpoint::start(EndpointConfig::default()).unwrap();
+    endpoint.push_all([
+        Reply::Turn(
+            ModelTurn::new()
+                .tool_call("read", r#"{"path":"README.md"}"#)
+                .chunk_delay(Duration::from_millis(150)),
+        ),
+        Reply::text("It is a demo."),
+    ]);
+    // `script` gives the command a pseudo-terminal, as a person's shell would.
+    let binary = agent_tests::workspace_bin("agent-lsp");
+    let command = format!(
+        "{} --workspace {} run --base-url {} --preset minimal 'What is this?'",
+        binary.display(),
+        fixture.workspace.path().display(),
+        endpoint.base_url()
+    );
+    let output = Command::new("script")
+        .args(["-qec", &command, "/dev/null"])
+        .env("AGENT_LSP_STATE_DIR", fixture.state.path())
+        .env("AGENT_LSP_CONFIG", &fixture.config)
+        .stdin(Stdio::piped())
+        .output()
+        .unwrap();
+    let screen = stdout(&output);
+    assert!(output.status.success(), "{screen}");
+    assert!(screen.contains("It is a demo."), "{screen}");
+    assert!(screen.contains("✓ read"), "{screen}");
+    assert!(
+        screen.contains("step 1"),
+        "the spinner never showed a step: {screen:?}"
+    );
+    endpoint.assert_no_violations();
+}
