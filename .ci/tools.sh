@@ -1,0 +1,22 @@
+#!/usr/bin/env bash
+# Install the child language servers and tools the tests run against (idempotent).
+# Sourced by .ci/run; run it by hand once to develop locally. Versions are pinned: npm on
+# Node 20 silently picks older versions otherwise (see ../shared/ENVIRONMENT.md).
+set -euo pipefail
+here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+tools="$here/tools"
+mkdir -p "$tools"
+
+need_apt=()
+command -v clangd >/dev/null 2>&1 || need_apt+=(clangd)
+command -v script >/dev/null 2>&1 || need_apt+=(bsdutils)
+if [ ${#need_apt[@]} -gt 0 ]; then
+    apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need_apt[@]}" >/dev/null
+fi
+
+if [ ! -x "$tools/node_modules/.bin/pyright-langserver" ] || [ ! -x "$tools/node_modules/.bin/typescript-language-server" ]; then
+    (cd "$tools" && npm install --silent --no-audit --no-fund --prefix . \
+        pyright@1.1.414 typescript-language-server@5.3.0 typescript@5.9.3 >/dev/null)
+fi
+export PATH="$tools/node_modules/.bin:$PATH"
