@@ -9,3 +9,4 @@
 //! crate, never the other way round.
 
 pub mod position;
+pub mod syntax;
