@@ -10,3 +10,16 @@
 
 pub mod position;
 pub mod syntax;
+pub mod error;
+pub mod config;
+mod transport;
+pub mod child;
+pub mod registry;
+
+/// The LSP types this crate speaks, so that users name the same version.
+pub use lsp_types;
+
+pub use child::{Child, ChildState, DiagnosticsEntry, DiagnosticsStore, RequestHandler};
+pub use config::{BridgeConfig, RestartPolicy, ServerConfig, language_id};
+pub use error::{Error, Result};
+pub use registry::{Bridge, ServerHealth};

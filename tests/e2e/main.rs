@@ -1,6 +1,7 @@
 //! End-to-end tests of agent-lsp: real processes, real files, real protocol.
 
 mod agent_run;
+mod bridge_faults;
 mod model_endpoint;
 mod session_crash;
 mod session_props;

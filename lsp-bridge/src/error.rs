@@ -1,0 +1,221 @@
+//! The bridge's one error type.
+//!
+//! Every failure a caller can see is a variant with its context as data (which server, which
+//! method, how long we waited, the server's last stderr lines), so that the tool layer can show
+//! the model a message that says what happened and what to do, and the registry can decide
+//! whether to restart. `Display` texts are written for that reader.
+
+use std::fmt;
+use std::path::PathBuf;
+use std::time::Duration;
+
+/// The LSP `RequestCancelled` error code: the server gave up on a request we cancelled.
+pub const REQUEST_CANCELLED: i64 = -32800;
+/// The LSP `ContentModified` error code: the answer was invalidated by an edit; ask again.
+pub const CONTENT_MODIFIED: i64 = -32801;
+/// JSON-RPC `MethodNotFound`.
+pub const METHOD_NOT_FOUND: i64 = -32601;
+/// JSON-RPC `InvalidParams`.
+pub const INVALID_PARAMS: i64 = -32602;
+/// JSON-RPC `InternalError`.
+pub const INTERNAL_ERROR: i64 = -32603;
+
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    #[error(
+        "could not start language server `{server}` (`{command}`): {source}; check that it is installed and on PATH, or fix `command` in its [server.{server}] configuration"
+    )]
+    Spawn {
+        server: String,
+        command: String,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error(
+        "language server `{server}` did not answer `{method}` within {after:?}; it was asked to cancel, and a server that keeps not answering is restarted: try again, or raise its timeout"
+    )]
+    Timeout {
+        server: String,
+        method: String,
+        after: Duration,
+    },
+    #[error(
+        "language server `{server}` exited; it is restarted on the next request{}",
+        tail_suffix(stderr_tail)
+    )]
+    ServerExited {
+        server: String,
+        stderr_tail: Vec<String>,
+    },
+    #[error(
+        "language server `{server}` keeps failing: gave up after {restarts} restarts; fix the cause its output shows (or its configuration) and try again later{}",
+        tail_suffix(stderr_tail)
+    )]
+    ServerFailed {
+        server: String,
+        restarts: u32,
+        stderr_tail: Vec<String>,
+    },
+    #[error(
+        "language server `{server}` broke the protocol ({message}); it was stopped and is restarted on the next request"
+    )]
+    Protocol { server: String, message: String },
+    #[error("language server `{server}` answered with error {code}: {message}")]
+    Response {
+        server: String,
+        code: i64,
+        message: String,
+    },
+    #[error("language server `{server}` is still starting; try again in a moment")]
+    NotReady { server: String },
+    #[error("no language server for {}: {reason}", path.display())]
+    NoServer { path: PathBuf, reason: String },
+    #[error("the request was cancelled")]
+    Cancelled,
+}
+
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+impl Error {
+    /// The name of the server this error is about, if any.
+    pub fn server(&self) -> Option<&str> {
+        match self {
+            Error::Spawn { server, .. }
+            | Error::Timeout { server, .. }
+            | Error::ServerExited { server, .. }
+            | Error::ServerFailed { server, .. }
+            | Error::Protocol { server, .. }
+            | Error::Response { server, .. }
+            | Error::NotReady { server } => Some(server),
+            Error::NoServer { .. } | Error::Cancelled => None,
+        }
+    }
+}
+
+/// `io::Error` is not `Clone`, so neither is the derived enum; the registry hands one start
+/// failure to every caller that waited for that start, so it needs copies. The copy of an I/O
+/// error keeps its kind and message, which is all anyone reads.
+impl Clone for Error {
+    fn clone(&self) -> Self {
+        match self {
+            Error::Spawn {
+                server,
+                command,
+                source,
+            } => Error::Spawn {
+                server: server.clone(),
+                command: command.clone(),
+                source: std::io::Error::new(source.kind(), source.to_string()),
+            },
+            Error::Timeout {
+                server,
+                method,
+                after,
+            } => Error::Timeout {
+                server: server.clone(),
+                method: method.clone(),
+                after: *after,
+            },
+            Error::ServerExited {
+                server,
+                stderr_tail,
+            } => Error::ServerExited {
+                server: server.clone(),
+                stderr_tail: stderr_tail.clone(),
+            },
+            Error::ServerFailed {
+                server,
+                restarts,
+                stderr_tail,
+            } => Error::ServerFailed {
+                server: server.clone(),
+                restarts: *restarts,
+                stderr_tail: stderr_tail.clone(),
+            },
+            Error::Protocol { server, message } => Error::Protocol {
+                server: server.clone(),
+                message: message.clone(),
+            },
+            Error::Response {
+                server,
+                code,
+                message,
+            } => Error::Response {
+                server: server.clone(),
+                code: *code,
+                message: message.clone(),
+            },
+            Error::NotReady { server } => Error::NotReady {
+                server: server.clone(),
+            },
+            Error::NoServer { path, reason } => Error::NoServer {
+                path: path.clone(),
+                reason: reason.clone(),
+            },
+            Error::Cancelled => Error::Cancelled,
+        }
+    }
+}
+
+/// The server's last stderr lines, on their own lines after the message, or a note that it
+/// printed nothing (which is itself a clue).
+fn tail_suffix(tail: &[String]) -> TailSuffix<'_> {
+    TailSuffix(tail)
+}
+
+struct TailSuffix<'a>(&'a [String]);
+
+impl fmt::Display for TailSuffix<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.0.is_empty() {
+            return write!(f, " (it wrote nothing to stderr)");
+        }
+        write!(f, "; its last stderr lines:")?;
+        for line in self.0 {
+            write!(f, "\n  {line}")?;
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn exit_messages_carry_the_stderr_tail() {
+        let error = Error::ServerFailed {
+            server: "pyright".into(),
+            restarts: 5,
+            stderr_tail: vec!["Traceback".into(), "boom".into()],
+        };
+        let text = error.to_string();
+        assert!(
+            text.contains("`pyright`") && text.contains("5 restarts"),
+            "{text}"
+        );
+        assert!(
+            text.ends_with("its last stderr lines:\n  Traceback\n  boom"),
+            "{text}"
+        );
+        let quiet = Error::ServerExited {
+            server: "clangd".into(),
+            stderr_tail: vec![],
+        };
+        assert!(quiet.to_string().ends_with("(it wrote nothing to stderr)"));
+    }
+
+    #[test]
+    fn clones_keep_io_error_kind_and_text() {
+        let error = Error::Spawn {
+            server: "x".into(),
+            command: "x-ls".into(),
+            source: std::io::Error::new(std::io::ErrorKind::NotFound, "gone"),
+        };
+        let Error::Spawn { source, .. } = error.clone() else {
+            panic!()
+        };
+        assert_eq!(source.kind(), std::io::ErrorKind::NotFound);
+        assert_eq!(source.to_string(), "gone");
+    }
+}

@@ -1,0 +1,466 @@
+//! The running servers of a workspace: which server serves a file, where its root is, one
+//! instance per (server, root), started lazily and restarted when it crashes or hangs.
+//!
+//! Each (server, root) has a slot with its own start lock, so a server that is slow to start
+//! (or backing off before a restart) only holds up callers that need that very server. Starts
+//! run in their own task: a caller that gives up does not abort a start others wait for, and
+//! everyone who waited on one start gets its outcome instead of starting again. Restarts back off
+//! exponentially and are limited per time window ([`RestartPolicy`]); past the limit the server
+//! is reported as failed with its last stderr lines until the window has passed.
+
+use std::collections::{BTreeMap, VecDeque};
+use std::path::{Component, Path, PathBuf};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use serde::Serialize;
+use tokio::time::Instant;
+
+use crate::child::{Child, ChildState};
+use crate::config::{BridgeConfig, RestartPolicy, ServerConfig, language_id};
+use crate::error::{Error, Result};
+
+/// Longest pause before a restart, however many came before.
+const MAX_BACKOFF: Duration = Duration::from_secs(30);
+
+/// What a user (`agent-lsp servers`) or the model (when a tool cannot be answered) is told
+/// about one server instance.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct ServerHealth {
+    pub name: String,
+    pub root: PathBuf,
+    /// `starting`, `ready`, `exited`, `failed: <reason>`, or `stopped` (not running, will start
+    /// on the next request).
+    pub state: String,
+    pub pid: Option<u32>,
+    /// Restarts since the bridge began.
+    pub restarts: u32,
+    pub last_error: Option<String>,
+    pub stderr_tail: Vec<String>,
+}
+
+/// The workspace's child servers. Cheap to clone; clones share the servers.
+#[derive(Clone)]
+pub struct Bridge {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    config: BridgeConfig,
+    /// Servers whose command was found when the bridge was made, in preference order.
+    available: Vec<Arc<ServerConfig>>,
+    workspace_folders: Vec<PathBuf>,
+    slots: Mutex<BTreeMap<(String, PathBuf), Arc<Slot>>>,
+}
+
+/// One (server, root).
+struct Slot {
+    config: Arc<ServerConfig>,
+    root: PathBuf,
+    /// Held for a whole start (including its backoff pause).
+    start_lock: tokio::sync::Mutex<()>,
+    state: Mutex<SlotState>,
+}
+
+#[derive(Default)]
+struct SlotState {
+    child: Option<Arc<Child>>,
+    starting: bool,
+    /// Finished start attempts: a caller that waited through one takes its outcome.
+    attempts: u64,
+    /// When each restart in the current window happened.
+    recent_restarts: VecDeque<Instant>,
+    total_restarts: u32,
+    last_error: Option<Error>,
+    /// The stderr tail of the last instance that died or failed to start.
+    last_tail: Vec<String>,
+}
+
+impl Bridge {
+    pub fn new(config: BridgeConfig, workspace_folders: Vec<PathBuf>) -> Bridge {
+        let available: Vec<_> = config
+            .servers
+            .iter()
+            .filter(|server| server.is_available())
+            .map(|server| Arc::new(server.clone()))
+            .collect();
+        tracing::info!(
+            available = ?available.iter().map(|server| server.name.as_str()).collect::<Vec<_>>(),
+            "language servers found"
+        );
+        let workspace_folders = workspace_folders
+            .iter()
+            .map(|folder| normalize(folder))
+            .collect();
+        Bridge {
+            inner: Arc::new(Inner {
+                config,
+                available,
+                workspace_folders,
+                slots: Mutex::new(BTreeMap::new()),
+            }),
+        }
+    }
+
+    pub fn config(&self) -> &BridgeConfig {
+        &self.inner.config
+    }
+
+    pub fn workspace_folders(&self) -> &[PathBuf] {
+        &self.inner.workspace_folders
+    }
+
+    /// The first available server whose file patterns or languages match `path`.
+    pub fn config_for(&self, path: &Path) -> Option<Arc<ServerConfig>> {
+        self.inner
+            .available
+            .iter()
+            .find(|server| server.matches(path))
+            .cloned()
+    }
+
+    /// The nearest ancestor of `path` that holds one of the server's root markers, not looking
+    /// above the workspace folder that contains `path`; else that folder (or, outside every
+    /// folder, the file's own directory).
+    pub fn root_for(&self, config: &ServerConfig, path: &Path) -> PathBuf {
+        let path = normalize(path);
+        let folder = self
+            .inner
+            .workspace_folders
+            .iter()
+            .filter(|folder| path.starts_with(folder))
+            .max_by_key(|folder| folder.components().count());
+        let start = if path.is_dir() {
+            path.as_path()
+        } else {
+            path.parent().unwrap_or(&path)
+        };
+        for dir in start.ancestors() {
+            if config
+                .root_markers
+                .iter()
+                .any(|marker| dir.join(marker).exists())
+            {
+                return dir.to_path_buf();
+            }
+            if Some(dir) == folder.map(PathBuf::as_path) {
+                break;
+            }
+        }
+        folder.cloned().unwrap_or_else(|| start.to_path_buf())
+    }
+
+    /// The server instance for `path`, started (or restarted) if need be. See the module doc
+    /// for sharing, backoff and the restart limit.
+    pub async fn child_for(&self, path: &Path) -> Result<Arc<Child>> {
+        let Some(config) = self.config_for(path) else {
+            return Err(Error::NoServer {
+                path: path.to_path_buf(),
+                reason: self.no_server_reason(path),
+            });
+        };
+        let root = self.root_for(&config, path);
+        let slot = {
+            let mut slots = self.inner.slots.lock().unwrap();
+            slots
+                .entry((config.name.clone(), root.clone()))
+                .or_insert_with(|| {
+                    Arc::new(Slot {
+                        config,
+                        root,
+                        start_lock: tokio::sync::Mutex::new(()),
+                        state: Mutex::new(SlotState::default()),
+                    })
+                })
+                .clone()
+        };
+        if let Some(child) = slot.healthy_child() {
+            return Ok(child);
+        }
+        let policy = self.inner.config.restart;
+        let server = slot.config.name.clone();
+        tokio::spawn(slot.ensure_started(policy))
+            .await
+            .unwrap_or_else(|error| {
+                Err(Error::Protocol {
+                    server,
+                    message: format!("starting the server panicked: {error}"),
+                })
+            })
+    }
+
+    fn no_server_reason(&self, path: &Path) -> String {
+        let kind = language_id(path).map(str::to_owned).unwrap_or_else(|| {
+            path.extension().map_or("these".to_owned(), |extension| {
+                format!(".{}", extension.to_string_lossy())
+            })
+        });
+        let candidates: Vec<_> = self
+            .inner
+            .config
+            .servers
+            .iter()
+            .filter(|server| server.matches(path))
+            .map(|server| format!("`{}` (command `{}`)", server.name, server.command))
+            .collect();
+        if candidates.is_empty() {
+            format!(
+                "no configured language server handles {kind} files; add a [server.NAME] table for one"
+            )
+        } else {
+            format!(
+                "{} would serve {kind} files but none is installed (not found on PATH); install one or set its `command`",
+                candidates.join(", ")
+            )
+        }
+    }
+
+    /// The instances that are running and usable.
+    pub fn running(&self) -> Vec<Arc<Child>> {
+        self.slots()
+            .iter()
+            .filter_map(|slot| slot.healthy_child())
+            .collect()
+    }
+
+    pub fn health(&self) -> Vec<ServerHealth> {
+        self.slots().iter().map(|slot| slot.health()).collect()
+    }
+
+    /// Shut every instance down (in parallel, bounded) and forget them.
+    pub async fn shutdown_all(&self) {
+        let slots: Vec<_> = std::mem::take(&mut *self.inner.slots.lock().unwrap())
+            .into_values()
+            .collect();
+        let children: Vec<_> = slots
+            .iter()
+            .filter_map(|slot| slot.state.lock().unwrap().child.take())
+            .collect();
+        futures_util::future::join_all(children.iter().map(|child| child.shutdown())).await;
+    }
+
+    fn slots(&self) -> Vec<Arc<Slot>> {
+        self.inner.slots.lock().unwrap().values().cloned().collect()
+    }
+}
+
+impl Slot {
+    fn healthy_child(&self) -> Option<Arc<Child>> {
+        let state = self.state.lock().unwrap();
+        state
+            .child
+            .as_ref()
+            .filter(|child| child.is_healthy())
+            .cloned()
+    }
+
+    async fn ensure_started(self: Arc<Self>, policy: RestartPolicy) -> Result<Arc<Child>> {
+        let attempts_seen = self.state.lock().unwrap().attempts;
+        let _start = self.start_lock.lock().await;
+        let backoff = {
+            let mut state = self.state.lock().unwrap();
+            if let Some(child) = state.child.as_ref().filter(|child| child.is_healthy()) {
+                return Ok(child.clone());
+            }
+            if state.attempts != attempts_seen
+                && let Some(error) = &state.last_error
+            {
+                // The start we waited for failed: share its outcome rather than start again.
+                return Err(error.clone());
+            }
+            let previous = state.child.take();
+            if let Some(previous) = &previous {
+                let reason = match previous.state() {
+                    ChildState::Failed { reason } => reason,
+                    other => format!("{other:?}").to_lowercase(),
+                };
+                tracing::warn!(server = %self.config.name, root = %self.root.display(), "language server is {reason}: restarting");
+                state.last_tail = previous.stderr_tail();
+                let previous = previous.clone();
+                tokio::spawn(async move { previous.shutdown().await });
+            }
+            if previous.is_some() || state.attempts > 0 {
+                let now = Instant::now();
+                while state
+                    .recent_restarts
+                    .front()
+                    .is_some_and(|at| now.duration_since(*at) > policy.window)
+                {
+                    state.recent_restarts.pop_front();
+                }
+                let recent = state.recent_restarts.len() as u32;
+                if recent >= policy.max_restarts {
+                    let error = Error::ServerFailed {
+                        server: self.config.name.clone(),
+                        restarts: recent,
+                        stderr_tail: state.last_tail.clone(),
+                    };
+                    tracing::error!(server = %self.config.name, "{error}");
+                    state.last_error = Some(error.clone());
+                    return Err(error);
+                }
+                state.recent_restarts.push_back(now);
+                state.total_restarts += 1;
+                Some(
+                    policy
+                        .backoff
+                        .saturating_mul(1 << recent.min(16))
+                        .min(MAX_BACKOFF),
+                )
+            } else {
+                None
+            }
+        };
+        if let Some(backoff) = backoff {
+            tracing::info!(server = %self.config.name, ?backoff, "restarting language server after a pause");
+            tokio::time::sleep(backoff).await;
+        }
+        self.state.lock().unwrap().starting = true;
+        let (outcome, tail) = Child::start_reporting(
+            self.config.clone(),
+            self.root.clone(),
+            vec![self.root.clone()],
+        )
+        .await;
+        let mut state = self.state.lock().unwrap();
+        state.starting = false;
+        state.attempts += 1;
+        match &outcome {
+            Ok(child) => {
+                state.child = Some(child.clone());
+                state.last_error = None;
+            }
+            Err(error) => {
+                state.last_error = Some(error.clone());
+                state.last_tail = tail;
+            }
+        }
+        outcome
+    }
+
+    fn health(&self) -> ServerHealth {
+        let state = self.state.lock().unwrap();
+        let child = state.child.as_ref();
+        let status = if state.starting {
+            "starting".to_owned()
+        } else {
+            match child.map(|child| child.state()) {
+                Some(ChildState::Starting) => "starting".to_owned(),
+                Some(ChildState::Ready) => "ready".to_owned(),
+                Some(ChildState::Exited) => "exited".to_owned(),
+                Some(ChildState::Failed { reason }) => format!("failed: {reason}"),
+                None => match &state.last_error {
+                    Some(Error::ServerFailed { .. }) => "failed: gave up restarting".to_owned(),
+                    Some(_) => "failed: could not start".to_owned(),
+                    None => "stopped".to_owned(),
+                },
+            }
+        };
+        // The running instance's own lines; with none running, those of the last one that died.
+        let stderr_tail =
+            child.map_or_else(|| state.last_tail.clone(), |child| child.stderr_tail());
+        ServerHealth {
+            name: self.config.name.clone(),
+            root: self.root.clone(),
+            state: status,
+            pid: child.and_then(|child| child.pid()),
+            restarts: state.total_restarts,
+            last_error: state.last_error.as_ref().map(ToString::to_string),
+            stderr_tail,
+        }
+    }
+}
+
+/// An absolute path without `.` and `..` (lexically: symlinks are kept as the user named them,
+/// so that the same file never ends up under two roots).
+fn normalize(path: &Path) -> PathBuf {
+    let absolute = if path.is_absolute() {
+        path.to_path_buf()
+    } else {
+        std::env::current_dir()
+            .map(|cwd| cwd.join(path))
+            .unwrap_or_else(|_| path.to_path_buf())
+    };
+    let mut normalized = PathBuf::new();
+    for component in absolute.components() {
+        match component {
+            Component::CurDir => {}
+            Component::ParentDir => {
+                normalized.pop();
+            }
+            other => normalized.push(other),
+        }
+    }
+    normalized
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn clangd_like() -> ServerConfig {
+        ServerConfig {
+            file_patterns: vec!["*.c".into()],
+            root_markers: vec!["compile_flags.txt".into()],
+            ..ServerConfig::new("c-ls", "/bin/sh")
+        }
+    }
+
+    #[test]
+    fn roots_come_from_markers_bounded_by_the_workspace_folder() {
+        let dir = tempfile::tempdir().unwrap();
+        let workspace = dir.path().join("ws");
+        std::fs::create_dir_all(workspace.join("a/src")).unwrap();
+        std::fs::create_dir_all(workspace.join("b/src")).unwrap();
+        std::fs::write(workspace.join("a/compile_flags.txt"), "").unwrap();
+        // A marker above the workspace folder must not be picked.
+        std::fs::write(dir.path().join("compile_flags.txt"), "").unwrap();
+        let bridge = Bridge::new(
+            BridgeConfig {
+                servers: vec![clangd_like()],
+                ..Default::default()
+            },
+            vec![workspace.clone()],
+        );
+        let config = bridge.config_for(&workspace.join("a/src/x.c")).unwrap();
+        assert_eq!(
+            bridge.root_for(&config, &workspace.join("a/src/x.c")),
+            workspace.join("a")
+        );
+        assert_eq!(
+            bridge.root_for(&config, &workspace.join("b/src/../src/y.c")),
+            workspace
+        );
+        assert!(bridge.config_for(&workspace.join("a/x.py")).is_none());
+    }
+
+    #[test]
+    fn missing_servers_are_explained() {
+        let config = BridgeConfig {
+            servers: vec![ServerConfig {
+                file_patterns: vec!["*.zz".into()],
+                ..ServerConfig::new("zz-ls", "no-such-zz-ls")
+            }],
+            ..Default::default()
+        };
+        let bridge = Bridge::new(config, vec![]);
+        let reason = bridge.no_server_reason(Path::new("/w/a.zz"));
+        assert!(
+            reason.contains("`zz-ls`") && reason.contains("not found on PATH"),
+            "{reason}"
+        );
+        let reason = bridge.no_server_reason(Path::new("/w/a.qq"));
+        assert!(
+            reason.contains(".qq") && reason.contains("[server.NAME]"),
+            "{reason}"
+        );
+    }
+
+    #[test]
+    fn paths_are_normalized_lexically() {
+        assert_eq!(
+            normalize(Path::new("/a/b/../c/./d")),
+            PathBuf::from("/a/c/d")
+        );
+    }
+}

@@ -1,0 +1,756 @@
+//! The wire to one child server process: spawn, `Content-Length` framing, our request ids, and
+//! the process's death.
+//!
+//! Modelled on helix-lsp's transport rather than a framework's client, because the bridge must
+//! own the id map: it has to send `$/cancelRequest` for *its own* id when a caller times out,
+//! gives up or drops the request, and it has to notice when the server then does not
+//! acknowledge the cancellation (a hung server gets recycled). Everything here is bounded: a
+//! broken frame fails the pending requests with [`Error::Protocol`] and kills the process, and
+//! end of output fails them with [`Error::ServerExited`] at once, with the server's last stderr
+//! lines, so no caller waits on a dead server.
+//!
+//! Server→client requests and notifications are handed, in order, to the owner (the [`Child`])
+//! through a channel; responses to our requests are matched here.
+//!
+//! [`Child`]: crate::child::Child
+
+use std::collections::{HashMap, VecDeque};
+use std::path::Path;
+use std::process::{ExitStatus, Stdio};
+use std::sync::atomic::{AtomicI64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use serde_json::{Value, json};
+use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, BufReader};
+use tokio::sync::{mpsc, oneshot, watch};
+
+use crate::config::{ServerConfig, find_program};
+use crate::error::{Error, Result};
+
+/// How many stderr lines a server keeps for error messages and health reports.
+pub(crate) const STDERR_TAIL_LINES: usize = 20;
+/// A header line longer than this is not LSP framing.
+const MAX_HEADER_LINE: u64 = 8 * 1024;
+/// A body larger than this is not a message we want to buffer.
+const MAX_BODY: usize = 256 * 1024 * 1024;
+/// Once stdout has ended, how long to wait for the rest of stderr (the reason it died).
+const STDERR_DRAIN: Duration = Duration::from_millis(500);
+/// Once the process has exited, how long its stdout may stay open (held by a grandchild)
+/// before pending requests are failed anyway.
+const STDOUT_DRAIN: Duration = Duration::from_secs(1);
+
+/// A message the server sent us that is not a response to one of our requests.
+#[derive(Debug)]
+pub(crate) enum Incoming {
+    Request {
+        id: Value,
+        method: String,
+        params: Value,
+    },
+    Notification {
+        method: String,
+        params: Value,
+    },
+}
+
+/// Why the connection ended.
+#[derive(Clone, Debug)]
+pub(crate) enum Closed {
+    /// Output ended: the server exited (or was stopped).
+    Exited,
+    /// The server broke the framing or sent bad JSON; the process was killed.
+    Protocol(String),
+}
+
+struct Pending {
+    method: String,
+    reply: oneshot::Sender<Result<Value>>,
+}
+
+struct PendingTable {
+    /// `Some` once the connection is gone: new requests fail at once with this reason.
+    closed: Option<Closed>,
+    requests: HashMap<i64, Pending>,
+}
+
+/// State shared by the owner and the I/O tasks.
+struct Shared {
+    server: String,
+    pid: Option<u32>,
+    next_id: AtomicI64,
+    pending: Mutex<PendingTable>,
+    outgoing: mpsc::UnboundedSender<Vec<u8>>,
+    stderr_tail: Mutex<VecDeque<String>>,
+    stderr_done: watch::Sender<bool>,
+    closed: watch::Sender<Option<Closed>>,
+    exit_status: watch::Sender<Option<ExitStatus>>,
+    hung: Mutex<Option<String>>,
+}
+
+/// One running server process and its framed stdio. Dropping it kills the process.
+pub(crate) struct Transport {
+    shared: Arc<Shared>,
+    /// Sending (or dropping) this kills the process group.
+    kill: Mutex<Option<oneshot::Sender<()>>>,
+}
+
+impl Transport {
+    /// Start the server in `root` and its I/O tasks. Incoming requests and notifications arrive
+    /// on the returned channel, which closes when the server's output ends.
+    pub(crate) fn spawn(
+        config: &ServerConfig,
+        root: &Path,
+    ) -> Result<(Transport, mpsc::UnboundedReceiver<Incoming>)> {
+        let program =
+            find_program(&config.command).unwrap_or_else(|| config.command.clone().into());
+        let mut command = tokio::process::Command::new(&program);
+        command
+            .args(&config.args)
+            .envs(&config.env)
+            .current_dir(root)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .kill_on_drop(true)
+            // Its own process group, so that stopping the server also stops what it spawned
+            // (tsserver, typings installers) instead of leaving orphans behind.
+            .process_group(0);
+        let spawn_error = |source| Error::Spawn {
+            server: config.name.clone(),
+            command: config.command.clone(),
+            source,
+        };
+        let mut process = command.spawn().map_err(spawn_error)?;
+        let pid = process.id();
+        let missing = || std::io::Error::other("stdio pipe missing");
+        let stdin = process
+            .stdin
+            .take()
+            .ok_or_else(missing)
+            .map_err(spawn_error)?;
+        let stdout = process
+            .stdout
+            .take()
+            .ok_or_else(missing)
+            .map_err(spawn_error)?;
+        let stderr = process
+            .stderr
+            .take()
+            .ok_or_else(missing)
+            .map_err(spawn_error)?;
+        tracing::debug!(server = %config.name, ?pid, program = %program.display(), root = %root.display(), "spawned language server");
+
+        let (outgoing, outgoing_rx) = mpsc::unbounded_channel();
+        let shared = Arc::new(Shared {
+            server: config.name.clone(),
+            pid,
+            next_id: AtomicI64::new(1),
+            pending: Mutex::new(PendingTable {
+                closed: None,
+                requests: HashMap::new(),
+            }),
+            outgoing,
+            stderr_tail: Mutex::new(VecDeque::new()),
+            stderr_done: watch::channel(false).0,
+            closed: watch::channel(None).0,
+            exit_status: watch::channel(None).0,
+            hung: Mutex::new(None),
+        });
+        let (incoming_tx, incoming_rx) = mpsc::unbounded_channel();
+        let (kill_tx, kill_rx) = oneshot::channel();
+        tokio::spawn(write_loop(config.name.clone(), stdin, outgoing_rx));
+        tokio::spawn(stderr_loop(shared.clone(), stderr));
+        tokio::spawn(read_loop(shared.clone(), stdout, incoming_tx));
+        tokio::spawn(watch_process(shared.clone(), process, kill_rx));
+        Ok((
+            Transport {
+                shared,
+                kill: Mutex::new(Some(kill_tx)),
+            },
+            incoming_rx,
+        ))
+    }
+
+    pub(crate) fn pid(&self) -> Option<u32> {
+        self.shared.pid
+    }
+
+    pub(crate) fn has_exited(&self) -> bool {
+        self.shared.exit_status.borrow().is_some()
+    }
+
+    pub(crate) fn stderr_tail(&self) -> Vec<String> {
+        self.shared
+            .stderr_tail
+            .lock()
+            .unwrap()
+            .iter()
+            .cloned()
+            .collect()
+    }
+
+    /// Why the connection ended, if it has.
+    pub(crate) fn closed(&self) -> Option<Closed> {
+        self.shared.closed.borrow().clone()
+    }
+
+    /// Why the server is considered hung, if it is.
+    pub(crate) fn hung(&self) -> Option<String> {
+        self.shared.hung.lock().unwrap().clone()
+    }
+
+    /// The error a request gets on a closed connection.
+    pub(crate) fn closed_error(&self, closed: &Closed) -> Error {
+        self.shared.closed_error(closed)
+    }
+
+    /// Send a request with a fresh id of ours; the receiver gets its answer, or the reason the
+    /// server went away.
+    pub(crate) fn send_request(
+        &self,
+        method: &str,
+        params: Value,
+    ) -> Result<(i64, oneshot::Receiver<Result<Value>>)> {
+        let id = self.shared.next_id.fetch_add(1, Ordering::Relaxed);
+        let (reply, receiver) = oneshot::channel();
+        {
+            let mut table = self.shared.pending.lock().unwrap();
+            if let Some(closed) = &table.closed {
+                return Err(self.shared.closed_error(closed));
+            }
+            table.requests.insert(
+                id,
+                Pending {
+                    method: method.to_owned(),
+                    reply,
+                },
+            );
+        }
+        tracing::trace!(server = %self.shared.server, id, method, "request");
+        self.shared.send(&with_params(
+            json!({"jsonrpc": "2.0", "id": id, "method": method}),
+            params,
+        ));
+        Ok((id, receiver))
+    }
+
+    pub(crate) fn notify(&self, method: &str, params: Value) -> Result<()> {
+        if let Some(closed) = &self.shared.pending.lock().unwrap().closed {
+            return Err(self.shared.closed_error(closed));
+        }
+        tracing::trace!(server = %self.shared.server, method, "notification");
+        self.shared.send(&with_params(
+            json!({"jsonrpc": "2.0", "method": method}),
+            params,
+        ));
+        Ok(())
+    }
+
+    /// Answer a server→client request.
+    pub(crate) fn respond(&self, id: Value, result: Result<Value, (i64, String)>) {
+        let message = match result {
+            Ok(result) => json!({"jsonrpc": "2.0", "id": id, "result": result}),
+            Err((code, message)) => {
+                json!({"jsonrpc": "2.0", "id": id, "error": {"code": code, "message": message}})
+            }
+        };
+        self.shared.send(&message);
+    }
+
+    /// We no longer want the answer to `id`: tell the server with `$/cancelRequest`, and if it
+    /// does not answer that id at all (result or `RequestCancelled`) within `grace`, consider it
+    /// hung. A late answer is dropped when it comes.
+    pub(crate) fn cancel(&self, id: i64, grace: Duration) {
+        Shared::cancel(&self.shared, id, grace);
+    }
+
+    /// A handle that cancels `id` when dropped unless disarmed, for callers whose future may be
+    /// dropped mid-request.
+    pub(crate) fn cancel_on_drop(&self, id: i64, grace: Duration) -> CancelOnDrop {
+        CancelOnDrop {
+            shared: Some(self.shared.clone()),
+            id,
+            grace,
+        }
+    }
+
+    /// Kill the process group now (idempotent).
+    pub(crate) fn kill(&self) {
+        if let Some(kill) = self.kill.lock().unwrap().take() {
+            let _ = kill.send(());
+        }
+    }
+
+    /// Wait until the process has exited, at most `bound`; whether it has.
+    pub(crate) async fn wait_exit(&self, bound: Duration) -> bool {
+        let mut status = self.shared.exit_status.subscribe();
+        tokio::time::timeout(bound, status.wait_for(|status| status.is_some()))
+            .await
+            .is_ok()
+    }
+
+    /// Wait until the connection has closed, at most `bound`.
+    pub(crate) async fn wait_closed(&self, bound: Duration) -> bool {
+        let mut closed = self.shared.closed.subscribe();
+        tokio::time::timeout(bound, closed.wait_for(|closed| closed.is_some()))
+            .await
+            .is_ok()
+    }
+}
+
+impl Drop for Transport {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}
+
+/// See [`Transport::cancel_on_drop`].
+pub(crate) struct CancelOnDrop {
+    shared: Option<Arc<Shared>>,
+    id: i64,
+    grace: Duration,
+}
+
+impl CancelOnDrop {
+    /// The request finished (answered, or already cancelled explicitly): nothing to do on drop.
+    pub(crate) fn disarm(mut self) {
+        self.shared = None;
+    }
+}
+
+impl Drop for CancelOnDrop {
+    fn drop(&mut self) {
+        if let Some(shared) = self.shared.take() {
+            tracing::debug!(server = %shared.server, id = self.id, "request dropped by its caller: cancelling");
+            Shared::cancel(&shared, self.id, self.grace);
+        }
+    }
+}
+
+impl Shared {
+    fn send(&self, message: &Value) {
+        let body = message.to_string();
+        let mut frame = format!("Content-Length: {}\r\n\r\n", body.len()).into_bytes();
+        frame.extend_from_slice(body.as_bytes());
+        // A failed send means the writer stopped because the pipe broke: the reader sees the
+        // end of output and fails what is pending, so there is nothing more to do here.
+        let _ = self.outgoing.send(frame);
+    }
+
+    fn stderr_tail(&self) -> Vec<String> {
+        self.stderr_tail.lock().unwrap().iter().cloned().collect()
+    }
+
+    fn closed_error(&self, closed: &Closed) -> Error {
+        match closed {
+            Closed::Exited => Error::ServerExited {
+                server: self.server.clone(),
+                stderr_tail: self.stderr_tail(),
+            },
+            Closed::Protocol(message) => Error::Protocol {
+                server: self.server.clone(),
+                message: message.clone(),
+            },
+        }
+    }
+
+    fn cancel(shared: &Arc<Shared>, id: i64, grace: Duration) {
+        let method = {
+            let table = shared.pending.lock().unwrap();
+            if table.closed.is_some() {
+                return;
+            }
+            match table.requests.get(&id) {
+                Some(pending) => pending.method.clone(),
+                None => return,
+            }
+        };
+        shared.send(&json!({"jsonrpc": "2.0", "method": "$/cancelRequest", "params": {"id": id}}));
+        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+            return;
+        };
+        let shared = shared.clone();
+        runtime.spawn(async move {
+            tokio::time::sleep(grace).await;
+            let unanswered = {
+                let mut table = shared.pending.lock().unwrap();
+                table.closed.is_none() && table.requests.remove(&id).is_some()
+            };
+            if unanswered {
+                let reason = format!(
+                    "did not answer `{method}` (id {id}) within {grace:?} of `$/cancelRequest`"
+                );
+                tracing::warn!(server = %shared.server, "language server is hung: {reason}");
+                shared.hung.lock().unwrap().get_or_insert(reason);
+            }
+        });
+    }
+
+    /// End the connection for `reason` (the first reason wins) and fail every pending request.
+    fn close(&self, reason: Closed) {
+        let drained = {
+            let mut table = self.pending.lock().unwrap();
+            if table.closed.is_some() {
+                return;
+            }
+            table.closed = Some(reason.clone());
+            std::mem::take(&mut table.requests)
+        };
+        match &reason {
+            Closed::Exited => {
+                tracing::info!(server = %self.server, pending = drained.len(), "language server output ended")
+            }
+            Closed::Protocol(message) => {
+                tracing::warn!(server = %self.server, pending = drained.len(), "language server broke the protocol: {message}")
+            }
+        }
+        for (_, pending) in drained {
+            let _ = pending.reply.send(Err(self.closed_error(&reason)));
+        }
+        self.closed.send_replace(Some(reason));
+    }
+
+    fn complete(&self, id: &Value, outcome: Result<Value>) {
+        let id = match id {
+            Value::Number(number) => number.as_i64(),
+            Value::String(text) => text.parse().ok(),
+            _ => None,
+        };
+        let pending = id.and_then(|id| self.pending.lock().unwrap().requests.remove(&id));
+        match pending {
+            // The caller may have given up already (timeout, cancel, drop): that is fine.
+            Some(pending) => {
+                let _ = pending.reply.send(outcome);
+            }
+            None => {
+                tracing::debug!(server = %self.server, ?id, "answer to no pending request (late, after cancellation?)")
+            }
+        }
+    }
+}
+
+async fn write_loop(
+    server: String,
+    mut stdin: impl AsyncWrite + Unpin,
+    mut outgoing: mpsc::UnboundedReceiver<Vec<u8>>,
+) {
+    while let Some(frame) = outgoing.recv().await {
+        if let Err(error) = async {
+            stdin.write_all(&frame).await?;
+            stdin.flush().await
+        }
+        .await
+        {
+            tracing::debug!(%server, "writing to language server failed: {error}");
+            return;
+        }
+    }
+}
+
+async fn stderr_loop(shared: Arc<Shared>, stderr: impl AsyncRead + Unpin) {
+    let mut reader = BufReader::new(stderr);
+    let mut line = Vec::new();
+    loop {
+        line.clear();
+        match reader.read_until(b'\n', &mut line).await {
+            Ok(0) | Err(_) => break,
+            Ok(_) => {}
+        }
+        let text = String::from_utf8_lossy(&line);
+        let mut text = text.trim_end().to_owned();
+        if text.is_empty() {
+            continue;
+        }
+        if text.len() > 1000 {
+            let cut = (0..=1000)
+                .rev()
+                .find(|&index| text.is_char_boundary(index))
+                .unwrap_or(0);
+            text.truncate(cut);
+            text.push('…');
+        }
+        tracing::info!(target: "lsp_bridge::stderr", server = %shared.server, "{text}");
+        let mut tail = shared.stderr_tail.lock().unwrap();
+        if tail.len() == STDERR_TAIL_LINES {
+            tail.pop_front();
+        }
+        tail.push_back(text);
+    }
+    shared.stderr_done.send_replace(true);
+}
+
+async fn read_loop(
+    shared: Arc<Shared>,
+    stdout: impl AsyncRead + Unpin,
+    incoming: mpsc::UnboundedSender<Incoming>,
+) {
+    let mut reader = BufReader::new(stdout);
+    let reason = loop {
+        let message = match read_message(&mut reader).await {
+            Ok(Some(message)) => message,
+            Ok(None) => break Closed::Exited,
+            Err(ReadError::Io(error)) => {
+                tracing::debug!(server = %shared.server, "reading from language server failed: {error}");
+                break Closed::Exited;
+            }
+            Err(ReadError::Protocol(message)) => break Closed::Protocol(message),
+        };
+        dispatch(&shared, message, &incoming);
+    };
+    match reason {
+        Closed::Protocol(_) => {
+            shared.close(reason);
+            // A server that breaks framing cannot be resynchronised: stop it.
+            if let Some(pid) = shared.pid {
+                kill_group(pid);
+            }
+        }
+        Closed::Exited => {
+            // The reason it died is usually its last stderr lines: let them arrive first.
+            let mut done = shared.stderr_done.subscribe();
+            let _ = tokio::time::timeout(STDERR_DRAIN, done.wait_for(|done| *done)).await;
+            shared.close(reason);
+        }
+    }
+}
+
+fn dispatch(shared: &Shared, message: Value, incoming: &mpsc::UnboundedSender<Incoming>) {
+    let Value::Object(mut object) = message else {
+        tracing::warn!(server = %shared.server, "ignoring a message that is not a JSON object");
+        return;
+    };
+    let id = object.remove("id").filter(|id| !id.is_null());
+    match (object.remove("method"), id) {
+        (Some(Value::String(method)), id) => {
+            let params = object.remove("params").unwrap_or(Value::Null);
+            let message = match id {
+                Some(id) => Incoming::Request { id, method, params },
+                None => Incoming::Notification { method, params },
+            };
+            // The owner is gone: the process is being stopped, nothing left to tell.
+            let _ = incoming.send(message);
+        }
+        (None, Some(id)) => {
+            let outcome = match object.remove("error") {
+                Some(error) => Err(Error::Response {
+                    server: shared.server.clone(),
+                    code: error.get("code").and_then(Value::as_i64).unwrap_or(0),
+                    message: error
+                        .get("message")
+                        .and_then(Value::as_str)
+                        .unwrap_or("(no message)")
+                        .to_owned(),
+                }),
+                None => Ok(object.remove("result").unwrap_or(Value::Null)),
+            };
+            shared.complete(&id, outcome);
+        }
+        _ => {
+            tracing::warn!(server = %shared.server, "ignoring a message with neither method nor id")
+        }
+    }
+}
+
+async fn watch_process(
+    shared: Arc<Shared>,
+    mut process: tokio::process::Child,
+    kill: oneshot::Receiver<()>,
+) {
+    let status = tokio::select! {
+        status = process.wait() => status,
+        // Asked to kill, or the transport was dropped.
+        _ = kill => {
+            if let Some(pid) = shared.pid {
+                kill_group(pid);
+            }
+            let _ = process.start_kill();
+            process.wait().await
+        }
+    };
+    // Whatever the server left running in its group goes with it.
+    if let Some(pid) = shared.pid {
+        kill_group(pid);
+    }
+    match &status {
+        Ok(status) => {
+            tracing::info!(server = %shared.server, pid = ?shared.pid, %status, "language server exited")
+        }
+        Err(error) => {
+            tracing::warn!(server = %shared.server, "waiting for language server failed: {error}")
+        }
+    }
+    if let Ok(status) = status {
+        shared.exit_status.send_replace(Some(status));
+    }
+    // Normally stdout ends with the process; a grandchild may hold it open, so don't wait long.
+    let mut closed = shared.closed.subscribe();
+    if tokio::time::timeout(STDOUT_DRAIN, closed.wait_for(|closed| closed.is_some()))
+        .await
+        .is_err()
+    {
+        shared.close(Closed::Exited);
+    }
+}
+
+/// JSON-RPC allows `params` to be absent but not `null`: `shutdown` and `exit` go without.
+fn with_params(mut message: Value, params: Value) -> Value {
+    if !params.is_null() {
+        message["params"] = params;
+    }
+    message
+}
+
+fn kill_group(pid: u32) {
+    use nix::sys::signal::{Signal, killpg};
+    use nix::unistd::Pid;
+    if let Ok(pid) = i32::try_from(pid) {
+        // ESRCH (already gone) is the common, harmless case.
+        let _ = killpg(Pid::from_raw(pid), Signal::SIGKILL);
+    }
+}
+
+#[derive(Debug)]
+pub(crate) enum ReadError {
+    Io(std::io::Error),
+    Protocol(String),
+}
+
+impl From<std::io::Error> for ReadError {
+    fn from(error: std::io::Error) -> Self {
+        ReadError::Io(error)
+    }
+}
+
+/// Read one framed message; `None` at end of output (also mid-message: the server died).
+pub(crate) async fn read_message(
+    reader: &mut (impl tokio::io::AsyncBufRead + Unpin),
+) -> Result<Option<Value>, ReadError> {
+    let mut content_length = None;
+    let mut line = Vec::new();
+    loop {
+        line.clear();
+        let read = (&mut *reader)
+            .take(MAX_HEADER_LINE)
+            .read_until(b'\n', &mut line)
+            .await?;
+        if read == 0 {
+            return Ok(None);
+        }
+        if !line.ends_with(b"\n") {
+            if read as u64 == MAX_HEADER_LINE {
+                return Err(ReadError::Protocol(format!(
+                    "header line longer than {MAX_HEADER_LINE} bytes"
+                )));
+            }
+            return Ok(None);
+        }
+        let text = std::str::from_utf8(&line)
+            .map_err(|_| ReadError::Protocol(format!("header is not UTF-8: {}", preview(&line))))?
+            .trim_end_matches(['\r', '\n']);
+        if text.is_empty() {
+            break;
+        }
+        let Some((name, value)) = text.split_once(':') else {
+            return Err(ReadError::Protocol(format!(
+                "expected a header, got {}",
+                preview(&line)
+            )));
+        };
+        if name.trim().eq_ignore_ascii_case("content-length") {
+            let length = value.trim().parse::<usize>().map_err(|_| {
+                ReadError::Protocol(format!("invalid Content-Length {:?}", value.trim()))
+            })?;
+            content_length = Some(length);
+        }
+        // `Content-Type` (and any other header) carries nothing we need: the body is UTF-8 JSON.
+    }
+    let Some(length) = content_length else {
+        return Err(ReadError::Protocol("message without Content-Length".into()));
+    };
+    if length > MAX_BODY {
+        return Err(ReadError::Protocol(format!(
+            "Content-Length {length} is too large"
+        )));
+    }
+    let mut body = vec![0; length];
+    match reader.read_exact(&mut body).await {
+        Ok(_) => {}
+        Err(error) if error.kind() == std::io::ErrorKind::UnexpectedEof => return Ok(None),
+        Err(error) => return Err(error.into()),
+    }
+    serde_json::from_slice(&body).map(Some).map_err(|error| {
+        ReadError::Protocol(format!("invalid JSON body ({error}): {}", preview(&body)))
+    })
+}
+
+/// The start of some bytes, for error messages about garbage.
+fn preview(bytes: &[u8]) -> String {
+    let text = String::from_utf8_lossy(&bytes[..bytes.len().min(80)]);
+    format!("{:?}", text.trim_end())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    async fn read_all(input: &[u8]) -> Vec<Result<Option<Value>, String>> {
+        let mut reader = BufReader::new(input);
+        let mut out = Vec::new();
+        loop {
+            match read_message(&mut reader).await {
+                Ok(Some(value)) => out.push(Ok(Some(value))),
+                Ok(None) => {
+                    out.push(Ok(None));
+                    return out;
+                }
+                Err(ReadError::Protocol(message)) => {
+                    out.push(Err(message));
+                    return out;
+                }
+                Err(ReadError::Io(error)) => panic!("{error}"),
+            }
+        }
+    }
+
+    #[tokio::test]
+    async fn frames_with_content_type_and_odd_header_case_are_read() {
+        let body = r#"{"jsonrpc":"2.0","id":1,"result":"grüße"}"#;
+        let input = format!(
+            "Content-Length: {}\r\nContent-Type: application/vscode-jsonrpc; charset=utf-8\r\n\r\n{body}content-length: 2\r\n\r\n{{}}",
+            body.len()
+        );
+        let messages = read_all(input.as_bytes()).await;
+        assert_eq!(
+            messages[0].as_ref().unwrap().as_ref().unwrap()["result"],
+            "grüße"
+        );
+        assert_eq!(messages[1], Ok(Some(json!({}))));
+        assert_eq!(messages[2], Ok(None));
+    }
+
+    #[tokio::test]
+    async fn garbage_is_a_protocol_error_and_truncation_is_end_of_output() {
+        let cases: [(&[u8], &str); 5] = [
+            (b"hello world\r\n\r\n", "expected a header"),
+            (b"Content-Length: ten\r\n\r\n", "invalid Content-Length"),
+            (b"Content-Length: 5\r\n\r\n{oops", "invalid JSON"),
+            (b"Content-Type: x\r\n\r\n{}", "without Content-Length"),
+            (b"Content-Length: 99999999999\r\n\r\n", "too large"),
+        ];
+        for (input, expected) in cases {
+            let messages = read_all(input).await;
+            let error = messages.last().unwrap().as_ref().unwrap_err();
+            assert!(error.contains(expected), "{error} for {input:?}");
+        }
+        assert_eq!(read_all(b"Content-Length: 10\r\n\r\n{}").await, [Ok(None)]);
+        assert_eq!(read_all(b"Content-Len").await, [Ok(None)]);
+        let long = vec![b'x'; 10_000];
+        assert!(
+            read_all(&long).await[0]
+                .as_ref()
+                .unwrap_err()
+                .contains("longer than")
+        );
+    }
+}

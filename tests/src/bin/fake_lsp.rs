@@ -1,0 +1,320 @@
+//! A misbehaving language server for the bridge's fault tests, scripted by its arguments.
+//!
+//! Real servers misbehave rarely and never on cue, so the bridge's error paths (broken framing,
+//! silence, crashes, ignoring `$/cancelRequest`) are tested against this instead. Modes combine:
+//!
+//! - `garbage`: answers `initialize` with broken framing, then stays alive and silent;
+//! - `silent`: reads everything, answers nothing;
+//! - `exit`: writes a line to stderr and exits at once;
+//! - `garbage-on METHOD`: answers METHOD with broken framing;
+//! - `hang-on METHOD`: never answers METHOD and ignores `$/cancelRequest`;
+//! - `crash-on METHOD`: writes a line to stderr and exits when METHOD arrives;
+//! - `slow METHOD MILLIS`: answers METHOD after MILLIS, or with `RequestCancelled` as soon as
+//!   it is cancelled;
+//! - `content-modified METHOD N`: answers the first N METHOD requests with `ContentModified`;
+//! - `chatty`: after `initialized`, asks the client `workspace/configuration`,
+//!   `client/registerCapability`, `window/workDoneProgress/create`, `workspace/applyEdit` and
+//!   an unknown method, reports progress begin/end and publishes diagnostics (version 7) for
+//!   `file:///fake/grüße.txt`;
+//! - `record PATH`: appends every message received, and every answer to its own requests, to
+//!   PATH as JSON lines.
+//!
+//! Any other request is answered with `{"echo": METHOD, "params": PARAMS}`. Two notifications
+//! drive it from a test: `fake/poke` is echoed back as the notification `fake/poked`, and
+//! `fake/ask {method, params}` makes it send that request to the client.
+
+use std::collections::{HashMap, HashSet, VecDeque};
+use std::io::{BufRead, BufReader, Write};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use serde_json::{Value, json};
+
+#[derive(Default)]
+struct Script {
+    garbage: bool,
+    garbage_on: HashSet<String>,
+    silent: bool,
+    exit: bool,
+    chatty: bool,
+    hang_on: HashSet<String>,
+    crash_on: HashSet<String>,
+    slow: HashMap<String, u64>,
+    content_modified: HashMap<String, u32>,
+    record: Option<String>,
+}
+
+impl Script {
+    fn parse(args: &[String]) -> Script {
+        let mut script = Script::default();
+        let mut args: VecDeque<String> = args.iter().cloned().collect();
+        let value = |mode: &str, what: &str, args: &mut VecDeque<String>| -> String {
+            args.pop_front()
+                .unwrap_or_else(|| die(&format!("`{mode}` needs {what}")))
+        };
+        while let Some(arg) = args.pop_front() {
+            match arg.as_str() {
+                "garbage" => script.garbage = true,
+                "silent" => script.silent = true,
+                "exit" => script.exit = true,
+                "chatty" => script.chatty = true,
+                "garbage-on" => {
+                    script
+                        .garbage_on
+                        .insert(value("garbage-on", "METHOD", &mut args));
+                }
+                "hang-on" => {
+                    script.hang_on.insert(value("hang-on", "METHOD", &mut args));
+                }
+                "crash-on" => {
+                    script
+                        .crash_on
+                        .insert(value("crash-on", "METHOD", &mut args));
+                }
+                "slow" => {
+                    let method = value("slow", "METHOD", &mut args);
+                    let millis = value("slow", "MILLIS", &mut args);
+                    let millis = millis
+                        .parse()
+                        .unwrap_or_else(|_| die("`slow`: MILLIS is a number"));
+                    script.slow.insert(method, millis);
+                }
+                "content-modified" => {
+                    let method = value("content-modified", "METHOD", &mut args);
+                    let count = value("content-modified", "N", &mut args);
+                    let count = count
+                        .parse()
+                        .unwrap_or_else(|_| die("`content-modified`: N is a number"));
+                    script.content_modified.insert(method, count);
+                }
+                "record" => script.record = Some(value("record", "PATH", &mut args)),
+                other => die(&format!("unknown mode `{other}`")),
+            }
+        }
+        script
+    }
+}
+
+fn die(message: &str) -> ! {
+    eprintln!("fake-lsp: {message}");
+    std::process::exit(2)
+}
+
+struct Out {
+    stdout: Mutex<std::io::Stdout>,
+    record: Option<Mutex<std::fs::File>>,
+}
+
+impl Out {
+    fn send(&self, message: &Value) {
+        let body = message.to_string();
+        let mut stdout = self.stdout.lock().unwrap();
+        let _ = write!(stdout, "Content-Length: {}\r\n\r\n{body}", body.len());
+        let _ = stdout.flush();
+    }
+
+    fn raw(&self, bytes: &[u8]) {
+        let mut stdout = self.stdout.lock().unwrap();
+        let _ = stdout.write_all(bytes);
+        let _ = stdout.flush();
+    }
+
+    fn record(&self, message: &Value) {
+        if let Some(file) = &self.record {
+            let mut file = file.lock().unwrap();
+            let _ = writeln!(file, "{message}");
+            let _ = file.flush();
+        }
+    }
+
+    fn answer(&self, id: &Value, result: Value) {
+        self.send(&json!({"jsonrpc": "2.0", "id": id, "result": result}));
+    }
+
+    fn error(&self, id: &Value, code: i64, message: &str) {
+        self.send(
+            &json!({"jsonrpc": "2.0", "id": id, "error": {"code": code, "message": message}}),
+        );
+    }
+}
+
+fn read_message(reader: &mut impl BufRead) -> Option<Value> {
+    let mut length = None;
+    loop {
+        let mut line = String::new();
+        if reader.read_line(&mut line).ok()? == 0 {
+            return None;
+        }
+        let line = line.trim_end();
+        if line.is_empty() {
+            break;
+        }
+        if let Some((name, value)) = line.split_once(':')
+            && name.eq_ignore_ascii_case("content-length")
+        {
+            length = value.trim().parse().ok();
+        }
+    }
+    let mut body = vec![0; length?];
+    reader.read_exact(&mut body).ok()?;
+    serde_json::from_slice(&body).ok()
+}
+
+fn main() {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let script = Script::parse(&args);
+    eprintln!("fake-lsp: started ({})", args.join(" "));
+    if script.exit {
+        eprintln!("fake-lsp: exiting at once, as asked");
+        std::process::exit(3);
+    }
+    let record = script.record.as_ref().map(|path| {
+        Mutex::new(
+            std::fs::OpenOptions::new()
+                .create(true)
+                .append(true)
+                .open(path)
+                .unwrap_or_else(|error| die(&format!("{path}: {error}"))),
+        )
+    });
+    let out = Arc::new(Out {
+        stdout: Mutex::new(std::io::stdout()),
+        record,
+    });
+    let cancelled = Arc::new(Mutex::new(HashSet::<String>::new()));
+    let mut content_modified = script.content_modified.clone();
+    let mut reader = BufReader::new(std::io::stdin());
+    let mut next_id = 1000;
+    while let Some(message) = read_message(&mut reader) {
+        out.record(&message);
+        if script.silent {
+            continue;
+        }
+        let method = message
+            .get("method")
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+            .to_owned();
+        let id = message.get("id").cloned();
+        let params = message.get("params").cloned().unwrap_or(Value::Null);
+        let Some(id) = id else {
+            match method.as_str() {
+                "exit" => std::process::exit(0),
+                "$/cancelRequest" => {
+                    cancelled.lock().unwrap().insert(params["id"].to_string());
+                }
+                "initialized" if script.chatty => chatter(&out, &mut next_id),
+                "fake/poke" => {
+                    out.send(&json!({"jsonrpc": "2.0", "method": "fake/poked", "params": params}))
+                }
+                "fake/ask" => {
+                    next_id += 1;
+                    out.send(&json!({"jsonrpc": "2.0", "id": next_id, "method": params["method"], "params": params["params"]}));
+                }
+                _ => {}
+            }
+            continue;
+        };
+        if method.is_empty() {
+            // An answer to one of our own requests: already recorded.
+            continue;
+        }
+        if script.crash_on.contains(&method) {
+            eprintln!("fake-lsp: crashing on {method}, as asked");
+            std::process::exit(101);
+        }
+        if script.garbage_on.contains(&method) {
+            out.raw(b"this is not a header\r\n\r\n");
+            continue;
+        }
+        if script.hang_on.contains(&method) {
+            continue;
+        }
+        if let Some(left) = content_modified.get_mut(&method).filter(|left| **left > 0) {
+            *left -= 1;
+            out.error(&id, -32801, "content modified");
+            continue;
+        }
+        match method.as_str() {
+            "initialize" if script.garbage => {
+                // A frame whose body is not JSON.
+                out.raw(b"Content-Length: 20\r\n\r\n{\"jsonrpc\": broken!!");
+            }
+            "initialize" => {
+                let offered_utf8 = params
+                    .pointer("/capabilities/general/positionEncodings")
+                    .and_then(Value::as_array)
+                    .is_some_and(|kinds| kinds.iter().any(|kind| kind == "utf-8"));
+                out.answer(
+                    &id,
+                    json!({
+                        "capabilities": {
+                            "positionEncoding": if offered_utf8 { "utf-8" } else { "utf-16" },
+                            "hoverProvider": true,
+                            "definitionProvider": true,
+                            "textDocumentSync": 1,
+                        },
+                        "serverInfo": {"name": "fake-lsp"},
+                    }),
+                );
+            }
+            "shutdown" => out.answer(&id, Value::Null),
+            method => match script.slow.get(method) {
+                Some(&millis) => {
+                    let out = out.clone();
+                    let cancelled = cancelled.clone();
+                    let method = method.to_owned();
+                    std::thread::spawn(move || {
+                        let key = id.to_string();
+                        for _ in 0..millis / 10 {
+                            if cancelled.lock().unwrap().contains(&key) {
+                                out.error(&id, -32800, "cancelled");
+                                return;
+                            }
+                            std::thread::sleep(Duration::from_millis(10));
+                        }
+                        out.answer(&id, json!({"echo": method, "params": params}));
+                    });
+                }
+                None => out.answer(&id, json!({"echo": method, "params": params})),
+            },
+        }
+    }
+}
+
+/// The server→client traffic of `chatty`.
+fn chatter(out: &Out, next_id: &mut i64) {
+    let mut request = |method: &str, params: Value| {
+        *next_id += 1;
+        out.send(&json!({"jsonrpc": "2.0", "id": *next_id, "method": method, "params": params}));
+    };
+    request(
+        "workspace/configuration",
+        json!({"items": [{"section": "fake.answer"}, {"section": "absent"}]}),
+    );
+    request(
+        "client/registerCapability",
+        json!({"registrations": [{"id": "watch-1", "method": "workspace/didChangeWatchedFiles", "registerOptions": {"watchers": []}}]}),
+    );
+    request(
+        "window/workDoneProgress/create",
+        json!({"token": "fake-progress"}),
+    );
+    request("workspace/applyEdit", json!({"edit": {"changes": {}}}));
+    request("fake/unknown", json!({}));
+    let progress = |value: Value| {
+        out.send(&json!({"jsonrpc": "2.0", "method": "$/progress", "params": {"token": "fake-progress", "value": value}}));
+    };
+    progress(json!({"kind": "begin", "title": "indexing"}));
+    std::thread::sleep(Duration::from_millis(200));
+    progress(json!({"kind": "end"}));
+    out.send(&json!({
+        "jsonrpc": "2.0",
+        "method": "textDocument/publishDiagnostics",
+        "params": {
+            "uri": "file:///fake/gr%C3%BC%C3%9Fe.txt",
+            "version": 7,
+            "diagnostics": [{"range": {"start": {"line": 0, "character": 0}, "end": {"line": 0, "character": 5}}, "message": "größe is wrong", "severity": 1}],
+        },
+    }));
+}
