@@ -412,6 +412,10 @@ impl Child {
     /// Wait, at most `bound`, until the server looks ready: every work-done progress begun since
     /// start has ended, or it published diagnostics, or it began no progress at all within a
     /// short quiet period after `initialized`. `false` when the bound was hit or it died.
+    ///
+    /// Some servers only start loading a project when its first document opens (tsserver
+    /// answers with the import binding until then): after `didOpen`, the first diagnostics for
+    /// that document are the surer sign.
     pub async fn wait_ready(&self, bound: Duration) -> bool {
         let deadline = deadline_after(bound);
         let mut readiness = self.readiness.subscribe();
