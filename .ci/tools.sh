@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Install the child language servers and tools the tests run against (idempotent).
-# Sourced by .ci/run; run it by hand once to develop locally. Versions are pinned: npm on
+# Run by the README's test command; tests find the npm servers in .ci/tools/node_modules/.bin
+# themselves (agent_tests::tools_path), so nothing needs to be on PATH. Versions are pinned: npm on
 # Node 20 silently picks older versions otherwise (see ../shared/ENVIRONMENT.md).
 set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"

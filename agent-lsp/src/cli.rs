@@ -2,6 +2,7 @@
 //! `--workspace DIR` says otherwise.
 
 mod run;
+mod servers;
 mod session;
 mod tool;
 
@@ -40,6 +41,14 @@ enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// The language servers the workspace uses: on PATH or not, and with --start their health.
+    Servers {
+        /// Start each server the workspace has files for and report its state.
+        #[arg(long)]
+        start: bool,
+        #[arg(long)]
+        json: bool,
+    },
     /// Inspect and replay recorded sessions.
     #[command(subcommand)]
     Session(session::SessionCommand),
@@ -56,6 +65,9 @@ pub fn run() -> anyhow::Result<ExitCode> {
         Command::Run(args) => run::run(&Store::for_workspace(&workspace)?, args),
         Command::Tool(args) => tool::run(&Store::for_workspace(&workspace)?, args),
         Command::Models { model, json } => run::models(&model, json),
+        Command::Servers { start, json } => {
+            servers::run(&Store::for_workspace(&workspace)?, start, json)
+        }
         Command::Session(command) => session::run(&Store::for_workspace(&workspace)?, command),
     }
 }

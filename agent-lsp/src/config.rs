@@ -12,6 +12,12 @@
 //! base_url = "https://api.deepseek.com"
 //! model = "deepseek-v4-flash"
 //! api_key_env = "DEEPSEEK_API_KEY"
+//!
+//! # Language servers: override a built-in one (pyright, typescript-language-server, clangd,
+//! # rust-analyzer, gopls, pylsp) or add your own.
+//! [server.pyright]
+//! args = ["--stdio"]
+//! settings = { python = { analysis = { typeCheckingMode = "strict" } } }
 //! ```
 
 use std::path::PathBuf;
@@ -19,17 +25,23 @@ use std::path::PathBuf;
 use anyhow::Context;
 use serde::Deserialize;
 
+use lsp_bridge::BridgeConfig;
+use lsp_bridge::config::ServerOptions;
+
 use crate::llm::provider::ProviderOptions;
 
 pub const CONFIG_ENV: &str = "AGENT_LSP_CONFIG";
 
-#[derive(Clone, Debug, Default, PartialEq, Deserialize)]
+#[derive(Clone, Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Config {
     /// Preset for new sessions (default `standard`).
     pub preset: Option<String>,
     #[serde(default)]
     pub provider: ProviderOptions,
+    /// `[server.NAME]` tables: language servers overriding or extending the built-in ones.
+    #[serde(default)]
+    pub server: std::collections::BTreeMap<String, ServerOptions>,
 }
 
 impl Config {
@@ -39,6 +51,20 @@ impl Config {
             Some(path) if !path.is_empty() => Some(PathBuf::from(path)),
             _ => dirs::config_dir().map(|dir| dir.join("agent-lsp").join("config.toml")),
         }
+    }
+
+    /// The built-in language servers with this file's `[server.*]` tables applied.
+    pub fn bridge_config(&self) -> anyhow::Result<BridgeConfig> {
+        let mut config = BridgeConfig::builtin();
+        config.apply(self.server.clone()).map_err(|error| {
+            anyhow::anyhow!(
+                "config file {}: {error}",
+                Config::path()
+                    .map(|p| p.display().to_string())
+                    .unwrap_or_default()
+            )
+        })?;
+        Ok(config)
     }
 
     /// The configuration, or the defaults when there is no file.

@@ -22,6 +22,7 @@
 
 pub mod edit;
 pub mod fs;
+pub mod lsp;
 pub mod search;
 pub mod shell;
 
@@ -32,7 +33,7 @@ mod tests;
 
 use std::collections::BTreeMap;
 use std::fmt::Display;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -344,6 +345,41 @@ pub trait ToolObserver: Send + Sync {
     fn after_result(&self, _call: &ToolCallRef, _output: &ToolOutput) {}
 }
 
+/// The tools of `preset` for `workspace`: the file tools and the `lsp_*` tools over a bridge to
+/// the workspace's language servers (started lazily, on the first query that needs each), with
+/// the preset's permissions and fresh diagnostics after every write. The bridge is returned too,
+/// so the caller can shut its servers down.
+pub fn runtime_for(
+    workspace: &Path,
+    preset: &Preset,
+    servers: lsp_bridge::BridgeConfig,
+) -> anyhow::Result<(ToolRuntime, lsp_bridge::Bridge)> {
+    let workspace = Workspace::new(workspace)?;
+    let bridge = lsp_bridge::Bridge::new(servers, vec![workspace.root().to_owned()]);
+    let queries = lsp_bridge::queries::Queries::new(
+        Arc::new(bridge.clone()),
+        Arc::new(lsp_bridge::documents::DocumentMirror::new()),
+    );
+    let lsp_tools = lsp::LspTools::new(queries);
+    let mut registry = ToolRegistry::standard();
+    for tool in lsp_tools.all() {
+        registry.register(tool);
+    }
+    let registry = registry.only(&preset.file.tools.enabled)?;
+    let runtime = ToolRuntime::new(workspace, registry)
+        .with_policy(PermissionPolicy::from_preset(preset))
+        .with_write_observer(Arc::new(lsp_tools));
+    Ok((runtime, bridge))
+}
+
+/// Told when a mutating tool changed a file (the `source` in its meta), e.g. so language
+/// servers see the new text; what it returns is appended to the tool's result (fresh
+/// diagnostics), so the model learns at once whether its edit broke something.
+pub trait WriteObserver: Send + Sync {
+    fn after_write(&self, workspace: &Workspace, path: &Path)
+    -> BoxFuture<'static, Option<String>>;
+}
+
 /// Time and size limits applied to every call.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Limits {
@@ -378,6 +414,7 @@ pub struct ToolRuntime {
     policy: PermissionPolicy,
     asker: Arc<dyn Asker>,
     observers: Vec<Arc<dyn ToolObserver>>,
+    write_observer: Option<Arc<dyn WriteObserver>>,
     limits: Limits,
 }
 
@@ -401,6 +438,7 @@ impl ToolRuntime {
             policy: PermissionPolicy::default(),
             asker: Arc::new(HeadlessAsker::default()),
             observers: Vec::new(),
+            write_observer: None,
             limits: Limits::default(),
         }
     }
@@ -417,6 +455,17 @@ impl ToolRuntime {
 
     pub fn with_observer(mut self, observer: Arc<dyn ToolObserver>) -> ToolRuntime {
         self.observers.push(observer);
+        self
+    }
+
+    pub fn with_write_observer(mut self, observer: Arc<dyn WriteObserver>) -> ToolRuntime {
+        self.write_observer = Some(observer);
+        self
+    }
+
+    /// Register more tools (e.g. the `lsp_*` tools, which need a bridge).
+    pub fn register(mut self, tool: impl Tool) -> ToolRuntime {
+        self.registry.register(tool);
         self
     }
 
@@ -688,6 +737,12 @@ impl ToolRuntime {
                 .with_meta("cancelled", true)
             }
         };
+        let output = match &self.write_observer {
+            Some(observer) if !read_only && !output.is_error => {
+                self.after_write(observer.as_ref(), output).await
+            }
+            _ => output,
+        };
         let duration = started.elapsed();
         tracing::info!(
             parent: &span,
@@ -696,6 +751,24 @@ impl ToolRuntime {
             "tool call finished"
         );
         (output, duration)
+    }
+
+    /// Tell the write observer about the file a successful mutating call changed, and append
+    /// what it says (the file's fresh diagnostics) to the result.
+    async fn after_write(&self, observer: &dyn WriteObserver, output: ToolOutput) -> ToolOutput {
+        let Some(source) = output.meta.get("source").and_then(Value::as_str) else {
+            return output;
+        };
+        let Ok(path) = self.workspace.resolve(source) else {
+            return output;
+        };
+        match observer.after_write(&self.workspace, &path).await {
+            Some(report) => {
+                let text = format!("{}\n\n{report}", output.text.trim_end());
+                ToolOutput { text, ..output }.with_meta("after_write", report)
+            }
+            None => output,
+        }
     }
 
     /// Cap the text and complete the meta the log records.

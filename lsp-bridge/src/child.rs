@@ -81,11 +81,16 @@ pub struct DiagnosticsEntry {
 pub struct DiagnosticsStore {
     entries: Mutex<HashMap<Url, DiagnosticsEntry>>,
     generation: watch::Sender<u64>,
+    /// Whether the server has ever put a document version on a publish. Such a server's
+    /// unversioned publishes (clangd clears a closed document's diagnostics that way) never
+    /// describe an open version.
+    sends_versions: std::sync::atomic::AtomicBool,
 }
 
 impl DiagnosticsStore {
     fn new() -> Self {
         DiagnosticsStore {
+            sends_versions: std::sync::atomic::AtomicBool::new(false),
             entries: Mutex::new(HashMap::new()),
             generation: watch::channel(0).0,
         }
@@ -122,7 +127,18 @@ impl DiagnosticsStore {
         all
     }
 
+    /// Whether the server puts versions on its publishes (see the field).
+    pub fn sends_versions(&self) -> bool {
+        self.sends_versions
+            .load(std::sync::atomic::Ordering::Relaxed)
+    }
+
     fn publish(&self, params: lsp_types::PublishDiagnosticsParams) {
+        if params.version.is_some() {
+            self.sends_versions
+                .store(true, std::sync::atomic::Ordering::Relaxed);
+        }
+        tracing::debug!(uri = %params.uri, version = ?params.version, n = params.diagnostics.len(), "publishDiagnostics");
         let mut entries = self.entries.lock().unwrap();
         let generation = *self.generation.borrow() + 1;
         entries.insert(

@@ -8,13 +8,15 @@
 //! Only this crate and `agent-lsp/src/server/` name LSP types; `agent-lsp` depends on this
 //! crate, never the other way round.
 
-pub mod position;
-pub mod syntax;
-pub mod error;
-pub mod config;
-mod transport;
 pub mod child;
+pub mod config;
+pub mod documents;
+pub mod error;
+pub mod position;
+pub mod queries;
 pub mod registry;
+pub mod syntax;
+mod transport;
 
 /// The LSP types this crate speaks, so that users name the same version.
 pub use lsp_types;

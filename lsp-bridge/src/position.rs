@@ -47,7 +47,10 @@ impl PositionEncoding {
 
 /// The server offset of the character at 0-based `char_index` in `line` (clamped to the end).
 pub fn to_server_offset(line: &str, char_index: usize, encoding: PositionEncoding) -> u32 {
-    line.chars().take(char_index).map(|ch| encoding.units(ch)).sum::<usize>() as u32
+    line.chars()
+        .take(char_index)
+        .map(|ch| encoding.units(ch))
+        .sum::<usize>() as u32
 }
 
 /// The 0-based character index of server offset `offset` in `line`. An offset inside a
@@ -67,18 +70,28 @@ pub fn to_char_index(line: &str, offset: u32, encoding: PositionEncoding) -> usi
 
 /// Byte offset in `line` of the 0-based character index (clamped), for slicing.
 pub fn char_to_byte(line: &str, char_index: usize) -> usize {
-    line.char_indices().nth(char_index).map_or(line.len(), |(byte, _)| byte)
+    line.char_indices()
+        .nth(char_index)
+        .map_or(line.len(), |(byte, _)| byte)
 }
 
 /// Convert a server position in `text` from one encoding to another (the proxy's job when the
 /// editor and a child negotiated different encodings).
-pub fn convert(text: &str, position: lsp_types::Position, from: PositionEncoding, to: PositionEncoding) -> lsp_types::Position {
+pub fn convert(
+    text: &str,
+    position: lsp_types::Position,
+    from: PositionEncoding,
+    to: PositionEncoding,
+) -> lsp_types::Position {
     if from == to {
         return position;
     }
     let line = text.lines().nth(position.line as usize).unwrap_or("");
     let index = to_char_index(line, position.character, from);
-    lsp_types::Position { line: position.line, character: to_server_offset(line, index, to) }
+    lsp_types::Position {
+        line: position.line,
+        character: to_server_offset(line, index, to),
+    }
 }
 
 #[cfg(test)]
@@ -104,7 +117,11 @@ mod tests {
         for encoding in [Utf8, Utf16, Utf32] {
             for index in 0..=LINE.chars().count() {
                 let offset = to_server_offset(LINE, index, encoding);
-                assert_eq!(to_char_index(LINE, offset, encoding), index, "{encoding:?} at {index}");
+                assert_eq!(
+                    to_char_index(LINE, offset, encoding),
+                    index,
+                    "{encoding:?} at {index}"
+                );
             }
         }
     }
@@ -114,15 +131,27 @@ mod tests {
         // Offset 13 in UTF-16 is the second half of the emoji's surrogate pair.
         assert_eq!(to_char_index(LINE, 13, Utf16), 12);
         assert_eq!(to_char_index(LINE, 999, Utf8), LINE.chars().count());
-        assert_eq!(to_server_offset(LINE, 999, Utf16), LINE.encode_utf16().count() as u32);
+        assert_eq!(
+            to_server_offset(LINE, 999, Utf16),
+            LINE.encode_utf16().count() as u32
+        );
     }
 
     #[test]
     fn converts_between_encodings() {
         let text = format!("first\n{LINE}\n");
-        let utf16 = lsp_types::Position { line: 1, character: 14 };
+        let utf16 = lsp_types::Position {
+            line: 1,
+            character: 14,
+        };
         let utf8 = convert(&text, utf16, Utf16, Utf8);
-        assert_eq!(utf8, lsp_types::Position { line: 1, character: 17 });
+        assert_eq!(
+            utf8,
+            lsp_types::Position {
+                line: 1,
+                character: 17
+            }
+        );
         assert_eq!(convert(&text, utf8, Utf8, Utf16), utf16);
     }
 }

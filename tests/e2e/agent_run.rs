@@ -395,7 +395,25 @@ fn without_a_model_run_explains_how_to_configure_one_and_tools_still_work() {
         .collect::<Vec<_>>();
     assert_eq!(
         names,
-        ["edit", "glob", "grep", "list", "read", "shell", "write"]
+        [
+            "edit",
+            "glob",
+            "grep",
+            "list",
+            "lsp_call_hierarchy",
+            "lsp_definition",
+            "lsp_diagnostics",
+            "lsp_document_symbols",
+            "lsp_hover",
+            "lsp_implementation",
+            "lsp_references",
+            "lsp_rename_preview",
+            "lsp_type_definition",
+            "lsp_workspace_symbols",
+            "read",
+            "shell",
+            "write"
+        ]
     );
     assert!(catalog[0]["parameters"]["properties"].is_object());
 }

@@ -2,6 +2,7 @@
 
 mod agent_run;
 mod bridge_faults;
+mod lsp_tools;
 mod model_endpoint;
 mod session_crash;
 mod session_props;

@@ -58,3 +58,56 @@ pub fn assert_tool_pairing(messages: &[Message]) {
         }
     }
 }
+
+/// `PATH` with the npm-installed language servers of `.ci/tools` (see `.ci/tools.sh`) in
+/// front, for the processes a test spawns.
+pub fn tools_path() -> std::ffi::OsString {
+    let tools =
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../.ci/tools/node_modules/.bin");
+    let mut paths = vec![tools];
+    paths.extend(std::env::split_paths(
+        &std::env::var_os("PATH").unwrap_or_default(),
+    ));
+    std::env::join_paths(paths).expect("PATH entries without separators")
+}
+
+/// A copy of one of `tests/fixtures/`'s projects in a fresh temporary directory.
+pub fn fixture(name: &str) -> tempfile::TempDir {
+    let source = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("fixtures")
+        .join(name);
+    let target = tempfile::tempdir().expect("temporary directory");
+    copy_tree(&source, target.path());
+    target
+}
+
+fn copy_tree(from: &std::path::Path, to: &std::path::Path) {
+    std::fs::create_dir_all(to).expect("create fixture directory");
+    for entry in std::fs::read_dir(from)
+        .unwrap_or_else(|error| panic!("fixture {}: {error}", from.display()))
+    {
+        let entry = entry.expect("fixture entry");
+        let target = to.join(entry.file_name());
+        if entry.file_type().expect("file type").is_dir() {
+            copy_tree(&entry.path(), &target);
+        } else {
+            std::fs::copy(entry.path(), &target).expect("copy fixture file");
+        }
+    }
+}
+
+/// The built-in language servers, with each command that is not on `PATH` looked up in
+/// `.ci/tools` instead, so in-process tests need no `PATH` changes.
+pub fn bridge_config() -> lsp_bridge::BridgeConfig {
+    let mut config = lsp_bridge::BridgeConfig::builtin();
+    for server in &mut config.servers {
+        for dir in std::env::split_paths(&tools_path()) {
+            let candidate = dir.join(&server.command);
+            if candidate.is_file() {
+                server.command = candidate.display().to_string();
+                break;
+            }
+        }
+    }
+    config
+}

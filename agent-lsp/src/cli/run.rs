@@ -19,8 +19,8 @@ use crate::session::Session;
 use crate::session::event::ToolCallRef;
 use crate::session::log::Durability;
 use crate::session::store::Store;
-use crate::tools::{Asker, HeadlessAsker, PermissionPolicy, ToolRegistry, ToolRuntime};
-use crate::workspace::Workspace;
+use crate::tools::{Asker, HeadlessAsker, ToolRuntime};
+use lsp_bridge::Bridge;
 
 /// Exit code when no model endpoint is configured.
 pub const EXIT_NOT_CONFIGURED: u8 = 2;
@@ -140,7 +140,8 @@ pub fn run(store: &Store, args: RunArgs) -> anyhow::Result<ExitCode> {
     } else {
         Arc::new(HeadlessAsker { yes: args.yes })
     };
-    let tools = standard_runtime(store, &preset)?.with_asker(asker);
+    let (tools, bridge) = standard_runtime(store, &preset, &config)?;
+    let tools = tools.with_asker(asker);
 
     let mut session = match &existing {
         Some(id) => store.open(id, Durability::Sync)?,
@@ -164,9 +165,11 @@ pub fn run(store: &Store, args: RunArgs) -> anyhow::Result<ExitCode> {
                 interrupt.cancel();
             }
         });
-        agent
+        let outcome = agent
             .run_turn(&mut session, &args.prompt, &cancel, ui.as_mut())
-            .await
+            .await;
+        bridge.shutdown_all().await;
+        outcome
     });
     finish(&session, outcome, args.json)
 }
@@ -219,13 +222,13 @@ fn finish(
     Ok(ExitCode::from(code))
 }
 
-/// The standard tools of `preset`, confined to the store's workspace, with its permissions.
-pub fn standard_runtime(store: &Store, preset: &Preset) -> anyhow::Result<ToolRuntime> {
-    let registry = ToolRegistry::standard().only(&preset.file.tools.enabled)?;
-    Ok(
-        ToolRuntime::new(Workspace::new(store.workspace())?, registry)
-            .with_policy(PermissionPolicy::from_preset(preset)),
-    )
+/// The tools of `preset` for the store's workspace, with the language servers of `config`.
+pub fn standard_runtime(
+    store: &Store,
+    preset: &Preset,
+    config: &Config,
+) -> anyhow::Result<(ToolRuntime, Bridge)> {
+    crate::tools::runtime_for(store.workspace(), preset, config.bridge_config()?)
 }
 
 #[allow(clippy::print_stdout)]

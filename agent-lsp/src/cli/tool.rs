@@ -49,8 +49,8 @@ pub fn run(store: &Store, args: ToolArgs) -> anyhow::Result<ExitCode> {
         .or(config.preset.as_deref())
         .unwrap_or(DEFAULT_PRESET);
     let preset = Preset::load(preset_name)?;
-    let runtime =
-        standard_runtime(store, &preset)?.with_asker(Arc::new(HeadlessAsker { yes: args.yes }));
+    let (runtime, bridge) = standard_runtime(store, &preset, &config)?;
+    let runtime = runtime.with_asker(Arc::new(HeadlessAsker { yes: args.yes }));
     let mut out = std::io::stdout().lock();
 
     if args.list {
@@ -88,7 +88,13 @@ pub fn run(store: &Store, args: ToolArgs) -> anyhow::Result<ExitCode> {
         .build()?;
     let cancel = CancellationToken::new();
     let outcome = tokio
-        .block_on(runtime.run_one(&mut session, &name, &args.args, &cancel))
+        .block_on(async {
+            let outcome = runtime
+                .run_one(&mut session, &name, &args.args, &cancel)
+                .await;
+            bridge.shutdown_all().await;
+            outcome
+        })
         .with_context(|| format!("failed to record the `{name}` call"))?;
     session.flush()?;
     if args.json {

@@ -1,0 +1,124 @@
+//! `agent-lsp servers`: which language servers the workspace would use, and how they are.
+
+use std::io::Write;
+use std::process::ExitCode;
+use std::time::{Duration, Instant};
+
+use serde_json::json;
+
+use crate::config::Config;
+use crate::session::store::Store;
+
+/// At most this many files are looked at to find the workspace's languages.
+const MAX_FILES: usize = 20_000;
+
+/// List the configured servers (command, available on PATH, languages); with `start`, start each
+/// one the workspace has files for, wait until it is ready, and report its health.
+pub fn run(store: &Store, start: bool, json_output: bool) -> anyhow::Result<ExitCode> {
+    let config = Config::load()?;
+    let bridge_config = config.bridge_config()?;
+    let root = store.workspace().to_owned();
+    let bridge = lsp_bridge::Bridge::new(bridge_config.clone(), vec![root.clone()]);
+
+    // One sample file per server the workspace has files for.
+    let mut samples = std::collections::BTreeMap::new();
+    for entry in ignore::WalkBuilder::new(&root)
+        .build()
+        .filter_map(Result::ok)
+        .take(MAX_FILES)
+    {
+        if !entry.file_type().is_some_and(|kind| kind.is_file()) {
+            continue;
+        }
+        if let Some(server) = bridge.config_for(entry.path()) {
+            samples
+                .entry(server.name.clone())
+                .or_insert_with(|| entry.into_path());
+        }
+    }
+
+    let mut rows = Vec::new();
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?;
+    for server in &bridge_config.servers {
+        let mut row = json!({
+            "name": server.name,
+            "command": server.command,
+            "available": server.is_available(),
+            "languages": server.languages,
+            "used_by_workspace": samples.contains_key(&server.name),
+        });
+        if start && let Some(sample) = samples.get(&server.name) {
+            let started = Instant::now();
+            let result = runtime.block_on(async {
+                let child = bridge.child_for(sample).await?;
+                child.wait_ready(Duration::from_secs(30)).await;
+                Ok::<_, lsp_bridge::Error>(child)
+            });
+            row["startup_ms"] = json!(started.elapsed().as_millis() as u64);
+            if let Err(error) = result {
+                row["error"] = json!(error.to_string());
+            }
+            if let Some(health) = bridge
+                .health()
+                .into_iter()
+                .find(|health| health.name == server.name)
+            {
+                row["health"] = serde_json::to_value(&health)?;
+            }
+        }
+        rows.push(row);
+    }
+    runtime.block_on(bridge.shutdown_all());
+
+    let mut out = std::io::stdout().lock();
+    if json_output {
+        writeln!(out, "{}", serde_json::to_string_pretty(&rows)?)?;
+        return Ok(ExitCode::SUCCESS);
+    }
+    writeln!(
+        out,
+        "{:<28} {:<10} {:<10} state",
+        "server", "on PATH", "workspace"
+    )?;
+    for row in &rows {
+        let state = match (&row["health"], &row["error"]) {
+            (_, serde_json::Value::String(error)) => format!("failed: {error}"),
+            (health, _) if health.is_object() => format!(
+                "{} (pid {}, {} ms to ready)",
+                health["state"].as_str().unwrap_or_default(),
+                health["pid"],
+                row["startup_ms"]
+            ),
+            _ if row["used_by_workspace"] == true && !start => {
+                "not started (--start starts it)".to_owned()
+            }
+            _ => "-".to_owned(),
+        };
+        writeln!(
+            out,
+            "{:<28} {:<10} {:<10} {state}",
+            row["name"].as_str().unwrap_or_default(),
+            if row["available"] == true {
+                "yes"
+            } else {
+                "no"
+            },
+            if row["used_by_workspace"] == true {
+                "has files"
+            } else {
+                "-"
+            },
+        )?;
+        if let Some(tail) = row["health"]["stderr_tail"]
+            .as_array()
+            .filter(|_| row["error"].is_string())
+        {
+            for line in tail {
+                writeln!(out, "    | {}", line.as_str().unwrap_or_default())?;
+            }
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}

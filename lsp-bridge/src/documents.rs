@@ -1,0 +1,325 @@
+//! The document mirror: which text each child server sees for each document, at which version.
+//!
+//! Two kinds of owners open documents:
+//! - the **editor** (through the editor-facing server): its buffers, unsaved edits included, are
+//!   the truth; the agent's queries see exactly them;
+//! - the **agent**: a file the agent asks about that no editor has open is opened *transiently*
+//!   from disk for the length of one query (or one edit-and-check) and closed after, so servers
+//!   do not accumulate open documents the programmer never opened.
+//!
+//! Versions only ever grow per document, and every answer built on a document can be stamped
+//! with the version it was computed on.
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+
+use lsp_types::Url;
+use serde_json::json;
+
+use crate::child::Child;
+use crate::error::{Error, Result};
+
+/// Who keeps a document open.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Owner {
+    Editor,
+    /// Opened by the agent for the length of some queries; closed when the count drops to 0.
+    Agent {
+        users: u32,
+    },
+}
+
+#[derive(Clone, Debug)]
+struct Document {
+    text: String,
+    version: i32,
+    language_id: String,
+    owner: Owner,
+    /// Children that were sent `didOpen` for this document (by server name and root).
+    opened_in: Vec<ChildKey>,
+}
+
+type ChildKey = (String, PathBuf);
+
+fn key(child: &Child) -> ChildKey {
+    (child.name().to_owned(), child.root().to_owned())
+}
+
+/// A document as a query sees it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Snapshot {
+    pub uri: Url,
+    pub path: PathBuf,
+    pub text: String,
+    pub version: i32,
+}
+
+impl Snapshot {
+    /// The text of 0-based line `line`, without its line break ("" past the end).
+    pub fn line(&self, line: u32) -> &str {
+        self.text.lines().nth(line as usize).unwrap_or("")
+    }
+}
+
+/// The mirror of open documents, shared by the editor side and the agent side.
+#[derive(Default)]
+pub struct DocumentMirror {
+    documents: Mutex<HashMap<Url, Document>>,
+    /// The last version each document had, kept after it closes, so a reopened document
+    /// continues its version sequence instead of starting again at 1.
+    last_versions: Mutex<HashMap<Url, i32>>,
+}
+
+/// A transient open by the agent; give it back with [`DocumentMirror::release`].
+#[derive(Debug)]
+#[must_use = "release the document when the query is done"]
+pub struct Lease {
+    pub snapshot: Snapshot,
+    child: Arc<Child>,
+}
+
+impl Lease {
+    pub fn child(&self) -> &Arc<Child> {
+        &self.child
+    }
+}
+
+pub fn uri_of(path: &Path) -> Result<Url> {
+    Url::from_file_path(path).map_err(|()| Error::NoServer {
+        path: path.to_owned(),
+        reason: "the path is not absolute".into(),
+    })
+}
+
+impl DocumentMirror {
+    pub fn new() -> DocumentMirror {
+        DocumentMirror::default()
+    }
+
+    /// The text and version a child sees for `uri`, if it is open.
+    pub fn snapshot(&self, uri: &Url) -> Option<Snapshot> {
+        let documents = self.documents.lock().expect("document mirror lock");
+        documents.get(uri).map(|document| Snapshot {
+            uri: uri.clone(),
+            path: uri.to_file_path().unwrap_or_default(),
+            text: document.text.clone(),
+            version: document.version,
+        })
+    }
+
+    /// Whether the editor has this document open.
+    pub fn is_editor_open(&self, uri: &Url) -> bool {
+        let documents = self.documents.lock().expect("document mirror lock");
+        documents
+            .get(uri)
+            .is_some_and(|document| document.owner == Owner::Editor)
+    }
+
+    /// The editor opened a document (its `didOpen` is forwarded to `child` by the caller).
+    pub fn editor_opened(
+        &self,
+        child: &Child,
+        uri: Url,
+        language_id: &str,
+        version: i32,
+        text: String,
+    ) {
+        let mut documents = self.documents.lock().expect("document mirror lock");
+        let document = documents.entry(uri).or_insert_with(|| Document {
+            text: String::new(),
+            version,
+            language_id: language_id.to_owned(),
+            owner: Owner::Editor,
+            opened_in: Vec::new(),
+        });
+        document.text = text;
+        document.version = version.max(document.version);
+        document.owner = Owner::Editor;
+        if !document.opened_in.contains(&key(child)) {
+            document.opened_in.push(key(child));
+        }
+    }
+
+    /// The editor changed a document: the new full text and version.
+    pub fn editor_changed(&self, uri: &Url, version: i32, text: String) {
+        let mut documents = self.documents.lock().expect("document mirror lock");
+        if let Some(document) = documents.get_mut(uri) {
+            document.text = text;
+            document.version = version;
+        }
+    }
+
+    /// The editor closed a document.
+    pub fn editor_closed(&self, uri: &Url) {
+        if let Some(document) = self
+            .documents
+            .lock()
+            .expect("document mirror lock")
+            .remove(uri)
+        {
+            self.last_versions
+                .lock()
+                .expect("version lock")
+                .insert(uri.clone(), document.version);
+        }
+    }
+
+    /// Make sure `child` has `path` open and return what it sees. A document nobody has open is
+    /// read from disk and opened transiently (version 1, or one past the last version it had).
+    pub async fn lease(&self, child: &Arc<Child>, path: &Path, language_id: &str) -> Result<Lease> {
+        let uri = uri_of(path)?;
+        let open = {
+            let mut documents = self.documents.lock().expect("document mirror lock");
+            match documents.get_mut(&uri) {
+                Some(document) => {
+                    if let Owner::Agent { users } = &mut document.owner {
+                        *users += 1;
+                    }
+                    if document.opened_in.contains(&key(child)) {
+                        None
+                    } else {
+                        document.opened_in.push(key(child));
+                        Some((
+                            document.text.clone(),
+                            document.version,
+                            document.language_id.clone(),
+                        ))
+                    }
+                }
+                None => None,
+            }
+        };
+        let known = self.snapshot(&uri);
+        let (text, version) = match (open, known) {
+            (Some((text, version, language_id)), _) => {
+                send_open(child, &uri, &language_id, version, &text).await?;
+                (text, version)
+            }
+            (None, Some(snapshot)) => (snapshot.text, snapshot.version),
+            (None, None) => {
+                let text = std::fs::read_to_string(path).map_err(|error| Error::NoServer {
+                    path: path.to_owned(),
+                    reason: format!("cannot read the file: {error}"),
+                })?;
+                let version = self
+                    .last_versions
+                    .lock()
+                    .expect("version lock")
+                    .get(&uri)
+                    .map_or(1, |last| last + 1);
+                self.documents.lock().expect("document mirror lock").insert(
+                    uri.clone(),
+                    Document {
+                        text: text.clone(),
+                        version,
+                        language_id: language_id.to_owned(),
+                        owner: Owner::Agent { users: 1 },
+                        opened_in: vec![key(child)],
+                    },
+                );
+                send_open(child, &uri, language_id, version, &text).await?;
+                (text, version)
+            }
+        };
+        Ok(Lease {
+            snapshot: Snapshot {
+                uri,
+                path: path.to_owned(),
+                text,
+                version,
+            },
+            child: child.clone(),
+        })
+    }
+
+    /// Give a lease back; the last agent user of a transient document closes it.
+    pub async fn release(&self, lease: Lease) -> Result<()> {
+        let close = {
+            let mut documents = self.documents.lock().expect("document mirror lock");
+            match documents.get_mut(&lease.snapshot.uri) {
+                Some(document) => match &mut document.owner {
+                    Owner::Agent { users } if *users <= 1 => {
+                        let opened_in = document.opened_in.clone();
+                        self.last_versions
+                            .lock()
+                            .expect("version lock")
+                            .insert(lease.snapshot.uri.clone(), document.version);
+                        documents.remove(&lease.snapshot.uri);
+                        Some(opened_in)
+                    }
+                    Owner::Agent { users } => {
+                        *users -= 1;
+                        None
+                    }
+                    Owner::Editor => None,
+                },
+                None => None,
+            }
+        };
+        if let Some(opened_in) = close
+            && opened_in.contains(&key(&lease.child))
+        {
+            let params = json!({ "textDocument": { "uri": lease.snapshot.uri } });
+            lease.child.notify("textDocument/didClose", params).await?;
+        }
+        Ok(())
+    }
+
+    /// The agent wrote `path` on disk: every child that has it open gets the new full text as a
+    /// new version (`didChange`) and a `didSave`. Returns the new version, if it was open.
+    ///
+    /// An editor-owned document is updated too: the agent's write goes through
+    /// `workspace/applyEdit` in the editor case, and the editor then sends its own change, which
+    /// only moves the version forward again.
+    pub async fn changed_on_disk(
+        &self,
+        children: &[Arc<Child>],
+        path: &Path,
+    ) -> Result<Option<i32>> {
+        let uri = uri_of(path)?;
+        let text = match std::fs::read_to_string(path) {
+            Ok(text) => text,
+            Err(_) => return Ok(None),
+        };
+        let (version, opened_in) = {
+            let mut documents = self.documents.lock().expect("document mirror lock");
+            let Some(document) = documents.get_mut(&uri) else {
+                return Ok(None);
+            };
+            document.version += 1;
+            document.text = text.clone();
+            (document.version, document.opened_in.clone())
+        };
+        for child in children
+            .iter()
+            .filter(|child| opened_in.contains(&key(child)))
+        {
+            let change = json!({
+                "textDocument": { "uri": uri, "version": version },
+                "contentChanges": [ { "text": text } ],
+            });
+            child.notify("textDocument/didChange", change).await?;
+            child
+                .notify(
+                    "textDocument/didSave",
+                    json!({ "textDocument": { "uri": uri } }),
+                )
+                .await?;
+        }
+        Ok(Some(version))
+    }
+}
+
+async fn send_open(
+    child: &Child,
+    uri: &Url,
+    language_id: &str,
+    version: i32,
+    text: &str,
+) -> Result<()> {
+    let params = json!({
+        "textDocument": { "uri": uri, "languageId": language_id, "version": version, "text": text }
+    });
+    child.notify("textDocument/didOpen", params).await
+}
