@@ -861,7 +861,7 @@ fn convert_diagnostics(
             })
         })
         .collect::<Vec<_>>();
-    diagnostics.sort_by(|a, b| (a.line, a.column).cmp(&(b.line, b.column)));
+    diagnostics.sort_by_key(|diagnostic| (diagnostic.line, diagnostic.column));
     diagnostics
 }
 
@@ -930,7 +930,7 @@ pub fn apply_text_edits(text: &str, edits: &[Value], encoding: PositionEncoding)
             ))
         })
         .collect::<Vec<_>>();
-    spans.sort_by(|a, b| b.0.cmp(&a.0));
+    spans.sort_by_key(|span| std::cmp::Reverse(span.0));
     let mut out = text.to_owned();
     for (start, end, new_text) in spans {
         out.replace_range(start..end.max(start), &new_text);
