@@ -673,3 +673,66 @@ fn on_a_terminal_the_answer_streams_beside_a_spinner() {
     );
     endpoint.assert_no_violations();
 }
+
+#[test]
+fn the_agent_navigates_with_a_real_language_server_and_sees_its_edit_checked() {
+    let workspace = agent_tests::fixture("python");
+    let state = tempfile::tempdir().unwrap();
+    let endpoint = ModelEndpoint::start(EndpointConfig::default()).unwrap();
+    endpoint.push_all([
+        Reply::tool_call("lsp_definition", r#"{"path":"main.py","line":5,"symbol":"größe_von"}"#),
+        Reply::from_fn(|request| {
+            let found = request.trailing_tool_results()[0].content.clone().unwrap_or_default();
+            assert!(found.contains("pkg/geometry.py\n  14:5  def größe_von"), "{found}");
+            Reply::tool_call(
+                "edit",
+                r#"{"path":"main.py","old_string":"größe_von(eins))","new_string":"größe_von(eins, 2))"}"#,
+            )
+        }),
+        Reply::from_fn(|request| {
+            let edited = request.trailing_tool_results()[0].content.clone().unwrap_or_default();
+            assert!(edited.contains("diagnostics of main.py (version"), "{edited}");
+            assert!(edited.contains(" error"), "{edited}");
+            Reply::text("The call now fails to type-check; reverting is needed.")
+        }),
+    ]);
+    let output = Command::new(agent_tests::workspace_bin("agent-lsp"))
+        .env("PATH", agent_tests::tools_path())
+        .env("AGENT_LSP_STATE_DIR", state.path())
+        .env("AGENT_LSP_CONFIG", state.path().join("none.toml"))
+        .env_remove("DEEPSEEK_API_KEY")
+        .args([
+            "--workspace",
+            workspace.path().to_str().unwrap(),
+            "run",
+            "--base-url",
+            &endpoint.base_url(),
+            "Where is größe_von?",
+        ])
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    assert!(output.status.success(), "{}", stderr(&output));
+    endpoint.assert_no_violations();
+    assert_eq!(endpoint.remaining_replies(), 0);
+    let store = Store::for_workspace_in(state.path(), workspace.path()).unwrap();
+    let history = store.load("last").unwrap();
+    let results = history
+        .events()
+        .iter()
+        .filter_map(|event| match &event.body {
+            EventBody::ToolResult(result) => Some(result.clone()),
+            _ => None,
+        })
+        .collect::<Vec<_>>();
+    assert_eq!(results[0].name, "lsp_definition");
+    assert_eq!(results[0].meta["server"], "pyright");
+    assert!(
+        results[1].meta["after_write"]
+            .as_str()
+            .unwrap()
+            .contains("error"),
+        "{:?}",
+        results[1].meta
+    );
+}
