@@ -31,6 +31,8 @@ pub struct Cli {
 #[derive(Debug, Subcommand)]
 enum Command {
     /// Run one agent turn: the answer streams to stdout, progress to stderr.
+    /// Serve an editor over stdio as a language server (what editors start).
+    Serve,
     Run(run::RunArgs),
     /// Run one tool without a model (recorded in a session), or list a preset's tools.
     Tool(tool::ToolArgs),
@@ -60,11 +62,16 @@ pub fn run() -> anyhow::Result<ExitCode> {
     let workspace = match cli.workspace {
         Some(dir) => dir,
         None => std::env::current_dir().context("failed to read the current directory")?,
+    let explicit_workspace = cli.workspace.clone();
     };
     match cli.command {
         Command::Run(args) => run::run(&Store::for_workspace(&workspace)?, args),
         Command::Tool(args) => tool::run(&Store::for_workspace(&workspace)?, args),
         Command::Models { model, json } => run::models(&model, json),
+        Command::Serve => {
+            crate::server::run_stdio(explicit_workspace)?;
+            Ok(ExitCode::SUCCESS)
+        }
         Command::Servers { start, json } => {
             servers::run(&Store::for_workspace(&workspace)?, start, json)
         }

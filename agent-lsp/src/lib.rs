@@ -11,6 +11,7 @@
 //!   confined by [`workspace`];
 //! - [`tokens`]: the token meter;
 //! - [`preset`]: named assemblies of model settings, tools, permissions and plugins;
+//! - [`server`]: `agent-lsp serve`, the editor-facing server brokering the child servers;
 //! - [`cli`]: the terminal commands, and [`config`]: the user's configuration file;
 //! - [`canonical`]: byte-stable JSON and digests;
 //! - [`logging`]: tracing to stderr, never stdout.
@@ -23,6 +24,7 @@ pub mod context;
 pub mod llm;
 pub mod logging;
 pub mod preset;
+pub mod server;
 pub mod session;
 pub mod tokens;
 pub mod tools;

@@ -354,22 +354,30 @@ pub fn runtime_for(
     preset: &Preset,
     servers: lsp_bridge::BridgeConfig,
 ) -> anyhow::Result<(ToolRuntime, lsp_bridge::Bridge)> {
+    let bridge = lsp_bridge::Bridge::new(servers, vec![Workspace::new(workspace)?.root().to_owned()]);
+    let documents = Arc::new(lsp_bridge::documents::DocumentMirror::new());
+    Ok((runtime_with(workspace, preset, bridge.clone(), documents)?, bridge))
+}
+
+/// The tools of `preset` over an existing bridge and document mirror: the editor-facing server
+/// shares both with the editor, so the agent sees the editor's unsaved buffers and warm servers.
+pub fn runtime_with(
+    workspace: &Path,
+    preset: &Preset,
+    bridge: lsp_bridge::Bridge,
+    documents: Arc<lsp_bridge::documents::DocumentMirror>,
+) -> anyhow::Result<ToolRuntime> {
     let workspace = Workspace::new(workspace)?;
-    let bridge = lsp_bridge::Bridge::new(servers, vec![workspace.root().to_owned()]);
-    let queries = lsp_bridge::queries::Queries::new(
-        Arc::new(bridge.clone()),
-        Arc::new(lsp_bridge::documents::DocumentMirror::new()),
-    );
+    let queries = lsp_bridge::queries::Queries::new(Arc::new(bridge), documents);
     let lsp_tools = lsp::LspTools::new(queries);
     let mut registry = ToolRegistry::standard();
     for tool in lsp_tools.all() {
         registry.register(tool);
     }
     let registry = registry.only(&preset.file.tools.enabled)?;
-    let runtime = ToolRuntime::new(workspace, registry)
+    Ok(ToolRuntime::new(workspace, registry)
         .with_policy(PermissionPolicy::from_preset(preset))
-        .with_write_observer(Arc::new(lsp_tools));
-    Ok((runtime, bridge))
+        .with_write_observer(Arc::new(lsp_tools)))
 }
 
 /// Told when a mutating tool changed a file (the `source` in its meta), e.g. so language

@@ -329,7 +329,7 @@ impl Child {
             "rootPath": self.root.to_string_lossy(),
             "rootUri": root_uri,
             "workspaceFolders": self.workspace_folders_json(),
-            "capabilities": client_capabilities(),
+            "capabilities": client_capabilities(&self.config.position_encodings),
             "trace": "off",
         });
         if let Some(options) = &self.config.initialization_options {
@@ -823,14 +823,15 @@ fn directory_uri(path: &Path) -> Value {
 /// Pull diagnostics are announced without dynamic registration: servers that offer
 /// `diagnosticProvider` statically can be pulled, while pyright (which switches to pull-only
 /// when dynamic registration is offered) keeps pushing into the store.
-pub fn client_capabilities() -> Value {
+pub fn client_capabilities(encodings: &[crate::position::PositionEncoding]) -> Value {
     let symbol_kinds: Vec<u32> = (1..=26).collect();
+    let encodings = encodings.iter().map(|encoding| encoding.to_lsp().as_str().to_owned()).collect::<Vec<_>>();
     json!({
         "general": {
-            "positionEncodings": ["utf-8", "utf-16"],
+            "positionEncodings": encodings,
         },
         // clangd before version 15 negotiates with its own extension.
-        "offsetEncoding": ["utf-8", "utf-16"],
+        "offsetEncoding": encodings,
         "window": {
             "workDoneProgress": true,
             "showMessage": {"messageActionItem": {"additionalPropertiesSupport": false}},
@@ -899,7 +900,7 @@ mod tests {
     #[test]
     fn client_capabilities_are_well_formed_lsp() {
         let capabilities: lsp_types::ClientCapabilities =
-            serde_json::from_value(client_capabilities()).unwrap();
+            serde_json::from_value(client_capabilities(&[crate::position::PositionEncoding::Utf8, crate::position::PositionEncoding::Utf16])).unwrap();
         let general = capabilities.general.unwrap();
         assert_eq!(
             general.position_encodings.unwrap(),

@@ -55,6 +55,10 @@ pub struct ServerConfig {
     /// After a request was cancelled, how long the server has to acknowledge it (answer the id,
     /// usually with `RequestCancelled`) before it is considered hung and recycled.
     pub cancel_grace: Duration,
+    /// Position encodings offered to the server, preferred first. The agent alone prefers
+    /// UTF-8; the editor-facing server offers only the editor's encoding, so positions pass
+    /// between editor and child unconverted.
+    pub position_encodings: Vec<crate::position::PositionEncoding>,
 }
 
 impl ServerConfig {
@@ -74,6 +78,7 @@ impl ServerConfig {
             request_timeout: Duration::from_secs(30),
             startup_timeout: Duration::from_secs(60),
             cancel_grace: Duration::from_secs(2),
+            position_encodings: vec![crate::position::PositionEncoding::Utf8, crate::position::PositionEncoding::Utf16],
         }
     }
 

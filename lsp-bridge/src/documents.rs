@@ -116,15 +116,10 @@ impl DocumentMirror {
             .is_some_and(|document| document.owner == Owner::Editor)
     }
 
-    /// The editor opened a document (its `didOpen` is forwarded to `child` by the caller).
-    pub fn editor_opened(
-        &self,
-        child: &Child,
-        uri: Url,
-        language_id: &str,
-        version: i32,
-        text: String,
-    ) {
+    /// The editor opened a document; the caller forwards it to `child` (the server for the
+    /// document, if any). Returns whether that child already had it open (leased by the agent),
+    /// in which case the caller sends the editor's text as a change rather than a second open.
+    pub fn editor_opened(&self, child: Option<&Child>, uri: Url, language_id: &str, version: i32, text: String) -> bool {
         let mut documents = self.documents.lock().expect("document mirror lock");
         let document = documents.entry(uri).or_insert_with(|| Document {
             text: String::new(),
@@ -134,11 +129,15 @@ impl DocumentMirror {
             opened_in: Vec::new(),
         });
         document.text = text;
-        document.version = version.max(document.version);
+        // The editor numbers its own versions from here on.
+        document.version = version;
         document.owner = Owner::Editor;
-        if !document.opened_in.contains(&key(child)) {
+        let Some(child) = child else { return false };
+        let already_open = document.opened_in.contains(&key(child));
+        if !already_open {
             document.opened_in.push(key(child));
         }
+        already_open
     }
 
     /// The editor changed a document: the new full text and version.

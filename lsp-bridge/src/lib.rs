@@ -18,6 +18,11 @@ pub mod registry;
 pub mod syntax;
 mod transport;
 
+/// `Content-Length` framing, shared with the editor-facing server.
+pub mod framing {
+    pub use crate::transport::{ReadError, read_message, write_message};
+}
+
 /// The LSP types this crate speaks, so that users name the same version.
 pub use lsp_types;
 

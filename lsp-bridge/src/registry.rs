@@ -51,7 +51,15 @@ struct Inner {
     available: Vec<Arc<ServerConfig>>,
     workspace_folders: Vec<PathBuf>,
     slots: Mutex<BTreeMap<(String, PathBuf), Arc<Slot>>>,
+    /// Called once for every child that starts (restarts included), e.g. so the editor proxy
+    /// can forward its notifications and answer its requests.
+    on_start: Mutex<Option<StartHook>>,
+    /// Children the hook has seen, by address.
+    hooked: Mutex<std::collections::HashSet<usize>>,
 }
+
+/// See [`Bridge::set_on_start`].
+pub type StartHook = Arc<dyn Fn(&Arc<Child>) + Send + Sync>;
 
 /// One (server, root).
 struct Slot {
@@ -98,12 +106,31 @@ impl Bridge {
                 available,
                 workspace_folders,
                 slots: Mutex::new(BTreeMap::new()),
+                on_start: Mutex::new(None),
+                hooked: Mutex::new(std::collections::HashSet::new()),
             }),
         }
     }
 
     pub fn config(&self) -> &BridgeConfig {
         &self.inner.config
+    }
+
+    /// Call `hook` once for each child as it starts (and for the running ones now).
+    pub fn set_on_start(&self, hook: StartHook) {
+        *self.inner.on_start.lock().unwrap() = Some(hook);
+        for child in self.running() {
+            self.hook(&child);
+        }
+    }
+
+    fn hook(&self, child: &Arc<Child>) {
+        let hook = self.inner.on_start.lock().unwrap().clone();
+        if let Some(hook) = hook
+            && self.inner.hooked.lock().unwrap().insert(Arc::as_ptr(child) as usize)
+        {
+            hook(child);
+        }
     }
 
     pub fn workspace_folders(&self) -> &[PathBuf] {
@@ -179,14 +206,16 @@ impl Bridge {
         }
         let policy = self.inner.config.restart;
         let server = slot.config.name.clone();
-        tokio::spawn(slot.ensure_started(policy))
+        let child = tokio::spawn(slot.ensure_started(policy))
             .await
             .unwrap_or_else(|error| {
                 Err(Error::Protocol {
                     server,
                     message: format!("starting the server panicked: {error}"),
                 })
-            })
+            })?;
+        self.hook(&child);
+        Ok(child)
     }
 
     fn no_server_reason(&self, path: &Path) -> String {

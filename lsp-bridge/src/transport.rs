@@ -610,8 +610,9 @@ fn kill_group(pid: u32) {
     }
 }
 
+/// Why a frame could not be read.
 #[derive(Debug)]
-pub(crate) enum ReadError {
+pub enum ReadError {
     Io(std::io::Error),
     Protocol(String),
 }
@@ -622,8 +623,12 @@ impl From<std::io::Error> for ReadError {
     }
 }
 
-/// Read one framed message; `None` at end of output (also mid-message: the server died).
-pub(crate) async fn read_message(
+/// Read one framed message; `None` at end of output (also mid-message: the peer died).
+///
+/// After a [`ReadError::Protocol`] for an invalid JSON body the stream is still in step (the
+/// body was consumed), so a tolerant reader (the editor side) can answer with an error and
+/// read on; after a bad header it resynchronises at the next valid header.
+pub async fn read_message(
     reader: &mut (impl tokio::io::AsyncBufRead + Unpin),
 ) -> Result<Option<Value>, ReadError> {
     let mut content_length = None;
@@ -682,6 +687,14 @@ pub(crate) async fn read_message(
     serde_json::from_slice(&body).map(Some).map_err(|error| {
         ReadError::Protocol(format!("invalid JSON body ({error}): {}", preview(&body)))
     })
+}
+
+/// Write one framed message.
+pub async fn write_message(writer: &mut (impl AsyncWrite + Unpin), message: &Value) -> std::io::Result<()> {
+    let body = serde_json::to_vec(message)?;
+    writer.write_all(format!("Content-Length: {}\r\n\r\n", body.len()).as_bytes()).await?;
+    writer.write_all(&body).await?;
+    writer.flush().await
 }
 
 /// The start of some bytes, for error messages about garbage.

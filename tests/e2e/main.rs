@@ -4,6 +4,7 @@ mod agent_run;
 mod bridge_faults;
 mod lsp_tools;
 mod model_endpoint;
+mod serve;
 mod session_crash;
 mod session_props;
 mod session_replay;

@@ -1,0 +1,330 @@
+//! `agent-lsp serve`: the language server editors start. It brokers the workspace's child
+//! servers (so the editor keeps their features through one configured server) and shares their
+//! warm state and the editor's unsaved buffers with the agent's tools.
+//!
+//! The editor side speaks raw JSON-RPC over `lsp_bridge::framing`, like the child side: a proxy
+//! must pass through methods it does not know, map ids in both directions and forward
+//! `$/cancelRequest` for the right id, and owning the loop makes all three plain code (see
+//! docs/decisions/0001-raw-json-rpc-proxy.md).
+//!
+//! How messages run (the table is [`Server::handle`]):
+//! - notifications run in order on the loop (document sync must stay ordered);
+//! - `initialize` and `shutdown` run on the loop;
+//! - every other request runs as its own task, cancellable through `$/cancelRequest`;
+//! - child → editor requests get fresh ids here and their answers are routed back;
+//! - child notifications (diagnostics, progress, log and show messages) are forwarded as they
+//!   come.
+//!
+//! Positions pass unconverted: the editor is offered UTF-16 (which every client supports), and
+//! every child is asked for UTF-16 only, which every server supports, so editor and children
+//! count the same units.
+
+mod capabilities;
+mod commands;
+mod documents;
+mod routing;
+
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicI64, Ordering};
+use std::sync::{Arc, Mutex, OnceLock};
+use std::time::Duration;
+
+use anyhow::Context;
+use lsp_bridge::documents::DocumentMirror;
+use lsp_bridge::framing::{ReadError, read_message, write_message};
+use lsp_bridge::position::PositionEncoding;
+use lsp_bridge::{Bridge, Child};
+use serde_json::{Value, json};
+use tokio::io::{AsyncRead, AsyncWrite, BufReader};
+use tokio::sync::{mpsc, oneshot};
+use tokio_util::sync::CancellationToken;
+use tracing::Instrument;
+
+use crate::config::Config;
+
+/// JSON-RPC error codes used here.
+pub mod codes {
+    pub const PARSE_ERROR: i64 = -32700;
+    pub const INVALID_REQUEST: i64 = -32600;
+    pub const METHOD_NOT_FOUND: i64 = -32601;
+    pub const INVALID_PARAMS: i64 = -32602;
+    pub const INTERNAL_ERROR: i64 = -32603;
+    pub const SERVER_NOT_INITIALIZED: i64 = -32002;
+    pub const REQUEST_CANCELLED: i64 = -32800;
+}
+
+/// How long an editor waits at most for a forwarded child request.
+const CHILD_REQUEST_TIMEOUT: Duration = Duration::from_secs(60);
+/// How long `initialize` waits for the children it starts before answering without them.
+const INITIALIZE_WAIT: Duration = Duration::from_secs(10);
+
+/// What a request handler returns: a result, or a JSON-RPC error code and message.
+pub type Reply = Result<Value, (i64, String)>;
+
+/// State shared by the loop and the request tasks.
+pub struct Shared {
+    out: mpsc::UnboundedSender<Value>,
+    config: Config,
+    /// `--workspace`, used when the editor names no workspace folder.
+    default_workspace: Option<PathBuf>,
+    bridge: OnceLock<Bridge>,
+    documents: Arc<DocumentMirror>,
+    client_capabilities: OnceLock<Value>,
+    /// Editor request id (as JSON text) → its cancellation token.
+    in_flight: Mutex<HashMap<String, CancellationToken>>,
+    /// Our ids of requests sent to the editor → who waits for the answer.
+    to_editor: Mutex<HashMap<i64, oneshot::Sender<Reply>>>,
+    next_id: AtomicI64,
+    /// For `*/resolve` requests, which carry no document: the child that answered the request
+    /// that produced the item.
+    resolve_routes: Mutex<HashMap<&'static str, Arc<Child>>>,
+    pub(crate) commands: commands::Commands,
+}
+
+impl Shared {
+    fn send(&self, message: Value) {
+        // A closed channel means the writer is gone: the editor left, nothing to tell it.
+        let _ = self.out.send(message);
+    }
+
+    fn respond(&self, id: Value, reply: Reply) {
+        let message = match reply {
+            Ok(result) => json!({"jsonrpc": "2.0", "id": id, "result": result}),
+            Err((code, message)) => {
+                json!({"jsonrpc": "2.0", "id": id, "error": {"code": code, "message": message}})
+            }
+        };
+        self.send(message);
+    }
+
+    pub(crate) fn notify_editor(&self, method: &str, params: Value) {
+        self.send(json!({"jsonrpc": "2.0", "method": method, "params": params}));
+    }
+
+    /// Send a request to the editor and wait for its answer.
+    pub(crate) async fn request_editor(&self, method: &str, params: Value) -> Reply {
+        let id = self.next_id.fetch_add(1, Ordering::Relaxed);
+        let (sender, receiver) = oneshot::channel();
+        self.to_editor.lock().expect("pending editor requests").insert(id, sender);
+        self.send(json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}));
+        match tokio::time::timeout(CHILD_REQUEST_TIMEOUT, receiver).await {
+            Ok(Ok(reply)) => reply,
+            _ => {
+                self.to_editor.lock().expect("pending editor requests").remove(&id);
+                Err((codes::INTERNAL_ERROR, format!("the editor did not answer `{method}`")))
+            }
+        }
+    }
+
+    /// Show an error to the person at the editor, saying what to do.
+    pub(crate) fn show_error(&self, message: &str) {
+        self.notify_editor("window/showMessage", json!({"type": 1, "message": format!("agent-lsp: {message}")}));
+    }
+
+    pub(crate) fn bridge(&self) -> Result<&Bridge, (i64, String)> {
+        self.bridge.get().ok_or((codes::SERVER_NOT_INITIALIZED, "the server is not initialized".to_owned()))
+    }
+
+    pub(crate) fn documents(&self) -> &Arc<DocumentMirror> {
+        &self.documents
+    }
+
+    fn client_supports(&self, pointer: &str) -> bool {
+        self.client_capabilities.get().and_then(|caps| caps.pointer(pointer)).is_some_and(|value| value == true)
+    }
+}
+
+/// Run the server on stdin/stdout until the editor says `exit` or closes the pipe.
+pub fn run_stdio(workspace: Option<PathBuf>) -> anyhow::Result<()> {
+    let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build()?;
+    runtime.block_on(serve(tokio::io::stdin(), tokio::io::stdout(), Config::load()?, workspace))
+}
+
+/// Serve one editor connection.
+pub async fn serve(
+    input: impl AsyncRead + Unpin,
+    output: impl AsyncWrite + Unpin + Send + 'static,
+    config: Config,
+    default_workspace: Option<PathBuf>,
+) -> anyhow::Result<()> {
+    let (out, mut outgoing) = mpsc::unbounded_channel::<Value>();
+    let writer = tokio::spawn(async move {
+        let mut output = output;
+        while let Some(message) = outgoing.recv().await {
+            if let Err(error) = write_message(&mut output, &message).await {
+                tracing::error!("cannot write to the editor: {error}");
+                break;
+            }
+        }
+    });
+    let shared = Arc::new(Shared {
+        out,
+        config,
+        default_workspace,
+        bridge: OnceLock::new(),
+        documents: Arc::new(DocumentMirror::new()),
+        client_capabilities: OnceLock::new(),
+        in_flight: Mutex::new(HashMap::new()),
+        to_editor: Mutex::new(HashMap::new()),
+        next_id: AtomicI64::new(1),
+        resolve_routes: Mutex::new(HashMap::new()),
+        commands: commands::Commands::default(),
+    });
+    let mut server = Server { shared: shared.clone(), shutdown_requested: false };
+    let mut reader = BufReader::new(input);
+    loop {
+        match read_message(&mut reader).await {
+            Ok(Some(message)) => {
+                if server.handle(message).await == Flow::Exit {
+                    break;
+                }
+            }
+            Ok(None) => break,
+            Err(ReadError::Protocol(problem)) => {
+                tracing::warn!("unreadable message from the editor: {problem}");
+                shared.respond(Value::Null, Err((codes::PARSE_ERROR, format!("unreadable message: {problem}"))));
+            }
+            Err(ReadError::Io(error)) => return Err(error).context("failed to read from the editor"),
+        }
+    }
+    if let Some(bridge) = shared.bridge.get() {
+        bridge.shutdown_all().await;
+    }
+    drop(server);
+    drop(shared);
+    let _ = writer.await;
+    Ok(())
+}
+
+#[derive(PartialEq, Eq)]
+enum Flow {
+    Continue,
+    Exit,
+}
+
+struct Server {
+    shared: Arc<Shared>,
+    shutdown_requested: bool,
+}
+
+impl Server {
+    /// The dispatch table: what runs on the loop, what runs as a task, what is forwarded.
+    async fn handle(&mut self, message: Value) -> Flow {
+        let shared = &self.shared;
+        let Value::Object(object) = &message else {
+            shared.respond(Value::Null, Err((codes::INVALID_REQUEST, "a message must be a JSON object".into())));
+            return Flow::Continue;
+        };
+        let method = object.get("method").and_then(Value::as_str).map(str::to_owned);
+        let id = object.get("id").cloned();
+        let params = object.get("params").cloned().unwrap_or(Value::Null);
+        match (method, id) {
+            // A response to one of our requests to the editor.
+            (None, Some(id)) => {
+                let reply = match (object.get("result"), object.get("error")) {
+                    (_, Some(error)) => Err((
+                        error["code"].as_i64().unwrap_or(codes::INTERNAL_ERROR),
+                        error["message"].as_str().unwrap_or_default().to_owned(),
+                    )),
+                    (result, None) => Ok(result.cloned().unwrap_or(Value::Null)),
+                };
+                let waiter = id.as_i64().and_then(|id| shared.to_editor.lock().expect("pending").remove(&id));
+                match waiter {
+                    Some(waiter) => {
+                        let _ = waiter.send(reply);
+                    }
+                    None => tracing::warn!(%id, "the editor answered a request that was never sent"),
+                }
+                Flow::Continue
+            }
+            (None, None) => {
+                shared.respond(Value::Null, Err((codes::INVALID_REQUEST, "a message needs a `method` or an `id`".into())));
+                Flow::Continue
+            }
+            (Some(method), Some(id)) => {
+                if !(id.is_i64() || id.is_u64() || id.is_string()) {
+                    shared.respond(Value::Null, Err((codes::INVALID_REQUEST, "a request id must be a number or a string".into())));
+                    return Flow::Continue;
+                }
+                self.request(id, method, params).await;
+                Flow::Continue
+            }
+            (Some(method), None) => self.notification(&method, params).await,
+        }
+    }
+
+    async fn request(&mut self, id: Value, method: String, params: Value) {
+        let shared = self.shared.clone();
+        match method.as_str() {
+            "initialize" => {
+                let reply = capabilities::initialize(&shared, params).await;
+                shared.respond(id, reply);
+            }
+            _ if shared.bridge.get().is_none() => {
+                shared.respond(id, Err((codes::SERVER_NOT_INITIALIZED, format!("`{method}` before `initialize`"))));
+            }
+            "shutdown" => {
+                self.shutdown_requested = true;
+                if let Some(bridge) = shared.bridge.get() {
+                    bridge.shutdown_all().await;
+                }
+                shared.respond(id, Ok(Value::Null));
+            }
+            _ if self.shutdown_requested => {
+                shared.respond(id, Err((codes::INVALID_REQUEST, "the server is shutting down".into())));
+            }
+            _ => {
+                let cancel = CancellationToken::new();
+                let key = id.to_string();
+                shared.in_flight.lock().expect("in flight").insert(key.clone(), cancel.clone());
+                let span = tracing::info_span!("request", %method, %id);
+                tokio::spawn(async move {
+                    let reply = if method == "workspace/executeCommand" {
+                        commands::execute(&shared, params, &cancel).await
+                    } else {
+                        routing::forward_request(&shared, &method, params, &cancel).await
+                    };
+                    let reply = if cancel.is_cancelled() && reply.is_err() {
+                        Err((codes::REQUEST_CANCELLED, format!("`{method}` was cancelled")))
+                    } else {
+                        reply
+                    };
+                    shared.in_flight.lock().expect("in flight").remove(&key);
+                    shared.respond(id, reply);
+                }.instrument(span));
+            }
+        }
+    }
+
+    async fn notification(&mut self, method: &str, params: Value) -> Flow {
+        let shared = self.shared.clone();
+        match method {
+            "exit" => return Flow::Exit,
+            "initialized" => {}
+            "$/cancelRequest" => {
+                let key = params["id"].to_string();
+                if let Some(cancel) = shared.in_flight.lock().expect("in flight").get(&key) {
+                    cancel.cancel();
+                }
+            }
+            "textDocument/didOpen" | "textDocument/didChange" | "textDocument/didClose" | "textDocument/didSave" => {
+                if let Err((_, problem)) = documents::sync(&shared, method, params).await {
+                    tracing::warn!(method, "{problem}");
+                }
+            }
+            _ if shared.bridge.get().is_none() => {}
+            _ => routing::forward_notification(&shared, method, params).await,
+        }
+        Flow::Continue
+    }
+}
+
+/// Ask every child for UTF-16 only, so positions need no conversion between editor and child.
+pub(crate) fn editor_bridge_config(config: &Config) -> anyhow::Result<lsp_bridge::BridgeConfig> {
+    let mut bridge = config.bridge_config()?;
+    for server in &mut bridge.servers {
+        server.position_encodings = vec![PositionEncoding::Utf16];
+    }
+    Ok(bridge)
+}

@@ -1,0 +1,143 @@
+//! `initialize`: start the children the workspace needs and merge their capabilities with ours.
+
+use std::collections::BTreeSet;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use lsp_bridge::Bridge;
+use serde_json::{Map, Value, json};
+
+use super::{INITIALIZE_WAIT, Reply, Shared, codes, commands, editor_bridge_config, routing};
+
+/// At most this many files are looked at to find the workspace's languages.
+const MAX_SCAN: usize = 20_000;
+
+pub(super) async fn initialize(shared: &Arc<Shared>, params: Value) -> Reply {
+    if shared.bridge.get().is_some() {
+        return Err((codes::INVALID_REQUEST, "`initialize` was already received".into()));
+    }
+    let _ = shared.client_capabilities.set(params["capabilities"].clone());
+    let folders = workspace_folders(&params).or_else(|| shared.default_workspace.clone().map(|dir| vec![dir]));
+    let Some(folders) = folders.filter(|folders| !folders.is_empty()) else {
+        return Err((codes::INVALID_PARAMS, "no workspace: send rootUri or workspaceFolders (or start with --workspace)".into()));
+    };
+    let bridge_config = editor_bridge_config(&shared.config).map_err(|error| (codes::INVALID_PARAMS, format!("{error:#}")))?;
+    let bridge = Bridge::new(bridge_config, folders.clone());
+    let hook_shared = Arc::downgrade(shared);
+    bridge.set_on_start(Arc::new(move |child| {
+        if let Some(shared) = hook_shared.upgrade() {
+            routing::attach_child(&shared, child);
+        }
+    }));
+    let _ = shared.bridge.set(bridge.clone());
+    shared.commands.set_workspace(folders[0].clone());
+
+    // Start one child per server the workspace has files for, in parallel, for a bounded time.
+    let samples = sample_files(&bridge, &folders);
+    let starts = samples.iter().map(|path| {
+        let bridge = bridge.clone();
+        let path = path.clone();
+        async move { tokio::time::timeout(INITIALIZE_WAIT, bridge.child_for(&path)).await }
+    });
+    for (path, started) in samples.iter().zip(futures_util::future::join_all(starts).await) {
+        match started {
+            Ok(Ok(_)) => {}
+            Ok(Err(error)) => shared.show_error(&format!("a language server for {} failed to start: {error}", path.display())),
+            Err(_) => tracing::warn!(path = %path.display(), "a language server is still starting; its features arrive later"),
+        }
+    }
+
+    let mut capabilities = Map::new();
+    for child in bridge.running() {
+        merge(&mut capabilities, &child.initialize_result()["capabilities"]);
+    }
+    // Our own: full document sync (we keep the buffers), UTF-16 positions, our commands.
+    capabilities.insert("positionEncoding".into(), json!("utf-16"));
+    capabilities.insert(
+        "textDocumentSync".into(),
+        json!({"openClose": true, "change": 1, "save": {"includeText": false}}),
+    );
+    let mut commands = capabilities
+        .get("executeCommandProvider")
+        .and_then(|provider| provider["commands"].as_array())
+        .cloned()
+        .unwrap_or_default();
+    commands.extend(commands::COMMANDS.iter().map(|name| json!(name)));
+    capabilities.insert("executeCommandProvider".into(), json!({"commands": commands}));
+    Ok(json!({
+        "capabilities": capabilities,
+        "serverInfo": {"name": "agent-lsp", "version": env!("CARGO_PKG_VERSION")},
+    }))
+}
+
+fn workspace_folders(params: &Value) -> Option<Vec<PathBuf>> {
+    let from_uri = |uri: &Value| uri.as_str().and_then(|uri| lsp_bridge::lsp_types::Url::parse(uri).ok()?.to_file_path().ok());
+    if let Some(folders) = params["workspaceFolders"].as_array() {
+        let folders = folders.iter().filter_map(|folder| from_uri(&folder["uri"])).collect::<Vec<_>>();
+        if !folders.is_empty() {
+            return Some(folders);
+        }
+    }
+    from_uri(&params["rootUri"]).map(|root| vec![root])
+}
+
+/// One file per server that the workspace has files for.
+fn sample_files(bridge: &Bridge, folders: &[PathBuf]) -> Vec<PathBuf> {
+    let mut seen = BTreeSet::new();
+    let mut samples = Vec::new();
+    for folder in folders {
+        for entry in ignore::WalkBuilder::new(folder).build().filter_map(Result::ok).take(MAX_SCAN) {
+            if !entry.file_type().is_some_and(|kind| kind.is_file()) {
+                continue;
+            }
+            if let Some(server) = bridge.config_for(entry.path())
+                && seen.insert((server.name.clone(), bridge.root_for(&server, entry.path())))
+            {
+                samples.push(entry.into_path());
+            }
+        }
+    }
+    samples
+}
+
+/// Merge one child's capabilities into the union: a provider any child has is announced;
+/// objects merge key by key; trigger-character lists are unioned.
+pub(super) fn merge(into: &mut Map<String, Value>, from: &Value) {
+    let Some(from) = from.as_object() else { return };
+    for (key, value) in from {
+        match (into.get_mut(key), value) {
+            (None, _) => {
+                into.insert(key.clone(), value.clone());
+            }
+            (Some(Value::Bool(false)), _) => {
+                into.insert(key.clone(), value.clone());
+            }
+            (Some(Value::Object(existing)), Value::Object(_)) => merge(existing, value),
+            (Some(Value::Array(existing)), Value::Array(more)) => {
+                for item in more {
+                    if !existing.contains(item) {
+                        existing.push(item.clone());
+                    }
+                }
+            }
+            _ => {}
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn capabilities_merge_as_a_union() {
+        let mut caps = Map::new();
+        merge(&mut caps, &json!({"hoverProvider": true, "completionProvider": {"triggerCharacters": ["."]}, "renameProvider": false}));
+        merge(&mut caps, &json!({"definitionProvider": true, "completionProvider": {"triggerCharacters": [".", ">"], "resolveProvider": true}, "renameProvider": {"prepareProvider": true}}));
+        assert_eq!(
+            Value::Object(caps),
+            json!({"hoverProvider": true, "definitionProvider": true, "renameProvider": {"prepareProvider": true},
+                   "completionProvider": {"triggerCharacters": [".", ">"], "resolveProvider": true}})
+        );
+    }
+}

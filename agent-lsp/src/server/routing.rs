@@ -1,0 +1,140 @@
+//! Which child gets an editor message, and how child messages get back to the editor.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use lsp_bridge::lsp_types::Url;
+use lsp_bridge::{Child, Error};
+use serde_json::Value;
+use tokio_util::sync::CancellationToken;
+
+use super::{CHILD_REQUEST_TIMEOUT, Reply, Shared, codes};
+
+/// Child → editor requests the editor answers (with the ids mapped); anything else the child
+/// asks is answered by the bridge itself.
+const TO_EDITOR: [&str; 11] = [
+    "workspace/applyEdit",
+    "workspace/configuration",
+    "window/workDoneProgress/create",
+    "window/showMessageRequest",
+    "window/showDocument",
+    "client/registerCapability",
+    "client/unregisterCapability",
+    "workspace/semanticTokens/refresh",
+    "workspace/inlayHint/refresh",
+    "workspace/codeLens/refresh",
+    "workspace/diagnostic/refresh",
+];
+
+/// `*/resolve` requests and the request whose items they resolve.
+const RESOLVES: [(&str, &str); 5] = [
+    ("completionItem/resolve", "textDocument/completion"),
+    ("codeAction/resolve", "textDocument/codeAction"),
+    ("codeLens/resolve", "textDocument/codeLens"),
+    ("inlayHint/resolve", "textDocument/inlayHint"),
+    ("documentLink/resolve", "textDocument/documentLink"),
+];
+
+/// The document a request or notification is about, if its params name one.
+pub(super) fn document_path(params: &Value) -> Option<PathBuf> {
+    let uri = params["textDocument"]["uri"]
+        .as_str()
+        .or_else(|| params["item"]["uri"].as_str())
+        .or_else(|| params["uri"].as_str())?;
+    Url::parse(uri).ok()?.to_file_path().ok()
+}
+
+fn error_reply(error: Error) -> (i64, String) {
+    match error {
+        Error::Response { code, message, .. } => (code, message),
+        Error::Cancelled => (codes::REQUEST_CANCELLED, "cancelled".into()),
+        other => (codes::INTERNAL_ERROR, other.to_string()),
+    }
+}
+
+/// Forward an editor request to the child it is about, or fan it out.
+pub(super) async fn forward_request(shared: &Arc<Shared>, method: &str, params: Value, cancel: &CancellationToken) -> Reply {
+    let bridge = shared.bridge()?.clone();
+    if let Some(&(_, origin)) = RESOLVES.iter().find(|(resolve, _)| *resolve == method) {
+        let child = shared.resolve_routes.lock().expect("resolve routes").get(origin).cloned();
+        let Some(child) = child else {
+            return Err((codes::INVALID_PARAMS, format!("`{method}` for an item no server produced")));
+        };
+        return child.request_with(method, params, CHILD_REQUEST_TIMEOUT, cancel).await.map_err(error_reply);
+    }
+    if let Some(path) = document_path(&params) {
+        let child = bridge.child_for(&path).await.map_err(|error| match error {
+            Error::NoServer { reason, .. } => (codes::METHOD_NOT_FOUND, format!("no language server for {}: {reason}", path.display())),
+            other => error_reply(other),
+        })?;
+        let answer = child.request_with(method, params, CHILD_REQUEST_TIMEOUT, cancel).await.map_err(error_reply)?;
+        if let Some((_, origin)) = RESOLVES.iter().find(|(_, origin)| *origin == method) {
+            shared.resolve_routes.lock().expect("resolve routes").insert(origin, child);
+        }
+        return Ok(answer);
+    }
+    if method.starts_with("textDocument/") {
+        return Err((codes::INVALID_PARAMS, format!("`{method}` needs params.textDocument.uri naming a file")));
+    }
+    if method == "workspace/symbol" {
+        let mut merged = Vec::new();
+        for child in bridge.running() {
+            match child.request_with(method, params.clone(), CHILD_REQUEST_TIMEOUT, cancel).await {
+                Ok(Value::Array(symbols)) => merged.extend(symbols),
+                Ok(_) => {}
+                Err(error) => tracing::warn!(server = child.name(), "workspace/symbol failed: {error}"),
+            }
+        }
+        return Ok(Value::Array(merged));
+    }
+    Err((codes::METHOD_NOT_FOUND, format!("no language server handles `{method}` without a document")))
+}
+
+/// Forward an editor notification: to the document's child, or to every child.
+pub(super) async fn forward_notification(shared: &Arc<Shared>, method: &str, params: Value) {
+    let Ok(bridge) = shared.bridge() else { return };
+    let children = match document_path(&params) {
+        Some(path) => bridge.child_for(&path).await.into_iter().collect::<Vec<_>>(),
+        None => bridge.running(),
+    };
+    for child in children {
+        if let Err(error) = child.notify(method, params.clone()).await {
+            tracing::warn!(server = child.name(), method, "cannot forward: {error}");
+        }
+    }
+}
+
+/// Wire a newly started child to the editor: its notifications are forwarded, and the requests
+/// the editor should answer are sent there with fresh ids.
+pub(super) fn attach_child(shared: &Arc<Shared>, child: &Arc<Child>) {
+    let mut notifications = child.subscribe_notifications();
+    let weak = Arc::downgrade(shared);
+    tokio::spawn(async move {
+        loop {
+            let (method, params) = match notifications.recv().await {
+                Ok(message) => message,
+                Err(tokio::sync::broadcast::error::RecvError::Lagged(n)) => {
+                    tracing::warn!(n, "dropped child notifications");
+                    continue;
+                }
+                Err(_) => return,
+            };
+            let Some(shared) = weak.upgrade() else { return };
+            // Protocol-internal `$/` notifications stay between bridge and child, except progress.
+            if method == "$/progress" || !method.starts_with('$') {
+                shared.notify_editor(&method, params);
+            }
+        }
+    });
+    let weak = Arc::downgrade(shared);
+    let progress = shared.client_supports("/window/workDoneProgress");
+    child.set_request_handler(Arc::new(move |method: &str, params: &Value| {
+        if !TO_EDITOR.contains(&method) || (method == "window/workDoneProgress/create" && !progress) {
+            return None;
+        }
+        let shared = weak.upgrade()?;
+        let method = method.to_owned();
+        let params = params.clone();
+        Some(Box::pin(async move { shared.request_editor(&method, params).await }))
+    }));
+}

@@ -1,0 +1,222 @@
+//! `agent-lsp serve` driven like an editor, with real child servers behind it: proxied answers
+//! equal the child's direct answers, diagnostics are forwarded, the agent's tools see the
+//! editor's unsaved buffer, custom methods and `$/cancelRequest` reach the child, child → editor
+//! requests come back with mapped ids, and garbage input is survived.
+
+use std::path::Path;
+use std::process::Command;
+use std::time::Duration;
+
+use agent_tests::editor::{Editor, url};
+use lsp_bridge::position::PositionEncoding;
+use serde_json::{Value, json};
+
+fn serve(workspace: &Path, state: &Path, config: Option<&str>) -> Editor {
+    let config_path = state.join("config.toml");
+    std::fs::write(&config_path, config.unwrap_or("")).unwrap();
+    let mut command = Command::new(agent_tests::workspace_bin("agent-lsp"));
+    command
+        .env("PATH", agent_tests::tools_path())
+        .env("AGENT_LSP_STATE_DIR", state)
+        .env("AGENT_LSP_CONFIG", &config_path)
+        .args(["--workspace", workspace.to_str().unwrap(), "serve"]);
+    Editor::start(command)
+}
+
+/// The same request answered by pyright directly (through the bridge's plain child client).
+async fn direct_answers(root: &Path, file: &Path, requests: &[(&str, Value)]) -> Vec<Value> {
+    let mut config = agent_tests::bridge_config();
+    config.servers.retain(|server| server.name == "pyright");
+    config.servers[0].position_encodings = vec![PositionEncoding::Utf16];
+    let bridge = lsp_bridge::Bridge::new(config, vec![root.to_owned()]);
+    let child = bridge.child_for(file).await.unwrap();
+    let text = std::fs::read_to_string(file).unwrap();
+    child
+        .notify("textDocument/didOpen", json!({"textDocument": {"uri": url(file), "languageId": "python", "version": 1, "text": text}}))
+        .await
+        .unwrap();
+    let uri = lsp_bridge::lsp_types::Url::from_file_path(file).unwrap();
+    let mut changes = child.diagnostics().subscribe();
+    while child.diagnostics().get(&uri).is_none() {
+        tokio::time::timeout(Duration::from_secs(30), changes.changed()).await.unwrap().unwrap();
+    }
+    let mut answers = Vec::new();
+    for (method, params) in requests {
+        answers.push(child.request(method, params.clone()).await.unwrap());
+    }
+    bridge.shutdown_all().await;
+    answers
+}
+
+#[test]
+fn proxied_answers_equal_the_direct_ones_and_diagnostics_are_forwarded() {
+    let workspace = agent_tests::fixture("python");
+    let root = workspace.path().canonicalize().unwrap();
+    let state = tempfile::tempdir().unwrap();
+    let main = root.join("main.py");
+    let mut editor = serve(&root, state.path(), None);
+    let init = editor.initialize(&root);
+    let caps = &init["capabilities"];
+    assert_eq!(caps["positionEncoding"], "utf-16");
+    assert_eq!(caps["textDocumentSync"]["change"], 1);
+    for provider in ["definitionProvider", "hoverProvider", "referencesProvider"] {
+        assert!(caps.get(provider).is_some_and(|value| value != &Value::Bool(false)), "{provider} missing: {caps}");
+    }
+    assert!(caps["executeCommandProvider"]["commands"].as_array().unwrap().contains(&json!("agent.tool")));
+
+    editor.open(&main, "python");
+    let published = editor.wait_for("diagnostics of main.py", |message| {
+        message["method"] == "textDocument/publishDiagnostics" && message["params"]["uri"] == url(&main)
+    });
+    assert_eq!(published["params"]["version"], 1);
+
+    // `Fläche` on line 3 (0-based 2) after "café ☕ 😀": UTF-16 offset 28.
+    let at = |line: u32, character: u32| json!({"textDocument": {"uri": url(&main)}, "position": {"line": line, "character": character}});
+    let mut references = at(2, 28);
+    references["context"] = json!({"includeDeclaration": true});
+    let requests = [("textDocument/definition", at(2, 28)), ("textDocument/hover", at(4, 14)), ("textDocument/references", references)];
+    let proxied = requests
+        .iter()
+        .map(|(method, params)| {
+            let response = editor.request(method, params.clone());
+            assert!(response.get("error").is_none(), "{method}: {response}");
+            response["result"].clone()
+        })
+        .collect::<Vec<_>>();
+    let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    let direct = runtime.block_on(direct_answers(&root, &main, &requests));
+    assert_eq!(proxied, direct);
+    assert_eq!(proxied[0][0]["range"]["start"], json!({"line": 3, "character": 6}), "{}", proxied[0]);
+
+    // An edit that breaks the code: the child's new diagnostics reach the editor.
+    let text = std::fs::read_to_string(&main).unwrap() + "print(nicht_definiert)\n";
+    editor.notify("textDocument/didChange", json!({"textDocument": {"uri": url(&main), "version": 2}, "contentChanges": [{"text": text}]}));
+    let published = editor.wait_for("diagnostics of version 2", |message| {
+        message["method"] == "textDocument/publishDiagnostics" && message["params"]["version"] == 2
+    });
+    let messages = published["params"]["diagnostics"].as_array().unwrap();
+    assert!(messages.iter().any(|d| d["message"].as_str().unwrap().contains("nicht_definiert")), "{published}");
+    editor.shutdown();
+}
+
+#[test]
+fn the_agents_tools_see_the_editors_unsaved_buffer() {
+    let workspace = agent_tests::fixture("python");
+    let root = workspace.path().canonicalize().unwrap();
+    let state = tempfile::tempdir().unwrap();
+    let main = root.join("main.py");
+    let mut editor = serve(&root, state.path(), None);
+    editor.initialize(&root);
+    editor.open(&main, "python");
+    let text = std::fs::read_to_string(&main).unwrap() + "\ndef nur_im_puffer() -> int:\n    return 1\n";
+    editor.notify("textDocument/didChange", json!({"textDocument": {"uri": url(&main), "version": 2}, "contentChanges": [{"text": text}]}));
+
+    let run = |editor: &mut Editor, name: &str, arguments: Value| {
+        let response = editor.request("workspace/executeCommand", json!({"command": "agent.tool", "arguments": [{"name": name, "arguments": arguments}]}));
+        assert!(response.get("error").is_none(), "{response}");
+        response["result"].clone()
+    };
+    let outline = run(&mut editor, "lsp_document_symbols", json!({"path": "main.py"}));
+    assert_eq!(outline["is_error"], false, "{outline}");
+    assert!(outline["text"].as_str().unwrap().contains("function nur_im_puffer (7:5)"), "{outline}");
+    assert!(outline["text"].as_str().unwrap().contains("computed on main.py v2"), "{outline}");
+    assert!(!std::fs::read_to_string(&main).unwrap().contains("nur_im_puffer"), "the buffer was never saved");
+    let hover = run(&mut editor, "lsp_hover", json!({"path": "main.py", "line": 7, "symbol": "nur_im_puffer"}));
+    assert!(hover["text"].as_str().unwrap().contains("def nur_im_puffer() -> int"), "{hover}");
+    // The call is recorded in the server's session like any tool call.
+    let sessions = editor.request("workspace/executeCommand", json!({"command": "agent.session.list"}));
+    assert_eq!(sessions["result"].as_array().unwrap().len(), 1, "{sessions}");
+    editor.shutdown();
+}
+
+/// A config that sends `*.fake` files to the scripted fake child.
+fn fake_config(args: &[&str]) -> String {
+    let program = agent_tests::workspace_bin("fake-lsp");
+    let args = args.iter().map(|arg| format!("{arg:?}")).collect::<Vec<_>>().join(", ");
+    format!(
+        "[server.fake]\ncommand = {:?}\nargs = [{args}]\nlanguages = [\"fake\"]\nfile_patterns = [\"*.fake\"]\nrequest_timeout_secs = 30\n",
+        program.display().to_string()
+    )
+}
+
+#[test]
+fn custom_methods_cancellation_and_child_requests_cross_the_proxy() {
+    let workspace = tempfile::tempdir().unwrap();
+    let root = workspace.path().canonicalize().unwrap();
+    std::fs::write(root.join("a.fake"), "grüße\n").unwrap();
+    let state = tempfile::tempdir().unwrap();
+    let record = state.path().join("received.jsonl");
+    let config = fake_config(&["chatty", "slow", "textDocument/hover", "20000", "record", record.to_str().unwrap()]);
+    let mut editor = serve(&root, state.path(), Some(&config));
+    editor.initialize(&root);
+    let file = root.join("a.fake");
+    editor.open(&file, "fake");
+
+    // A method no one here knows, about a document: it goes to the child and its answer back.
+    let response = editor.request("fake/custom", json!({"textDocument": {"uri": url(&file)}, "x": "ü"}));
+    assert_eq!(response["result"]["echo"], "fake/custom", "{response}");
+    assert_eq!(response["result"]["params"]["x"], "ü");
+
+    // The chatty child's own requests reached the editor with fresh ids, and were answered.
+    let asked = |editor: &Editor, method: &str| editor.server_requests.iter().any(|request| request["method"] == method);
+    let _ = editor.wait_for("the child's progress", |message| message["method"] == "$/progress");
+    for method in ["workspace/configuration", "client/registerCapability", "window/workDoneProgress/create", "workspace/applyEdit"] {
+        assert!(asked(&editor, method), "{method} never reached the editor: {:?}", editor.server_requests);
+    }
+
+    // Cancel a slow request: the editor gets RequestCancelled, the child gets $/cancelRequest.
+    let id = editor.request_async("textDocument/hover", json!({"textDocument": {"uri": url(&file)}, "position": {"line": 0, "character": 1}}));
+    std::thread::sleep(Duration::from_millis(300));
+    editor.notify("$/cancelRequest", json!({"id": id}));
+    let response = editor.response(id);
+    assert_eq!(response["error"]["code"], -32800, "{response}");
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    loop {
+        let received = std::fs::read_to_string(&record).unwrap_or_default();
+        if received.lines().any(|line| line.contains("$/cancelRequest")) {
+            break;
+        }
+        assert!(std::time::Instant::now() < deadline, "the child never received $/cancelRequest:\n{received}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    editor.shutdown();
+}
+
+#[test]
+fn garbage_from_the_editor_gets_errors_and_the_server_keeps_serving() {
+    let workspace = agent_tests::fixture("python");
+    let root = workspace.path().canonicalize().unwrap();
+    let state = tempfile::tempdir().unwrap();
+    let mut editor = serve(&root, state.path(), None);
+
+    // Before initialize.
+    let response = editor.request("textDocument/hover", json!({}));
+    assert_eq!(response["error"]["code"], -32002, "{response}");
+    editor.initialize(&root);
+
+    // Invalid JSON in a well-framed body.
+    editor.send_raw(b"Content-Length: 9\r\n\r\n{not json");
+    let error = editor.wait_for("a parse error", |message| message["error"]["code"] == -32700);
+    assert_eq!(error["id"], Value::Null);
+    // Not an object; a bad id; neither method nor id.
+    editor.send(&json!([1, 2, 3]));
+    editor.send(&json!({"jsonrpc": "2.0", "id": {"nested": true}, "method": "textDocument/hover"}));
+    editor.send(&json!({"jsonrpc": "2.0"}));
+    for _ in 0..3 {
+        editor.wait_for("an invalid-request error", |message| message["error"]["code"] == -32600);
+    }
+    // A response to a request that was never sent is ignored.
+    editor.send(&json!({"jsonrpc": "2.0", "id": 424242, "result": null}));
+    // Missing params, unknown method without a document.
+    let response = editor.request("textDocument/definition", json!({}));
+    assert_eq!(response["error"]["code"], -32602, "{response}");
+    let response = editor.request("nobody/knows", json!({}));
+    assert_eq!(response["error"]["code"], -32601, "{response}");
+    // A header that is not a header, then a good message.
+    editor.send_raw(b"this is not a header\r\n");
+    let main = root.join("main.py");
+    editor.open(&main, "python");
+    let response = editor.request("textDocument/hover", json!({"textDocument": {"uri": url(&main)}, "position": {"line": 4, "character": 14}}));
+    assert!(response["result"]["contents"].is_object(), "{response}");
+    editor.shutdown();
+}

@@ -1,0 +1,182 @@
+//! A scripted editor: drives `agent-lsp serve` (or any language server) over stdio the way
+//! VS Code or Neovim would, with a bound on every wait.
+
+use std::collections::VecDeque;
+use std::io::{BufRead, BufReader, Read, Write};
+use std::process::{Child, ChildStdin, Command, Stdio};
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+
+/// How long any single wait may take before the test fails.
+pub const WAIT: Duration = Duration::from_secs(60);
+
+pub struct Editor {
+    process: Child,
+    stdin: ChildStdin,
+    messages: mpsc::Receiver<Value>,
+    next_id: i64,
+    /// Notifications (and server requests) received while waiting for something else.
+    pub backlog: VecDeque<Value>,
+    /// Every server→editor request seen, in order.
+    pub server_requests: Vec<Value>,
+}
+
+impl Editor {
+    /// Start `command` with stdio piped; stderr goes to the test's output.
+    pub fn start(mut command: Command) -> Editor {
+        let mut process = command.stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::inherit()).spawn().expect("start server");
+        let stdin = process.stdin.take().unwrap();
+        let stdout = process.stdout.take().unwrap();
+        let (sender, messages) = mpsc::channel();
+        std::thread::spawn(move || {
+            let mut reader = BufReader::new(stdout);
+            loop {
+                let mut length = None;
+                loop {
+                    let mut line = String::new();
+                    if reader.read_line(&mut line).unwrap_or(0) == 0 {
+                        return;
+                    }
+                    let line = line.trim_end();
+                    if line.is_empty() {
+                        break;
+                    }
+                    if let Some(value) = line.strip_prefix("Content-Length: ") {
+                        length = value.parse::<usize>().ok();
+                    }
+                }
+                let Some(length) = length else { return };
+                let mut body = vec![0; length];
+                if reader.read_exact(&mut body).is_err() {
+                    return;
+                }
+                let Ok(message) = serde_json::from_slice(&body) else { return };
+                if sender.send(message).is_err() {
+                    return;
+                }
+            }
+        });
+        Editor { process, stdin, messages, next_id: 0, backlog: VecDeque::new(), server_requests: Vec::new() }
+    }
+
+    pub fn send(&mut self, message: &Value) {
+        let body = serde_json::to_vec(message).unwrap();
+        self.send_raw(format!("Content-Length: {}\r\n\r\n", body.len()).as_bytes());
+        self.send_raw(&body);
+    }
+
+    pub fn send_raw(&mut self, bytes: &[u8]) {
+        self.stdin.write_all(bytes).unwrap();
+        self.stdin.flush().unwrap();
+    }
+
+    pub fn notify(&mut self, method: &str, params: Value) {
+        self.send(&json!({"jsonrpc": "2.0", "method": method, "params": params}));
+    }
+
+    /// Send a request without waiting; returns its id.
+    pub fn request_async(&mut self, method: &str, params: Value) -> i64 {
+        self.next_id += 1;
+        let id = self.next_id;
+        self.send(&json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}));
+        id
+    }
+
+    /// Send a request and wait for its response message (with `result` or `error`).
+    pub fn request(&mut self, method: &str, params: Value) -> Value {
+        let id = self.request_async(method, params);
+        self.response(id)
+    }
+
+    /// The response to request `id`, answering server requests meanwhile.
+    pub fn response(&mut self, id: i64) -> Value {
+        self.wait_for(&format!("the response to request {id}"), |message| message["id"] == id && message.get("method").is_none())
+    }
+
+    /// The next message matching `predicate` (from the backlog first), answering server
+    /// requests as a plain editor would.
+    pub fn wait_for(&mut self, what: &str, predicate: impl Fn(&Value) -> bool) -> Value {
+        if let Some(index) = self.backlog.iter().position(&predicate) {
+            return self.backlog.remove(index).unwrap();
+        }
+        let deadline = Instant::now() + WAIT;
+        loop {
+            let left = deadline.saturating_duration_since(Instant::now());
+            let message = self.messages.recv_timeout(left).unwrap_or_else(|_| panic!("timed out waiting for {what}"));
+            if message.get("method").is_some() && message.get("id").is_some() {
+                self.answer_server_request(&message);
+            }
+            if predicate(&message) {
+                return message;
+            }
+            self.backlog.push_back(message);
+        }
+    }
+
+    fn answer_server_request(&mut self, request: &Value) {
+        self.server_requests.push(request.clone());
+        let result = match request["method"].as_str().unwrap_or_default() {
+            "workspace/configuration" => Value::Array(vec![Value::Null; request["params"]["items"].as_array().map_or(0, Vec::len)]),
+            "workspace/applyEdit" => json!({"applied": true}),
+            _ => Value::Null,
+        };
+        let response = json!({"jsonrpc": "2.0", "id": request["id"], "result": result});
+        self.send(&response);
+    }
+
+    /// `initialize` + `initialized` for `root`; returns the initialize result.
+    pub fn initialize(&mut self, root: &std::path::Path) -> Value {
+        let uri = url(root);
+        let response = self.request(
+            "initialize",
+            json!({
+                "processId": std::process::id(),
+                "rootUri": uri,
+                "workspaceFolders": [{"uri": uri, "name": "test"}],
+                "capabilities": {
+                    "general": {"positionEncodings": ["utf-16"]},
+                    "window": {"workDoneProgress": true},
+                    "workspace": {"configuration": true, "applyEdit": true, "workspaceFolders": true},
+                    "textDocument": {"publishDiagnostics": {"versionSupport": true}, "hover": {"contentFormat": ["markdown", "plaintext"]}},
+                },
+            }),
+        );
+        assert!(response.get("error").is_none(), "initialize failed: {response}");
+        self.notify("initialized", json!({}));
+        response["result"].clone()
+    }
+
+    pub fn open(&mut self, path: &std::path::Path, language: &str) {
+        let text = std::fs::read_to_string(path).unwrap();
+        self.notify("textDocument/didOpen", json!({"textDocument": {"uri": url(path), "languageId": language, "version": 1, "text": text}}));
+    }
+
+    /// `shutdown` + `exit`, and the process must end on its own.
+    pub fn shutdown(mut self) {
+        let response = self.request("shutdown", Value::Null);
+        assert!(response.get("error").is_none(), "{response}");
+        self.notify("exit", Value::Null);
+        let deadline = Instant::now() + Duration::from_secs(10);
+        loop {
+            if let Some(status) = self.process.try_wait().unwrap() {
+                assert!(status.success(), "server exited with {status}");
+                return;
+            }
+            assert!(Instant::now() < deadline, "server did not exit after `exit`");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+}
+
+impl Drop for Editor {
+    fn drop(&mut self) {
+        let _ = self.process.kill();
+        let _ = self.process.wait();
+    }
+}
+
+pub fn url(path: &std::path::Path) -> String {
+    lsp_bridge::lsp_types::Url::from_file_path(path).unwrap().to_string()
+}
