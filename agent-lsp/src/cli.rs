@@ -59,10 +59,10 @@ enum Command {
 /// Parse the process arguments and run the command.
 pub fn run() -> anyhow::Result<ExitCode> {
     let cli = Cli::parse();
+    let explicit_workspace = cli.workspace.clone();
     let workspace = match cli.workspace {
         Some(dir) => dir,
         None => std::env::current_dir().context("failed to read the current directory")?,
-    let explicit_workspace = cli.workspace.clone();
     };
     match cli.command {
         Command::Run(args) => run::run(&Store::for_workspace(&workspace)?, args),
