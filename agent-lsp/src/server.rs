@@ -106,24 +106,39 @@ impl Shared {
     pub(crate) async fn request_editor(&self, method: &str, params: Value) -> Reply {
         let id = self.next_id.fetch_add(1, Ordering::Relaxed);
         let (sender, receiver) = oneshot::channel();
-        self.to_editor.lock().expect("pending editor requests").insert(id, sender);
+        self.to_editor
+            .lock()
+            .expect("pending editor requests")
+            .insert(id, sender);
         self.send(json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}));
         match tokio::time::timeout(CHILD_REQUEST_TIMEOUT, receiver).await {
             Ok(Ok(reply)) => reply,
             _ => {
-                self.to_editor.lock().expect("pending editor requests").remove(&id);
-                Err((codes::INTERNAL_ERROR, format!("the editor did not answer `{method}`")))
+                self.to_editor
+                    .lock()
+                    .expect("pending editor requests")
+                    .remove(&id);
+                Err((
+                    codes::INTERNAL_ERROR,
+                    format!("the editor did not answer `{method}`"),
+                ))
             }
         }
     }
 
     /// Show an error to the person at the editor, saying what to do.
     pub(crate) fn show_error(&self, message: &str) {
-        self.notify_editor("window/showMessage", json!({"type": 1, "message": format!("agent-lsp: {message}")}));
+        self.notify_editor(
+            "window/showMessage",
+            json!({"type": 1, "message": format!("agent-lsp: {message}")}),
+        );
     }
 
     pub(crate) fn bridge(&self) -> Result<&Bridge, (i64, String)> {
-        self.bridge.get().ok_or((codes::SERVER_NOT_INITIALIZED, "the server is not initialized".to_owned()))
+        self.bridge.get().ok_or((
+            codes::SERVER_NOT_INITIALIZED,
+            "the server is not initialized".to_owned(),
+        ))
     }
 
     pub(crate) fn documents(&self) -> &Arc<DocumentMirror> {
@@ -131,14 +146,51 @@ impl Shared {
     }
 
     fn client_supports(&self, pointer: &str) -> bool {
-        self.client_capabilities.get().and_then(|caps| caps.pointer(pointer)).is_some_and(|value| value == true)
+        self.client_capabilities
+            .get()
+            .and_then(|caps| caps.pointer(pointer))
+            .is_some_and(|value| value == true)
     }
 }
 
 /// Run the server on stdin/stdout until the editor says `exit` or closes the pipe.
 pub fn run_stdio(workspace: Option<PathBuf>) -> anyhow::Result<()> {
-    let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build()?;
-    runtime.block_on(serve(tokio::io::stdin(), tokio::io::stdout(), Config::load()?, workspace))
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()?;
+    runtime.block_on(serve(
+        tokio::io::stdin(),
+        tokio::io::stdout(),
+        Config::load()?,
+        workspace,
+    ))
+}
+
+/// Serve editors over TCP (`--listen 127.0.0.1:PORT`), one connection after another; for
+/// editors that attach to a running server and for debugging with a socket client.
+pub fn run_tcp(address: &str, workspace: Option<PathBuf>) -> anyhow::Result<()> {
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()?;
+    runtime.block_on(async {
+        let listener = tokio::net::TcpListener::bind(address).await.with_context(|| format!("cannot listen on {address}"))?;
+        let local = listener.local_addr()?;
+        if !local.ip().is_loopback() {
+            tracing::warn!(%local, "listening on a non-loopback address: anyone who can reach it drives the agent");
+        }
+        // The address goes to stderr so a wrapper can read the port of `127.0.0.1:0`.
+        eprintln!("agent-lsp: listening on {local}");
+        loop {
+            let (stream, peer) = listener.accept().await?;
+            tracing::info!(%peer, "editor connected");
+            let (reader, writer) = stream.into_split();
+            if let Err(error) = serve(reader, writer, Config::load()?, workspace.clone()).await {
+                tracing::warn!(%peer, "connection ended: {error:#}");
+            }
+        }
+    })
 }
 
 /// Serve one editor connection.
@@ -171,7 +223,10 @@ pub async fn serve(
         resolve_routes: Mutex::new(HashMap::new()),
         commands: commands::Commands::default(),
     });
-    let mut server = Server { shared: shared.clone(), shutdown_requested: false };
+    let mut server = Server {
+        shared: shared.clone(),
+        shutdown_requested: false,
+    };
     let mut reader = BufReader::new(input);
     loop {
         match read_message(&mut reader).await {
@@ -183,9 +238,14 @@ pub async fn serve(
             Ok(None) => break,
             Err(ReadError::Protocol(problem)) => {
                 tracing::warn!("unreadable message from the editor: {problem}");
-                shared.respond(Value::Null, Err((codes::PARSE_ERROR, format!("unreadable message: {problem}"))));
+                shared.respond(
+                    Value::Null,
+                    Err((codes::PARSE_ERROR, format!("unreadable message: {problem}"))),
+                );
             }
-            Err(ReadError::Io(error)) => return Err(error).context("failed to read from the editor"),
+            Err(ReadError::Io(error)) => {
+                return Err(error).context("failed to read from the editor");
+            }
         }
     }
     if let Some(bridge) = shared.bridge.get() {
@@ -213,10 +273,19 @@ impl Server {
     async fn handle(&mut self, message: Value) -> Flow {
         let shared = &self.shared;
         let Value::Object(object) = &message else {
-            shared.respond(Value::Null, Err((codes::INVALID_REQUEST, "a message must be a JSON object".into())));
+            shared.respond(
+                Value::Null,
+                Err((
+                    codes::INVALID_REQUEST,
+                    "a message must be a JSON object".into(),
+                )),
+            );
             return Flow::Continue;
         };
-        let method = object.get("method").and_then(Value::as_str).map(str::to_owned);
+        let method = object
+            .get("method")
+            .and_then(Value::as_str)
+            .map(str::to_owned);
         let id = object.get("id").cloned();
         let params = object.get("params").cloned().unwrap_or(Value::Null);
         match (method, id) {
@@ -229,22 +298,38 @@ impl Server {
                     )),
                     (result, None) => Ok(result.cloned().unwrap_or(Value::Null)),
                 };
-                let waiter = id.as_i64().and_then(|id| shared.to_editor.lock().expect("pending").remove(&id));
+                let waiter = id
+                    .as_i64()
+                    .and_then(|id| shared.to_editor.lock().expect("pending").remove(&id));
                 match waiter {
                     Some(waiter) => {
                         let _ = waiter.send(reply);
                     }
-                    None => tracing::warn!(%id, "the editor answered a request that was never sent"),
+                    None => {
+                        tracing::warn!(%id, "the editor answered a request that was never sent")
+                    }
                 }
                 Flow::Continue
             }
             (None, None) => {
-                shared.respond(Value::Null, Err((codes::INVALID_REQUEST, "a message needs a `method` or an `id`".into())));
+                shared.respond(
+                    Value::Null,
+                    Err((
+                        codes::INVALID_REQUEST,
+                        "a message needs a `method` or an `id`".into(),
+                    )),
+                );
                 Flow::Continue
             }
             (Some(method), Some(id)) => {
                 if !(id.is_i64() || id.is_u64() || id.is_string()) {
-                    shared.respond(Value::Null, Err((codes::INVALID_REQUEST, "a request id must be a number or a string".into())));
+                    shared.respond(
+                        Value::Null,
+                        Err((
+                            codes::INVALID_REQUEST,
+                            "a request id must be a number or a string".into(),
+                        )),
+                    );
                     return Flow::Continue;
                 }
                 self.request(id, method, params).await;
@@ -262,7 +347,13 @@ impl Server {
                 shared.respond(id, reply);
             }
             _ if shared.bridge.get().is_none() => {
-                shared.respond(id, Err((codes::SERVER_NOT_INITIALIZED, format!("`{method}` before `initialize`"))));
+                shared.respond(
+                    id,
+                    Err((
+                        codes::SERVER_NOT_INITIALIZED,
+                        format!("`{method}` before `initialize`"),
+                    )),
+                );
             }
             "shutdown" => {
                 self.shutdown_requested = true;
@@ -272,27 +363,40 @@ impl Server {
                 shared.respond(id, Ok(Value::Null));
             }
             _ if self.shutdown_requested => {
-                shared.respond(id, Err((codes::INVALID_REQUEST, "the server is shutting down".into())));
+                shared.respond(
+                    id,
+                    Err((codes::INVALID_REQUEST, "the server is shutting down".into())),
+                );
             }
             _ => {
                 let cancel = CancellationToken::new();
                 let key = id.to_string();
-                shared.in_flight.lock().expect("in flight").insert(key.clone(), cancel.clone());
+                shared
+                    .in_flight
+                    .lock()
+                    .expect("in flight")
+                    .insert(key.clone(), cancel.clone());
                 let span = tracing::info_span!("request", %method, %id);
-                tokio::spawn(async move {
-                    let reply = if method == "workspace/executeCommand" {
-                        commands::execute(&shared, params, &cancel).await
-                    } else {
-                        routing::forward_request(&shared, &method, params, &cancel).await
-                    };
-                    let reply = if cancel.is_cancelled() && reply.is_err() {
-                        Err((codes::REQUEST_CANCELLED, format!("`{method}` was cancelled")))
-                    } else {
-                        reply
-                    };
-                    shared.in_flight.lock().expect("in flight").remove(&key);
-                    shared.respond(id, reply);
-                }.instrument(span));
+                tokio::spawn(
+                    async move {
+                        let reply = if method == "workspace/executeCommand" {
+                            commands::execute(&shared, params, &cancel).await
+                        } else {
+                            routing::forward_request(&shared, &method, params, &cancel).await
+                        };
+                        let reply = if cancel.is_cancelled() && reply.is_err() {
+                            Err((
+                                codes::REQUEST_CANCELLED,
+                                format!("`{method}` was cancelled"),
+                            ))
+                        } else {
+                            reply
+                        };
+                        shared.in_flight.lock().expect("in flight").remove(&key);
+                        shared.respond(id, reply);
+                    }
+                    .instrument(span),
+                );
             }
         }
     }
@@ -308,7 +412,10 @@ impl Server {
                     cancel.cancel();
                 }
             }
-            "textDocument/didOpen" | "textDocument/didChange" | "textDocument/didClose" | "textDocument/didSave" => {
+            "textDocument/didOpen"
+            | "textDocument/didChange"
+            | "textDocument/didClose"
+            | "textDocument/didSave" => {
                 if let Err((_, problem)) = documents::sync(&shared, method, params).await {
                     tracing::warn!(method, "{problem}");
                 }

@@ -72,16 +72,26 @@ impl Store {
     ) -> anyhow::Result<Session> {
         std::fs::create_dir_all(&self.sessions_dir)
             .with_context(|| format!("failed to create {}", self.sessions_dir.display()))?;
-        let id = new_session_id();
-        let header = SessionHeader {
-            schema: SCHEMA_VERSION,
-            session_id: id.clone(),
-            workspace: self.workspace.to_string_lossy().into_owned(),
-            preset: preset.name.clone(),
-            preset_text: Some(preset.text.clone()),
-            agent_version: env!("CARGO_PKG_VERSION").to_owned(),
-        };
-        Session::create(&self.path_of(&id), header, durability)
+        // Ids carry 16 random bits per second: two sessions started in the same second (a
+        // script running `agent-lsp tool` in a loop) can draw the same one, so a taken id is
+        // drawn again; creating the file is exclusive, so no two processes get one id.
+        let mut attempts = 0;
+        loop {
+            let id = new_session_id();
+            let path = self.path_of(&id);
+            let header = SessionHeader {
+                schema: SCHEMA_VERSION,
+                session_id: id.clone(),
+                workspace: self.workspace.to_string_lossy().into_owned(),
+                preset: preset.name.clone(),
+                preset_text: Some(preset.text.clone()),
+                agent_version: env!("CARGO_PKG_VERSION").to_owned(),
+            };
+            match Session::create(&path, header, durability) {
+                Err(_) if path.exists() && attempts < 32 => attempts += 1,
+                other => return other,
+            }
+        }
     }
 
     pub fn path_of(&self, id: &str) -> PathBuf {
@@ -166,7 +176,9 @@ impl Store {
 /// `YYYYMMDD-HHMMSS-xxxx`: sorts by creation time, and the random tail makes a short handle.
 pub fn new_session_id() -> String {
     use std::hash::{BuildHasher, Hasher};
+    static DRAWS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
     let mut hasher = std::collections::hash_map::RandomState::new().build_hasher();
+    hasher.write_u64(DRAWS.fetch_add(1, std::sync::atomic::Ordering::Relaxed));
     hasher.write_u128(
         std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
@@ -195,6 +207,25 @@ pub fn first_prompt(history: &History) -> Option<&str> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn sessions_created_in_one_burst_all_get_their_own_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::for_workspace_in(dir.path(), dir.path()).unwrap();
+        let preset = Preset::load("minimal").unwrap();
+        // 300 sessions within a second or two: far past the birthday bound of 16 random bits.
+        let ids = (0..300)
+            .map(|_| {
+                store
+                    .create_session(&preset, Durability::Batched)
+                    .unwrap()
+                    .id()
+                    .to_owned()
+            })
+            .collect::<std::collections::BTreeSet<_>>();
+        assert_eq!(ids.len(), 300);
+        assert_eq!(store.ids().unwrap().len(), 300);
+    }
 
     #[test]
     fn ids_sort_by_time_and_resolve_by_prefix_suffix_or_last() {

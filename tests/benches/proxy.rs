@@ -1,0 +1,112 @@
+//! Proxy overhead: the same definition, hover and completion requests sent by the same scripted
+//! editor to `agent-lsp serve` (brokering pyright) and straight to pyright, in alternating
+//! rounds. Prints a Markdown table for BENCHMARKS.md.
+//!
+//! Run: `bash .ci/tools.sh && cargo build --release -p agent-lsp && cargo bench -p agent-tests --bench proxy`
+//! (the release binary is used when present, else the debug one).
+
+#![allow(clippy::print_stdout)]
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use agent_tests::editor::{Editor, url};
+use serde_json::{Value, json};
+
+const ROUNDS: usize = 10;
+const PER_ROUND: usize = 20;
+
+fn agent_lsp_binary() -> PathBuf {
+    let target = Path::new(env!("CARGO_MANIFEST_DIR")).join("../target");
+    let release = target.join("release/agent-lsp");
+    if release.exists() { release } else { target.join("debug/agent-lsp") }
+}
+
+fn pyright() -> PathBuf {
+    std::env::split_paths(&agent_tests::tools_path())
+        .map(|dir| dir.join("pyright-langserver"))
+        .find(|path| path.is_file())
+        .expect("pyright is not installed: run `bash .ci/tools.sh`")
+}
+
+fn percentile(samples: &mut [Duration], p: f64) -> Duration {
+    samples.sort();
+    samples[((samples.len() as f64 - 1.0) * p).round() as usize]
+}
+
+fn ms(duration: Duration) -> String {
+    format!("{:.2}", duration.as_secs_f64() * 1e3)
+}
+
+fn ready(editor: &mut Editor, root: &Path, main: &Path) {
+    editor.initialize(root);
+    editor.open(main, "python");
+    editor.wait_for("first diagnostics", |message| message["method"] == "textDocument/publishDiagnostics" && message["params"]["uri"] == url(main));
+}
+
+fn time(editor: &mut Editor, method: &str, params: &Value) -> Duration {
+    let start = Instant::now();
+    let response = editor.request(method, params.clone());
+    let elapsed = start.elapsed();
+    assert!(response.get("error").is_none(), "{method}: {response}");
+    elapsed
+}
+
+fn main() {
+    let workspace = agent_tests::fixture("python");
+    let root = workspace.path().canonicalize().unwrap();
+    let main = root.join("main.py");
+    let state = tempfile::tempdir().unwrap();
+
+    let mut proxied = {
+        let mut command = Command::new(agent_lsp_binary());
+        command
+            .env("PATH", agent_tests::tools_path())
+            .env("AGENT_LSP_STATE_DIR", state.path())
+            .env("AGENT_LSP_CONFIG", state.path().join("none.toml"))
+            .args(["--workspace", root.to_str().unwrap(), "serve"]);
+        Editor::start(command)
+    };
+    ready(&mut proxied, &root, &main);
+    let mut direct = {
+        let mut command = Command::new(pyright());
+        command.arg("--stdio").current_dir(&root);
+        Editor::start(command)
+    };
+    ready(&mut direct, &root, &main);
+
+    let at = |line: u32, character: u32| json!({"textDocument": {"uri": url(&main)}, "position": {"line": line, "character": character}});
+    let requests = [
+        ("textDocument/definition", at(2, 28)),
+        ("textDocument/hover", at(4, 14)),
+        // After `eins.` on line 4 (0-based 3): member completion.
+        ("textDocument/completion", at(3, 12)),
+    ];
+    println!("| method (pyright, python fixture) | through `agent-lsp serve` p50 / p95 ms | direct p50 / p95 ms | ratio p50 | ratio p95 |");
+    println!("|---|---|---|---|---|");
+    for (method, params) in &requests {
+        let (mut through, mut straight) = (Vec::new(), Vec::new());
+        for _ in 0..ROUNDS {
+            for _ in 0..PER_ROUND {
+                through.push(time(&mut proxied, method, params));
+            }
+            for _ in 0..PER_ROUND {
+                straight.push(time(&mut direct, method, params));
+            }
+        }
+        let (t50, t95) = (percentile(&mut through, 0.5), percentile(&mut through, 0.95));
+        let (d50, d95) = (percentile(&mut straight, 0.5), percentile(&mut straight, 0.95));
+        println!(
+            "| {} | {} / {} | {} / {} | {:.2} | {:.2} |",
+            method.trim_start_matches("textDocument/"),
+            ms(t50),
+            ms(t95),
+            ms(d50),
+            ms(d95),
+            t50.as_secs_f64() / d50.as_secs_f64(),
+            t95.as_secs_f64() / d95.as_secs_f64()
+        );
+    }
+    proxied.shutdown();
+}
