@@ -79,6 +79,9 @@ pub struct Shared {
     /// For `*/resolve` requests, which carry no document: the child that answered the request
     /// that produced the item.
     resolve_routes: Mutex<HashMap<&'static str, Arc<Child>>>,
+    /// Document path → its child, so a request does not redo pattern matching and the root
+    /// marker search (several `stat`s per ancestor) every time; a dead child is looked up again.
+    routes: Mutex<HashMap<PathBuf, Arc<Child>>>,
     pub(crate) commands: commands::Commands,
 }
 
@@ -139,6 +142,18 @@ impl Shared {
             codes::SERVER_NOT_INITIALIZED,
             "the server is not initialized".to_owned(),
         ))
+    }
+
+    /// The child serving `path`, started if needed.
+    pub(crate) async fn child_for(&self, path: &std::path::Path) -> Result<Arc<Child>, lsp_bridge::Error> {
+        let cached = self.routes.lock().expect("routes").get(path).cloned();
+        if let Some(child) = cached.filter(|child| child.is_healthy()) {
+            return Ok(child);
+        }
+        let bridge = self.bridge.get().ok_or(lsp_bridge::Error::NotReady { server: "agent-lsp".into() })?;
+        let child = bridge.child_for(path).await?;
+        self.routes.lock().expect("routes").insert(path.to_owned(), child.clone());
+        Ok(child)
     }
 
     pub(crate) fn documents(&self) -> &Arc<DocumentMirror> {
@@ -221,6 +236,7 @@ pub async fn serve(
         to_editor: Mutex::new(HashMap::new()),
         next_id: AtomicI64::new(1),
         resolve_routes: Mutex::new(HashMap::new()),
+        routes: Mutex::new(HashMap::new()),
         commands: commands::Commands::default(),
     });
     let mut server = Server {

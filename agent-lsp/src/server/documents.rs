@@ -14,13 +14,25 @@ use serde_json::{Value, json};
 
 use super::{Shared, codes, routing};
 
-pub(super) async fn sync(shared: &Arc<Shared>, method: &str, params: Value) -> Result<(), (i64, String)> {
-    let bridge = shared.bridge()?.clone();
-    let uri_text = params["textDocument"]["uri"].as_str().ok_or((codes::INVALID_PARAMS, format!("`{method}` without textDocument.uri")))?;
-    let uri = Url::parse(uri_text).map_err(|error| (codes::INVALID_PARAMS, format!("bad uri {uri_text:?}: {error}")))?;
+pub(super) async fn sync(
+    shared: &Arc<Shared>,
+    method: &str,
+    params: Value,
+) -> Result<(), (i64, String)> {
+    shared.bridge()?;
+    let uri_text = params["textDocument"]["uri"].as_str().ok_or((
+        codes::INVALID_PARAMS,
+        format!("`{method}` without textDocument.uri"),
+    ))?;
+    let uri = Url::parse(uri_text).map_err(|error| {
+        (
+            codes::INVALID_PARAMS,
+            format!("bad uri {uri_text:?}: {error}"),
+        )
+    })?;
     let documents = shared.documents();
     let child = match routing::document_path(&params) {
-        Some(path) => bridge.child_for(&path).await.ok(),
+        Some(path) => shared.child_for(&path).await.ok(),
         None => None,
     };
     match method {
@@ -33,7 +45,8 @@ pub(super) async fn sync(shared: &Arc<Shared>, method: &str, params: Value) -> R
                 documents.editor_opened(None, uri, language, version, text);
                 return Ok(());
             };
-            let already_open = documents.editor_opened(Some(&child), uri.clone(), language, version, text.clone());
+            let already_open =
+                documents.editor_opened(Some(&child), uri.clone(), language, version, text.clone());
             if already_open {
                 let change = json!({"textDocument": {"uri": uri, "version": version}, "contentChanges": [{"text": text}]});
                 child.notify("textDocument/didChange", change).await
@@ -44,30 +57,48 @@ pub(super) async fn sync(shared: &Arc<Shared>, method: &str, params: Value) -> R
         }
         "textDocument/didChange" => {
             let version = params["textDocument"]["version"].as_i64().unwrap_or(0) as i32;
-            let mut text = documents.snapshot(&uri).map(|snapshot| snapshot.text).unwrap_or_default();
+            let mut text = documents
+                .snapshot(&uri)
+                .map(|snapshot| snapshot.text)
+                .unwrap_or_default();
             for change in params["contentChanges"].as_array().into_iter().flatten() {
                 match change.get("range") {
-                    Some(_) => text = apply_text_edits(&text, &[json!({"range": change["range"], "newText": change["text"]})], PositionEncoding::Utf16),
+                    Some(_) => {
+                        text = apply_text_edits(
+                            &text,
+                            &[json!({"range": change["range"], "newText": change["text"]})],
+                            PositionEncoding::Utf16,
+                        )
+                    }
                     None => text = change["text"].as_str().unwrap_or_default().to_owned(),
                 }
             }
             documents.editor_changed(&uri, version, text.clone());
             if let Some(child) = child {
                 let change = json!({"textDocument": {"uri": uri, "version": version}, "contentChanges": [{"text": text}]});
-                child.notify(method, change).await.map_err(|error| (codes::INTERNAL_ERROR, error.to_string()))?;
+                child
+                    .notify(method, change)
+                    .await
+                    .map_err(|error| (codes::INTERNAL_ERROR, error.to_string()))?;
             }
             Ok(())
         }
         "textDocument/didClose" => {
             documents.editor_closed(&uri);
             if let Some(child) = child {
-                child.notify(method, params).await.map_err(|error| (codes::INTERNAL_ERROR, error.to_string()))?;
+                child
+                    .notify(method, params)
+                    .await
+                    .map_err(|error| (codes::INTERNAL_ERROR, error.to_string()))?;
             }
             Ok(())
         }
         _ => {
             if let Some(child) = child {
-                child.notify(method, params).await.map_err(|error| (codes::INTERNAL_ERROR, error.to_string()))?;
+                child
+                    .notify(method, params)
+                    .await
+                    .map_err(|error| (codes::INTERNAL_ERROR, error.to_string()))?;
             }
             Ok(())
         }

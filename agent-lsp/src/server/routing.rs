@@ -53,48 +53,89 @@ fn error_reply(error: Error) -> (i64, String) {
 }
 
 /// Forward an editor request to the child it is about, or fan it out.
-pub(super) async fn forward_request(shared: &Arc<Shared>, method: &str, params: Value, cancel: &CancellationToken) -> Reply {
+pub(super) async fn forward_request(
+    shared: &Arc<Shared>,
+    method: &str,
+    params: Value,
+    cancel: &CancellationToken,
+) -> Reply {
     let bridge = shared.bridge()?.clone();
     if let Some(&(_, origin)) = RESOLVES.iter().find(|(resolve, _)| *resolve == method) {
-        let child = shared.resolve_routes.lock().expect("resolve routes").get(origin).cloned();
+        let child = shared
+            .resolve_routes
+            .lock()
+            .expect("resolve routes")
+            .get(origin)
+            .cloned();
         let Some(child) = child else {
-            return Err((codes::INVALID_PARAMS, format!("`{method}` for an item no server produced")));
+            return Err((
+                codes::INVALID_PARAMS,
+                format!("`{method}` for an item no server produced"),
+            ));
         };
-        return child.request_with(method, params, CHILD_REQUEST_TIMEOUT, cancel).await.map_err(error_reply);
+        return child
+            .request_with(method, params, CHILD_REQUEST_TIMEOUT, cancel)
+            .await
+            .map_err(error_reply);
     }
     if let Some(path) = document_path(&params) {
-        let child = bridge.child_for(&path).await.map_err(|error| match error {
-            Error::NoServer { reason, .. } => (codes::METHOD_NOT_FOUND, format!("no language server for {}: {reason}", path.display())),
+        let child = shared.child_for(&path).await.map_err(|error| match error {
+            Error::NoServer { reason, .. } => (
+                codes::METHOD_NOT_FOUND,
+                format!("no language server for {}: {reason}", path.display()),
+            ),
             other => error_reply(other),
         })?;
-        let answer = child.request_with(method, params, CHILD_REQUEST_TIMEOUT, cancel).await.map_err(error_reply)?;
+        let answer = child
+            .request_with(method, params, CHILD_REQUEST_TIMEOUT, cancel)
+            .await
+            .map_err(error_reply)?;
         if let Some((_, origin)) = RESOLVES.iter().find(|(_, origin)| *origin == method) {
-            shared.resolve_routes.lock().expect("resolve routes").insert(origin, child);
+            shared
+                .resolve_routes
+                .lock()
+                .expect("resolve routes")
+                .insert(origin, child);
         }
         return Ok(answer);
     }
     if method.starts_with("textDocument/") {
-        return Err((codes::INVALID_PARAMS, format!("`{method}` needs params.textDocument.uri naming a file")));
+        return Err((
+            codes::INVALID_PARAMS,
+            format!("`{method}` needs params.textDocument.uri naming a file"),
+        ));
     }
     if method == "workspace/symbol" {
         let mut merged = Vec::new();
         for child in bridge.running() {
-            match child.request_with(method, params.clone(), CHILD_REQUEST_TIMEOUT, cancel).await {
+            match child
+                .request_with(method, params.clone(), CHILD_REQUEST_TIMEOUT, cancel)
+                .await
+            {
                 Ok(Value::Array(symbols)) => merged.extend(symbols),
                 Ok(_) => {}
-                Err(error) => tracing::warn!(server = child.name(), "workspace/symbol failed: {error}"),
+                Err(error) => {
+                    tracing::warn!(server = child.name(), "workspace/symbol failed: {error}")
+                }
             }
         }
         return Ok(Value::Array(merged));
     }
-    Err((codes::METHOD_NOT_FOUND, format!("no language server handles `{method}` without a document")))
+    Err((
+        codes::METHOD_NOT_FOUND,
+        format!("no language server handles `{method}` without a document"),
+    ))
 }
 
 /// Forward an editor notification: to the document's child, or to every child.
 pub(super) async fn forward_notification(shared: &Arc<Shared>, method: &str, params: Value) {
     let Ok(bridge) = shared.bridge() else { return };
     let children = match document_path(&params) {
-        Some(path) => bridge.child_for(&path).await.into_iter().collect::<Vec<_>>(),
+        Some(path) => bridge
+            .child_for(&path)
+            .await
+            .into_iter()
+            .collect::<Vec<_>>(),
         None => bridge.running(),
     };
     for child in children {
@@ -129,12 +170,15 @@ pub(super) fn attach_child(shared: &Arc<Shared>, child: &Arc<Child>) {
     let weak = Arc::downgrade(shared);
     let progress = shared.client_supports("/window/workDoneProgress");
     child.set_request_handler(Arc::new(move |method: &str, params: &Value| {
-        if !TO_EDITOR.contains(&method) || (method == "window/workDoneProgress/create" && !progress) {
+        if !TO_EDITOR.contains(&method) || (method == "window/workDoneProgress/create" && !progress)
+        {
             return None;
         }
         let shared = weak.upgrade()?;
         let method = method.to_owned();
         let params = params.clone();
-        Some(Box::pin(async move { shared.request_editor(&method, params).await }))
+        Some(Box::pin(async move {
+            shared.request_editor(&method, params).await
+        }))
     }));
 }
