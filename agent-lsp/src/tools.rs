@@ -354,9 +354,13 @@ pub fn runtime_for(
     preset: &Preset,
     servers: lsp_bridge::BridgeConfig,
 ) -> anyhow::Result<(ToolRuntime, lsp_bridge::Bridge)> {
-    let bridge = lsp_bridge::Bridge::new(servers, vec![Workspace::new(workspace)?.root().to_owned()]);
+    let bridge =
+        lsp_bridge::Bridge::new(servers, vec![Workspace::new(workspace)?.root().to_owned()]);
     let documents = Arc::new(lsp_bridge::documents::DocumentMirror::new());
-    Ok((runtime_with(workspace, preset, bridge.clone(), documents)?, bridge))
+    Ok((
+        runtime_with(workspace, preset, bridge.clone(), documents)?,
+        bridge,
+    ))
 }
 
 /// The tools of `preset` over an existing bridge and document mirror: the editor-facing server

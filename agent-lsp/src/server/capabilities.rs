@@ -14,14 +14,24 @@ const MAX_SCAN: usize = 20_000;
 
 pub(super) async fn initialize(shared: &Arc<Shared>, params: Value) -> Reply {
     if shared.bridge.get().is_some() {
-        return Err((codes::INVALID_REQUEST, "`initialize` was already received".into()));
+        return Err((
+            codes::INVALID_REQUEST,
+            "`initialize` was already received".into(),
+        ));
     }
-    let _ = shared.client_capabilities.set(params["capabilities"].clone());
-    let folders = workspace_folders(&params).or_else(|| shared.default_workspace.clone().map(|dir| vec![dir]));
+    let _ = shared
+        .client_capabilities
+        .set(params["capabilities"].clone());
+    let folders = workspace_folders(&params)
+        .or_else(|| shared.default_workspace.clone().map(|dir| vec![dir]));
     let Some(folders) = folders.filter(|folders| !folders.is_empty()) else {
-        return Err((codes::INVALID_PARAMS, "no workspace: send rootUri or workspaceFolders (or start with --workspace)".into()));
+        return Err((
+            codes::INVALID_PARAMS,
+            "no workspace: send rootUri or workspaceFolders (or start with --workspace)".into(),
+        ));
     };
-    let bridge_config = editor_bridge_config(&shared.config).map_err(|error| (codes::INVALID_PARAMS, format!("{error:#}")))?;
+    let bridge_config = editor_bridge_config(&shared.config)
+        .map_err(|error| (codes::INVALID_PARAMS, format!("{error:#}")))?;
     let bridge = Bridge::new(bridge_config, folders.clone());
     let hook_shared = Arc::downgrade(shared);
     bridge.set_on_start(Arc::new(move |child| {
@@ -39,17 +49,28 @@ pub(super) async fn initialize(shared: &Arc<Shared>, params: Value) -> Reply {
         let path = path.clone();
         async move { tokio::time::timeout(INITIALIZE_WAIT, bridge.child_for(&path)).await }
     });
-    for (path, started) in samples.iter().zip(futures_util::future::join_all(starts).await) {
+    for (path, started) in samples
+        .iter()
+        .zip(futures_util::future::join_all(starts).await)
+    {
         match started {
             Ok(Ok(_)) => {}
-            Ok(Err(error)) => shared.show_error(&format!("a language server for {} failed to start: {error}", path.display())),
-            Err(_) => tracing::warn!(path = %path.display(), "a language server is still starting; its features arrive later"),
+            Ok(Err(error)) => shared.show_error(&format!(
+                "a language server for {} failed to start: {error}",
+                path.display()
+            )),
+            Err(_) => {
+                tracing::warn!(path = %path.display(), "a language server is still starting; its features arrive later")
+            }
         }
     }
 
     let mut capabilities = Map::new();
     for child in bridge.running() {
-        merge(&mut capabilities, &child.initialize_result()["capabilities"]);
+        merge(
+            &mut capabilities,
+            &child.initialize_result()["capabilities"],
+        );
     }
     // Our own: full document sync (we keep the buffers), UTF-16 positions, our commands.
     capabilities.insert("positionEncoding".into(), json!("utf-16"));
@@ -63,7 +84,10 @@ pub(super) async fn initialize(shared: &Arc<Shared>, params: Value) -> Reply {
         .cloned()
         .unwrap_or_default();
     commands.extend(commands::COMMANDS.iter().map(|name| json!(name)));
-    capabilities.insert("executeCommandProvider".into(), json!({"commands": commands}));
+    capabilities.insert(
+        "executeCommandProvider".into(),
+        json!({"commands": commands}),
+    );
     Ok(json!({
         "capabilities": capabilities,
         "serverInfo": {"name": "agent-lsp", "version": env!("CARGO_PKG_VERSION")},
@@ -71,9 +95,19 @@ pub(super) async fn initialize(shared: &Arc<Shared>, params: Value) -> Reply {
 }
 
 fn workspace_folders(params: &Value) -> Option<Vec<PathBuf>> {
-    let from_uri = |uri: &Value| uri.as_str().and_then(|uri| lsp_bridge::lsp_types::Url::parse(uri).ok()?.to_file_path().ok());
+    let from_uri = |uri: &Value| {
+        uri.as_str().and_then(|uri| {
+            lsp_bridge::lsp_types::Url::parse(uri)
+                .ok()?
+                .to_file_path()
+                .ok()
+        })
+    };
     if let Some(folders) = params["workspaceFolders"].as_array() {
-        let folders = folders.iter().filter_map(|folder| from_uri(&folder["uri"])).collect::<Vec<_>>();
+        let folders = folders
+            .iter()
+            .filter_map(|folder| from_uri(&folder["uri"]))
+            .collect::<Vec<_>>();
         if !folders.is_empty() {
             return Some(folders);
         }
@@ -86,7 +120,11 @@ fn sample_files(bridge: &Bridge, folders: &[PathBuf]) -> Vec<PathBuf> {
     let mut seen = BTreeSet::new();
     let mut samples = Vec::new();
     for folder in folders {
-        for entry in ignore::WalkBuilder::new(folder).build().filter_map(Result::ok).take(MAX_SCAN) {
+        for entry in ignore::WalkBuilder::new(folder)
+            .build()
+            .filter_map(Result::ok)
+            .take(MAX_SCAN)
+        {
             if !entry.file_type().is_some_and(|kind| kind.is_file()) {
                 continue;
             }
@@ -132,8 +170,14 @@ mod tests {
     #[test]
     fn capabilities_merge_as_a_union() {
         let mut caps = Map::new();
-        merge(&mut caps, &json!({"hoverProvider": true, "completionProvider": {"triggerCharacters": ["."]}, "renameProvider": false}));
-        merge(&mut caps, &json!({"definitionProvider": true, "completionProvider": {"triggerCharacters": [".", ">"], "resolveProvider": true}, "renameProvider": {"prepareProvider": true}}));
+        merge(
+            &mut caps,
+            &json!({"hoverProvider": true, "completionProvider": {"triggerCharacters": ["."]}, "renameProvider": false}),
+        );
+        merge(
+            &mut caps,
+            &json!({"definitionProvider": true, "completionProvider": {"triggerCharacters": [".", ">"], "resolveProvider": true}, "renameProvider": {"prepareProvider": true}}),
+        );
         assert_eq!(
             Value::Object(caps),
             json!({"hoverProvider": true, "definitionProvider": true, "renameProvider": {"prepareProvider": true},
