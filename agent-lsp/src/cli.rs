@@ -1,6 +1,7 @@
 //! Terminal commands. Every subcommand works on the workspace of the current directory unless
 //! `--workspace DIR` says otherwise.
 
+mod files;
 mod run;
 mod servers;
 mod session;
@@ -51,6 +52,8 @@ enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// Rank the workspace's paths for a fuzzy query, as `@path` completion does.
+    Files(files::FilesArgs),
     /// Inspect and replay recorded sessions.
     #[command(subcommand)]
     Session(session::SessionCommand),
@@ -76,5 +79,6 @@ pub fn run() -> anyhow::Result<ExitCode> {
             servers::run(&Store::for_workspace(&workspace)?, start, json)
         }
         Command::Session(command) => session::run(&Store::for_workspace(&workspace)?, command),
+        Command::Files(args) => files::run(&workspace, args),
     }
 }

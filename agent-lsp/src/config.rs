@@ -18,6 +18,13 @@
 //! [server.pyright]
 //! args = ["--stdio"]
 //! settings = { python = { analysis = { typeCheckingMode = "strict" } } }
+//!
+//! # `@path` completion and `agent-lsp files`: paths left out on top of the ignore files,
+//! # and the caps (see `workspace/files.rs`).
+//! [files]
+//! exclude = ["*.min.js", "vendor/**"]
+//! max_entries = 200000
+//! max_candidates = 200
 //! ```
 
 use std::path::PathBuf;
@@ -29,6 +36,7 @@ use lsp_bridge::BridgeConfig;
 use lsp_bridge::config::ServerOptions;
 
 use crate::llm::provider::ProviderOptions;
+use crate::workspace::files::FilesOptions;
 
 pub const CONFIG_ENV: &str = "AGENT_LSP_CONFIG";
 
@@ -42,6 +50,9 @@ pub struct Config {
     /// `[server.NAME]` tables: language servers overriding or extending the built-in ones.
     #[serde(default)]
     pub server: std::collections::BTreeMap<String, ServerOptions>,
+    /// `[files]`: what `@path` completion indexes (exclude globs, caps).
+    #[serde(default)]
+    pub files: FilesOptions,
 }
 
 impl Config {

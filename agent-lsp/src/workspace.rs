@@ -33,6 +33,11 @@
 //! between `resolve` and the tool's use of the path. The agent is not racing an adversary on
 //! the same machine; it is keeping a model's mistakes and injected instructions inside.
 
+pub mod files;
+pub mod mentions;
+pub mod rank;
+pub mod watch;
+
 use std::ffi::OsStr;
 use std::io;
 use std::path::{Component, Path, PathBuf};
