@@ -1154,21 +1154,19 @@ impl FlatKeys {
             .step_by(size)
             .map(|from| {
                 let to = (from + size).min(total);
-                let indices: Box<dyn Iterator<Item = usize> + Send + 'a> = match slots {
-                    Some(slots) => Box::new(slots[from..to].iter().map(|&slot| slot as usize)),
-                    None => Box::new(from..to),
+                let indices = match slots {
+                    Some(slots) => Indices::Listed(slots[from..to].iter()),
+                    None => Indices::Run {
+                        base: from,
+                        masks: &self.path_masks[from..to],
+                        position: 0,
+                    },
                 };
-                let keys = indices.filter_map(move |index| {
-                    let slot = &self.slots[index];
-                    (self.path_masks[index] & mask == mask && slot.len != FlatKeys::DEAD).then(
-                        || Key {
-                            text: &self.text[slot.start as usize..(slot.start + slot.len) as usize],
-                            facts: slot.facts,
-                            slot: index as u32,
-                        },
-                    )
-                });
-                Box::new(keys) as KeyIter<'a>
+                KeyIter {
+                    flat: self,
+                    mask,
+                    indices,
+                }
             })
             .collect()
     }
@@ -1180,8 +1178,65 @@ impl FlatKeys {
     }
 }
 
-/// Keys of one chunk for the ranker.
-type KeyIter<'a> = Box<dyn Iterator<Item = Key<'a>> + Send + 'a>;
+/// Keys of one chunk for the ranker: the scan that every query makes, kept a plain loop over
+/// the dense masks.
+struct KeyIter<'a> {
+    flat: &'a FlatKeys,
+    mask: u64,
+    indices: Indices<'a>,
+}
+
+enum Indices<'a> {
+    /// Slots `base..base + masks.len()`, of which `position` are done.
+    Run {
+        base: usize,
+        masks: &'a [u64],
+        position: usize,
+    },
+    /// The slots the last query matched.
+    Listed(std::slice::Iter<'a, u32>),
+}
+
+impl<'a> Iterator for KeyIter<'a> {
+    type Item = Key<'a>;
+
+    fn next(&mut self) -> Option<Key<'a>> {
+        let mask = self.mask;
+        loop {
+            let index = match &mut self.indices {
+                Indices::Run {
+                    base,
+                    masks,
+                    position,
+                } => {
+                    let found = masks[*position..]
+                        .iter()
+                        .position(|&key_mask| key_mask & mask == mask)?;
+                    let index = *position + found;
+                    *position = index + 1;
+                    *base + index
+                }
+                Indices::Listed(slots) => {
+                    let index = *slots.next()? as usize;
+                    if self.flat.path_masks[index] & mask != mask {
+                        continue;
+                    }
+                    index
+                }
+            };
+            let slot = &self.flat.slots[index];
+            if slot.len == FlatKeys::DEAD {
+                continue;
+            }
+            let start = slot.start as usize;
+            return Some(Key {
+                text: &self.flat.text[start..start + slot.len as usize],
+                facts: slot.facts,
+                slot: index as u32,
+            });
+        }
+    }
+}
 
 /// What the last query matched. The next keystroke usually extends the query, and a longer
 /// query can only match a subset of what the shorter one matched, so it looks at those keys
