@@ -670,11 +670,11 @@ impl FileIndex {
     pub fn query(&self, query: &str, limit: usize) -> Result<Vec<Candidate>, PathError> {
         let query = self.normalize_query(query)?;
         let limit = limit.min(self.config.max_candidates);
-        let mut last = self
+        // Taken out, not held: queries from other threads must not wait for this one.
+        let narrowed = self
             .last_query
             .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner());
-        let narrowed = last
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
             .take()
             .filter(|last| last.narrows_to(self.generation, &query))
             .map(|last| last.matched);
@@ -689,7 +689,10 @@ impl FileIndex {
             limit,
         );
         if !query.is_empty() && limit > 0 {
-            *last = Some(LastQuery {
+            *self
+                .last_query
+                .lock()
+                .unwrap_or_else(|poisoned| poisoned.into_inner()) = Some(LastQuery {
                 generation: self.generation,
                 query,
                 matched: ranked.matched,
