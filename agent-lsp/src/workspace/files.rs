@@ -370,8 +370,27 @@ fn is_nameable(relative: &str) -> bool {
 fn key_of(relative: &str, kind: EntryKind) -> Box<str> {
     match kind {
         EntryKind::File => relative.into(),
-        EntryKind::Directory => format!("{relative}/").into(),
+        EntryKind::Directory => {
+            // Sized exactly, so that turning it into a box does not reallocate.
+            let mut key = String::with_capacity(relative.len() + 1);
+            key.push_str(relative);
+            key.push('/');
+            key.into_boxed_str()
+        }
     }
+}
+
+/// `path` relative to `root` as UTF-8, for paths the walk found under `root`. Byte-wise:
+/// `Path::strip_prefix` compares component by component, which showed in the cold profile.
+fn relative_to<'a>(root: &Path, path: &'a Path) -> Option<&'a str> {
+    let root = root.as_os_str().as_encoded_bytes();
+    let rest = path.as_os_str().as_encoded_bytes().strip_prefix(root)?;
+    let rest = if root.ends_with(b"/") {
+        rest
+    } else {
+        rest.strip_prefix(b"/")?
+    };
+    std::str::from_utf8(rest).ok()
 }
 
 /// Split an index key into the path (no trailing `/`) and its kind.
@@ -534,8 +553,7 @@ impl FileIndex {
                 let Some(file_type) = entry.file_type() else {
                     return WalkState::Continue;
                 };
-                let Some(relative) = entry.path().strip_prefix(root).ok().and_then(Path::to_str)
-                else {
+                let Some(relative) = relative_to(root, entry.path()) else {
                     counts.unnameable.fetch_add(1, Ordering::Relaxed);
                     return skip_dir(file_type);
                 };
@@ -569,7 +587,7 @@ impl FileIndex {
             .collect();
         keys.sort_unstable();
         self.n_directories = keys.iter().filter(|key| key.ends_with('/')).count();
-        self.flat = FlatKeys::default();
+        self.flat = FlatKeys::with_capacity(keys.len(), keys.iter().map(|key| key.len()).sum());
         // From sorted keys the map is built in one pass.
         self.entries = keys
             .into_iter()
@@ -949,10 +967,9 @@ impl FileIndex {
             if entry.depth() == 0 {
                 continue;
             }
-            let (Some(file_type), Some(relative)) = (
-                entry.file_type(),
-                entry.path().strip_prefix(&root).ok().and_then(Path::to_str),
-            ) else {
+            let (Some(file_type), Some(relative)) =
+                (entry.file_type(), relative_to(&root, entry.path()))
+            else {
                 self.unnameable += 1;
                 continue;
             };
@@ -1110,6 +1127,15 @@ struct Slot {
 
 impl FlatKeys {
     const DEAD: u32 = u32::MAX;
+
+    fn with_capacity(n_keys: usize, n_bytes: usize) -> FlatKeys {
+        FlatKeys {
+            text: String::with_capacity(n_bytes),
+            slots: Vec::with_capacity(n_keys),
+            path_masks: Vec::with_capacity(n_keys),
+            n_dead: 0,
+        }
+    }
 
     fn push(&mut self, key: &str) -> u32 {
         let start = self.text.len() as u32;
