@@ -145,14 +145,22 @@ impl Shared {
     }
 
     /// The child serving `path`, started if needed.
-    pub(crate) async fn child_for(&self, path: &std::path::Path) -> Result<Arc<Child>, lsp_bridge::Error> {
+    pub(crate) async fn child_for(
+        &self,
+        path: &std::path::Path,
+    ) -> Result<Arc<Child>, lsp_bridge::Error> {
         let cached = self.routes.lock().expect("routes").get(path).cloned();
         if let Some(child) = cached.filter(|child| child.is_healthy()) {
             return Ok(child);
         }
-        let bridge = self.bridge.get().ok_or(lsp_bridge::Error::NotReady { server: "agent-lsp".into() })?;
+        let bridge = self.bridge.get().ok_or(lsp_bridge::Error::NotReady {
+            server: "agent-lsp".into(),
+        })?;
         let child = bridge.child_for(path).await?;
-        self.routes.lock().expect("routes").insert(path.to_owned(), child.clone());
+        self.routes
+            .lock()
+            .expect("routes")
+            .insert(path.to_owned(), child.clone());
         Ok(child)
     }
 

@@ -825,7 +825,10 @@ fn directory_uri(path: &Path) -> Value {
 /// when dynamic registration is offered) keeps pushing into the store.
 pub fn client_capabilities(encodings: &[crate::position::PositionEncoding]) -> Value {
     let symbol_kinds: Vec<u32> = (1..=26).collect();
-    let encodings = encodings.iter().map(|encoding| encoding.to_lsp().as_str().to_owned()).collect::<Vec<_>>();
+    let encodings = encodings
+        .iter()
+        .map(|encoding| encoding.to_lsp().as_str().to_owned())
+        .collect::<Vec<_>>();
     json!({
         "general": {
             "positionEncodings": encodings,
@@ -900,7 +903,11 @@ mod tests {
     #[test]
     fn client_capabilities_are_well_formed_lsp() {
         let capabilities: lsp_types::ClientCapabilities =
-            serde_json::from_value(client_capabilities(&[crate::position::PositionEncoding::Utf8, crate::position::PositionEncoding::Utf16])).unwrap();
+            serde_json::from_value(client_capabilities(&[
+                crate::position::PositionEncoding::Utf8,
+                crate::position::PositionEncoding::Utf16,
+            ]))
+            .unwrap();
         let general = capabilities.general.unwrap();
         assert_eq!(
             general.position_encodings.unwrap(),

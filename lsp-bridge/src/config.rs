@@ -78,7 +78,10 @@ impl ServerConfig {
             request_timeout: Duration::from_secs(30),
             startup_timeout: Duration::from_secs(60),
             cancel_grace: Duration::from_secs(2),
-            position_encodings: vec![crate::position::PositionEncoding::Utf8, crate::position::PositionEncoding::Utf16],
+            position_encodings: vec![
+                crate::position::PositionEncoding::Utf8,
+                crate::position::PositionEncoding::Utf16,
+            ],
         }
     }
 

@@ -119,7 +119,14 @@ impl DocumentMirror {
     /// The editor opened a document; the caller forwards it to `child` (the server for the
     /// document, if any). Returns whether that child already had it open (leased by the agent),
     /// in which case the caller sends the editor's text as a change rather than a second open.
-    pub fn editor_opened(&self, child: Option<&Child>, uri: Url, language_id: &str, version: i32, text: String) -> bool {
+    pub fn editor_opened(
+        &self,
+        child: Option<&Child>,
+        uri: Url,
+        language_id: &str,
+        version: i32,
+        text: String,
+    ) -> bool {
         let mut documents = self.documents.lock().expect("document mirror lock");
         let document = documents.entry(uri).or_insert_with(|| Document {
             text: String::new(),

@@ -713,17 +713,11 @@ impl<'a> FileCache<'a> {
     }
 
     fn lines(&mut self, uri: &Url) -> &[String] {
-        self.files.entry(uri.clone()).or_insert_with(|| {
-            let text = match self.documents.snapshot(uri) {
-                Some(snapshot) => snapshot.text,
-                None => uri
-                    .to_file_path()
-                    .ok()
-                    .and_then(|path| std::fs::read_to_string(path).ok())
-                    .unwrap_or_default(),
-            };
-            text.lines().map(str::to_owned).collect()
-        })
+        if !self.files.contains_key(uri) {
+            let lines = self.text(uri).lines().map(str::to_owned).collect();
+            self.files.insert(uri.clone(), lines);
+        }
+        &self.files[uri]
     }
 
     fn text(&mut self, uri: &Url) -> String {

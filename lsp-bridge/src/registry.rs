@@ -127,7 +127,12 @@ impl Bridge {
     fn hook(&self, child: &Arc<Child>) {
         let hook = self.inner.on_start.lock().unwrap().clone();
         if let Some(hook) = hook
-            && self.inner.hooked.lock().unwrap().insert(Arc::as_ptr(child) as usize)
+            && self
+                .inner
+                .hooked
+                .lock()
+                .unwrap()
+                .insert(Arc::as_ptr(child) as usize)
         {
             hook(child);
         }

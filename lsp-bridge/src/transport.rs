@@ -690,9 +690,14 @@ pub async fn read_message(
 }
 
 /// Write one framed message.
-pub async fn write_message(writer: &mut (impl AsyncWrite + Unpin), message: &Value) -> std::io::Result<()> {
+pub async fn write_message(
+    writer: &mut (impl AsyncWrite + Unpin),
+    message: &Value,
+) -> std::io::Result<()> {
     let body = serde_json::to_vec(message)?;
-    writer.write_all(format!("Content-Length: {}\r\n\r\n", body.len()).as_bytes()).await?;
+    writer
+        .write_all(format!("Content-Length: {}\r\n\r\n", body.len()).as_bytes())
+        .await?;
     writer.write_all(&body).await?;
     writer.flush().await
 }

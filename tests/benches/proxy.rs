@@ -20,7 +20,11 @@ const PER_ROUND: usize = 20;
 fn agent_lsp_binary() -> PathBuf {
     let target = Path::new(env!("CARGO_MANIFEST_DIR")).join("../target");
     let release = target.join("release/agent-lsp");
-    if release.exists() { release } else { target.join("debug/agent-lsp") }
+    if release.exists() {
+        release
+    } else {
+        target.join("debug/agent-lsp")
+    }
 }
 
 fn pyright() -> PathBuf {
@@ -42,7 +46,10 @@ fn ms(duration: Duration) -> String {
 fn ready(editor: &mut Editor, root: &Path, main: &Path) {
     editor.initialize(root);
     editor.open(main, "python");
-    editor.wait_for("first diagnostics", |message| message["method"] == "textDocument/publishDiagnostics" && message["params"]["uri"] == url(main));
+    editor.wait_for("first diagnostics", |message| {
+        message["method"] == "textDocument/publishDiagnostics"
+            && message["params"]["uri"] == url(main)
+    });
 }
 
 fn time(editor: &mut Editor, method: &str, params: &Value) -> Duration {
@@ -83,7 +90,9 @@ fn main() {
         // After `eins.` on line 4 (0-based 3): member completion.
         ("textDocument/completion", at(3, 12)),
     ];
-    println!("| method (pyright, python fixture) | through `agent-lsp serve` p50 / p95 ms | direct p50 / p95 ms | ratio p50 | ratio p95 |");
+    println!(
+        "| method (pyright, python fixture) | through `agent-lsp serve` p50 / p95 ms | direct p50 / p95 ms | ratio p50 | ratio p95 |"
+    );
     println!("|---|---|---|---|---|");
     for (method, params) in &requests {
         let (mut through, mut straight) = (Vec::new(), Vec::new());
@@ -95,8 +104,14 @@ fn main() {
                 straight.push(time(&mut direct, method, params));
             }
         }
-        let (t50, t95) = (percentile(&mut through, 0.5), percentile(&mut through, 0.95));
-        let (d50, d95) = (percentile(&mut straight, 0.5), percentile(&mut straight, 0.95));
+        let (t50, t95) = (
+            percentile(&mut through, 0.5),
+            percentile(&mut through, 0.95),
+        );
+        let (d50, d95) = (
+            percentile(&mut straight, 0.5),
+            percentile(&mut straight, 0.95),
+        );
         println!(
             "| {} | {} / {} | {} / {} | {:.2} | {:.2} |",
             method.trim_start_matches("textDocument/"),

@@ -38,7 +38,10 @@ async fn direct_answers(root: &Path, file: &Path, requests: &[(&str, Value)]) ->
     let uri = lsp_bridge::lsp_types::Url::from_file_path(file).unwrap();
     let mut changes = child.diagnostics().subscribe();
     while child.diagnostics().get(&uri).is_none() {
-        tokio::time::timeout(Duration::from_secs(30), changes.changed()).await.unwrap().unwrap();
+        tokio::time::timeout(Duration::from_secs(30), changes.changed())
+            .await
+            .unwrap()
+            .unwrap();
     }
     let mut answers = Vec::new();
     for (method, params) in requests {
@@ -60,13 +63,23 @@ fn proxied_answers_equal_the_direct_ones_and_diagnostics_are_forwarded() {
     assert_eq!(caps["positionEncoding"], "utf-16");
     assert_eq!(caps["textDocumentSync"]["change"], 1);
     for provider in ["definitionProvider", "hoverProvider", "referencesProvider"] {
-        assert!(caps.get(provider).is_some_and(|value| value != &Value::Bool(false)), "{provider} missing: {caps}");
+        assert!(
+            caps.get(provider)
+                .is_some_and(|value| value != &Value::Bool(false)),
+            "{provider} missing: {caps}"
+        );
     }
-    assert!(caps["executeCommandProvider"]["commands"].as_array().unwrap().contains(&json!("agent.tool")));
+    assert!(
+        caps["executeCommandProvider"]["commands"]
+            .as_array()
+            .unwrap()
+            .contains(&json!("agent.tool"))
+    );
 
     editor.open(&main, "python");
     let published = editor.wait_for("diagnostics of main.py", |message| {
-        message["method"] == "textDocument/publishDiagnostics" && message["params"]["uri"] == url(&main)
+        message["method"] == "textDocument/publishDiagnostics"
+            && message["params"]["uri"] == url(&main)
     });
     assert_eq!(published["params"]["version"], 1);
 
@@ -74,7 +87,11 @@ fn proxied_answers_equal_the_direct_ones_and_diagnostics_are_forwarded() {
     let at = |line: u32, character: u32| json!({"textDocument": {"uri": url(&main)}, "position": {"line": line, "character": character}});
     let mut references = at(2, 28);
     references["context"] = json!({"includeDeclaration": true});
-    let requests = [("textDocument/definition", at(2, 28)), ("textDocument/hover", at(4, 14)), ("textDocument/references", references)];
+    let requests = [
+        ("textDocument/definition", at(2, 28)),
+        ("textDocument/hover", at(4, 14)),
+        ("textDocument/references", references),
+    ];
     let proxied = requests
         .iter()
         .map(|(method, params)| {
@@ -83,10 +100,18 @@ fn proxied_answers_equal_the_direct_ones_and_diagnostics_are_forwarded() {
             response["result"].clone()
         })
         .collect::<Vec<_>>();
-    let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
     let direct = runtime.block_on(direct_answers(&root, &main, &requests));
     assert_eq!(proxied, direct);
-    assert_eq!(proxied[0][0]["range"]["start"], json!({"line": 3, "character": 6}), "{}", proxied[0]);
+    assert_eq!(
+        proxied[0][0]["range"]["start"],
+        json!({"line": 3, "character": 6}),
+        "{}",
+        proxied[0]
+    );
 
     // An edit that breaks the code: the child's new diagnostics reach the editor.
     let text = std::fs::read_to_string(&main).unwrap() + "print(nicht_definiert)\n";
@@ -95,7 +120,12 @@ fn proxied_answers_equal_the_direct_ones_and_diagnostics_are_forwarded() {
         message["method"] == "textDocument/publishDiagnostics" && message["params"]["version"] == 2
     });
     let messages = published["params"]["diagnostics"].as_array().unwrap();
-    assert!(messages.iter().any(|d| d["message"].as_str().unwrap().contains("nicht_definiert")), "{published}");
+    assert!(
+        messages
+            .iter()
+            .any(|d| d["message"].as_str().unwrap().contains("nicht_definiert")),
+        "{published}"
+    );
     editor.shutdown();
 }
 
@@ -108,31 +138,77 @@ fn the_agents_tools_see_the_editors_unsaved_buffer() {
     let mut editor = serve(&root, state.path(), None);
     editor.initialize(&root);
     editor.open(&main, "python");
-    let text = std::fs::read_to_string(&main).unwrap() + "\ndef nur_im_puffer() -> int:\n    return 1\n";
+    let text =
+        std::fs::read_to_string(&main).unwrap() + "\ndef nur_im_puffer() -> int:\n    return 1\n";
     editor.notify("textDocument/didChange", json!({"textDocument": {"uri": url(&main), "version": 2}, "contentChanges": [{"text": text}]}));
 
     let run = |editor: &mut Editor, name: &str, arguments: Value| {
-        let response = editor.request("workspace/executeCommand", json!({"command": "agent.tool", "arguments": [{"name": name, "arguments": arguments}]}));
+        let response = editor.request(
+            "workspace/executeCommand",
+            json!({"command": "agent.tool", "arguments": [{"name": name, "arguments": arguments}]}),
+        );
         assert!(response.get("error").is_none(), "{response}");
         response["result"].clone()
     };
-    let outline = run(&mut editor, "lsp_document_symbols", json!({"path": "main.py"}));
+    let outline = run(
+        &mut editor,
+        "lsp_document_symbols",
+        json!({"path": "main.py"}),
+    );
     assert_eq!(outline["is_error"], false, "{outline}");
-    assert!(outline["text"].as_str().unwrap().contains("function nur_im_puffer (7:5)"), "{outline}");
-    assert!(outline["text"].as_str().unwrap().contains("computed on main.py v2"), "{outline}");
-    assert!(!std::fs::read_to_string(&main).unwrap().contains("nur_im_puffer"), "the buffer was never saved");
-    let hover = run(&mut editor, "lsp_hover", json!({"path": "main.py", "line": 7, "symbol": "nur_im_puffer"}));
-    assert!(hover["text"].as_str().unwrap().contains("def nur_im_puffer() -> int"), "{hover}");
+    assert!(
+        outline["text"]
+            .as_str()
+            .unwrap()
+            .contains("function nur_im_puffer (7:5)"),
+        "{outline}"
+    );
+    assert!(
+        outline["text"]
+            .as_str()
+            .unwrap()
+            .contains("computed on main.py v2"),
+        "{outline}"
+    );
+    assert!(
+        !std::fs::read_to_string(&main)
+            .unwrap()
+            .contains("nur_im_puffer"),
+        "the buffer was never saved"
+    );
+    let hover = run(
+        &mut editor,
+        "lsp_hover",
+        json!({"path": "main.py", "line": 7, "symbol": "nur_im_puffer"}),
+    );
+    assert!(
+        hover["text"]
+            .as_str()
+            .unwrap()
+            .contains("def nur_im_puffer() -> int"),
+        "{hover}"
+    );
     // The call is recorded in the server's session like any tool call.
-    let sessions = editor.request("workspace/executeCommand", json!({"command": "agent.session.list"}));
-    assert_eq!(sessions["result"].as_array().unwrap().len(), 1, "{sessions}");
+    let sessions = editor.request(
+        "workspace/executeCommand",
+        json!({"command": "agent.session.list"}),
+    );
+    assert_eq!(
+        sessions["result"].as_array().unwrap().len(),
+        1,
+        "{sessions}"
+    );
     editor.shutdown();
 }
 
 /// A config that sends `*.fake` files to the scripted fake child.
 fn fake_config(args: &[&str]) -> String {
     let program = agent_tests::workspace_bin("fake-lsp");
-    let args = args.iter().map(|arg| format!("{arg:?}")).collect::<Vec<_>>().join(", ");
+    let args = args
+        .iter()
+        .map(|arg| format!("{arg:?}"))
+        .collect::<Vec<_>>()
+        .join(", ");
     format!(
         "[server.fake]\ncommand = {:?}\nargs = [{args}]\nlanguages = [\"fake\"]\nfile_patterns = [\"*.fake\"]\nrequest_timeout_secs = 30\n",
         program.display().to_string()
@@ -146,26 +222,48 @@ fn custom_methods_cancellation_and_child_requests_cross_the_proxy() {
     std::fs::write(root.join("a.fake"), "grüße\n").unwrap();
     let state = tempfile::tempdir().unwrap();
     let record = state.path().join("received.jsonl");
-    let config = fake_config(&["slow", "textDocument/hover", "20000", "record", record.to_str().unwrap()]);
+    let config = fake_config(&[
+        "slow",
+        "textDocument/hover",
+        "20000",
+        "record",
+        record.to_str().unwrap(),
+    ]);
     let mut editor = serve(&root, state.path(), Some(&config));
     editor.initialize(&root);
     let file = root.join("a.fake");
     editor.open(&file, "fake");
 
     // A method no one here knows, about a document: it goes to the child and its answer back.
-    let response = editor.request("fake/custom", json!({"textDocument": {"uri": url(&file)}, "x": "ü"}));
+    let response = editor.request(
+        "fake/custom",
+        json!({"textDocument": {"uri": url(&file)}, "x": "ü"}),
+    );
     assert_eq!(response["result"]["echo"], "fake/custom", "{response}");
     assert_eq!(response["result"]["params"]["x"], "ü");
 
     // The child's own requests reach the editor with fresh ids, and the answers go back.
-    for method in ["workspace/configuration", "client/registerCapability", "window/workDoneProgress/create", "workspace/applyEdit"] {
-        editor.notify("fake/ask", json!({"method": method, "params": {"items": [{"section": "fake"}]}}));
-        let request = editor.wait_for(&format!("{method} from the child"), |message| message["method"] == method && message.get("id").is_some());
+    for method in [
+        "workspace/configuration",
+        "client/registerCapability",
+        "window/workDoneProgress/create",
+        "workspace/applyEdit",
+    ] {
+        editor.notify(
+            "fake/ask",
+            json!({"method": method, "params": {"items": [{"section": "fake"}]}}),
+        );
+        let request = editor.wait_for(&format!("{method} from the child"), |message| {
+            message["method"] == method && message.get("id").is_some()
+        });
         assert!(request["id"].is_i64(), "{request}");
     }
 
     // Cancel a slow request: the editor gets RequestCancelled, the child gets $/cancelRequest.
-    let id = editor.request_async("textDocument/hover", json!({"textDocument": {"uri": url(&file)}, "position": {"line": 0, "character": 1}}));
+    let id = editor.request_async(
+        "textDocument/hover",
+        json!({"textDocument": {"uri": url(&file)}, "position": {"line": 0, "character": 1}}),
+    );
     std::thread::sleep(Duration::from_millis(300));
     editor.notify("$/cancelRequest", json!({"id": id}));
     let response = editor.response(id);
@@ -173,10 +271,16 @@ fn custom_methods_cancellation_and_child_requests_cross_the_proxy() {
     let deadline = std::time::Instant::now() + Duration::from_secs(10);
     loop {
         let received = std::fs::read_to_string(&record).unwrap_or_default();
-        if received.lines().any(|line| line.contains("$/cancelRequest")) {
+        if received
+            .lines()
+            .any(|line| line.contains("$/cancelRequest"))
+        {
             break;
         }
-        assert!(std::time::Instant::now() < deadline, "the child never received $/cancelRequest:\n{received}");
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the child never received $/cancelRequest:\n{received}"
+        );
         std::thread::sleep(Duration::from_millis(50));
     }
     editor.shutdown();
@@ -196,14 +300,18 @@ fn garbage_from_the_editor_gets_errors_and_the_server_keeps_serving() {
 
     // Invalid JSON in a well-framed body.
     editor.send_raw(b"Content-Length: 9\r\n\r\n{not json");
-    let error = editor.wait_for("a parse error", |message| message["error"]["code"] == -32700);
+    let error = editor.wait_for("a parse error", |message| {
+        message["error"]["code"] == -32700
+    });
     assert_eq!(error["id"], Value::Null);
     // Not an object; a bad id; neither method nor id.
     editor.send(&json!([1, 2, 3]));
     editor.send(&json!({"jsonrpc": "2.0", "id": {"nested": true}, "method": "textDocument/hover"}));
     editor.send(&json!({"jsonrpc": "2.0"}));
     for _ in 0..3 {
-        editor.wait_for("an invalid-request error", |message| message["error"]["code"] == -32600);
+        editor.wait_for("an invalid-request error", |message| {
+            message["error"]["code"] == -32600
+        });
     }
     // A response to a request that was never sent is ignored.
     editor.send(&json!({"jsonrpc": "2.0", "id": 424242, "result": null}));
@@ -216,7 +324,10 @@ fn garbage_from_the_editor_gets_errors_and_the_server_keeps_serving() {
     editor.send_raw(b"this is not a header\r\n");
     let main = root.join("main.py");
     editor.open(&main, "python");
-    let response = editor.request("textDocument/hover", json!({"textDocument": {"uri": url(&main)}, "position": {"line": 4, "character": 14}}));
+    let response = editor.request(
+        "textDocument/hover",
+        json!({"textDocument": {"uri": url(&main)}, "position": {"line": 4, "character": 14}}),
+    );
     assert!(response["result"]["contents"].is_object(), "{response}");
     editor.shutdown();
 }

@@ -26,7 +26,12 @@ pub struct Editor {
 impl Editor {
     /// Start `command` with stdio piped; stderr goes to the test's output.
     pub fn start(mut command: Command) -> Editor {
-        let mut process = command.stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::inherit()).spawn().expect("start server");
+        let mut process = command
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .expect("start server");
         let stdin = process.stdin.take().unwrap();
         let stdout = process.stdout.take().unwrap();
         let (sender, messages) = mpsc::channel();
@@ -52,13 +57,22 @@ impl Editor {
                 if reader.read_exact(&mut body).is_err() {
                     return;
                 }
-                let Ok(message) = serde_json::from_slice(&body) else { return };
+                let Ok(message) = serde_json::from_slice(&body) else {
+                    return;
+                };
                 if sender.send(message).is_err() {
                     return;
                 }
             }
         });
-        Editor { process, stdin, messages, next_id: 0, backlog: VecDeque::new(), server_requests: Vec::new() }
+        Editor {
+            process,
+            stdin,
+            messages,
+            next_id: 0,
+            backlog: VecDeque::new(),
+            server_requests: Vec::new(),
+        }
     }
 
     pub fn send(&mut self, message: &Value) {
@@ -92,7 +106,9 @@ impl Editor {
 
     /// The response to request `id`, answering server requests meanwhile.
     pub fn response(&mut self, id: i64) -> Value {
-        self.wait_for(&format!("the response to request {id}"), |message| message["id"] == id && message.get("method").is_none())
+        self.wait_for(&format!("the response to request {id}"), |message| {
+            message["id"] == id && message.get("method").is_none()
+        })
     }
 
     /// The next message matching `predicate` (from the backlog first), answering server
@@ -104,7 +120,10 @@ impl Editor {
         let deadline = Instant::now() + WAIT;
         loop {
             let left = deadline.saturating_duration_since(Instant::now());
-            let message = self.messages.recv_timeout(left).unwrap_or_else(|_| panic!("timed out waiting for {what}"));
+            let message = self
+                .messages
+                .recv_timeout(left)
+                .unwrap_or_else(|_| panic!("timed out waiting for {what}"));
             if message.get("method").is_some() && message.get("id").is_some() {
                 self.answer_server_request(&message);
             }
@@ -118,7 +137,12 @@ impl Editor {
     fn answer_server_request(&mut self, request: &Value) {
         self.server_requests.push(request.clone());
         let result = match request["method"].as_str().unwrap_or_default() {
-            "workspace/configuration" => Value::Array(vec![Value::Null; request["params"]["items"].as_array().map_or(0, Vec::len)]),
+            "workspace/configuration" => Value::Array(vec![
+                Value::Null;
+                request["params"]["items"]
+                    .as_array()
+                    .map_or(0, Vec::len)
+            ]),
             "workspace/applyEdit" => json!({"applied": true}),
             _ => Value::Null,
         };
@@ -143,7 +167,10 @@ impl Editor {
                 },
             }),
         );
-        assert!(response.get("error").is_none(), "initialize failed: {response}");
+        assert!(
+            response.get("error").is_none(),
+            "initialize failed: {response}"
+        );
         self.notify("initialized", json!({}));
         response["result"].clone()
     }
@@ -164,7 +191,10 @@ impl Editor {
                 assert!(status.success(), "server exited with {status}");
                 return;
             }
-            assert!(Instant::now() < deadline, "server did not exit after `exit`");
+            assert!(
+                Instant::now() < deadline,
+                "server did not exit after `exit`"
+            );
             std::thread::sleep(Duration::from_millis(20));
         }
     }
@@ -178,5 +208,7 @@ impl Drop for Editor {
 }
 
 pub fn url(path: &std::path::Path) -> String {
-    lsp_bridge::lsp_types::Url::from_file_path(path).unwrap().to_string()
+    lsp_bridge::lsp_types::Url::from_file_path(path)
+        .unwrap()
+        .to_string()
 }
