@@ -359,6 +359,32 @@ fn describe(event: &Event) -> String {
             "request {}: {} prompt ({} cached), {} completion",
             usage.index, usage.prompt_tokens, usage.cache_read, usage.completion_tokens
         ),
+        EventBody::CompactionStart(start) => format!(
+            "{} ({}) folds {}..{} ({} entries, ~{} tokens)",
+            start.compaction_id,
+            start.trigger,
+            start.start,
+            start.end,
+            start.entry_seqs.len(),
+            start.estimated_tokens
+        ),
+        EventBody::CompactionSummary(summary) => format!(
+            "{} by {}: {}",
+            summary.compaction_id,
+            summary.summarizer,
+            preview(&summary.text, 80)
+        ),
+        EventBody::CompactionEnd(end) => format!(
+            "{} {}{}: ~{} → ~{} tokens",
+            end.compaction_id,
+            end.outcome,
+            end.reason
+                .as_deref()
+                .map(|reason| format!(" ({reason})"))
+                .unwrap_or_default(),
+            end.tokens_before,
+            end.tokens_after
+        ),
     }
 }
 

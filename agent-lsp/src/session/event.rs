@@ -60,10 +60,16 @@ pub enum EventKind {
     Usage,
     #[serde(rename = "request/error")]
     RequestError,
+    #[serde(rename = "compaction/start")]
+    CompactionStart,
+    #[serde(rename = "compaction/summary")]
+    CompactionSummary,
+    #[serde(rename = "compaction/end")]
+    CompactionEnd,
 }
 
 impl EventKind {
-    pub const ALL: [EventKind; 11] = [
+    pub const ALL: [EventKind; 14] = [
         EventKind::SessionHeader,
         EventKind::UserMessage,
         EventKind::AssistantMessage,
@@ -75,6 +81,9 @@ impl EventKind {
         EventKind::RequestContext,
         EventKind::Usage,
         EventKind::RequestError,
+        EventKind::CompactionStart,
+        EventKind::CompactionSummary,
+        EventKind::CompactionEnd,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -90,6 +99,9 @@ impl EventKind {
             EventKind::RequestContext => "request/context",
             EventKind::Usage => "usage",
             EventKind::RequestError => "request/error",
+            EventKind::CompactionStart => "compaction/start",
+            EventKind::CompactionSummary => "compaction/summary",
+            EventKind::CompactionEnd => "compaction/end",
         }
     }
 
@@ -154,6 +166,9 @@ pub enum EventBody {
     RequestContext(RequestContext),
     Usage(Usage),
     RequestError(RequestError),
+    CompactionStart(CompactionStart),
+    CompactionSummary(CompactionSummary),
+    CompactionEnd(CompactionEnd),
 }
 
 impl EventBody {
@@ -170,6 +185,9 @@ impl EventBody {
             EventBody::RequestContext(_) => EventKind::RequestContext,
             EventBody::Usage(_) => EventKind::Usage,
             EventBody::RequestError(_) => EventKind::RequestError,
+            EventBody::CompactionStart(_) => EventKind::CompactionStart,
+            EventBody::CompactionSummary(_) => EventKind::CompactionSummary,
+            EventBody::CompactionEnd(_) => EventKind::CompactionEnd,
         }
     }
 
@@ -186,6 +204,9 @@ impl EventBody {
             EventBody::RequestContext(p) => serde_json::to_value(p),
             EventBody::Usage(p) => serde_json::to_value(p),
             EventBody::RequestError(p) => serde_json::to_value(p),
+            EventBody::CompactionStart(p) => serde_json::to_value(p),
+            EventBody::CompactionSummary(p) => serde_json::to_value(p),
+            EventBody::CompactionEnd(p) => serde_json::to_value(p),
         }
     }
 
@@ -208,6 +229,13 @@ impl EventBody {
             }
             EventKind::Usage => EventBody::Usage(serde_json::from_value(payload)?),
             EventKind::RequestError => EventBody::RequestError(serde_json::from_value(payload)?),
+            EventKind::CompactionStart => {
+                EventBody::CompactionStart(serde_json::from_value(payload)?)
+            }
+            EventKind::CompactionSummary => {
+                EventBody::CompactionSummary(serde_json::from_value(payload)?)
+            }
+            EventKind::CompactionEnd => EventBody::CompactionEnd(serde_json::from_value(payload)?),
         })
     }
 }
@@ -348,6 +376,61 @@ pub struct RequestError {
     /// The error class (`auth`, `rate_limit`, `context_overflow`, `cancelled`, …).
     pub class: String,
     pub message: String,
+}
+
+/// A compaction began (log only). It holds the session's compaction lock until the matching
+/// `compaction/end`: no second compaction starts, and the tool-result pruner leaves the range
+/// alone, while one is open. A background candidate is started here and may be committed many
+/// events later.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct CompactionStart {
+    /// `cmp-<seq of this event>`; the checkpoint and `recall_history` name it.
+    pub compaction_id: String,
+    /// What asked for it: `pre_step`, `background`, `overflow`, `manual`.
+    pub trigger: String,
+    /// The surface range to fold, by event seq (inclusive), as in `surface_op: replace`.
+    pub start: u64,
+    pub end: u64,
+    /// Every surface entry of the range, in surface order, as it was when the summary input was
+    /// built; a commit checks that the surface still holds exactly these.
+    pub entry_seqs: Vec<u64>,
+    /// Surface generation the summary input was built from.
+    pub generation: u64,
+    /// The token meter's estimate of the whole surface when the compaction began.
+    pub estimated_tokens: u64,
+}
+
+/// The summary a compaction produced (log only), before it was framed as a checkpoint.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct CompactionSummary {
+    pub compaction_id: String,
+    /// The summarizer that wrote it (`llm`, `template`, …).
+    pub summarizer: String,
+    pub text: String,
+    /// What the provider reported for the summary call, when there was one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub usage: Option<Usage>,
+}
+
+/// A compaction ended (log only), releasing the lock.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct CompactionEnd {
+    pub compaction_id: String,
+    /// `committed`, `failed`, `cancelled`, `discarded` (a stale background candidate) or
+    /// `abandoned` (a process ended while it was open).
+    pub outcome: String,
+    /// Why it did not commit.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+    /// Seq of the checkpoint `user/message`, when committed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub checkpoint_seq: Option<u64>,
+    /// Estimated surface tokens before and after (after = before when nothing was committed).
+    pub tokens_before: u64,
+    pub tokens_after: u64,
+    /// Set when this failure made automatic compaction stop for the session.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub auto_disabled: bool,
 }
 
 /// The flat on-disk form of an event.

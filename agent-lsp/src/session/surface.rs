@@ -13,7 +13,9 @@
 //!   want the results directly after the call; a cancelled call gets a result saying so);
 //! - a structural op is refused while any call on the surface still waits for its result;
 //! - a `replace`/`remove` range must hold every call together with its result;
-//! - a replacement entry cannot itself carry tool calls or be a tool result.
+//! - a replacement entry cannot itself carry tool calls or be a tool result, with one exception:
+//!   a tool result may take the place of exactly one entry that answers the same call (the
+//!   tool-result pruner shortens an old result this way; the pair stays whole).
 
 use std::collections::{HashMap, HashSet};
 
@@ -118,11 +120,21 @@ impl Surface {
         match op {
             SurfaceOp::Append => self.check_append(pairing),
             SurfaceOp::Replace { start, end } => {
-                if *pairing != Pairing::None {
-                    return Err(SurfaceError::ReplacementWithToolPairing);
-                }
                 self.check_structural()?;
-                self.check_range(*start, *end).map(|_| ())
+                match pairing {
+                    Pairing::None => self.check_range(*start, *end).map(|_| ()),
+                    Pairing::Result(_) if start == end => {
+                        let position = self
+                            .position(*start)
+                            .ok_or(SurfaceError::NotOnSurface { seq: *start })?;
+                        if self.entries[position].pairing == *pairing {
+                            Ok(())
+                        } else {
+                            Err(SurfaceError::ReplacementWithToolPairing)
+                        }
+                    }
+                    _ => Err(SurfaceError::ReplacementWithToolPairing),
+                }
             }
             SurfaceOp::Remove { start, end } => {
                 self.check_structural()?;
@@ -166,7 +178,13 @@ impl Surface {
                 self.entries.push(Entry { seq, pairing });
             }
             SurfaceOp::Replace { start, end } | SurfaceOp::Remove { start, end } => {
-                let (first, last) = self.check_range(*start, *end).expect("checked range");
+                // A result replacing the result of the same call is one whole "pair" by itself.
+                let (first, last) = if matches!(pairing, Pairing::Result(_)) {
+                    let position = self.position(*start).expect("checked position");
+                    (position, position)
+                } else {
+                    self.check_range(*start, *end).expect("checked range")
+                };
                 self.end_generation();
                 let replacement =
                     matches!(op, SurfaceOp::Replace { .. }).then(|| Entry { seq, pairing });
@@ -413,6 +431,50 @@ mod tests {
         );
         assert_eq!(seqs(&surface), vec![1, 2, 3, 4, 5]);
         assert_eq!(surface.generation(), 0);
+    }
+
+    #[test]
+    fn a_result_may_replace_only_the_result_of_the_same_call() {
+        let mut surface = sample();
+        let err = push(
+            &mut surface,
+            9,
+            EventKind::ToolResult,
+            result("b"),
+            SurfaceOp::Replace { start: 3, end: 3 },
+        )
+        .unwrap_err();
+        assert_eq!(err, SurfaceError::ReplacementWithToolPairing);
+        let err = push(
+            &mut surface,
+            9,
+            EventKind::ToolResult,
+            result("a"),
+            SurfaceOp::Replace { start: 3, end: 4 },
+        )
+        .unwrap_err();
+        assert_eq!(err, SurfaceError::ReplacementWithToolPairing);
+        push(
+            &mut surface,
+            9,
+            EventKind::ToolResult,
+            result("a"),
+            SurfaceOp::Replace { start: 3, end: 3 },
+        )
+        .unwrap();
+        assert_eq!(seqs(&surface), vec![1, 2, 9, 4, 5]);
+        assert_eq!(surface.generation(), 1);
+        assert_eq!(surface.pending_calls().count(), 0);
+        // The pair is still whole: folding call and shortened result together is accepted.
+        push(
+            &mut surface,
+            10,
+            EventKind::UserMessage,
+            Pairing::None,
+            SurfaceOp::Replace { start: 2, end: 4 },
+        )
+        .unwrap();
+        assert_eq!(seqs(&surface), vec![1, 10, 5]);
     }
 
     #[test]
