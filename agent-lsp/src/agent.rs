@@ -3,8 +3,15 @@
 //! The loop is the only place with loop logic, and it holds no policy: it emits
 //! [`AgentEvent`]s (`session/start`, `agent/pre-step`, `agent/post-step`, `tools/before-call`,
 //! `tools/after-result`, `session/end`) to [`Plugin`]s, which decide what enters the session
-//! (runtime context today; compaction, pruning and progress reporting plug in the same way).
-//! Permissions and limits live in the [`ToolRuntime`], model settings in the [`Preset`].
+//! (runtime context, the tool-result pruner, progress reporting). Permissions and limits live in
+//! the [`ToolRuntime`], model settings in the [`Preset`].
+//!
+//! Compaction is the one pre-step participant that awaits (a summary is a model call), so the
+//! loop calls the preset's [`CompactionEngine`] itself: first thing in each step, before the
+//! `agent/pre-step` plugins (so the runtime-context projection re-injects a snapshot a fold just
+//! shadowed), and again when the provider answers with a context overflow, after which the
+//! request is rebuilt and sent once more. What the engine did reaches plugins and the UI as
+//! [`AgentEvent::Compaction`].
 //!
 //! Every step goes through the session log: the prompt is appended as `user/message`, the
 //! request is built from the log by [`build_request`], the answer is appended as
@@ -17,15 +24,20 @@ use std::path::Path;
 use anyhow::Context;
 use tokio_util::sync::CancellationToken;
 
+use crate::compaction::pruner::ToolResultPruner;
+use crate::compaction::{
+    CompactionContext, CompactionEngine, CompactionOutcome, CompactionStats, Trigger,
+};
 use crate::context::request::build_request;
 use crate::context::runtime::{RuntimeContextProjection, RuntimeSnapshot};
-use crate::context::system_prompt::SystemPrompt;
+use crate::context::system_prompt::{AssembledPrompt, SystemPrompt, catalog_json};
 use crate::llm::ModelParams;
 use crate::llm::provider::{Completion, Provider, ProviderError, StreamDelta};
 use crate::preset::Preset;
 use crate::session::event::{EventBody, RequestError, ToolCallRef, UserMessage};
 use crate::session::{NewEvent, Session};
 use crate::tools::{ToolCallOutcome, ToolRuntime};
+use crate::workspace::mentions::resolve_mentions;
 
 /// The stable part of the system prompt. Nothing volatile goes here (see `context::runtime`).
 const BASE_PROMPT: &str = "\
@@ -63,6 +75,13 @@ pub enum AgentEvent<'a> {
     },
     /// `session/end`: the turn ended.
     SessionEnd { turn: u32, outcome: &'a TurnOutcome },
+    /// `compaction/*`: the compaction engine started a candidate, committed a checkpoint or
+    /// failed (the user is told when automatic compaction stops).
+    Compaction {
+        turn: u32,
+        step: u32,
+        outcome: &'a CompactionOutcome,
+    },
 }
 
 impl AgentEvent<'_> {
@@ -74,6 +93,7 @@ impl AgentEvent<'_> {
             AgentEvent::ToolsBeforeCall { .. } => "tools/before-call",
             AgentEvent::ToolsAfterResult { .. } => "tools/after-result",
             AgentEvent::SessionEnd { .. } => "session/end",
+            AgentEvent::Compaction { .. } => "compaction",
         }
     }
 }
@@ -143,6 +163,10 @@ pub struct Agent {
     prompt: SystemPrompt,
     params: ModelParams,
     plugins: Vec<Box<dyn Plugin>>,
+    compaction: Option<Box<dyn CompactionEngine>>,
+    /// The window the provider stated in a context-overflow error, when it is smaller than the
+    /// preset's: pressure checks use it from then on.
+    stated_window: Option<u64>,
 }
 
 impl Agent {
@@ -162,6 +186,29 @@ impl Agent {
         if preset.file.plugins.runtime_context.enabled {
             plugins.push(Box::new(RuntimeContextPlugin::new(&root)));
         }
+        if let Some(settings) = preset
+            .file
+            .plugins
+            .tool_result_pruner
+            .as_ref()
+            .filter(|settings| settings.enabled)
+        {
+            let overhead = prompt.assemble().map_or(0, |assembled| {
+                crate::tokens::estimate_text(&assembled.system)
+                    + crate::tokens::estimate_text(&catalog_json(&assembled.tools))
+            });
+            plugins.push(Box::new(ToolResultPruner::new(
+                settings.clone(),
+                preset.file.model.context_window,
+                overhead,
+            )));
+        }
+        // `Preset::parse` checked the settings, so this only fails for a hand-built preset.
+        let compaction =
+            crate::compaction::engine_for(&preset, &provider).unwrap_or_else(|error| {
+                tracing::error!(%error, "compaction disabled: the preset's settings are invalid");
+                None
+            });
         let params = preset.model_params();
         Agent {
             provider,
@@ -170,7 +217,24 @@ impl Agent {
             prompt,
             params,
             plugins,
+            compaction,
+            stated_window: None,
         }
+    }
+
+    /// Use `engine` for compaction instead of the preset's (or `None` for none), e.g. the basic
+    /// engine with another summarizer.
+    pub fn with_compaction(mut self, engine: Option<Box<dyn CompactionEngine>>) -> Agent {
+        self.compaction = engine;
+        self
+    }
+
+    /// What the compaction engine did so far (zeros without one).
+    pub fn compaction_stats(&self) -> CompactionStats {
+        self.compaction
+            .as_ref()
+            .map(|engine| engine.stats())
+            .unwrap_or_default()
     }
 
     /// Add a plugin after the preset's own.
@@ -193,7 +257,13 @@ impl Agent {
     ) -> anyhow::Result<TurnOutcome> {
         let turn = session.history().next_turn();
         self.emit(&AgentEvent::SessionStart { turn }, session, ui)?;
-        let text = prompt.to_owned();
+        // `@path` mentions become references (paths and kinds, never contents): the model
+        // reads what it needs through `read`, so every read is guarded and recorded.
+        let references = resolve_mentions(self.tools.workspace(), prompt);
+        let text = match references.render() {
+            Some(note) => format!("{prompt}\n\n{note}"),
+            None => prompt.to_owned(),
+        };
         session.append(NewEvent::new(
             turn,
             0,
@@ -229,31 +299,61 @@ impl Agent {
             if cancel.is_cancelled() {
                 return Ok(TurnOutcome::Cancelled { steps: step - 1 });
             }
-            self.emit(&AgentEvent::PreStep { turn, step }, session, ui)?;
             let assembled = self.prompt.assemble()?;
+            self.compact(session, &assembled, turn, step, cancel, None, ui)
+                .await?;
+            self.emit(&AgentEvent::PreStep { turn, step }, session, ui)?;
             let model = self.provider.config().model.clone();
-            let request = build_request(session, &assembled, &model, &self.params, turn, step)?;
-            session.flush()?;
-
-            let streamed = self
-                .provider
-                .stream(&request, cancel, |delta| ui.delta(&delta))
-                .await;
-            let completion = match streamed {
-                Ok(completion) => completion,
-                Err(error) => {
-                    let record = RequestError {
-                        index: request.index,
-                        class: error_class(&error).into(),
-                        message: error.to_string(),
-                    };
-                    session.append(NewEvent::new(turn, step, EventBody::RequestError(record)))?;
-                    if matches!(error, ProviderError::Cancelled) {
-                        return Ok(TurnOutcome::Cancelled { steps: step });
-                    }
-                    return Err(anyhow::Error::new(error))
-                        .context(format!("model request {} failed", request.index));
+            let mut compacted_for_overflow = false;
+            let (request, completion) = loop {
+                let request = build_request(session, &assembled, &model, &self.params, turn, step)?;
+                session.flush()?;
+                let streamed = self
+                    .provider
+                    .stream(&request, cancel, |delta| ui.delta(&delta))
+                    .await;
+                let error = match streamed {
+                    Ok(completion) => break (request, completion),
+                    Err(error) => error,
+                };
+                let record = RequestError {
+                    index: request.index,
+                    class: error_class(&error).into(),
+                    message: error.to_string(),
+                };
+                session.append(NewEvent::new(turn, step, EventBody::RequestError(record)))?;
+                if matches!(error, ProviderError::Cancelled) {
+                    return Ok(TurnOutcome::Cancelled { steps: step });
                 }
+                // Compact, then retry the request once.
+                if let ProviderError::ContextOverflow { message } = &error
+                    && !compacted_for_overflow
+                {
+                    compacted_for_overflow = true;
+                    if let Some(window) = stated_context_window(message) {
+                        self.stated_window = Some(window);
+                    }
+                    let outcome = self
+                        .compact(
+                            session,
+                            &assembled,
+                            turn,
+                            step,
+                            cancel,
+                            Some(Trigger::Overflow),
+                            ui,
+                        )
+                        .await?;
+                    if matches!(outcome, Some(CompactionOutcome::Committed(_))) {
+                        tracing::info!(
+                            index = request.index,
+                            "retrying the request after compacting for a context overflow"
+                        );
+                        continue;
+                    }
+                }
+                return Err(anyhow::Error::new(error))
+                    .context(format!("model request {} failed", request.index));
             };
             session.append(NewEvent::new(
                 turn,
@@ -312,6 +412,56 @@ impl Agent {
         Ok(TurnOutcome::StepLimit { steps: max_steps })
     }
 
+    /// Run the compaction engine, if the preset has one: the pressure check (`trigger: None`)
+    /// or a compaction now. Tells plugins and the UI what it did.
+    #[allow(clippy::too_many_arguments)]
+    async fn compact(
+        &mut self,
+        session: &mut Session,
+        prompt: &AssembledPrompt,
+        turn: u32,
+        step: u32,
+        cancel: &CancellationToken,
+        trigger: Option<Trigger>,
+        ui: &mut dyn TurnUi,
+    ) -> anyhow::Result<Option<CompactionOutcome>> {
+        let Some(engine) = self.compaction.as_mut() else {
+            return Ok(None);
+        };
+        let ctx = CompactionContext {
+            prompt: prompt.clone(),
+            model: self.provider.config().model.clone(),
+            params: self.params.clone(),
+            context_window: self
+                .stated_window
+                .map_or(self.preset.file.model.context_window, |stated| {
+                    stated.min(self.preset.file.model.context_window)
+                }),
+            turn,
+            step,
+            cancel: cancel.clone(),
+        };
+        let outcome = match trigger {
+            None => engine.compact_if_needed(session, &ctx).await?,
+            Some(trigger) => engine.compact_now(session, &ctx, trigger).await?,
+        };
+        if !matches!(
+            outcome,
+            CompactionOutcome::NotNeeded | CompactionOutcome::AutoDisabled
+        ) {
+            self.emit(
+                &AgentEvent::Compaction {
+                    turn,
+                    step,
+                    outcome: &outcome,
+                },
+                session,
+                ui,
+            )?;
+        }
+        Ok(Some(outcome))
+    }
+
     fn emit(
         &mut self,
         event: &AgentEvent<'_>,
@@ -326,6 +476,17 @@ impl Agent {
         ui.event(event);
         Ok(())
     }
+}
+
+/// The window a context-overflow message states ("maximum context length is 65536 tokens", as
+/// DeepSeek and OpenAI word it), if it states one.
+fn stated_context_window(message: &str) -> Option<u64> {
+    let (_, rest) = message.split_once("maximum context length is ")?;
+    let digits = rest
+        .chars()
+        .take_while(char::is_ascii_digit)
+        .collect::<String>();
+    digits.parse().ok()
 }
 
 /// The class recorded in `request/error`.

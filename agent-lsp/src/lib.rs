@@ -4,6 +4,7 @@
 //! - [`agent`]: the loop (session → turn → step) and its plugin events;
 //! - [`session`]: the append-only session log, the surface and the derived messages; every
 //!   model request is derived from it (the one rule of ARCHITECTURE.md);
+//! - [`compaction`]: memory for long sessions: checkpoints, tool-result pruning, recall;
 //! - [`context`]: system prompt assembly, runtime context projection, request building and
 //!   replay;
 //! - [`llm`]: provider-neutral requests and the wire formats they are sent in;
@@ -19,6 +20,7 @@
 pub mod agent;
 pub mod canonical;
 pub mod cli;
+pub mod compaction;
 pub mod config;
 pub mod context;
 pub mod llm;

@@ -14,6 +14,7 @@ use std::path::Path;
 use anyhow::{Context, bail};
 use serde::Deserialize;
 
+use crate::compaction::{CompactionSettings, PrunerSettings};
 use crate::llm::{ModelParams, Thinking};
 use crate::tools::Permission;
 
@@ -60,6 +61,12 @@ pub struct PluginToggle {
 pub struct PluginsSection {
     #[serde(default)]
     pub runtime_context: PluginToggle,
+    /// Folding older history into checkpoints; absent means none (`minimal`).
+    #[serde(default)]
+    pub compaction: Option<CompactionSettings>,
+    /// Shortening old oversized tool results on the surface; absent means none.
+    #[serde(default)]
+    pub tool_result_pruner: Option<PrunerSettings>,
 }
 
 /// The parsed contents of a preset file.
@@ -123,6 +130,9 @@ impl Preset {
         if file.model.max_steps == 0 {
             bail!("preset {origin}: model.max_steps must be at least 1");
         }
+        if let Some(compaction) = &file.plugins.compaction {
+            compaction.check(origin)?;
+        }
         Ok(Preset {
             name: name.to_owned(),
             text: text.to_owned(),
@@ -168,6 +178,22 @@ mod tests {
         assert_eq!(
             Preset::load("standard").unwrap().permission("shell"),
             Permission::Ask
+        );
+        assert!(
+            Preset::load("minimal")
+                .unwrap()
+                .file
+                .plugins
+                .compaction
+                .is_none()
+        );
+        let standard = Preset::load("standard").unwrap();
+        let compaction = standard.file.plugins.compaction.as_ref().unwrap();
+        assert!(compaction.enabled && compaction.background);
+        let pruner = standard.file.plugins.tool_result_pruner.as_ref().unwrap();
+        assert_eq!(
+            (pruner.threshold_chars, pruner.head_chars, pruner.tail_chars),
+            (8192, 4096, 1024)
         );
         // The catalog does not depend on permissions.
         assert_eq!(

@@ -100,6 +100,9 @@ pub struct ToolContext {
     /// processes) watch it and stop.
     pub cancel: CancellationToken,
     pub call_id: String,
+    /// The session's log file, for tools that read the session's own history
+    /// (`recall_history`); `None` outside of a session.
+    pub session_path: Option<PathBuf>,
 }
 
 impl ToolContext {
@@ -378,6 +381,7 @@ pub fn runtime_with(
     for tool in lsp_tools.all() {
         registry.register(tool);
     }
+    registry.register(crate::compaction::recall::RecallHistory);
     let registry = registry.only(&preset.file.tools.enabled)?;
     Ok(ToolRuntime::new(workspace, registry)
         .with_policy(PermissionPolicy::from_preset(preset))
@@ -586,6 +590,7 @@ impl ToolRuntime {
             prepared.push(self.prepare(call, cancel).await);
         }
 
+        let session_path = session.path().to_owned();
         let mut outputs: Vec<Option<(ToolOutput, Duration)>> = vec![None; calls.len()];
         let mut index = 0;
         while index < calls.len() {
@@ -601,6 +606,7 @@ impl ToolRuntime {
                 }
                 _ => index + 1,
             };
+            let session_path = &session_path;
             let runs = (index..batch_end).map(|i| {
                 let call = &calls[i];
                 let prepared = std::mem::replace(
@@ -611,7 +617,8 @@ impl ToolRuntime {
                     match prepared {
                         Prepared::Done(output) => (output, Duration::ZERO),
                         Prepared::Run { tool, args } => {
-                            self.run_guarded(call, tool, args, cancel).await
+                            self.run_guarded(call, tool, args, cancel, session_path)
+                                .await
                         }
                     }
                 }
@@ -705,6 +712,7 @@ impl ToolRuntime {
         tool: Arc<dyn Tool>,
         args: Value,
         cancel: &CancellationToken,
+        session_path: &Path,
     ) -> (ToolOutput, Duration) {
         if cancel.is_cancelled() {
             return (cancelled_before_start(&call.name), Duration::ZERO);
@@ -715,6 +723,7 @@ impl ToolRuntime {
             workspace: self.workspace.clone(),
             cancel: call_cancel.clone(),
             call_id: call.id.clone(),
+            session_path: Some(session_path.to_owned()),
         };
         let read_only = tool.read_only();
         let started = Instant::now();

@@ -280,6 +280,11 @@ impl TurnUi for JsonUi {
                     "cache_read": usage.cache_read,
                 })),
             })),
+            AgentEvent::Compaction { outcome, .. } => {
+                if let Some(line) = crate::compaction::describe_outcome(outcome) {
+                    println_json(&json!({"type": "compaction", "message": line}));
+                }
+            }
             _ => {}
         }
     }
@@ -370,6 +375,14 @@ impl TurnUi for TextUi {
             AgentEvent::SessionEnd { .. } => {
                 if let Some(spinner) = &self.spinner {
                     spinner.finish_and_clear();
+                }
+            }
+            AgentEvent::Compaction { outcome, .. } => {
+                if let Some(line) = crate::compaction::describe_outcome(outcome) {
+                    match &self.spinner {
+                        Some(spinner) => spinner.println(format!("agent-lsp: {line}")),
+                        None => eprintln!("agent-lsp: {line}"),
+                    }
                 }
             }
             _ => {}

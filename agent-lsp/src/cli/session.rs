@@ -1,9 +1,10 @@
-//! `agent-lsp session list|show|replay`.
+//! `agent-lsp session list|show|replay|compact`.
 
 use std::collections::BTreeMap;
 use std::io::Write;
 use std::process::ExitCode;
 
+use anyhow::Context;
 use clap::Subcommand;
 use serde_json::{Value, json};
 
@@ -34,6 +35,16 @@ pub enum SessionCommand {
         #[arg(long, value_name = "N")]
         request: u64,
     },
+    /// Fold the session's older history into a checkpoint now (a model call that replays the
+    /// session's cached prompt prefix; the log keeps every original event).
+    Compact {
+        session: String,
+        #[command(flatten)]
+        model: super::run::ModelArgs,
+        /// Summarize without a model: the template filled mechanically from the folded messages.
+        #[arg(long)]
+        template: bool,
+    },
 }
 
 pub fn run(store: &Store, command: SessionCommand) -> anyhow::Result<ExitCode> {
@@ -57,9 +68,79 @@ pub fn run(store: &Store, command: SessionCommand) -> anyhow::Result<ExitCode> {
             let request = replay_request(&history, request)?;
             out.write_all(wire::chat_completions_body(&request).as_bytes())?;
         }
+        SessionCommand::Compact {
+            session,
+            model,
+            template,
+        } => return compact(store, &session, &model, template),
     }
     out.flush()?;
     Ok(ExitCode::SUCCESS)
+}
+
+/// `agent-lsp session compact`: see [`crate::compaction::compact_session`].
+fn compact(
+    store: &Store,
+    query: &str,
+    model: &super::run::ModelArgs,
+    template: bool,
+) -> anyhow::Result<ExitCode> {
+    use std::sync::Arc;
+
+    use crate::compaction::summary::{Summarizer, TemplateSummarizer};
+    use crate::compaction::{CompactionOutcome, compact_session, describe_outcome};
+    use crate::llm::provider::{Provider, ProviderConfig};
+    use crate::preset::Preset;
+
+    let config = crate::config::Config::load()?;
+    let id = store.resolve(query)?;
+    let mut session = store.open(&id, crate::session::log::Durability::Sync)?;
+    let header = session
+        .history()
+        .header()
+        .context("the session has no header")?
+        .clone();
+    let preset = match &header.preset_text {
+        Some(text) => Preset::parse(
+            &header.preset,
+            &format!("the preset recorded in session {id}"),
+            text,
+        )?,
+        None => Preset::load(&header.preset)?,
+    };
+    let provider_config =
+        super::run::provider_config(&config, model, preset.file.model.name.as_deref())?;
+    let provider = match provider_config {
+        Some(provider_config) => Provider::new(provider_config)?,
+        // The template summarizer makes no call; the provider only fills the context.
+        None if template => Provider::new(ProviderConfig::default())?,
+        None => {
+            eprintln!("agent-lsp: {}", super::run::not_configured_message());
+            eprintln!("agent-lsp: or compact without a model: --template");
+            return Ok(ExitCode::from(super::run::EXIT_NOT_CONFIGURED));
+        }
+    };
+    let summarizer = template.then(|| Arc::new(TemplateSummarizer) as Arc<dyn Summarizer>);
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?;
+    let cancel = tokio_util::sync::CancellationToken::new();
+    let outcome = runtime.block_on(compact_session(
+        &mut session,
+        &preset,
+        &provider,
+        summarizer,
+        &cancel,
+    ))?;
+    let committed = matches!(outcome, CompactionOutcome::Committed(_));
+    let line = describe_outcome(&outcome)
+        .unwrap_or_else(|| "nothing to compact: the session is short enough".to_owned());
+    writeln!(std::io::stdout().lock(), "{line}")?;
+    Ok(if committed {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(1)
+    })
 }
 
 fn list(store: &Store, json: bool, out: &mut impl Write) -> anyhow::Result<()> {

@@ -40,6 +40,21 @@ pub struct AssembledPrompt {
     pub tools_digest: String,
 }
 
+impl AssembledPrompt {
+    /// A prompt from a system text and catalog recorded in the log, with the digests
+    /// [`SystemPrompt::assemble`] would give them (compaction outside a turn replays the last
+    /// request's prefix this way).
+    pub fn from_parts(system: String, tools: Vec<ToolDef>) -> anyhow::Result<AssembledPrompt> {
+        let catalog = serde_json::to_value(&tools)?;
+        Ok(AssembledPrompt {
+            system_digest: sha256_hex(&system),
+            tools_digest: sha256_hex(&canonical_json(&catalog)),
+            system,
+            tools,
+        })
+    }
+}
+
 impl SystemPrompt {
     /// Add a section, or replace the one with the same id.
     pub fn section(&mut self, id: &str, order: i32, text: &str) -> &mut Self {

@@ -52,6 +52,7 @@ impl Fixture {
             workspace: self.workspace.clone(),
             cancel: CancellationToken::new(),
             call_id: "test-call".into(),
+            session_path: None,
         }
     }
 }

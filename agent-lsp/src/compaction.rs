@@ -1,0 +1,408 @@
+//! Memory: compaction, tool-result pruning and recall of shadowed history.
+//!
+//! Long sessions must neither overflow the model's window nor lose the thread, and must keep the
+//! provider's prefix cache hot (ARCHITECTURE.md, "Memory: compaction"). Three mechanisms, all of
+//! which only change the *surface*; the log keeps every original event:
+//!
+//! - a [`CompactionEngine`] (the seam) folds older history into a `<compacted-summary>`
+//!   checkpoint: a `user/message` with `surface_op: replace` and `source_event_seqs`, written
+//!   between `compaction/start` (the lock) and `compaction/end`. [`basic::BasicCompactionEngine`]
+//!   is the implementation; a preset picks it, its thresholds, and its [`summary::Summarizer`]
+//!   (the one part a preset can swap alone);
+//! - the [`pruner::ToolResultPruner`] shortens old oversized tool results to head + tail;
+//! - the [`recall::RecallHistory`] tool reads shadowed events back, verbatim, as a tool result.
+//!
+//! The engine is called by the agent loop at `agent/pre-step` (before the plugins, so the
+//! runtime-context projection re-injects a snapshot the fold shadowed) and when the provider
+//! answers with a context overflow (compact, then retry the request once). It is not a
+//! [`crate::agent::Plugin`] because plugins are synchronous and a compaction awaits a model call.
+
+pub mod basic;
+pub mod pruner;
+pub mod range;
+pub mod recall;
+pub mod summary;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::Context;
+use futures_util::future::BoxFuture;
+use serde::Deserialize;
+use tokio_util::sync::CancellationToken;
+
+use crate::context::request::replay_request;
+use crate::context::system_prompt::AssembledPrompt;
+use crate::llm::ModelParams;
+use crate::llm::provider::Provider;
+use crate::preset::Preset;
+use crate::session::Session;
+
+/// `[plugins.compaction]` of a preset. Absent (as in `minimal`) means no compaction at all.
+#[derive(Clone, Debug, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CompactionSettings {
+    pub enabled: bool,
+    /// The engine; `basic` is the only one so far.
+    #[serde(default = "default_engine")]
+    pub engine: String,
+    /// `llm` (a model call that replays the cached prefix) or `template` (offline, mechanical).
+    #[serde(default = "default_summarizer")]
+    pub summarizer: String,
+    /// Share of `model.context_window` at which a background candidate summary is prepared.
+    #[serde(default = "default_soft_ratio")]
+    pub soft_ratio: f64,
+    /// Share of `model.context_window` at which the pre-step check compacts (commits the
+    /// candidate, or compacts synchronously without one).
+    #[serde(default = "default_hard_ratio")]
+    pub hard_ratio: f64,
+    /// Prepare candidates in the background between the two marks; without it the hard mark
+    /// compacts synchronously and the step waits for the summary call.
+    #[serde(default = "default_true")]
+    pub background: bool,
+    /// The most recent model steps are never folded: the model is working on them.
+    #[serde(default = "default_keep_recent_steps")]
+    pub keep_recent_steps: u32,
+    /// A compaction must shrink the estimated surface by at least this share, or it counts as
+    /// failed (the checkpoint is not committed); this is what stops endless compaction loops.
+    #[serde(default = "default_min_shrink_ratio")]
+    pub min_shrink_ratio: f64,
+    /// After this many consecutive failures automatic compaction stops for the session and the
+    /// user is told; `agent-lsp session compact` still works.
+    #[serde(default = "default_max_failures")]
+    pub max_consecutive_failures: u32,
+    /// `max_tokens` of the summary call.
+    #[serde(default = "default_summary_max_tokens")]
+    pub summary_max_tokens: u32,
+}
+
+fn default_engine() -> String {
+    "basic".to_owned()
+}
+fn default_summarizer() -> String {
+    "llm".to_owned()
+}
+fn default_soft_ratio() -> f64 {
+    0.6
+}
+fn default_hard_ratio() -> f64 {
+    0.8
+}
+fn default_true() -> bool {
+    true
+}
+fn default_keep_recent_steps() -> u32 {
+    4
+}
+fn default_min_shrink_ratio() -> f64 {
+    0.2
+}
+fn default_max_failures() -> u32 {
+    3
+}
+fn default_summary_max_tokens() -> u32 {
+    4096
+}
+
+impl Default for CompactionSettings {
+    fn default() -> Self {
+        toml::from_str("enabled = true").expect("defaults parse")
+    }
+}
+
+impl CompactionSettings {
+    /// Check the values a typo could make meaningless; `origin` names the preset in errors.
+    pub fn check(&self, origin: &str) -> anyhow::Result<()> {
+        let ok = |ratio: f64| ratio > 0.0 && ratio <= 1.0;
+        anyhow::ensure!(
+            ok(self.soft_ratio) && ok(self.hard_ratio) && self.soft_ratio <= self.hard_ratio,
+            "preset {origin}: plugins.compaction needs 0 < soft_ratio <= hard_ratio <= 1"
+        );
+        anyhow::ensure!(
+            (0.0..1.0).contains(&self.min_shrink_ratio),
+            "preset {origin}: plugins.compaction.min_shrink_ratio must be in [0, 1)"
+        );
+        anyhow::ensure!(
+            self.engine == "basic",
+            "preset {origin}: plugins.compaction.engine `{}` is unknown (the engines are: basic)",
+            self.engine
+        );
+        anyhow::ensure!(
+            matches!(self.summarizer.as_str(), "llm" | "template"),
+            "preset {origin}: plugins.compaction.summarizer `{}` is unknown (llm or template)",
+            self.summarizer
+        );
+        Ok(())
+    }
+}
+
+/// `[plugins.tool_result_pruner]` of a preset.
+#[derive(Clone, Debug, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PrunerSettings {
+    pub enabled: bool,
+    /// Results longer than this many characters are shortened once they are old.
+    #[serde(default = "default_threshold_chars")]
+    pub threshold_chars: usize,
+    /// Characters kept from the start of a shortened result.
+    #[serde(default = "default_head_chars")]
+    pub head_chars: usize,
+    /// Characters kept from the end of a shortened result.
+    #[serde(default = "default_tail_chars")]
+    pub tail_chars: usize,
+    /// The pruner acts only once the estimated request is at least this share of the window:
+    /// each shortened result changes the prompt from that point on, which costs the provider's
+    /// cache for the rest of the request, so it is not worth doing on a roomy window.
+    #[serde(default = "default_prune_ratio")]
+    pub trigger_ratio: f64,
+    /// Results of the most recent model steps are never shortened.
+    #[serde(default = "default_prune_keep_recent")]
+    pub keep_recent_steps: u32,
+}
+
+fn default_threshold_chars() -> usize {
+    8192
+}
+fn default_head_chars() -> usize {
+    4096
+}
+fn default_tail_chars() -> usize {
+    1024
+}
+fn default_prune_ratio() -> f64 {
+    0.5
+}
+fn default_prune_keep_recent() -> u32 {
+    2
+}
+
+impl Default for PrunerSettings {
+    fn default() -> Self {
+        toml::from_str("enabled = true").expect("defaults parse")
+    }
+}
+
+/// What asked for a compaction; recorded in `compaction/start`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Trigger {
+    /// The pre-step pressure check reached the hard mark.
+    PreStep,
+    /// The pre-step check reached the soft mark; the summary is prepared off the main path.
+    Background,
+    /// The provider refused a request as too long.
+    Overflow,
+    /// The user asked (`agent-lsp session compact`, the editor's `agent.compact`).
+    Manual,
+}
+
+impl Trigger {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Trigger::PreStep => "pre_step",
+            Trigger::Background => "background",
+            Trigger::Overflow => "overflow",
+            Trigger::Manual => "manual",
+        }
+    }
+
+    /// Automatic triggers stop after too many consecutive failures; a manual one always runs.
+    pub fn is_automatic(self) -> bool {
+        self != Trigger::Manual
+    }
+}
+
+/// What a compaction needs besides the session: the prompt prefix it replays and the model
+/// settings of the session. Owned, so a background candidate can take what it needs along.
+#[derive(Clone, Debug)]
+pub struct CompactionContext {
+    pub prompt: AssembledPrompt,
+    pub model: String,
+    pub params: ModelParams,
+    /// The model's context window in tokens (the preset's `model.context_window`).
+    pub context_window: u64,
+    pub turn: u32,
+    pub step: u32,
+    pub cancel: CancellationToken,
+}
+
+/// A committed checkpoint.
+#[derive(Clone, Debug, PartialEq)]
+pub struct CompactionReport {
+    pub compaction_id: String,
+    pub checkpoint_seq: u64,
+    /// Surface entries the checkpoint replaced.
+    pub shadowed_entries: usize,
+    pub tokens_before: u64,
+    pub tokens_after: u64,
+    /// Whether the summary was prepared in the background.
+    pub background: bool,
+}
+
+/// What one call to the engine did.
+#[derive(Clone, Debug, PartialEq)]
+pub enum CompactionOutcome {
+    /// Below the marks, nothing to fold, or a compaction is already open.
+    NotNeeded,
+    /// The soft mark was reached: a candidate summary is being prepared in the background.
+    CandidateStarted {
+        compaction_id: String,
+    },
+    Committed(CompactionReport),
+    /// Nothing changed on the surface.
+    Failed {
+        compaction_id: Option<String>,
+        reason: String,
+        /// This failure stopped automatic compaction for the session.
+        auto_disabled: bool,
+    },
+    /// Automatic compaction was stopped for this session after repeated failures.
+    AutoDisabled,
+}
+
+/// Running figures of an engine, for progress reports and the benchmark.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct CompactionStats {
+    pub committed: u32,
+    pub failed: u32,
+    pub discarded: u32,
+    pub candidates_started: u32,
+    /// Total and longest time a pre-step (or overflow retry) waited for compaction.
+    pub waited: Duration,
+    pub longest_wait: Duration,
+}
+
+/// The compaction seam: what a compaction backend must do. [`basic::BasicCompactionEngine`]
+/// is the implementation; a backend that only wants another way to summarize plugs a
+/// [`summary::Summarizer`] into it instead of implementing this.
+///
+/// Errors are failures to write the session log; a summary call that fails, a stale candidate
+/// or a compaction too small to help are [`CompactionOutcome::Failed`] and leave the surface as
+/// it was.
+pub trait CompactionEngine: Send {
+    /// The pre-step pressure check: prepare a candidate at the soft mark, compact at the hard
+    /// mark, do nothing below.
+    fn compact_if_needed<'a>(
+        &'a mut self,
+        session: &'a mut Session,
+        ctx: &'a CompactionContext,
+    ) -> BoxFuture<'a, anyhow::Result<CompactionOutcome>>;
+
+    /// Compact the compactable range now, whatever the pressure (overflow, user command).
+    fn compact_now<'a>(
+        &'a mut self,
+        session: &'a mut Session,
+        ctx: &'a CompactionContext,
+        trigger: Trigger,
+    ) -> BoxFuture<'a, anyhow::Result<CompactionOutcome>>;
+
+    /// Fold exactly the surface range `start..=end` (event seqs), if it keeps tool pairs whole.
+    fn compact_region<'a>(
+        &'a mut self,
+        session: &'a mut Session,
+        ctx: &'a CompactionContext,
+        start: u64,
+        end: u64,
+    ) -> BoxFuture<'a, anyhow::Result<CompactionOutcome>>;
+
+    fn stats(&self) -> CompactionStats {
+        CompactionStats::default()
+    }
+}
+
+/// The engine a preset asks for, or `None` when it has no (enabled) `[plugins.compaction]`.
+pub fn engine_for(
+    preset: &Preset,
+    provider: &Provider,
+) -> anyhow::Result<Option<Box<dyn CompactionEngine>>> {
+    let Some(settings) = preset
+        .file
+        .plugins
+        .compaction
+        .as_ref()
+        .filter(|settings| settings.enabled)
+    else {
+        return Ok(None);
+    };
+    settings.check(&preset.name)?;
+    let summarizer = summary::summarizer_for(settings, provider);
+    Ok(Some(Box::new(basic::BasicCompactionEngine::new(
+        settings.clone(),
+        summarizer,
+    ))))
+}
+
+/// Compact a session now, outside a turn: `agent-lsp session compact` and the editor server's
+/// `agent.compact` command.
+///
+/// The summary call replays the prefix of the session's last model request (its system prompt
+/// and tool catalog come from the log), so it works without building a tool runtime and still
+/// hits the provider's cache. The session's own preset gives the settings; a preset without
+/// compaction gets the defaults, since the user asked explicitly. `summarizer` overrides the
+/// preset's (e.g. `template` when no model is configured).
+pub async fn compact_session(
+    session: &mut Session,
+    preset: &Preset,
+    provider: &Provider,
+    summarizer: Option<Arc<dyn summary::Summarizer>>,
+    cancel: &CancellationToken,
+) -> anyhow::Result<CompactionOutcome> {
+    let history = session.history();
+    let n_requests = history.n_requests();
+    anyhow::ensure!(
+        n_requests > 0,
+        "session {} has made no model request yet: there is nothing to compact",
+        session.id()
+    );
+    let last = replay_request(history, n_requests)
+        .context("failed to recover the prompt prefix of the session's last request")?;
+    let prompt = AssembledPrompt::from_parts(last.system, last.tools)?;
+    let settings = preset.file.plugins.compaction.clone().unwrap_or_default();
+    let summarizer = summarizer.unwrap_or_else(|| summary::summarizer_for(&settings, provider));
+    let mut engine = basic::BasicCompactionEngine::new(settings, summarizer);
+    let turn = history.next_turn().saturating_sub(1);
+    let ctx = CompactionContext {
+        prompt,
+        model: last.model,
+        params: last.params,
+        context_window: preset.file.model.context_window,
+        turn,
+        step: 0,
+        cancel: cancel.clone(),
+    };
+    let outcome = engine.compact_now(session, &ctx, Trigger::Manual).await?;
+    session.flush()?;
+    Ok(outcome)
+}
+
+/// The line a person sees about a compaction, or `None` for the quiet ones (a background
+/// candidate started, nothing needed).
+pub fn describe_outcome(outcome: &CompactionOutcome) -> Option<String> {
+    match outcome {
+        CompactionOutcome::Committed(report) => Some(format!(
+            "compacted older history into checkpoint {} ({} messages, ~{} → ~{} tokens{})",
+            report.compaction_id,
+            report.shadowed_entries,
+            report.tokens_before,
+            report.tokens_after,
+            if report.background {
+                ", prepared in the background"
+            } else {
+                ""
+            }
+        )),
+        CompactionOutcome::Failed {
+            reason,
+            auto_disabled: true,
+            ..
+        } => Some(format!(
+            "automatic compaction is stopped for this session after repeated failures (last: {reason}); \
+             compact by hand with `agent-lsp session compact`, or start a new session"
+        )),
+        CompactionOutcome::Failed { reason, .. } => Some(format!(
+            "compaction failed, the history is unchanged: {reason}"
+        )),
+        CompactionOutcome::NotNeeded
+        | CompactionOutcome::CandidateStarted { .. }
+        | CompactionOutcome::AutoDisabled => None,
+    }
+}

@@ -1,0 +1,290 @@
+//! `recall_history`: the model reads shadowed history back from the session log, verbatim.
+//!
+//! Compaction and pruning only change the surface; the originals stay in the log. This tool
+//! finds them by compaction id (what a checkpoint replaced), event seq, tool call id, file path
+//! (calls whose arguments name it, with their results) or turn/step range, and returns them as
+//! text. Retrieval goes through the log file itself, never through memory the log does not back,
+//! and what it returns is recorded as an ordinary `tool/result` (ARCHITECTURE.md, "The one rule").
+
+use std::collections::BTreeSet;
+use std::path::Path;
+
+use futures_util::future::BoxFuture;
+use serde::Deserialize;
+use serde_json::{Value, json};
+
+use crate::llm::ToolDef;
+use crate::session::event::{Event, EventBody, SurfaceOp};
+use crate::session::log::read_log;
+use crate::tools::{Tool, ToolContext, ToolOutput, blocking, cap_text, parse_args};
+
+/// The most text one call returns unless it asks for less (or more, up to the hard cap).
+const DEFAULT_MAX_CHARS: usize = 20_000;
+const MAX_MAX_CHARS: usize = 100_000;
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Args {
+    compaction_id: Option<String>,
+    event_seq: Option<u64>,
+    tool_call_id: Option<String>,
+    path: Option<String>,
+    turn: Option<u32>,
+    step_from: Option<u32>,
+    step_to: Option<u32>,
+    max_chars: Option<usize>,
+}
+
+/// The `recall_history` tool.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct RecallHistory;
+
+impl Tool for RecallHistory {
+    fn def(&self) -> ToolDef {
+        ToolDef {
+            name: "recall_history".into(),
+            description: "Read earlier events of this session verbatim from its log: what a <compacted-summary> replaced (compaction_id), one event (event_seq), a tool call and its original result (tool_call_id, also for results shortened as old), every call whose arguments name a file and its results (path), or a turn's steps (turn, with optional step_from/step_to). Give exactly one of compaction_id, event_seq, tool_call_id, path, turn.".into(),
+            parameters: json!({
+                "type": "object",
+                "properties": {
+                    "compaction_id": {"type": "string", "description": "The id of a <compacted-summary>, e.g. cmp-57."},
+                    "event_seq": {"type": "integer", "minimum": 1},
+                    "tool_call_id": {"type": "string"},
+                    "path": {"type": "string", "description": "A workspace path as the tools were given it."},
+                    "turn": {"type": "integer", "minimum": 0},
+                    "step_from": {"type": "integer", "minimum": 0},
+                    "step_to": {"type": "integer", "minimum": 0},
+                    "max_chars": {"type": "integer", "minimum": 1000, "description": "Cap on the returned text (default 20000)."}
+                },
+                "additionalProperties": false
+            }),
+        }
+    }
+
+    fn read_only(&self) -> bool {
+        true
+    }
+
+    fn run(&self, ctx: ToolContext, args: Value) -> BoxFuture<'static, ToolOutput> {
+        let args = match parse_args::<Args>("recall_history", args) {
+            Ok(args) => args,
+            Err(output) => return Box::pin(async move { output }),
+        };
+        let path = ctx.session_path.clone();
+        Box::pin(blocking(move || match path {
+            Some(path) => recall(&path, &args),
+            None => ToolOutput::error(
+                "recall_history needs a session log, and this call runs outside of a session",
+            ),
+        }))
+    }
+}
+
+fn recall(path: &Path, args: &Args) -> ToolOutput {
+    let selectors = [
+        args.compaction_id.is_some(),
+        args.event_seq.is_some(),
+        args.tool_call_id.is_some(),
+        args.path.is_some(),
+        args.turn.is_some(),
+    ];
+    if selectors.iter().filter(|given| **given).count() != 1 {
+        return ToolOutput::error(
+            "give exactly one of compaction_id, event_seq, tool_call_id, path or turn",
+        );
+    }
+    let events = match read_log(path) {
+        Ok(read) => read.events,
+        Err(error) => {
+            return ToolOutput::error(format!("could not read the session log: {error:#}"));
+        }
+    };
+    let by_seq = |seq: u64| {
+        events
+            .binary_search_by_key(&seq, |event| event.seq)
+            .ok()
+            .map(|index| &events[index])
+    };
+    let (title, selected): (String, Vec<&Event>) = if let Some(id) = &args.compaction_id {
+        let Some(start) = id
+            .strip_prefix("cmp-")
+            .and_then(|seq| seq.parse::<u64>().ok())
+        else {
+            return ToolOutput::error(format!(
+                "`{id}` is not a compaction id; they look like cmp-57"
+            ));
+        };
+        let checkpoint = events.iter().find(|event| {
+            matches!(&event.body, EventBody::UserMessage(message) if message.origin == "compaction")
+                && event.source_event_seqs.first() == Some(&start)
+        });
+        match checkpoint {
+            Some(checkpoint) => (
+                format!("what compaction {id} replaced"),
+                checkpoint
+                    .source_event_seqs
+                    .iter()
+                    .skip(2)
+                    .filter_map(|seq| by_seq(*seq))
+                    .collect(),
+            ),
+            None => {
+                return ToolOutput::error(format!(
+                    "compaction {id} did not commit a checkpoint in this session"
+                ));
+            }
+        }
+    } else if let Some(seq) = args.event_seq {
+        match by_seq(seq) {
+            Some(event) => (format!("event {seq}"), vec![event]),
+            None => {
+                return ToolOutput::error(format!(
+                    "event {seq} does not exist (the log has {} events)",
+                    events.len()
+                ));
+            }
+        }
+    } else if let Some(call_id) = &args.tool_call_id {
+        let selected = call_events(&events, &BTreeSet::from([call_id.as_str()]));
+        if selected.is_empty() {
+            return ToolOutput::error(format!("no tool call `{call_id}` in this session"));
+        }
+        (format!("tool call {call_id}"), selected)
+    } else if let Some(wanted) = &args.path {
+        let ids = events
+            .iter()
+            .filter_map(|event| match &event.body {
+                EventBody::ToolCall(call) if mentions_path(&call.arguments, wanted) => {
+                    Some(call.call_id.as_str())
+                }
+                _ => None,
+            })
+            .collect::<BTreeSet<_>>();
+        if ids.is_empty() {
+            return ToolOutput::error(format!(
+                "no tool call in this session names the path `{wanted}`"
+            ));
+        }
+        (
+            format!("tool calls naming {wanted}"),
+            call_events(&events, &ids),
+        )
+    } else {
+        let turn = args.turn.expect("one selector is set");
+        let from = args.step_from.unwrap_or(0);
+        let to = args.step_to.unwrap_or(u32::MAX);
+        let selected = events
+            .iter()
+            .filter(|event| {
+                event.turn == turn
+                    && (from..=to).contains(&event.step)
+                    && event.kind().carries_content()
+                    && !is_replacement(event)
+            })
+            .collect::<Vec<_>>();
+        if selected.is_empty() {
+            return ToolOutput::error(format!(
+                "turn {turn} has no messages in steps {from}..={to}"
+            ));
+        }
+        (
+            format!("turn {turn}, steps {from}..={}", to.min(9999)),
+            selected,
+        )
+    };
+
+    let mut text = format!("recall_history: {title}, {} events\n", selected.len());
+    for event in &selected {
+        text.push('\n');
+        render(event, &mut text);
+    }
+    let max = args
+        .max_chars
+        .unwrap_or(DEFAULT_MAX_CHARS)
+        .clamp(1000, MAX_MAX_CHARS);
+    let (text, truncated) = cap_text(&text, max);
+    ToolOutput::ok(text)
+        .with_meta("recalled_events", selected.len())
+        .with_meta("recall_truncated", truncated)
+}
+
+/// Whether an event only stands in for another on the surface (a pruned result).
+fn is_replacement(event: &Event) -> bool {
+    event.kind() == crate::session::event::EventKind::ToolResult
+        && matches!(event.surface_op, Some(SurfaceOp::Replace { .. }))
+}
+
+/// The assistant messages carrying these calls and the original results answering them.
+fn call_events<'a>(events: &'a [Event], ids: &BTreeSet<&str>) -> Vec<&'a Event> {
+    events
+        .iter()
+        .filter(|event| match &event.body {
+            EventBody::AssistantMessage(message) => message
+                .tool_calls
+                .iter()
+                .any(|call| ids.contains(call.id.as_str())),
+            EventBody::ToolResult(result) => {
+                ids.contains(result.call_id.as_str()) && !is_replacement(event)
+            }
+            _ => false,
+        })
+        .collect()
+}
+
+/// Whether a call's raw arguments name `path` as one of their string values (or contain it, for
+/// arguments that are not JSON).
+fn mentions_path(arguments: &str, path: &str) -> bool {
+    let wanted = path.trim_start_matches("./");
+    match serde_json::from_str::<Value>(arguments) {
+        Ok(Value::Object(map)) => map.values().any(|value| {
+            value
+                .as_str()
+                .is_some_and(|text| text.trim_start_matches("./") == wanted)
+        }),
+        _ => arguments.contains(wanted),
+    }
+}
+
+fn render(event: &Event, out: &mut String) {
+    let head = format!(
+        "--- event {} · turn {} step {} · {}",
+        event.seq,
+        event.turn,
+        event.step,
+        event.kind()
+    );
+    out.push_str(&head);
+    match &event.body {
+        EventBody::UserMessage(message) => {
+            out.push_str(&format!(" ({}) ---\n{}\n", message.origin, message.text));
+        }
+        EventBody::RuntimeContext(context) => {
+            out.push_str(&format!(" ---\n{}\n", context.text));
+        }
+        EventBody::AssistantMessage(message) => {
+            out.push_str(" ---\n");
+            if let Some(reasoning) = message.reasoning.as_deref().filter(|r| !r.is_empty()) {
+                out.push_str(&format!("[reasoning]\n{reasoning}\n[/reasoning]\n"));
+            }
+            if !message.text.is_empty() {
+                out.push_str(&message.text);
+                out.push('\n');
+            }
+            for call in &message.tool_calls {
+                out.push_str(&format!(
+                    "→ call {} {} {}\n",
+                    call.id, call.name, call.arguments
+                ));
+            }
+        }
+        EventBody::ToolResult(result) => {
+            out.push_str(&format!(
+                " {} (call {}) ---\n{}\n",
+                result.name, result.call_id, result.text
+            ));
+        }
+        _ => {
+            out.push_str(&format!(" ---\n{}\n", event.payload_json()));
+        }
+    }
+}
