@@ -2,6 +2,7 @@
 
 mod agent_run;
 mod bridge_faults;
+mod compaction;
 mod file_search;
 mod lsp_tools;
 mod model_endpoint;
