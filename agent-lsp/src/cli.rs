@@ -2,7 +2,7 @@
 //! `--workspace DIR` says otherwise.
 
 mod files;
-mod run;
+pub(crate) mod run;
 mod servers;
 mod session;
 mod tool;
@@ -31,9 +31,15 @@ pub struct Cli {
 
 #[derive(Debug, Subcommand)]
 enum Command {
+    /// Serve an editor as a language server (what editors start): over stdio, or with
+    /// --listen over TCP.
+    Serve {
+        /// Listen on this address (e.g. 127.0.0.1:7658; port 0 picks one and prints it on
+        /// stderr) and serve each editor that connects, one after another.
+        #[arg(long, value_name = "ADDR")]
+        listen: Option<String>,
+    },
     /// Run one agent turn: the answer streams to stdout, progress to stderr.
-    /// Serve an editor over stdio as a language server (what editors start).
-    Serve,
     Run(run::RunArgs),
     /// Run one tool without a model (recorded in a session), or list a preset's tools.
     Tool(tool::ToolArgs),
@@ -71,8 +77,11 @@ pub fn run() -> anyhow::Result<ExitCode> {
         Command::Run(args) => run::run(&Store::for_workspace(&workspace)?, args),
         Command::Tool(args) => tool::run(&Store::for_workspace(&workspace)?, args),
         Command::Models { model, json } => run::models(&model, json),
-        Command::Serve => {
-            crate::server::run_stdio(explicit_workspace)?;
+        Command::Serve { listen } => {
+            match listen {
+                Some(address) => crate::server::run_tcp(&address, explicit_workspace)?,
+                None => crate::server::run_stdio(explicit_workspace)?,
+            }
             Ok(ExitCode::SUCCESS)
         }
         Command::Servers { start, json } => {

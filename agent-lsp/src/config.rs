@@ -25,6 +25,12 @@
 //! exclude = ["*.min.js", "vendor/**"]
 //! max_entries = 200000
 //! max_candidates = 200
+//!
+//! # `agent-lsp serve`: which files are prompt documents, and where "Ask" and "Explain"
+//! # write (relative to the workspace root).
+//! [editor]
+//! prompt_documents = "*.agent.md"
+//! chat_file = ".agent-lsp/chat.agent.md"
 //! ```
 
 use std::path::PathBuf;
@@ -53,6 +59,9 @@ pub struct Config {
     /// `[files]`: what `@path` completion indexes (exclude globs, caps).
     #[serde(default)]
     pub files: FilesOptions,
+    /// `[editor]`: prompt documents under `agent-lsp serve`.
+    #[serde(default)]
+    pub editor: EditorOptions,
 }
 
 impl Config {
@@ -90,6 +99,26 @@ impl Config {
             Err(error) => {
                 Err(error).with_context(|| format!("failed to read config file {}", path.display()))
             }
+        }
+    }
+}
+
+/// `[editor]`: how the editor-facing server treats prompt documents.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct EditorOptions {
+    /// Glob of prompt documents (matched against the file name, or the path if it has a `/`).
+    pub prompt_documents: String,
+    /// The workspace's chat document, relative to its root: where `agent.ask` and "Explain
+    /// with agent" write.
+    pub chat_file: String,
+}
+
+impl Default for EditorOptions {
+    fn default() -> EditorOptions {
+        EditorOptions {
+            prompt_documents: "*.agent.md".into(),
+            chat_file: ".agent-lsp/chat.agent.md".into(),
         }
     }
 }

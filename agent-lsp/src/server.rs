@@ -19,9 +19,13 @@
 //! every child is asked for UTF-16 only, which every server supports, so editor and children
 //! count the same units.
 
+mod actions;
+mod buffers;
 mod capabilities;
+mod chat;
 mod commands;
 mod documents;
+mod host;
 mod routing;
 
 use std::collections::HashMap;
@@ -82,7 +86,14 @@ pub struct Shared {
     /// Document path → its child, so a request does not redo pattern matching and the root
     /// marker search (several `stat`s per ancestor) every time; a dead child is looked up again.
     routes: Mutex<HashMap<PathBuf, Arc<Child>>>,
-    pub(crate) commands: commands::Commands,
+    /// The agent: its session, the running turn.
+    pub(crate) host: host::Host,
+    prompt_documents: chat::PromptDocuments,
+    /// The workspace's paths for `@path` completion, started at `initialize`.
+    files: OnceLock<crate::workspace::watch::LiveIndex>,
+    /// Capability methods announced at `initialize`; a child starting later gets the others
+    /// registered dynamically.
+    announced: Mutex<std::collections::HashSet<String>>,
 }
 
 impl Shared {
@@ -168,6 +179,11 @@ impl Shared {
         &self.documents
     }
 
+    /// Whether the request's document is a prompt document.
+    fn is_prompt_document(&self, params: &Value) -> bool {
+        routing::document_path(params).is_some_and(|path| self.prompt_documents.matches(&path))
+    }
+
     fn client_supports(&self, pointer: &str) -> bool {
         self.client_capabilities
             .get()
@@ -223,6 +239,7 @@ pub async fn serve(
     config: Config,
     default_workspace: Option<PathBuf>,
 ) -> anyhow::Result<()> {
+    let prompt_documents = chat::PromptDocuments::new(&config.editor.prompt_documents)?;
     let (out, mut outgoing) = mpsc::unbounded_channel::<Value>();
     let writer = tokio::spawn(async move {
         let mut output = output;
@@ -245,7 +262,10 @@ pub async fn serve(
         next_id: AtomicI64::new(1),
         resolve_routes: Mutex::new(HashMap::new()),
         routes: Mutex::new(HashMap::new()),
-        commands: commands::Commands::default(),
+        host: host::Host::default(),
+        prompt_documents,
+        files: OnceLock::new(),
+        announced: Mutex::new(Default::default()),
     });
     let mut server = Server {
         shared: shared.clone(),
@@ -403,10 +423,17 @@ impl Server {
                 let span = tracing::info_span!("request", %method, %id);
                 tokio::spawn(
                     async move {
-                        let reply = if method == "workspace/executeCommand" {
-                            commands::execute(&shared, params, &cancel).await
-                        } else {
-                            routing::forward_request(&shared, &method, params, &cancel).await
+                        let reply = match method.as_str() {
+                            "workspace/executeCommand" => {
+                                commands::execute(&shared, params, &cancel).await
+                            }
+                            "textDocument/codeAction" => {
+                                actions::code_actions(&shared, params, &cancel).await
+                            }
+                            "textDocument/completion" if shared.is_prompt_document(&params) => {
+                                actions::complete_mention(&shared, &params).await
+                            }
+                            _ => routing::forward_request(&shared, &method, params, &cancel).await,
                         };
                         let reply = if cancel.is_cancelled() && reply.is_err() {
                             Err((
@@ -436,10 +463,16 @@ impl Server {
                     cancel.cancel();
                 }
             }
+            "window/workDoneProgress/cancel" => shared.host.cancel_progress(&params["token"]),
+            "workspace/didChangeWatchedFiles" => {
+                actions::watched_files_changed(&shared, &params);
+                routing::forward_notification(&shared, method, params).await;
+            }
             "textDocument/didOpen"
             | "textDocument/didChange"
             | "textDocument/didClose"
             | "textDocument/didSave" => {
+                actions::document_event(&shared, method, &params);
                 if let Err((_, problem)) = documents::sync(&shared, method, params).await {
                     tracing::warn!(method, "{problem}");
                 }

@@ -20,6 +20,7 @@
 //! form one batch and run concurrently; a mutating call runs alone. So a `read` that follows a
 //! `write` in the same step sees the write, and independent reads do not wait for each other.
 
+pub mod buffers;
 pub mod edit;
 pub mod fs;
 pub mod lsp;
@@ -103,6 +104,8 @@ pub struct ToolContext {
     /// The session's log file, for tools that read the session's own history
     /// (`recall_history`); `None` outside of a session.
     pub session_path: Option<PathBuf>,
+    /// The editor's open buffers under `agent-lsp serve`; `None` on the terminal.
+    pub buffers: Option<Arc<dyn buffers::Buffers>>,
 }
 
 impl ToolContext {
@@ -431,6 +434,7 @@ pub struct ToolRuntime {
     asker: Arc<dyn Asker>,
     observers: Vec<Arc<dyn ToolObserver>>,
     write_observer: Option<Arc<dyn WriteObserver>>,
+    buffers: Option<Arc<dyn buffers::Buffers>>,
     limits: Limits,
 }
 
@@ -455,6 +459,7 @@ impl ToolRuntime {
             asker: Arc::new(HeadlessAsker::default()),
             observers: Vec::new(),
             write_observer: None,
+            buffers: None,
             limits: Limits::default(),
         }
     }
@@ -476,6 +481,12 @@ impl ToolRuntime {
 
     pub fn with_write_observer(mut self, observer: Arc<dyn WriteObserver>) -> ToolRuntime {
         self.write_observer = Some(observer);
+        self
+    }
+
+    /// Read and change the editor's open buffers instead of the disk for the files it has open.
+    pub fn with_buffers(mut self, buffers: Arc<dyn buffers::Buffers>) -> ToolRuntime {
+        self.buffers = Some(buffers);
         self
     }
 
@@ -724,6 +735,7 @@ impl ToolRuntime {
             cancel: call_cancel.clone(),
             call_id: call.id.clone(),
             session_path: Some(session_path.to_owned()),
+            buffers: self.buffers.clone(),
         };
         let read_only = tool.read_only();
         let started = Instant::now();

@@ -116,6 +116,16 @@ impl DocumentMirror {
             .is_some_and(|document| document.owner == Owner::Editor)
     }
 
+    /// The paths of the documents the editor has open.
+    pub fn editor_open_paths(&self) -> Vec<PathBuf> {
+        let documents = self.documents.lock().expect("document mirror lock");
+        documents
+            .iter()
+            .filter(|(_, document)| document.owner == Owner::Editor)
+            .filter_map(|(uri, _)| uri.to_file_path().ok())
+            .collect()
+    }
+
     /// The editor opened a document; the caller forwards it to `child` (the server for the
     /// document, if any). Returns whether that child already had it open (leased by the agent),
     /// in which case the caller sends the editor's text as a change rather than a second open.
@@ -275,9 +285,9 @@ impl DocumentMirror {
     /// The agent wrote `path` on disk: every child that has it open gets the new full text as a
     /// new version (`didChange`) and a `didSave`. Returns the new version, if it was open.
     ///
-    /// An editor-owned document is updated too: the agent's write goes through
-    /// `workspace/applyEdit` in the editor case, and the editor then sends its own change, which
-    /// only moves the version forward again.
+    /// An editor-owned document is left alone: its buffer, not the disk, is what the children
+    /// must see (the agent changes it through `workspace/applyEdit`, and the editor sends the
+    /// change), and a version of ours would collide with the editor's numbering.
     pub async fn changed_on_disk(
         &self,
         children: &[Arc<Child>],
@@ -293,6 +303,11 @@ impl DocumentMirror {
             let Some(document) = documents.get_mut(&uri) else {
                 return Ok(None);
             };
+            // The editor's buffer is the truth for a document it has open: the disk may be
+            // behind it, and the editor sends its own changes.
+            if document.owner == Owner::Editor {
+                return Ok(Some(document.version));
+            }
             document.version += 1;
             document.text = text.clone();
             (document.version, document.opened_in.clone())

@@ -7,6 +7,7 @@ mod file_search;
 mod lsp_tools;
 mod model_endpoint;
 mod serve;
+mod serve_agent;
 mod session_crash;
 mod session_props;
 mod session_replay;

@@ -1,7 +1,7 @@
 //! A scripted editor: drives `agent-lsp serve` (or any language server) over stdio the way
 //! VS Code or Neovim would, with a bound on every wait.
 
-use std::collections::VecDeque;
+use std::collections::{HashMap, VecDeque};
 use std::io::{BufRead, BufReader, Read, Write};
 use std::process::{Child, ChildStdin, Command, Stdio};
 use std::sync::mpsc;
@@ -21,6 +21,11 @@ pub struct Editor {
     pub backlog: VecDeque<Value>,
     /// Every server→editor request seen, in order.
     pub server_requests: Vec<Value>,
+    /// Open buffers by URI: text and version, changed by `change` and by the server's
+    /// `workspace/applyEdit`, as an editor's would be (never saved to disk).
+    pub buffers: HashMap<String, (String, i64)>,
+    /// What the editor answers to `window/showMessageRequest` (the title of the action).
+    pub message_answer: Option<String>,
 }
 
 impl Editor {
@@ -72,6 +77,8 @@ impl Editor {
             next_id: 0,
             backlog: VecDeque::new(),
             server_requests: Vec::new(),
+            buffers: HashMap::new(),
+            message_answer: None,
         }
     }
 
@@ -143,7 +150,25 @@ impl Editor {
                     .as_array()
                     .map_or(0, Vec::len)
             ]),
-            "workspace/applyEdit" => json!({"applied": true}),
+            "workspace/applyEdit" => self.apply_workspace_edit(&request["params"]["edit"]),
+            "window/showDocument" => {
+                let uri = request["params"]["uri"]
+                    .as_str()
+                    .unwrap_or_default()
+                    .to_owned();
+                if !self.buffers.contains_key(&uri) {
+                    let path = lsp_bridge::lsp_types::Url::parse(&uri)
+                        .unwrap()
+                        .to_file_path()
+                        .unwrap();
+                    self.open(&path, "markdown");
+                }
+                json!({"success": true})
+            }
+            "window/showMessageRequest" => match &self.message_answer {
+                Some(title) => json!({"title": title}),
+                None => Value::Null,
+            },
             _ => Value::Null,
         };
         let response = json!({"jsonrpc": "2.0", "id": request["id"], "result": result});
@@ -152,6 +177,11 @@ impl Editor {
 
     /// `initialize` + `initialized` for `root`; returns the initialize result.
     pub fn initialize(&mut self, root: &std::path::Path) -> Value {
+        self.initialize_with(root, Value::Null)
+    }
+
+    /// `initialize` with `initializationOptions` (as editor plugins pass settings).
+    pub fn initialize_with(&mut self, root: &std::path::Path, options: Value) -> Value {
         let uri = url(root);
         let response = self.request(
             "initialize",
@@ -159,11 +189,14 @@ impl Editor {
                 "processId": std::process::id(),
                 "rootUri": uri,
                 "workspaceFolders": [{"uri": uri, "name": "test"}],
+                "initializationOptions": options,
                 "capabilities": {
                     "general": {"positionEncodings": ["utf-16"]},
-                    "window": {"workDoneProgress": true},
-                    "workspace": {"configuration": true, "applyEdit": true, "workspaceFolders": true},
-                    "textDocument": {"publishDiagnostics": {"versionSupport": true}, "hover": {"contentFormat": ["markdown", "plaintext"]}},
+                    "window": {"workDoneProgress": true, "showDocument": {"support": true}},
+                    "workspace": {"configuration": true, "applyEdit": true, "workspaceFolders": true,
+                                  "workspaceEdit": {"documentChanges": true}},
+                    "textDocument": {"publishDiagnostics": {"versionSupport": true}, "hover": {"contentFormat": ["markdown", "plaintext"]},
+                                     "formatting": {"dynamicRegistration": true}, "rangeFormatting": {"dynamicRegistration": true}},
                 },
             }),
         );
@@ -177,7 +210,70 @@ impl Editor {
 
     pub fn open(&mut self, path: &std::path::Path, language: &str) {
         let text = std::fs::read_to_string(path).unwrap();
+        self.buffers.insert(url(path), (text.clone(), 1));
         self.notify("textDocument/didOpen", json!({"textDocument": {"uri": url(path), "languageId": language, "version": 1, "text": text}}));
+    }
+
+    /// The buffer of an open document.
+    pub fn buffer(&self, path: &std::path::Path) -> String {
+        self.buffers[&url(path)].0.clone()
+    }
+
+    /// Replace an open buffer's text (typing, unsaved) and send the full-text `didChange`.
+    pub fn change(&mut self, path: &std::path::Path, text: &str) {
+        let uri = url(path);
+        let version = self.buffers.get(&uri).map_or(1, |(_, version)| version + 1);
+        self.buffers.insert(uri.clone(), (text.to_owned(), version));
+        self.notify("textDocument/didChange", json!({"textDocument": {"uri": uri, "version": version}, "contentChanges": [{"text": text}]}));
+    }
+
+    /// Apply a `WorkspaceEdit` to the open buffers the way an editor does: versioned document
+    /// changes are refused when the version is stale; each changed buffer sends `didChange`.
+    fn apply_workspace_edit(&mut self, edit: &Value) -> Value {
+        let mut per_document: Vec<(String, Option<i64>, Vec<Value>)> = Vec::new();
+        if let Some(changes) = edit["changes"].as_object() {
+            for (uri, edits) in changes {
+                per_document.push((
+                    uri.clone(),
+                    None,
+                    edits.as_array().cloned().unwrap_or_default(),
+                ));
+            }
+        }
+        for change in edit["documentChanges"].as_array().into_iter().flatten() {
+            let uri = change["textDocument"]["uri"]
+                .as_str()
+                .unwrap_or_default()
+                .to_owned();
+            let version = change["textDocument"]["version"].as_i64();
+            per_document.push((
+                uri,
+                version,
+                change["edits"].as_array().cloned().unwrap_or_default(),
+            ));
+        }
+        for (uri, version, _) in &per_document {
+            let Some((_, current)) = self.buffers.get(uri) else {
+                return json!({"applied": false, "failureReason": format!("{uri} is not open in this test editor")});
+            };
+            if version.is_some_and(|version| version != *current) {
+                return json!({"applied": false, "failureReason": "the document changed"});
+            }
+        }
+        for (uri, _, edits) in per_document {
+            let (text, _) = &self.buffers[&uri];
+            let updated = lsp_bridge::queries::apply_text_edits(
+                text,
+                &edits,
+                lsp_bridge::position::PositionEncoding::Utf16,
+            );
+            let path = lsp_bridge::lsp_types::Url::parse(&uri)
+                .unwrap()
+                .to_file_path()
+                .unwrap();
+            self.change(&path, &updated);
+        }
+        json!({"applied": true})
     }
 
     /// `shutdown` + `exit`, and the process must end on its own.

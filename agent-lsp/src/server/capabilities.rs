@@ -7,7 +7,10 @@ use std::sync::Arc;
 use lsp_bridge::Bridge;
 use serde_json::{Map, Value, json};
 
-use super::{INITIALIZE_WAIT, Reply, Shared, codes, commands, editor_bridge_config, routing};
+use super::host::EditorOptions;
+use super::{
+    INITIALIZE_WAIT, Reply, Shared, actions, codes, commands, editor_bridge_config, routing,
+};
 
 /// At most this many files are looked at to find the workspace's languages.
 const MAX_SCAN: usize = 20_000;
@@ -37,10 +40,21 @@ pub(super) async fn initialize(shared: &Arc<Shared>, params: Value) -> Reply {
     bridge.set_on_start(Arc::new(move |child| {
         if let Some(shared) = hook_shared.upgrade() {
             routing::attach_child(&shared, child);
+            register_late(&shared, child);
         }
     }));
     let _ = shared.bridge.set(bridge.clone());
-    shared.commands.set_workspace(folders[0].clone());
+    shared.host.set_workspace(folders[0].clone());
+    if let Some(options) = params
+        .get("initializationOptions")
+        .filter(|options| options.is_object())
+    {
+        match serde_json::from_value::<EditorOptions>(options.clone()) {
+            Ok(options) => shared.host.set_options(options),
+            Err(error) => shared.show_error(&format!("initializationOptions ignored: {error}")),
+        }
+    }
+    start_file_index(shared, &folders[0]);
 
     // Start one child per server the workspace has files for, in parallel, for a bounded time.
     let samples = sample_files(&bridge, &folders);
@@ -72,7 +86,36 @@ pub(super) async fn initialize(shared: &Arc<Shared>, params: Value) -> Reply {
             &child.initialize_result()["capabilities"],
         );
     }
-    // Our own: full document sync (we keep the buffers), UTF-16 positions, our commands.
+    // Our own: full document sync (we keep the buffers), UTF-16 positions, our commands, our
+    // code actions, `@` completion in prompt documents.
+    let mut kinds: Vec<Value> = match capabilities.get("codeActionProvider") {
+        Some(Value::Object(options)) => options
+            .get("codeActionKinds")
+            .and_then(Value::as_array)
+            .cloned()
+            .unwrap_or_default(),
+        _ => Vec::new(),
+    };
+    kinds.extend(actions::KINDS.iter().map(|kind| json!(kind)));
+    let mut code_actions = match capabilities.remove("codeActionProvider") {
+        Some(Value::Object(options)) => options,
+        _ => Map::new(),
+    };
+    code_actions.insert("codeActionKinds".into(), Value::Array(kinds));
+    capabilities.insert("codeActionProvider".into(), Value::Object(code_actions));
+    let completion = capabilities
+        .entry("completionProvider")
+        .or_insert_with(|| json!({}));
+    if let Some(completion) = completion.as_object_mut() {
+        let triggers = completion
+            .entry("triggerCharacters")
+            .or_insert_with(|| json!([]));
+        if let Some(triggers) = triggers.as_array_mut()
+            && !triggers.contains(&json!("@"))
+        {
+            triggers.push(json!("@"));
+        }
+    }
     capabilities.insert("positionEncoding".into(), json!("utf-16"));
     capabilities.insert(
         "textDocumentSync".into(),
@@ -88,6 +131,7 @@ pub(super) async fn initialize(shared: &Arc<Shared>, params: Value) -> Reply {
         "executeCommandProvider".into(),
         json!({"commands": commands}),
     );
+    *shared.announced.lock().expect("announced") = capabilities.keys().cloned().collect();
     Ok(json!({
         "capabilities": capabilities,
         "serverInfo": {"name": "agent-lsp", "version": env!("CARGO_PKG_VERSION")},
@@ -136,6 +180,118 @@ fn sample_files(bridge: &Bridge, folders: &[PathBuf]) -> Vec<PathBuf> {
         }
     }
     samples
+}
+
+/// Index the workspace's paths in the background for `@path` completion, kept current by a
+/// file watcher and the editor's `didChangeWatchedFiles`.
+fn start_file_index(shared: &Arc<Shared>, root: &std::path::Path) {
+    let config = crate::workspace::files::FilesConfig::from_options(&shared.config.files);
+    let index = crate::workspace::Workspace::new(root)
+        .and_then(|workspace| crate::workspace::watch::LiveIndex::start(&workspace, config, true));
+    match index {
+        Ok(index) => {
+            let _ = shared.files.set(index);
+        }
+        Err(error) => shared.show_error(&format!("@path completion is off: {error:#}")),
+    }
+}
+
+/// Server capabilities and the methods they stand for, for dynamic registration.
+const REGISTRABLE: [(&str, &str); 16] = [
+    ("hoverProvider", "textDocument/hover"),
+    ("definitionProvider", "textDocument/definition"),
+    ("declarationProvider", "textDocument/declaration"),
+    ("typeDefinitionProvider", "textDocument/typeDefinition"),
+    ("implementationProvider", "textDocument/implementation"),
+    ("referencesProvider", "textDocument/references"),
+    (
+        "documentHighlightProvider",
+        "textDocument/documentHighlight",
+    ),
+    ("documentSymbolProvider", "textDocument/documentSymbol"),
+    ("signatureHelpProvider", "textDocument/signatureHelp"),
+    ("renameProvider", "textDocument/rename"),
+    ("documentFormattingProvider", "textDocument/formatting"),
+    (
+        "documentRangeFormattingProvider",
+        "textDocument/rangeFormatting",
+    ),
+    ("foldingRangeProvider", "textDocument/foldingRange"),
+    ("callHierarchyProvider", "textDocument/prepareCallHierarchy"),
+    ("inlayHintProvider", "textDocument/inlayHint"),
+    ("workspaceSymbolProvider", "workspace/symbol"),
+];
+
+/// A child that started after `initialize` answered (a slow server, or the first file of a new
+/// language) may bring features the editor was not told about: register them dynamically
+/// where the editor supports that. Features announced already are not registered again (the
+/// editor would ask twice and show everything twice).
+fn register_late(shared: &Arc<Shared>, child: &Arc<lsp_bridge::Child>) {
+    let capabilities = child.initialize_result()["capabilities"].clone();
+    let mut registrations = Vec::new();
+    {
+        let mut announced = shared.announced.lock().expect("announced");
+        if announced.is_empty() {
+            // Still initializing: this child's capabilities go into the initialize answer.
+            return;
+        }
+        for (capability, method) in REGISTRABLE {
+            let offered = &capabilities[capability];
+            if offered.is_null() || *offered == json!(false) || announced.contains(capability) {
+                continue;
+            }
+            let family = method
+                .trim_start_matches("textDocument/")
+                .trim_start_matches("workspace/");
+            let pointer = if method.starts_with("workspace/") {
+                format!("/workspace/{family}/dynamicRegistration")
+            } else {
+                format!(
+                    "/textDocument/{}/dynamicRegistration",
+                    match family {
+                        "prepareCallHierarchy" => "callHierarchy",
+                        other => other,
+                    }
+                )
+            };
+            if !shared.client_supports(&pointer) {
+                continue;
+            }
+            let mut options = match offered {
+                Value::Object(options) => options.clone(),
+                _ => Map::new(),
+            };
+            if method.starts_with("textDocument/") {
+                options.insert("documentSelector".into(), Value::Null);
+            }
+            announced.insert(capability.to_owned());
+            registrations.push(json!({
+                "id": format!("agent-lsp/{}/{method}", child.name()),
+                "method": method,
+                "registerOptions": options,
+            }));
+        }
+    }
+    if registrations.is_empty() {
+        return;
+    }
+    tracing::info!(
+        server = child.name(),
+        n = registrations.len(),
+        "registering a late server's features"
+    );
+    let shared = shared.clone();
+    tokio::spawn(async move {
+        if let Err((_, problem)) = shared
+            .request_editor(
+                "client/registerCapability",
+                json!({"registrations": registrations}),
+            )
+            .await
+        {
+            tracing::warn!("the editor refused dynamic registration: {problem}");
+        }
+    });
 }
 
 /// Merge one child's capabilities into the union: a provider any child has is announced;

@@ -1,49 +1,57 @@
 //! `workspace/executeCommand`: the agent's commands, or the child that announced the command.
 //!
-//! - `agent.tool {name, arguments}`: run one agent tool (file or `lsp_*`) without a model, in
-//!   the server's session, over the same bridge and document mirror as the editor; the answer
-//!   is `{text, is_error, meta, session}`. Editor plugins use it, and it shows that the agent
-//!   reads exactly the editor's buffers.
-//! - `agent.session.list`: the workspace's sessions.
+//! Every command takes at most one argument, a JSON object:
+//! - `agent.ask {prompt}`: ask in the workspace's chat document (`[editor] chat_file`), where
+//!   the answer streams; `agent.ask {uri, range}` (the "Ask agent about selection" action)
+//!   instead writes a prompt quoting the selection there and shows it, for the programmer to
+//!   finish and send.
+//! - `agent.explain {uri, range}`: "Explain with agent": the same, sent at once.
+//! - `agent.send {uri, position}`: send the prompt under the cursor of a prompt document; the
+//!   answer streams into it below the prompt.
+//! - `agent.fix {uri, diagnostic}`: a turn that fixes one diagnostic; its edits arrive through
+//!   `workspace/applyEdit`, then the diagnostics of the changed files are checked and reported.
+//! - `agent.cancel`: stop the running turn (the log stays consistent).
+//! - `agent.compact`: compact the session now (a checkpoint summary replaces older history).
+//! - `agent.session.new`, `agent.session.list`.
+//! - `agent.tool {name, arguments}`: run one agent tool without a model, in the server's
+//!   session, over the editor's buffers; the answer is `{text, is_error, meta, session}`.
+//!
+//! A turn's command answers when the turn ends, with `{outcome, steps, text, session, ...}`.
 
-use std::path::PathBuf;
-use std::sync::{Arc, OnceLock};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
 
+use lsp_bridge::lsp_types::Url;
+use lsp_bridge::position::PositionEncoding;
+use lsp_bridge::queries::{DocumentDiagnostics, Queries};
 use serde_json::{Value, json};
-use tokio::sync::Mutex;
 use tokio_util::sync::CancellationToken;
 
+use super::buffers::EditorBuffers;
+use super::chat::{PROMPT_HEADING, offset_of, prompt_at};
+use super::host::{AnswerTarget, REQUEST_FAILED, TurnReport, TurnRequest};
 use super::{Reply, Shared, codes};
-use crate::preset::{DEFAULT_PRESET, Preset};
-use crate::session::Session;
-use crate::session::log::Durability;
-use crate::session::store::Store;
-use crate::tools::ToolRuntime;
+use crate::agent::TurnOutcome;
+use crate::tools::buffers::Buffers;
 
 /// The commands this server owns, announced in `executeCommandProvider`.
-pub const COMMANDS: [&str; 2] = ["agent.tool", "agent.session.list"];
+pub const COMMANDS: [&str; 9] = [
+    "agent.ask",
+    "agent.explain",
+    "agent.send",
+    "agent.fix",
+    "agent.cancel",
+    "agent.session.new",
+    "agent.session.list",
+    "agent.tool",
+    "agent.compact",
+];
 
-/// The server's agent state, made on first use.
-#[derive(Default)]
-pub(crate) struct Commands {
-    workspace: OnceLock<PathBuf>,
-    agent: Mutex<Option<(ToolRuntime, Session)>>,
-}
-
-impl Commands {
-    pub(super) fn set_workspace(&self, workspace: PathBuf) {
-        let _ = self.workspace.set(workspace);
-    }
-
-    fn store(&self) -> Result<Store, (i64, String)> {
-        let workspace = self
-            .workspace
-            .get()
-            .ok_or((codes::SERVER_NOT_INITIALIZED, "no workspace yet".to_owned()))?;
-        Store::for_workspace(workspace)
-            .map_err(|error| (codes::INTERNAL_ERROR, format!("{error:#}")))
-    }
-}
+/// Lines of code shown around a diagnostic or a selection.
+const CONTEXT_LINES: usize = 12;
+/// How long to wait for the editor to open the chat document it was asked to show.
+const SHOW_WAIT: Duration = Duration::from_secs(3);
 
 pub(super) async fn execute(
     shared: &Arc<Shared>,
@@ -55,15 +63,37 @@ pub(super) async fn execute(
         "executeCommand without `command`".to_owned(),
     ))?;
     let argument = params["arguments"].get(0).cloned().unwrap_or(Value::Null);
+    if !(argument.is_object() || argument.is_null()) {
+        return Err((
+            codes::INVALID_PARAMS,
+            format!("`{command}` takes one JSON object argument"),
+        ));
+    }
+    let host = &shared.host;
     match command {
         "agent.tool" => run_tool(shared, argument, cancel).await,
         "agent.session.list" => {
-            let store = shared.commands.store()?;
-            let ids = store
-                .ids()
-                .map_err(|error| (codes::INTERNAL_ERROR, format!("{error:#}")))?;
+            let ids = host.store()?.ids().map_err(internal)?;
             Ok(json!(ids))
         }
+        "agent.session.new" => host.new_session(shared).await,
+        "agent.cancel" => Ok(json!({"cancelled": host.cancel()})),
+        "agent.send" => send(shared, &argument, cancel).await,
+        "agent.ask" if argument.get("prompt").is_some() => {
+            let prompt = string(&argument, "prompt")?;
+            ask_in_chat(shared, prompt.to_owned(), "agent", cancel).await
+        }
+        "agent.ask" => quote_selection(shared, &argument).await,
+        "agent.explain" => {
+            let (path, quoted) = selection(shared, &argument)?;
+            let prompt = format!(
+                "Explain this code from {}: what it does, how, and anything surprising.\n\n{quoted}",
+                mention(shared, &path)?
+            );
+            ask_in_chat(shared, prompt, "agent: explain", cancel).await
+        }
+        "agent.fix" => fix(shared, &argument, cancel).await,
+        "agent.compact" => host.compact(shared, cancel).await,
         other => {
             // A command one of the children announced.
             let bridge = shared.bridge()?;
@@ -92,6 +122,463 @@ pub(super) async fn execute(
     }
 }
 
+fn internal(error: anyhow::Error) -> (i64, String) {
+    (codes::INTERNAL_ERROR, format!("{error:#}"))
+}
+
+fn string<'a>(argument: &'a Value, key: &str) -> Result<&'a str, (i64, String)> {
+    argument[key]
+        .as_str()
+        .ok_or((codes::INVALID_PARAMS, format!("the argument needs `{key}`")))
+}
+
+fn path_of(argument: &Value) -> Result<PathBuf, (i64, String)> {
+    let uri = string(argument, "uri")?;
+    Url::parse(uri)
+        .ok()
+        .and_then(|uri| uri.to_file_path().ok())
+        .ok_or((codes::INVALID_PARAMS, format!("`{uri}` is not a file URI")))
+}
+
+fn position_of(value: &Value) -> Result<(usize, u32), (i64, String)> {
+    match (value["line"].as_u64(), value["character"].as_u64()) {
+        (Some(line), Some(character)) => Ok((line as usize, character as u32)),
+        _ => Err((
+            codes::INVALID_PARAMS,
+            "a position needs `line` and `character`".into(),
+        )),
+    }
+}
+
+/// The editor's text of `path` (unsaved changes included), else the disk's.
+fn current_text(shared: &Arc<Shared>, path: &Path) -> Result<String, (i64, String)> {
+    if let Some(text) = EditorBuffers::new(shared).text(path) {
+        return Ok(text);
+    }
+    std::fs::read_to_string(path).map_err(|error| {
+        (
+            REQUEST_FAILED,
+            format!("cannot read {}: {error}", path.display()),
+        )
+    })
+}
+
+/// `@path` for a workspace file, as the model is told to read it.
+fn mention(shared: &Arc<Shared>, path: &Path) -> Result<String, (i64, String)> {
+    let workspace = crate::workspace::Workspace::new(shared.host.workspace()?).map_err(internal)?;
+    if !path.starts_with(workspace.root()) {
+        return Err((
+            codes::INVALID_PARAMS,
+            format!("{} is outside the workspace", path.display()),
+        ));
+    }
+    let shown = workspace.display(path);
+    Ok(crate::workspace::mentions::insert_text(
+        &shown,
+        crate::workspace::files::EntryKind::File,
+    ))
+}
+
+/// Lines `first..=last` (0-based) of `text`, numbered from 1, in a fenced block.
+fn numbered(text: &str, first: usize, last: usize, language: &str) -> String {
+    let mut out = format!("```{language}\n");
+    for (number, line) in text.lines().enumerate().skip(first).take(last + 1 - first) {
+        out.push_str(&format!("{:>5}  {line}\n", number + 1));
+    }
+    out.push_str("```");
+    out
+}
+
+fn language_of(path: &Path) -> &str {
+    path.extension().and_then(|ext| ext.to_str()).unwrap_or("")
+}
+
+/// The selection of a `{uri, range}` argument, quoted with its line numbers.
+fn selection(shared: &Arc<Shared>, argument: &Value) -> Result<(PathBuf, String), (i64, String)> {
+    let path = path_of(argument)?;
+    let text = current_text(shared, &path)?;
+    let (first, _) = position_of(&argument["range"]["start"])?;
+    let (mut last, end_character) = position_of(&argument["range"]["end"])?;
+    // A selection ending at the start of a line does not include that line.
+    if end_character == 0 && last > first {
+        last -= 1;
+    }
+    let lines = text.lines().count().max(1);
+    let last = last.min(lines - 1);
+    let first = first.min(last);
+    let quoted = format!(
+        "Lines {}–{}:\n{}",
+        first + 1,
+        last + 1,
+        numbered(&text, first, last, language_of(&path))
+    );
+    Ok((path, quoted))
+}
+
+/// The workspace's chat document, opened in the editor when it can show documents.
+async fn chat_document(shared: &Arc<Shared>) -> Result<PathBuf, (i64, String)> {
+    let workspace = crate::workspace::Workspace::new(shared.host.workspace()?).map_err(internal)?;
+    let path = workspace
+        .resolve(&shared.config.editor.chat_file)
+        .map_err(|error| {
+            (
+                REQUEST_FAILED,
+                format!(
+                    "[editor] chat_file `{}`: {error}",
+                    shared.config.editor.chat_file
+                ),
+            )
+        })?;
+    if !path.exists() {
+        if let Some(parent) = path.parent() {
+            std::fs::create_dir_all(parent).map_err(|error| {
+                (
+                    REQUEST_FAILED,
+                    format!("cannot create {}: {error}", parent.display()),
+                )
+            })?;
+        }
+        std::fs::write(&path, "").map_err(|error| {
+            (
+                REQUEST_FAILED,
+                format!("cannot create {}: {error}", path.display()),
+            )
+        })?;
+    }
+    let buffers = EditorBuffers::new(shared);
+    if buffers.text(&path).is_none() && shared.client_supports("/window/showDocument/support") {
+        let uri = Url::from_file_path(&path).map_err(|()| {
+            (
+                codes::INTERNAL_ERROR,
+                format!("{} is not absolute", path.display()),
+            )
+        })?;
+        let shown = shared
+            .request_editor(
+                "window/showDocument",
+                json!({"uri": uri, "takeFocus": false}),
+            )
+            .await;
+        if shown.is_ok() {
+            let deadline = tokio::time::Instant::now() + SHOW_WAIT;
+            while buffers.text(&path).is_none() && tokio::time::Instant::now() < deadline {
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+        }
+    }
+    Ok(path)
+}
+
+/// Append a `## you` block with `prompt` to the chat document; returns the byte offset where
+/// its answer goes (the end).
+async fn append_prompt(
+    shared: &Arc<Shared>,
+    path: &Path,
+    prompt: &str,
+) -> Result<usize, (i64, String)> {
+    let buffers = EditorBuffers::new(shared);
+    let open = buffers.text(path);
+    let text = match &open {
+        Some(text) => text.clone(),
+        None => std::fs::read_to_string(path).unwrap_or_default(),
+    };
+    let mut block = String::new();
+    if !text.is_empty() && !text.ends_with("\n\n") {
+        block.push_str(if text.ends_with('\n') { "\n" } else { "\n\n" });
+    }
+    // A document that already ends with an empty `## you` block gets the prompt in it.
+    let trimmed = text.trim_end();
+    let reuse = trimmed
+        .rsplit('\n')
+        .next()
+        .is_some_and(|last| last.trim().eq_ignore_ascii_case(PROMPT_HEADING));
+    if !reuse && !text.trim().is_empty() {
+        block.push_str(&format!("{PROMPT_HEADING}\n"));
+    }
+    block.push_str(prompt.trim_end());
+    block.push('\n');
+    let after = format!("{text}{block}");
+    match open {
+        Some(_) => buffers
+            .replace(path, &text, &after)
+            .await
+            .map_err(|problem| {
+                (
+                    REQUEST_FAILED,
+                    format!("the editor refused the prompt: {problem}"),
+                )
+            })?,
+        None => crate::tools::fs::write_atomically(path, after.as_bytes()).map_err(|error| {
+            (
+                REQUEST_FAILED,
+                format!("cannot write {}: {error}", path.display()),
+            )
+        })?,
+    }
+    Ok(after.len())
+}
+
+/// Ask in the chat document: the prompt is appended there and the answer streams after it.
+async fn ask_in_chat(
+    shared: &Arc<Shared>,
+    prompt: String,
+    title: &str,
+    cancel: &CancellationToken,
+) -> Reply {
+    if shared.host.is_running() {
+        return Err((
+            REQUEST_FAILED,
+            "a turn is already running; wait for it or cancel it (agent.cancel)".into(),
+        ));
+    }
+    let path = chat_document(shared).await?;
+    let insert_at = append_prompt(shared, &path, &prompt).await?;
+    let request = TurnRequest {
+        prompt,
+        title: title.to_owned(),
+        answer: Some(AnswerTarget {
+            path: path.clone(),
+            insert_at,
+            at_end: true,
+        }),
+    };
+    let report = shared.host.run_turn(shared, request, cancel).await?;
+    Ok(turn_result(&report, Some(&path)))
+}
+
+/// "Ask agent about selection": a prompt quoting the selection, left for the programmer.
+async fn quote_selection(shared: &Arc<Shared>, argument: &Value) -> Reply {
+    if argument.get("uri").is_none() {
+        return Err((
+            codes::INVALID_PARAMS,
+            "agent.ask needs {\"prompt\": ...} or {\"uri\": ..., \"range\": ...}".into(),
+        ));
+    }
+    let (path, quoted) = selection(shared, argument)?;
+    let chat = chat_document(shared).await?;
+    let block = format!(
+        "About this code from {}:\n\n{quoted}\n\n",
+        mention(shared, &path)?
+    );
+    let end = append_prompt(shared, &chat, &block).await?;
+    let text = current_text(shared, &chat)?;
+    let line = text[..end.min(text.len())].matches('\n').count();
+    let uri =
+        Url::from_file_path(&chat).map_err(|()| (codes::INTERNAL_ERROR, "bad path".into()))?;
+    if shared.client_supports("/window/showDocument/support") {
+        let cursor = json!({"line": line, "character": 0});
+        let _ = shared
+            .request_editor(
+                "window/showDocument",
+                json!({"uri": uri, "takeFocus": true, "selection": {"start": cursor, "end": cursor}}),
+            )
+            .await;
+    }
+    Ok(json!({"document": uri, "line": line}))
+}
+
+/// `agent.send {uri, position}`: the prompt under the cursor, answered below it.
+async fn send(shared: &Arc<Shared>, argument: &Value, cancel: &CancellationToken) -> Reply {
+    let path = path_of(argument)?;
+    if !shared.prompt_documents.matches(&path) {
+        return Err((
+            codes::INVALID_PARAMS,
+            format!(
+                "{} is not a prompt document (`{}`)",
+                path.display(),
+                shared.config.editor.prompt_documents
+            ),
+        ));
+    }
+    if shared.host.is_running() {
+        return Err((
+            REQUEST_FAILED,
+            "a turn is already running; wait for it or cancel it (agent.cancel)".into(),
+        ));
+    }
+    let text = current_text(shared, &path)?;
+    let (line, _) = match argument.get("position") {
+        Some(position) => position_of(position)?,
+        // No cursor: the last prompt of the document.
+        None => (text.lines().count().saturating_sub(1), 0),
+    };
+    let prompt = prompt_at(&text, line).map_err(|problem| {
+        shared.show_error(&problem);
+        (REQUEST_FAILED, problem)
+    })?;
+    let request = TurnRequest {
+        prompt: prompt.text,
+        title: "agent".into(),
+        answer: Some(AnswerTarget {
+            path: path.clone(),
+            insert_at: prompt.insert_at,
+            at_end: prompt.at_end,
+        }),
+    };
+    let report = shared.host.run_turn(shared, request, cancel).await?;
+    Ok(turn_result(&report, Some(&path)))
+}
+
+fn turn_result(report: &TurnReport, document: Option<&Path>) -> Value {
+    let (outcome, steps, text) = match &report.outcome {
+        TurnOutcome::Answered { text, steps } => ("answered", *steps, text.as_str()),
+        TurnOutcome::StepLimit { steps } => ("step_limit", *steps, ""),
+        TurnOutcome::Cancelled { steps } => ("cancelled", *steps, ""),
+    };
+    json!({
+        "outcome": outcome,
+        "steps": steps,
+        "text": text,
+        "session": report.session,
+        "changed": report.changed,
+        "document": document.and_then(|path| Url::from_file_path(path).ok()),
+    })
+}
+
+/// `agent.fix {uri, diagnostic}`.
+async fn fix(shared: &Arc<Shared>, argument: &Value, cancel: &CancellationToken) -> Reply {
+    let path = path_of(argument)?;
+    let diagnostic = &argument["diagnostic"];
+    let message = string(diagnostic, "message")?;
+    let (line, character) = position_of(&diagnostic["range"]["start"])?;
+    let text = current_text(shared, &path)?;
+    let lines = text.lines().count().max(1);
+    let first = line.saturating_sub(CONTEXT_LINES).min(lines - 1);
+    let last = (line + CONTEXT_LINES).min(lines - 1);
+    let severity = match diagnostic["severity"].as_u64() {
+        Some(1) => "error",
+        Some(2) => "warning",
+        Some(3) => "information",
+        Some(4) => "hint",
+        _ => "diagnostic",
+    };
+    let source = diagnostic["source"].as_str().unwrap_or("");
+    let code = match &diagnostic["code"] {
+        Value::Null => String::new(),
+        Value::String(code) => format!(" [{code}]"),
+        other => format!(" [{other}]"),
+    };
+    let column = {
+        let line_text = text.lines().nth(line).unwrap_or("");
+        let start = offset_of(line_text, 0, character, PositionEncoding::Utf16);
+        line_text[..start.min(line_text.len())].chars().count() + 1
+    };
+    let hover = hover_at(shared, &path, &diagnostic["range"]["start"]).await;
+    let mut prompt = format!(
+        "Fix this {severity} in {} at line {}, column {column}:\n\n{source}{code}: {message}\n\nThe code around it (lines {}–{}):\n{}\n",
+        mention(shared, &path)?,
+        line + 1,
+        first + 1,
+        last + 1,
+        numbered(&text, first, last, language_of(&path)),
+    );
+    if let Some(hover) = hover {
+        prompt.push_str(&format!(
+            "\nThe language server's hover at that position:\n{hover}\n"
+        ));
+    }
+    prompt.push_str(
+        "\nMake the smallest change that fixes it with the `edit` tool, then check the diagnostics in the edit's result. Do not change anything else.",
+    );
+    let request = TurnRequest {
+        prompt,
+        title: "agent: fix".into(),
+        answer: None,
+    };
+    let report = shared.host.run_turn(shared, request, cancel).await?;
+
+    // Check what the edits left behind.
+    let workspace = shared.host.workspace()?.to_owned();
+    let queries = Queries::new(
+        Arc::new(shared.bridge()?.clone()),
+        shared.documents().clone(),
+    );
+    let mut diagnostics = serde_json::Map::new();
+    let mut still_there = false;
+    for changed in &report.changed {
+        let changed_path = workspace.join(changed);
+        let value = match queries.diagnostics(&changed_path).await {
+            Ok(answer) => match answer.value {
+                DocumentDiagnostics::Current { diagnostics, .. } => {
+                    if changed_path == path {
+                        still_there = diagnostics.iter().any(|found| found.message == message);
+                    }
+                    json!(diagnostics)
+                }
+                DocumentDiagnostics::Pending { .. } => json!("pending"),
+            },
+            Err(error) => json!(format!("unavailable: {error}")),
+        };
+        diagnostics.insert(changed.clone(), value);
+    }
+    let fixed = matches!(report.outcome, TurnOutcome::Answered { .. })
+        && report
+            .changed
+            .iter()
+            .any(|changed| workspace.join(changed) == path)
+        && !still_there;
+    let name = path
+        .file_name()
+        .map_or(String::new(), |name| name.to_string_lossy().into_owned());
+    let (kind, note) = if fixed {
+        let left: usize = diagnostics
+            .values()
+            .filter_map(Value::as_array)
+            .map(Vec::len)
+            .sum();
+        (
+            3,
+            format!(
+                "agent-lsp: fixed “{message}” in {name}; {left} diagnostics left in the changed files"
+            ),
+        )
+    } else if report.changed.is_empty() {
+        (
+            2,
+            format!("agent-lsp: the agent changed nothing for “{message}” in {name}"),
+        )
+    } else {
+        (
+            2,
+            format!("agent-lsp: “{message}” is still reported in {name} after the agent's edit"),
+        )
+    };
+    shared.notify_editor("window/showMessage", json!({"type": kind, "message": note}));
+    let mut result = turn_result(&report, None);
+    result["fixed"] = json!(fixed);
+    result["diagnostics"] = Value::Object(diagnostics);
+    Ok(result)
+}
+
+/// The hover of the document's child at `position`, as plain text, if it answers in time.
+async fn hover_at(shared: &Arc<Shared>, path: &Path, position: &Value) -> Option<String> {
+    let child = shared.child_for(path).await.ok()?;
+    let uri = Url::from_file_path(path).ok()?;
+    let answer = tokio::time::timeout(
+        Duration::from_secs(5),
+        child.request(
+            "textDocument/hover",
+            json!({"textDocument": {"uri": uri}, "position": position}),
+        ),
+    )
+    .await
+    .ok()?
+    .ok()?;
+    let contents = &answer["contents"];
+    let text = match contents {
+        Value::String(text) => text.clone(),
+        Value::Object(object) => object.get("value")?.as_str()?.to_owned(),
+        Value::Array(parts) => parts
+            .iter()
+            .filter_map(|part| part.as_str().or_else(|| part["value"].as_str()))
+            .collect::<Vec<_>>()
+            .join("\n"),
+        _ => return None,
+    };
+    let text: String = text.chars().take(1500).collect();
+    (!text.trim().is_empty()).then_some(text)
+}
+
 async fn run_tool(shared: &Arc<Shared>, argument: Value, cancel: &CancellationToken) -> Reply {
     let name = argument["name"].as_str().ok_or((
         codes::INVALID_PARAMS,
@@ -102,44 +589,17 @@ async fn run_tool(shared: &Arc<Shared>, argument: Value, cancel: &CancellationTo
         Value::Null => "{}".to_owned(),
         other => other.to_string(),
     };
-    let mut agent = shared.commands.agent.lock().await;
-    if agent.is_none() {
-        let workspace = shared
-            .commands
-            .workspace
-            .get()
-            .cloned()
-            .ok_or((codes::SERVER_NOT_INITIALIZED, "no workspace yet".to_owned()))?;
-        let preset_name = shared
-            .config
-            .preset
-            .clone()
-            .unwrap_or_else(|| DEFAULT_PRESET.to_owned());
-        let internal = |error: anyhow::Error| (codes::INTERNAL_ERROR, format!("{error:#}"));
-        let preset = Preset::load(&preset_name).map_err(internal)?;
-        let runtime = crate::tools::runtime_with(
-            &workspace,
-            &preset,
-            shared.bridge()?.clone(),
-            shared.documents().clone(),
-        )
-        .map_err(internal)?;
-        let session = shared
-            .commands
-            .store()?
-            .create_session(&preset, Durability::Sync)
-            .map_err(internal)?;
-        *agent = Some((runtime, session));
-    }
-    let (runtime, session) = agent.as_mut().expect("just made");
-    let outcome = runtime
-        .run_one(session, name, &arguments, cancel)
+    let mut guard = shared.host.state(shared).await?;
+    let state = guard.as_mut().expect("made by state()");
+    let outcome = state
+        .tools
+        .run_one(&mut state.session, name, &arguments, cancel)
         .await
-        .map_err(|error| (codes::INTERNAL_ERROR, format!("{error:#}")))?;
+        .map_err(internal)?;
     Ok(json!({
         "text": outcome.output.text,
         "is_error": outcome.output.is_error,
         "meta": outcome.output.meta,
-        "session": session.id(),
+        "session": state.session.id(),
     }))
 }

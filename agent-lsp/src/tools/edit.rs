@@ -58,30 +58,46 @@ impl Tool for Edit {
     }
 
     fn run(&self, ctx: ToolContext, args: Value) -> BoxFuture<'static, ToolOutput> {
-        Box::pin(blocking(move || {
+        Box::pin(async move {
             let args: EditArgs = match parse_args("edit", args) {
                 Ok(args) => args,
                 Err(output) => return output,
             };
-            edit(&ctx, &args).unwrap_or_else(|output| output)
-        }))
+            // A file open in the editor is changed in its buffer (see `buffers`).
+            let open = ctx.buffers.clone().and_then(|buffers| {
+                let path = ctx.workspace.resolve(&args.path).ok()?;
+                Some((buffers.text(&path)?, buffers, path))
+            });
+            match open {
+                Some((text, buffers, path)) => {
+                    let planned = match plan(&ctx, &args, &path, text) {
+                        Ok(planned) => planned,
+                        Err(output) => return output,
+                    };
+                    match buffers
+                        .replace(&path, &planned.content, &planned.updated)
+                        .await
+                    {
+                        Ok(()) => planned.report("in the editor's buffer, unsaved"),
+                        Err(reason) => planned.source(ToolOutput::error(format!(
+                            "the editor refused the change to `{}`: {reason}",
+                            planned.shown
+                        ))),
+                    }
+                }
+                None => {
+                    blocking(move || edit_on_disk(&ctx, &args).unwrap_or_else(|output| output))
+                        .await
+                }
+            }
+        })
     }
 }
 
-fn edit(ctx: &ToolContext, args: &EditArgs) -> Result<ToolOutput, ToolOutput> {
+fn edit_on_disk(ctx: &ToolContext, args: &EditArgs) -> Result<ToolOutput, ToolOutput> {
     let path = ctx.resolve(&args.path)?;
     let shown = ctx.workspace.display(&path);
     let source = |output: ToolOutput| output.with_meta("source", shown.as_str());
-    if args.old_string.is_empty() {
-        return Err(source(ToolOutput::error(
-            "`old_string` is empty; give the exact text to replace (use `write` to create a file or replace it whole)",
-        )));
-    }
-    if args.old_string == args.new_string {
-        return Err(source(ToolOutput::error(
-            "`old_string` and `new_string` are identical; there is nothing to change",
-        )));
-    }
     if path.is_dir() {
         return Err(source(ToolOutput::error(format!(
             "`{shown}` is a directory; give the path of a file"
@@ -100,7 +116,84 @@ fn edit(ctx: &ToolContext, args: &EditArgs) -> Result<ToolOutput, ToolOutput> {
             "`{shown}` is not UTF-8 text; `edit` only changes text files"
         )))
     })?;
+    let planned = plan(ctx, args, &path, content)?;
+    write_atomically(&path, planned.updated.as_bytes()).map_err(|err| {
+        planned.source(ToolOutput::error(format!(
+            "`{}` could not be written: {err}",
+            planned.shown
+        )))
+    })?;
+    Ok(planned.report(""))
+}
 
+/// A checked replacement, not yet written.
+struct Planned {
+    shown: String,
+    content: String,
+    updated: String,
+    start: usize,
+}
+
+impl Planned {
+    fn source(&self, output: ToolOutput) -> ToolOutput {
+        output.with_meta("source", self.shown.as_str())
+    }
+
+    /// The result the model reads: where, how much, and the diff. `place` says where the
+    /// change landed when it is not the file on disk.
+    fn report(&self, place: &str) -> ToolOutput {
+        let shown = &self.shown;
+        let diff = TextDiff::from_lines(&self.content, &self.updated);
+        let (mut added, mut removed) = (0usize, 0usize);
+        for change in diff.iter_all_changes() {
+            match change.tag() {
+                ChangeTag::Insert => added += 1,
+                ChangeTag::Delete => removed += 1,
+                ChangeTag::Equal => {}
+            }
+        }
+        let unified = diff
+            .unified_diff()
+            .context_radius(3)
+            .header(&format!("a/{shown}"), &format!("b/{shown}"))
+            .to_string();
+        let first_line = line_of(&self.content, self.start);
+        tracing::info!(path = %shown, added, removed, place, "edited file");
+        let place = if place.is_empty() {
+            String::new()
+        } else {
+            format!(" ({place})")
+        };
+        self.source(
+            ToolOutput::ok(format!(
+                "edited `{shown}`{place} at line {first_line} (+{added} -{removed} lines):\n{unified}"
+            ))
+            .with_meta("line", first_line)
+            .with_meta("lines_added", added)
+            .with_meta("lines_removed", removed),
+        )
+    }
+}
+
+/// Check the replacement against the file's text: `old_string` must occur exactly once.
+fn plan(
+    ctx: &ToolContext,
+    args: &EditArgs,
+    path: &std::path::Path,
+    content: String,
+) -> Result<Planned, ToolOutput> {
+    let shown = ctx.workspace.display(path);
+    let source = |output: ToolOutput| output.with_meta("source", shown.as_str());
+    if args.old_string.is_empty() {
+        return Err(source(ToolOutput::error(
+            "`old_string` is empty; give the exact text to replace (use `write` to create a file or replace it whole)",
+        )));
+    }
+    if args.old_string == args.new_string {
+        return Err(source(ToolOutput::error(
+            "`old_string` and `new_string` are identical; there is nothing to change",
+        )));
+    }
     let starts = occurrences(&content, &args.old_string);
     match starts.len() {
         0 => return Err(source(not_found(&shown, &content, &args.old_string))),
@@ -126,7 +219,6 @@ fn edit(ctx: &ToolContext, args: &EditArgs) -> Result<ToolOutput, ToolOutput> {
             ));
         }
     }
-
     let start = starts[0];
     let updated = format!(
         "{}{}{}",
@@ -139,36 +231,12 @@ fn edit(ctx: &ToolContext, args: &EditArgs) -> Result<ToolOutput, ToolOutput> {
             "cancelled before the file was changed",
         )));
     }
-    write_atomically(&path, updated.as_bytes()).map_err(|err| {
-        source(ToolOutput::error(format!(
-            "`{shown}` could not be written: {err}"
-        )))
-    })?;
-
-    let diff = TextDiff::from_lines(&content, &updated);
-    let (mut added, mut removed) = (0usize, 0usize);
-    for change in diff.iter_all_changes() {
-        match change.tag() {
-            ChangeTag::Insert => added += 1,
-            ChangeTag::Delete => removed += 1,
-            ChangeTag::Equal => {}
-        }
-    }
-    let unified = diff
-        .unified_diff()
-        .context_radius(3)
-        .header(&format!("a/{shown}"), &format!("b/{shown}"))
-        .to_string();
-    let first_line = line_of(&content, start);
-    tracing::info!(path = %shown, added, removed, "edited file");
-    Ok(source(
-        ToolOutput::ok(format!(
-            "edited `{shown}` at line {first_line} (+{added} -{removed} lines):\n{unified}"
-        ))
-        .with_meta("line", first_line)
-        .with_meta("lines_added", added)
-        .with_meta("lines_removed", removed),
-    ))
+    Ok(Planned {
+        shown: shown.clone(),
+        content,
+        updated,
+        start,
+    })
 }
 
 /// Byte offsets of every occurrence of `needle`, overlapping ones included.

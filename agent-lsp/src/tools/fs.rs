@@ -96,6 +96,15 @@ fn read(ctx: &ToolContext, args: &ReadArgs) -> Result<ToolOutput, ToolOutput> {
     let path = ctx.resolve(&args.path)?;
     let shown = ctx.workspace.display(&path);
     let source = |output: ToolOutput| output.with_meta("source", shown.as_str());
+    // A file open in the editor is read from its buffer, unsaved changes included.
+    let buffer = ctx.buffers.as_ref().and_then(|buffers| buffers.text(&path));
+    if let Some(text) = buffer {
+        let length = text.len() as u64;
+        let reader = std::io::Cursor::new(text.into_bytes());
+        return read_lines(reader, length, &shown, args)
+            .map(|output| source(output.with_meta("buffer", true)))
+            .map_err(source);
+    }
     let metadata = std::fs::metadata(&path).map_err(|err| source(io_error(&shown, &err)))?;
     if metadata.is_dir() {
         return Err(source(ToolOutput::error(format!(
@@ -109,26 +118,34 @@ fn read(ctx: &ToolContext, args: &ReadArgs) -> Result<ToolOutput, ToolOutput> {
         ))));
     }
     let file = File::open(&path).map_err(|err| source(io_error(&shown, &err)))?;
-    let mut reader = BufReader::new(file);
+    read_lines(BufReader::new(file), metadata.len(), &shown, args)
+        .map(source)
+        .map_err(source)
+}
 
-    let head = reader
-        .fill_buf()
-        .map_err(|err| source(io_error(&shown, &err)))?;
+/// The numbered lines `args` asks for, from a file's reader (disk or buffer) of `length` bytes.
+fn read_lines(
+    mut reader: impl BufRead,
+    length: u64,
+    shown: &str,
+    args: &ReadArgs,
+) -> Result<ToolOutput, ToolOutput> {
+    let offset = args.offset.unwrap_or(1);
+    let limit = args.limit.unwrap_or(READ_DEFAULT_LINES);
+    let head = reader.fill_buf().map_err(|err| io_error(shown, &err))?;
     if let Some(kind) = binary_kind(&head[..head.len().min(SNIFF_BYTES)]) {
-        return Ok(source(
-            ToolOutput::ok(format!(
-                "`{shown}` is a binary file ({kind}, {} bytes); its content is not shown. \
+        return Ok(ToolOutput::ok(format!(
+            "`{shown}` is a binary file ({kind}, {} bytes); its content is not shown. \
                  Use `shell` (e.g. `file` or `xxd | head`) if you need to inspect it.",
-                metadata.len()
-            ))
-            .with_meta("binary", true)
-            .with_meta("file_bytes", metadata.len()),
-        ));
+            length
+        ))
+        .with_meta("binary", true)
+        .with_meta("file_bytes", length));
     }
-    if metadata.len() == 0 {
-        return Ok(source(
-            ToolOutput::ok(format!("`{shown}` is empty (0 bytes)")).with_meta("total_lines", 0),
-        ));
+    if length == 0 {
+        return Ok(
+            ToolOutput::ok(format!("`{shown}` is empty (0 bytes)")).with_meta("total_lines", 0)
+        );
     }
 
     let mut text = String::new();
@@ -142,7 +159,7 @@ fn read(ctx: &ToolContext, args: &ReadArgs) -> Result<ToolOutput, ToolOutput> {
         line.clear();
         let n = reader
             .read_until(b'\n', &mut line)
-            .map_err(|err| source(io_error(&shown, &err)))?;
+            .map_err(|err| io_error(shown, &err))?;
         if n == 0 {
             break;
         }
@@ -166,12 +183,10 @@ fn read(ctx: &ToolContext, args: &ReadArgs) -> Result<ToolOutput, ToolOutput> {
     }
     let total = number;
     if offset > total {
-        return Err(source(
-            ToolOutput::error(format!(
-                "`offset` {offset} is past the end of `{shown}`, which has {total} lines"
-            ))
-            .with_meta("total_lines", total),
-        ));
+        return Err(ToolOutput::error(format!(
+            "`offset` {offset} is past the end of `{shown}`, which has {total} lines"
+        ))
+        .with_meta("total_lines", total));
     }
     let total_text = if count_complete {
         total.to_string()
@@ -202,11 +217,11 @@ fn read(ctx: &ToolContext, args: &ReadArgs) -> Result<ToolOutput, ToolOutput> {
     let mut output = ToolOutput::ok(text)
         .with_meta("start_line", offset)
         .with_meta("end_line", last_shown)
-        .with_meta("file_bytes", metadata.len());
+        .with_meta("file_bytes", length);
     if count_complete {
         output = output.with_meta("total_lines", total);
     }
-    Ok(source(output))
+    Ok(output)
 }
 
 /// One line as `read` shows it: the number right-aligned, a tab, the text without its line
@@ -392,13 +407,36 @@ impl Tool for Write {
     }
 
     fn run(&self, ctx: ToolContext, args: Value) -> BoxFuture<'static, ToolOutput> {
-        Box::pin(blocking(move || {
+        Box::pin(async move {
             let args: WriteArgs = match parse_args("write", args) {
                 Ok(args) => args,
                 Err(output) => return output,
             };
-            write(&ctx, &args).unwrap_or_else(|output| output)
-        }))
+            // A file open in the editor is replaced in its buffer (see `buffers`).
+            let open = ctx.buffers.clone().and_then(|buffers| {
+                let path = ctx.workspace.resolve(&args.path).ok()?;
+                Some((buffers.text(&path)?, buffers, path))
+            });
+            let Some((before, buffers, path)) = open else {
+                return blocking(move || write(&ctx, &args).unwrap_or_else(|output| output)).await;
+            };
+            let shown = ctx.workspace.display(&path);
+            let n_bytes = args.content.len();
+            let n_lines = args.content.lines().count();
+            let output = match buffers.replace(&path, &before, &args.content).await {
+                Ok(()) => ToolOutput::ok(format!(
+                    "replaced the editor's buffer of `{shown}` ({n_bytes} bytes, {n_lines} lines; it had {} bytes; unsaved)",
+                    before.len()
+                ))
+                .with_meta("bytes", n_bytes)
+                .with_meta("created", false)
+                .with_meta("buffer", true),
+                Err(reason) => ToolOutput::error(format!(
+                    "the editor refused the change to `{shown}`: {reason}"
+                )),
+            };
+            output.with_meta("source", shown.as_str())
+        })
     }
 }
 

@@ -53,6 +53,7 @@ impl Fixture {
             cancel: CancellationToken::new(),
             call_id: "test-call".into(),
             session_path: None,
+            buffers: None,
         }
     }
 }

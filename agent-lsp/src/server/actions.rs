@@ -1,0 +1,222 @@
+//! What the server adds to the editor's features: the agent's code actions next to the child's,
+//! `@path` completion in prompt documents, and the file index kept current by the editor.
+
+use std::sync::Arc;
+
+use lsp_bridge::position::PositionEncoding;
+use serde_json::{Value, json};
+use tokio_util::sync::CancellationToken;
+
+use super::chat::offset_of;
+use super::{Reply, Shared, routing};
+use crate::workspace::files::{ChangeKind, EntryKind, FileChange};
+use crate::workspace::mentions::{bare_mention_at, completion_entries};
+
+/// The code action kinds the agent offers (announced in `codeActionProvider`).
+pub(super) const KINDS: [&str; 3] = ["quickfix.agent", "agent.explain", "agent.send"];
+
+/// Candidates offered per `@` completion.
+const COMPLETION_LIMIT: usize = 50;
+
+/// The child's code actions for the document (if it has a child), then the agent's: "Fix with
+/// agent" per diagnostic in the request's context, "Explain with agent" and "Ask agent about
+/// selection" on a non-empty selection, "Send to agent" in a prompt document.
+pub(super) async fn code_actions(
+    shared: &Arc<Shared>,
+    params: Value,
+    cancel: &CancellationToken,
+) -> Reply {
+    let prompt_document = shared.is_prompt_document(&params);
+    let mut actions = if prompt_document {
+        Vec::new()
+    } else {
+        match routing::forward_request(shared, "textDocument/codeAction", params.clone(), cancel)
+            .await
+        {
+            Ok(Value::Array(actions)) => actions,
+            Ok(_) => Vec::new(),
+            // A document without a server still gets the agent's actions.
+            Err((_, problem)) => {
+                tracing::debug!("no child code actions: {problem}");
+                Vec::new()
+            }
+        }
+    };
+    let only: Option<Vec<String>> = params["context"]["only"].as_array().map(|kinds| {
+        kinds
+            .iter()
+            .filter_map(Value::as_str)
+            .map(str::to_owned)
+            .collect()
+    });
+    // A kind is wanted when `only` lists it or a parent of it (`quickfix` covers `quickfix.agent`).
+    let wanted = |kind: &str| {
+        only.as_ref().is_none_or(|only| {
+            only.iter()
+                .any(|base| kind == base || kind.starts_with(&format!("{base}.")))
+        })
+    };
+    let uri = params["textDocument"]["uri"].clone();
+    let range = params["range"].clone();
+    if prompt_document {
+        if wanted("agent.send") {
+            actions.push(json!({
+                "title": "Send to agent",
+                "kind": "agent.send",
+                "command": {"title": "Send to agent", "command": "agent.send",
+                            "arguments": [{"uri": uri, "position": range["start"]}]},
+            }));
+        }
+        return Ok(Value::Array(actions));
+    }
+    if wanted("quickfix.agent") {
+        for diagnostic in params["context"]["diagnostics"]
+            .as_array()
+            .into_iter()
+            .flatten()
+        {
+            let message = diagnostic["message"].as_str().unwrap_or_default();
+            let short: String = message
+                .lines()
+                .next()
+                .unwrap_or("")
+                .chars()
+                .take(60)
+                .collect();
+            actions.push(json!({
+                "title": format!("Fix with agent: {short}"),
+                "kind": "quickfix.agent",
+                "diagnostics": [diagnostic],
+                "command": {"title": "Fix with agent", "command": "agent.fix",
+                            "arguments": [{"uri": uri, "diagnostic": diagnostic}]},
+            }));
+        }
+    }
+    let empty = range["start"] == range["end"];
+    if !empty && wanted("agent.explain") {
+        for (title, command) in [
+            ("Explain with agent", "agent.explain"),
+            ("Ask agent about selection", "agent.ask"),
+        ] {
+            actions.push(json!({
+                "title": title,
+                "kind": "agent.explain",
+                "command": {"title": title, "command": command,
+                            "arguments": [{"uri": uri, "range": range}]},
+            }));
+        }
+    }
+    Ok(Value::Array(actions))
+}
+
+/// `@path` completion in a prompt document, from the workspace's file index.
+pub(super) async fn complete_mention(shared: &Arc<Shared>, params: &Value) -> Reply {
+    let empty = || Ok(json!({"isIncomplete": false, "items": []}));
+    let Some(path) = routing::document_path(params) else {
+        return empty();
+    };
+    let Some(index) = shared.files.get() else {
+        return empty();
+    };
+    let Some(uri) = params["textDocument"]["uri"]
+        .as_str()
+        .and_then(|uri| lsp_bridge::lsp_types::Url::parse(uri).ok())
+    else {
+        return empty();
+    };
+    let text = match shared.documents().snapshot(&uri) {
+        Some(snapshot) => snapshot.text,
+        None => std::fs::read_to_string(&path).unwrap_or_default(),
+    };
+    let (Some(line), Some(character)) = (
+        params["position"]["line"].as_u64(),
+        params["position"]["character"].as_u64(),
+    ) else {
+        return empty();
+    };
+    let line_text = text.lines().nth(line as usize).unwrap_or("");
+    let cursor = offset_of(line_text, 0, character as u32, PositionEncoding::Utf16);
+    let Some(typed) = bare_mention_at(line_text, cursor) else {
+        return empty();
+    };
+    let candidates = match index.query(&typed.query, COMPLETION_LIMIT) {
+        Ok(candidates) => candidates,
+        // A query that would leave the workspace gets no candidates (and says why in the log).
+        Err(error) => {
+            tracing::info!(query = %typed.query, "@path query refused: {error}");
+            return empty();
+        }
+    };
+    let start = lsp_bridge::position::to_server_offset(
+        line_text,
+        line_text[..typed.start].chars().count(),
+        PositionEncoding::Utf16,
+    );
+    let range = json!({"start": {"line": line, "character": start}, "end": {"line": line, "character": character}});
+    let items: Vec<Value> = completion_entries(&typed, &candidates)
+        .into_iter()
+        .map(|entry| {
+            json!({
+                "label": entry.label,
+                "kind": match entry.kind { EntryKind::File => 17, EntryKind::Directory => 19 },
+                "filterText": entry.filter_text,
+                "sortText": entry.sort_text,
+                "textEdit": {"range": range, "newText": entry.insert_text},
+            })
+        })
+        .collect();
+    // Incomplete: each keystroke asks again, so the index ranks, not the editor's filter.
+    Ok(json!({"isIncomplete": true, "items": items}))
+}
+
+/// `workspace/didChangeWatchedFiles` into the file index (the watcher may have seen them too;
+/// applying twice is harmless).
+pub(super) fn watched_files_changed(shared: &Arc<Shared>, params: &Value) {
+    let Some(index) = shared.files.get() else {
+        return;
+    };
+    let changes: Vec<FileChange> = params["changes"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|change| {
+            let path = lsp_bridge::lsp_types::Url::parse(change["uri"].as_str()?)
+                .ok()?
+                .to_file_path()
+                .ok()?;
+            let kind = match change["type"].as_u64()? {
+                1 => ChangeKind::Created,
+                2 => ChangeKind::Changed,
+                3 => ChangeKind::Deleted,
+                _ => return None,
+            };
+            Some(FileChange::new(path, kind))
+        })
+        .collect();
+    if !changes.is_empty() {
+        index.apply(&changes);
+    }
+}
+
+/// Open documents and the ones being edited rank higher in `@path` completion.
+pub(super) fn document_event(shared: &Arc<Shared>, method: &str, params: &Value) {
+    let Some(index) = shared.files.get() else {
+        return;
+    };
+    let Some(path) = routing::document_path(params) else {
+        return;
+    };
+    match method {
+        "textDocument/didChange" | "textDocument/didSave" => index.boost_recent(&path),
+        "textDocument/didOpen" | "textDocument/didClose" => {
+            // The mirror is updated after this, so the document itself is added or removed.
+            let mut open = shared.documents().editor_open_paths();
+            open.retain(|open| *open != path);
+            if method == "textDocument/didOpen" {
+                open.push(path);
+            }
+            index.set_open(open);
+        }
+        _ => {}
+    }
+}

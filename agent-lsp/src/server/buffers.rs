@@ -1,0 +1,112 @@
+//! The editor's buffers as the agent's file tools see them (see `tools::buffers`): the text of
+//! an open document comes from the document mirror, and a change is a `workspace/applyEdit`.
+
+use std::path::Path;
+use std::sync::{Arc, Weak};
+use std::time::Duration;
+
+use futures_util::future::BoxFuture;
+use lsp_bridge::documents::uri_of;
+use lsp_bridge::position::PositionEncoding;
+use serde_json::json;
+
+use super::Shared;
+use crate::tools::buffers::{Buffers, minimal_text_edit};
+
+/// How long a change may take to come back as the editor's `didChange` before the tool
+/// reports success without it (the editor said it applied the edit; only our mirror lags).
+const ECHO_WAIT: Duration = Duration::from_secs(3);
+
+pub(crate) struct EditorBuffers {
+    /// Weak: the server owns the agent, which owns its tools, which own this.
+    shared: Weak<Shared>,
+}
+
+impl std::fmt::Debug for EditorBuffers {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("EditorBuffers")
+    }
+}
+
+impl EditorBuffers {
+    pub(crate) fn new(shared: &Arc<Shared>) -> EditorBuffers {
+        EditorBuffers {
+            shared: Arc::downgrade(shared),
+        }
+    }
+}
+
+impl Buffers for EditorBuffers {
+    fn text(&self, path: &Path) -> Option<String> {
+        let shared = self.shared.upgrade()?;
+        let uri = uri_of(path).ok()?;
+        if !shared.documents().is_editor_open(&uri) {
+            return None;
+        }
+        shared
+            .documents()
+            .snapshot(&uri)
+            .map(|snapshot| snapshot.text)
+    }
+
+    fn replace(
+        &self,
+        path: &Path,
+        before: &str,
+        after: &str,
+    ) -> BoxFuture<'static, Result<(), String>> {
+        let shared = self.shared.clone();
+        let path = path.to_owned();
+        let edit = minimal_text_edit(before, after, PositionEncoding::Utf16);
+        let after = after.to_owned();
+        Box::pin(async move {
+            let shared = shared.upgrade().ok_or("the editor connection is closed")?;
+            let uri = uri_of(&path).map_err(|error| error.to_string())?;
+            let version = shared
+                .documents()
+                .snapshot(&uri)
+                .map(|snapshot| snapshot.version);
+            let name = path
+                .file_name()
+                .map_or(String::new(), |name| name.to_string_lossy().into_owned());
+            // With versioned document changes the editor refuses an edit computed against a
+            // buffer that changed meanwhile, instead of applying it in the wrong place.
+            let workspace_edit = match version {
+                Some(version)
+                    if shared.client_supports("/workspace/workspaceEdit/documentChanges") =>
+                {
+                    json!({"documentChanges": [{"textDocument": {"uri": uri, "version": version}, "edits": [edit]}]})
+                }
+                _ => json!({"changes": {uri.as_str(): [edit]}}),
+            };
+            let answer = shared
+                .request_editor(
+                    "workspace/applyEdit",
+                    json!({"label": format!("agent: edit {name}"), "edit": workspace_edit}),
+                )
+                .await
+                .map_err(|(_, message)| message)?;
+            if answer["applied"] != true {
+                let reason = answer["failureReason"]
+                    .as_str()
+                    .unwrap_or("the editor did not apply it (the buffer may have changed; read the file again)");
+                return Err(reason.to_owned());
+            }
+            // The editor's didChange follows; wait for it, so the diagnostics checked after the
+            // write and the next `read` see the new text.
+            let deadline = tokio::time::Instant::now() + ECHO_WAIT;
+            while tokio::time::Instant::now() < deadline {
+                if shared
+                    .documents()
+                    .snapshot(&uri)
+                    .is_some_and(|snapshot| snapshot.text == after)
+                {
+                    return Ok(());
+                }
+                tokio::time::sleep(Duration::from_millis(10)).await;
+            }
+            tracing::warn!(path = %path.display(), "the editor applied the edit but sent no matching didChange");
+            Ok(())
+        })
+    }
+}

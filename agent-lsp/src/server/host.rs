@@ -1,0 +1,741 @@
+//! The agent as `agent-lsp serve` hosts it: one session at a time (a new one on
+//! `agent.session.new`), one turn at a time, over the same bridge, document mirror and buffers
+//! as the editor.
+//!
+//! A turn shows itself through `$/progress` (cancellable: the editor's cancel button, the
+//! `agent.cancel` command and `$/cancelRequest` of the command all stop it cleanly), streams its
+//! answer into a prompt document when it has one (see `chat` and [`AnswerWriter`]), and
+//! reports what it changed. Its edits reach open files through `workspace/applyEdit`
+//! (`server::buffers`). Failures the programmer can act on (no model configured, the endpoint
+//! is down, the key is refused) are shown with `window/showMessage`; the server keeps serving.
+
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, OnceLock};
+use std::time::Duration;
+
+use serde_json::{Value, json};
+use tokio::sync::mpsc;
+use tokio_util::sync::CancellationToken;
+
+use super::buffers::EditorBuffers;
+use super::chat::answer_heading;
+use super::{Reply, Shared, codes};
+use crate::agent::{Agent, AgentEvent, TurnOutcome, TurnUi};
+use crate::cli::run::{ModelArgs, provider_config};
+use crate::llm::provider::{Provider, ProviderError, StreamDelta};
+use crate::preset::{DEFAULT_PRESET, Preset};
+use crate::session::Session;
+use crate::session::log::Durability;
+use crate::session::store::Store;
+use crate::tools::buffers::Buffers;
+use crate::tools::{Asker, ToolRuntime};
+
+/// The JSON-RPC code of a command that ran and failed (LSP's `RequestFailed`).
+pub(crate) const REQUEST_FAILED: i64 = -32803;
+
+/// How often streamed text is written into the prompt document.
+const STREAM_EVERY: Duration = Duration::from_millis(100);
+
+/// Model settings an editor passes in `initializationOptions` (the VS Code extension passes the
+/// key from its secret storage this way, so it never lands in a settings file).
+#[derive(Clone, Debug, Default, serde::Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub(crate) struct EditorOptions {
+    pub model: Option<String>,
+    pub base_url: Option<String>,
+    pub api_key: Option<String>,
+    pub preset: Option<String>,
+}
+
+/// The agent state of one editor connection.
+#[derive(Default)]
+pub(crate) struct Host {
+    workspace: OnceLock<PathBuf>,
+    options: OnceLock<EditorOptions>,
+    state: tokio::sync::Mutex<Option<State>>,
+    running: Mutex<Option<Running>>,
+    next_progress: AtomicU64,
+}
+
+/// The session and what runs in it; made on first use.
+pub(crate) struct State {
+    pub tools: ToolRuntime,
+    pub session: Session,
+    preset: Preset,
+    /// `None` until a model is configured.
+    agent: Option<Agent>,
+    provider: Option<Provider>,
+}
+
+struct Running {
+    cancel: CancellationToken,
+    progress: Option<Value>,
+}
+
+/// Clears the running turn when the turn ends, however it ends.
+struct RunningGuard<'a>(&'a Host);
+
+impl Drop for RunningGuard<'_> {
+    fn drop(&mut self) {
+        *self.0.running.lock().expect("running turn") = None;
+    }
+}
+
+/// Where a turn's answer goes.
+pub(crate) struct AnswerTarget {
+    /// The prompt document.
+    pub path: PathBuf,
+    /// Byte offset in its current text where the answer starts.
+    pub insert_at: usize,
+    /// Whether a fresh `## you` follows the answer.
+    pub at_end: bool,
+}
+
+/// What a command asks of a turn.
+pub(crate) struct TurnRequest {
+    pub prompt: String,
+    /// Shown as the progress title.
+    pub title: String,
+    pub answer: Option<AnswerTarget>,
+}
+
+/// How a turn went, for the command's result.
+pub(crate) struct TurnReport {
+    pub outcome: TurnOutcome,
+    pub session: String,
+    /// Workspace-relative paths the turn's edits and writes changed.
+    pub changed: Vec<String>,
+}
+
+impl Host {
+    pub(crate) fn set_workspace(&self, workspace: PathBuf) {
+        let _ = self.workspace.set(workspace);
+    }
+
+    pub(crate) fn set_options(&self, options: EditorOptions) {
+        let _ = self.options.set(options);
+    }
+
+    pub(crate) fn workspace(&self) -> Result<&Path, (i64, String)> {
+        self.workspace
+            .get()
+            .map(PathBuf::as_path)
+            .ok_or((codes::SERVER_NOT_INITIALIZED, "no workspace yet".to_owned()))
+    }
+
+    pub(crate) fn store(&self) -> Result<Store, (i64, String)> {
+        Store::for_workspace(self.workspace()?).map_err(internal)
+    }
+
+    /// Whether a turn is running.
+    pub(crate) fn is_running(&self) -> bool {
+        self.running.lock().expect("running turn").is_some()
+    }
+
+    /// Stop the running turn, if any. Returns whether there was one.
+    pub(crate) fn cancel(&self) -> bool {
+        match &*self.running.lock().expect("running turn") {
+            Some(running) => {
+                running.cancel.cancel();
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// The editor pressed cancel on a progress notification.
+    pub(crate) fn cancel_progress(&self, token: &Value) {
+        if let Some(running) = &*self.running.lock().expect("running turn")
+            && running.progress.as_ref() == Some(token)
+        {
+            running.cancel.cancel();
+        }
+    }
+
+    /// The session state, made on first use.
+    pub(crate) async fn state(
+        &self,
+        shared: &Arc<Shared>,
+    ) -> Result<tokio::sync::MutexGuard<'_, Option<State>>, (i64, String)> {
+        let mut state = self.state.lock().await;
+        if state.is_none() {
+            *state = Some(self.make_state(shared, None)?);
+        }
+        Ok(state)
+    }
+
+    /// Start a new session (the next turns continue it). Refused while a turn runs.
+    pub(crate) async fn new_session(&self, shared: &Arc<Shared>) -> Reply {
+        if self.is_running() {
+            return Err((
+                REQUEST_FAILED,
+                "a turn is running; cancel it (agent.cancel) before starting a new session".into(),
+            ));
+        }
+        let mut state = self.state.lock().await;
+        let preset = state.as_ref().map(|state| state.preset.clone());
+        let fresh = self.make_state(shared, preset)?;
+        let id = fresh.session.id().to_owned();
+        *state = Some(fresh);
+        Ok(json!({"session": id}))
+    }
+
+    fn make_state(
+        &self,
+        shared: &Arc<Shared>,
+        preset: Option<Preset>,
+    ) -> Result<State, (i64, String)> {
+        let workspace = self.workspace()?.to_owned();
+        let options = self.options.get().cloned().unwrap_or_default();
+        let preset = match preset {
+            Some(preset) => preset,
+            None => {
+                let name = options
+                    .preset
+                    .clone()
+                    .or_else(|| shared.config.preset.clone())
+                    .unwrap_or_else(|| DEFAULT_PRESET.to_owned());
+                Preset::load(&name).map_err(internal)?
+            }
+        };
+        let tools = crate::tools::runtime_with(
+            &workspace,
+            &preset,
+            shared.bridge()?.clone(),
+            shared.documents().clone(),
+        )
+        .map_err(internal)?
+        .with_buffers(Arc::new(EditorBuffers::new(shared)))
+        .with_asker(Arc::new(EditorAsker {
+            shared: Arc::downgrade(shared),
+        }));
+        let session = self
+            .store()?
+            .create_session(&preset, Durability::Sync)
+            .map_err(internal)?;
+        let args = ModelArgs {
+            base_url: options.base_url.clone(),
+            model: options.model.clone(),
+        };
+        let provider = provider_config(&shared.config, &args, preset.file.model.name.as_deref())
+            .map_err(internal)?
+            .map(|mut config| {
+                if let Some(key) = options.api_key.clone().filter(|key| !key.trim().is_empty()) {
+                    config.api_key = Some(key.trim().to_owned());
+                }
+                config
+            })
+            .or_else(|| {
+                // A key from the editor alone is enough for the default endpoint.
+                let key = options
+                    .api_key
+                    .clone()
+                    .filter(|key| !key.trim().is_empty())?;
+                let mut config = provider_config(
+                    &shared.config,
+                    &ModelArgs {
+                        base_url: Some(
+                            options
+                                .base_url
+                                .clone()
+                                .unwrap_or_else(|| "https://api.deepseek.com".into()),
+                        ),
+                        model: options.model.clone(),
+                    },
+                    preset.file.model.name.as_deref(),
+                )
+                .ok()??;
+                config.api_key = Some(key.trim().to_owned());
+                Some(config)
+            })
+            .map(Provider::new)
+            .transpose()
+            .map_err(internal)?;
+        let agent = provider
+            .clone()
+            .map(|provider| Agent::new(provider, tools.clone(), preset.clone()));
+        Ok(State {
+            tools,
+            session,
+            preset,
+            agent,
+            provider,
+        })
+    }
+
+    /// Run one turn to its end. `request_cancel` is the command request's own cancellation.
+    pub(crate) async fn run_turn(
+        &self,
+        shared: &Arc<Shared>,
+        request: TurnRequest,
+        request_cancel: &CancellationToken,
+    ) -> Result<TurnReport, (i64, String)> {
+        let cancel = CancellationToken::new();
+        {
+            let mut running = self.running.lock().expect("running turn");
+            if running.is_some() {
+                return Err((
+                    REQUEST_FAILED,
+                    "a turn is already running; wait for it or cancel it (agent.cancel)".into(),
+                ));
+            }
+            *running = Some(Running {
+                cancel: cancel.clone(),
+                progress: None,
+            });
+        }
+        let _guard = RunningGuard(self);
+        let link = {
+            let (request_cancel, cancel) = (request_cancel.clone(), cancel.clone());
+            tokio::spawn(async move {
+                request_cancel.cancelled().await;
+                cancel.cancel();
+            })
+        };
+        let result = self.turn(shared, request, &cancel).await;
+        link.abort();
+        result
+    }
+
+    async fn turn(
+        &self,
+        shared: &Arc<Shared>,
+        request: TurnRequest,
+        cancel: &CancellationToken,
+    ) -> Result<TurnReport, (i64, String)> {
+        let mut guard = self.state(shared).await?;
+        let state = guard.as_mut().expect("made by state()");
+        let Some(agent) = state.agent.as_mut() else {
+            let message = "no model is configured: set DEEPSEEK_API_KEY in the environment that \
+                           starts the editor (or the API key in the editor's agent-lsp settings), \
+                           or a [provider] base_url in ~/.config/agent-lsp/config.toml";
+            shared.show_error(message);
+            return Err((REQUEST_FAILED, message.into()));
+        };
+        let turn = state.session.history().next_turn();
+        let progress = Progress::begin(shared, self, &request.title).await;
+        let (deltas, writer) = match request.answer {
+            Some(target) => {
+                let (sender, receiver) = mpsc::unbounded_channel();
+                let writer = AnswerWriter::new(shared, target, turn);
+                (Some(sender), Some(tokio::spawn(writer.run(receiver))))
+            }
+            None => (None, None),
+        };
+        let mut ui = HostUi {
+            progress: progress.clone(),
+            deltas,
+            changed: Vec::new(),
+            text_in_step: false,
+        };
+        let outcome = agent
+            .run_turn(&mut state.session, &request.prompt, cancel, &mut ui)
+            .await;
+        let changed = std::mem::take(&mut ui.changed);
+        drop(ui);
+        let trailer = match &outcome {
+            Ok(TurnOutcome::Answered { .. }) => String::new(),
+            Ok(TurnOutcome::StepLimit { steps }) => {
+                format!(
+                    "_(stopped after {steps} steps: the preset's limit; send again to continue)_\n"
+                )
+            }
+            Ok(TurnOutcome::Cancelled { .. }) => "_(cancelled)_\n".to_owned(),
+            Err(error) => format!("_(failed: {})_\n", explain(error)),
+        };
+        if let Some(writer) = writer {
+            match writer.await {
+                Ok(finish) => {
+                    if let Err(problem) = finish.finish(&trailer).await {
+                        shared.show_error(&format!(
+                            "the answer could not be written into the prompt document ({problem}); \
+                             it is in the session log (agent-lsp session show last)"
+                        ));
+                    }
+                }
+                Err(error) => tracing::error!("the answer writer failed: {error}"),
+            }
+        }
+        let session = state.session.id().to_owned();
+        match outcome {
+            Ok(outcome) => {
+                let message = match &outcome {
+                    TurnOutcome::Answered { steps, .. } => format!("done in {steps} steps"),
+                    TurnOutcome::StepLimit { steps } => format!("stopped after {steps} steps"),
+                    TurnOutcome::Cancelled { .. } => "cancelled".into(),
+                };
+                progress.end(&message);
+                Ok(TurnReport {
+                    outcome,
+                    session,
+                    changed,
+                })
+            }
+            Err(error) => {
+                let message = explain(&error);
+                progress.end("failed");
+                shared.show_error(&message);
+                Err((REQUEST_FAILED, message))
+            }
+        }
+    }
+}
+
+impl Host {
+    /// `agent.compact`: compact the server's session now (refused while a turn runs; the turn's
+    /// own pressure check compacts when needed).
+    pub(crate) async fn compact(&self, shared: &Arc<Shared>, cancel: &CancellationToken) -> Reply {
+        if self.is_running() {
+            return Err((
+                REQUEST_FAILED,
+                "a turn is running; compact after it ends (it compacts by itself when the context is full)".into(),
+            ));
+        }
+        let mut guard = self.state(shared).await?;
+        let state = guard.as_mut().expect("made by state()");
+        let Some(provider) = state.provider.clone() else {
+            let message = "no model is configured, and compaction asks the model for the summary";
+            shared.show_error(message);
+            return Err((REQUEST_FAILED, message.into()));
+        };
+        let outcome = crate::compaction::compact_session(
+            &mut state.session,
+            &state.preset,
+            &provider,
+            None,
+            cancel,
+        )
+        .await
+        .map_err(|error| (REQUEST_FAILED, format!("{error:#}")))?;
+        let committed = matches!(outcome, crate::compaction::CompactionOutcome::Committed(_));
+        let message = crate::compaction::describe_outcome(&outcome)
+            .unwrap_or_else(|| "nothing to compact: the session is short enough".to_owned());
+        shared.notify_editor(
+            "window/showMessage",
+            json!({"type": if committed { 3 } else { 2 }, "message": format!("agent-lsp: {message}")}),
+        );
+        Ok(json!({"compacted": committed, "message": message, "session": state.session.id()}))
+    }
+}
+
+fn internal(error: anyhow::Error) -> (i64, String) {
+    (codes::INTERNAL_ERROR, format!("{error:#}"))
+}
+
+/// What went wrong in a turn, said so the programmer knows what to do.
+fn explain(error: &anyhow::Error) -> String {
+    let provider = error
+        .chain()
+        .find_map(|cause| cause.downcast_ref::<ProviderError>());
+    match provider {
+        Some(ProviderError::Auth { .. }) => format!(
+            "the model endpoint refused the API key ({}); check the key in the editor's agent-lsp settings or DEEPSEEK_API_KEY",
+            provider.expect("matched")
+        ),
+        Some(ProviderError::Network { .. } | ProviderError::Timeout { .. }) => format!(
+            "the model endpoint cannot be reached ({}); check that it is up and the base URL is right",
+            provider.expect("matched")
+        ),
+        Some(ProviderError::Balance { .. }) => format!(
+            "the model provider says the account has no balance left ({})",
+            provider.expect("matched")
+        ),
+        _ => format!("the turn failed: {error:#}"),
+    }
+}
+
+/// Permission questions (`ask` in the preset) go to the programmer as a
+/// `window/showMessageRequest` with Allow / Deny; no answer (or an editor without the request)
+/// means deny.
+struct EditorAsker {
+    shared: std::sync::Weak<Shared>,
+}
+
+impl Asker for EditorAsker {
+    fn ask(
+        &self,
+        call: &crate::session::event::ToolCallRef,
+    ) -> futures_util::future::BoxFuture<'static, bool> {
+        let shared = self.shared.clone();
+        let arguments: String = call.arguments.chars().take(300).collect();
+        let message = format!(
+            "agent-lsp: the agent wants to run `{}` {arguments}",
+            call.name
+        );
+        Box::pin(async move {
+            let Some(shared) = shared.upgrade() else {
+                return false;
+            };
+            let answer = shared
+                .request_editor(
+                    "window/showMessageRequest",
+                    json!({"type": 3, "message": message, "actions": [{"title": "Allow"}, {"title": "Deny"}]}),
+                )
+                .await;
+            matches!(answer, Ok(choice) if choice["title"] == "Allow")
+        })
+    }
+}
+
+/// A turn's `$/progress`, when the editor supports it.
+#[derive(Clone)]
+struct Progress {
+    shared: Arc<Shared>,
+    token: Option<Value>,
+}
+
+impl Progress {
+    async fn begin(shared: &Arc<Shared>, host: &Host, title: &str) -> Progress {
+        let mut token = None;
+        if shared.client_supports("/window/workDoneProgress") {
+            let candidate = json!(format!(
+                "agent-lsp/turn/{}",
+                host.next_progress.fetch_add(1, Ordering::Relaxed)
+            ));
+            if shared
+                .request_editor(
+                    "window/workDoneProgress/create",
+                    json!({"token": candidate}),
+                )
+                .await
+                .is_ok()
+            {
+                if let Some(running) = &mut *host.running.lock().expect("running turn") {
+                    running.progress = Some(candidate.clone());
+                }
+                shared.notify_editor(
+                    "$/progress",
+                    json!({"token": candidate, "value": {"kind": "begin", "title": title, "cancellable": true, "message": "thinking"}}),
+                );
+                token = Some(candidate);
+            }
+        }
+        Progress {
+            shared: shared.clone(),
+            token,
+        }
+    }
+
+    fn report(&self, message: &str) {
+        if let Some(token) = &self.token {
+            self.shared.notify_editor(
+                "$/progress",
+                json!({"token": token, "value": {"kind": "report", "message": message}}),
+            );
+        }
+    }
+
+    fn end(&self, message: &str) {
+        if let Some(token) = &self.token {
+            self.shared.notify_editor(
+                "$/progress",
+                json!({"token": token, "value": {"kind": "end", "message": message}}),
+            );
+        }
+    }
+}
+
+/// What the editor sees of a running turn: progress per step and tool, streamed text.
+struct HostUi {
+    progress: Progress,
+    deltas: Option<mpsc::UnboundedSender<String>>,
+    changed: Vec<String>,
+    /// Whether the current step streamed text (a later step's text starts a new paragraph).
+    text_in_step: bool,
+}
+
+impl TurnUi for HostUi {
+    fn delta(&mut self, delta: &StreamDelta) {
+        if let (StreamDelta::Text(text), Some(deltas)) = (delta, &self.deltas) {
+            self.text_in_step = true;
+            let _ = deltas.send(text.clone());
+        }
+    }
+
+    fn event(&mut self, event: &AgentEvent<'_>) {
+        match event {
+            AgentEvent::PreStep { step, .. } => {
+                if self.text_in_step
+                    && let Some(deltas) = &self.deltas
+                {
+                    let _ = deltas.send("\n\n".into());
+                }
+                self.text_in_step = false;
+                self.progress.report(&format!("step {step}: thinking"));
+            }
+            AgentEvent::ToolsBeforeCall { step, calls, .. } => {
+                let names = calls
+                    .iter()
+                    .map(|call| call.name.as_str())
+                    .collect::<Vec<_>>()
+                    .join(", ");
+                self.progress.report(&format!("step {step}: {names}"));
+            }
+            AgentEvent::ToolsAfterResult { outcome, .. } => {
+                let mutating = matches!(outcome.call.name.as_str(), "edit" | "write");
+                if mutating
+                    && !outcome.output.is_error
+                    && let Some(source) = outcome.output.meta.get("source").and_then(Value::as_str)
+                    && !self.changed.iter().any(|known| known == source)
+                {
+                    self.changed.push(source.to_owned());
+                }
+            }
+            _ => {}
+        }
+    }
+}
+
+/// Streams an answer into its prompt document: the `## agent (turn N)` heading first, then the
+/// text in batches, each inserted right after what was written before. The heading is found
+/// again before every batch, so the programmer may edit elsewhere in the document meanwhile; if
+/// the answer itself was edited, streaming stops there (the full answer is in the session).
+struct AnswerWriter {
+    shared: Arc<Shared>,
+    buffers: EditorBuffers,
+    target: AnswerTarget,
+    heading: String,
+    written: String,
+    /// Whether the document is open in the editor (else the answer goes to disk at the end).
+    open: bool,
+    /// Why streaming stopped early, if it did.
+    broken: Option<String>,
+}
+
+impl AnswerWriter {
+    fn new(shared: &Arc<Shared>, target: AnswerTarget, turn: u32) -> AnswerWriter {
+        let buffers = EditorBuffers::new(shared);
+        let open = buffers.text(&target.path).is_some();
+        AnswerWriter {
+            shared: shared.clone(),
+            buffers,
+            target,
+            heading: answer_heading(turn),
+            written: String::new(),
+            open,
+            broken: None,
+        }
+    }
+
+    async fn run(mut self, mut deltas: mpsc::UnboundedReceiver<String>) -> AnswerWriter {
+        if let Err(problem) = self.start().await {
+            self.broken = Some(problem);
+        }
+        let mut pending = String::new();
+        loop {
+            let next = if pending.is_empty() {
+                deltas.recv().await
+            } else {
+                match tokio::time::timeout(STREAM_EVERY, deltas.recv()).await {
+                    Ok(next) => next,
+                    Err(_) => {
+                        self.flush(&mut pending).await;
+                        continue;
+                    }
+                }
+            };
+            match next {
+                Some(text) => pending.push_str(&text),
+                None => break,
+            }
+        }
+        self.flush(&mut pending).await;
+        self
+    }
+
+    /// The text before the answer ends with a blank line, then the heading.
+    fn opening(text: &str, at: usize) -> &'static str {
+        let before = &text[..at];
+        if before.is_empty() || before.ends_with("\n\n") {
+            ""
+        } else if before.ends_with('\n') {
+            "\n"
+        } else {
+            "\n\n"
+        }
+    }
+
+    async fn start(&mut self) -> Result<(), String> {
+        if !self.open {
+            return Ok(());
+        }
+        let text = self
+            .buffers
+            .text(&self.target.path)
+            .ok_or("the prompt document was closed")?;
+        let at = self.target.insert_at.min(text.len());
+        let head = format!("{}{}", Self::opening(&text, at), self.heading);
+        let after = format!("{}{head}{}", &text[..at], &text[at..]);
+        self.buffers.replace(&self.target.path, &text, &after).await
+    }
+
+    async fn flush(&mut self, pending: &mut String) {
+        if pending.is_empty() || !self.open || self.broken.is_some() {
+            if !self.open {
+                self.written.push_str(pending);
+            }
+            pending.clear();
+            return;
+        }
+        let text = std::mem::take(pending);
+        match self.insert(&text).await {
+            Ok(()) => self.written.push_str(&text),
+            Err(problem) => {
+                tracing::warn!("streaming into the prompt document stopped: {problem}");
+                self.broken = Some(problem);
+            }
+        }
+    }
+
+    async fn insert(&self, more: &str) -> Result<(), String> {
+        let text = self
+            .buffers
+            .text(&self.target.path)
+            .ok_or("the prompt document was closed")?;
+        let heading = text
+            .find(&self.heading)
+            .ok_or("the answer's heading was removed")?;
+        let anchor = heading + self.heading.len();
+        if !text[anchor..].starts_with(&self.written) {
+            return Err("the answer was edited while it streamed".into());
+        }
+        let at = anchor + self.written.len();
+        let after = format!("{}{more}{}", &text[..at], &text[at..]);
+        self.buffers.replace(&self.target.path, &text, &after).await
+    }
+
+    /// Close the answer: a final line break, the trailer, and a fresh `## you` at the end of
+    /// the document. A document the editor does not have open is written on disk here.
+    async fn finish(mut self, trailer: &str) -> Result<(), String> {
+        let mut closing = String::new();
+        if !self.written.is_empty() && !self.written.ends_with('\n') {
+            closing.push('\n');
+        }
+        closing.push_str(trailer);
+        if self.target.at_end {
+            closing.push_str("\n## you\n\n");
+        }
+        if !self.open {
+            let path = &self.target.path;
+            let text = std::fs::read_to_string(path).unwrap_or_default();
+            let at = self.target.insert_at.min(text.len());
+            let answer = format!(
+                "{}{}{}{closing}",
+                Self::opening(&text, at),
+                self.heading,
+                self.written
+            );
+            let updated = format!("{}{answer}{}", &text[..at], &text[at..]);
+            return crate::tools::fs::write_atomically(path, updated.as_bytes())
+                .map_err(|error| format!("cannot write {}: {error}", path.display()));
+        }
+        if let Some(problem) = self.broken.take() {
+            return Err(problem);
+        }
+        self.insert(&closing).await?;
+        self.written.push_str(&closing);
+        let _ = &self.shared;
+        Ok(())
+    }
+}
