@@ -31,6 +31,12 @@
 //! [editor]
 //! prompt_documents = "*.agent.md"
 //! chat_file = ".agent-lsp/chat.agent.md"
+//!
+//! # `web_search` and `web_fetch` (see `web.rs`): the search provider and the fetch limits.
+//! [web]
+//! timeout_secs = 20
+//! [web.searxng]
+//! url = "http://127.0.0.1:8888"
 //! ```
 
 use std::path::PathBuf;
@@ -62,6 +68,9 @@ pub struct Config {
     /// `[editor]`: prompt documents under `agent-lsp serve`.
     #[serde(default)]
     pub editor: EditorOptions,
+    /// `[web]`: the `web_search` provider and the `web_fetch` limits.
+    #[serde(default)]
+    pub web: crate::web::WebOptions,
 }
 
 impl Config {

@@ -10,6 +10,7 @@
 //! - [`llm`]: provider-neutral requests and the wire formats they are sent in;
 //! - [`tools`]: the ToolRuntime (registry, permissions, limits, recording) and the file tools,
 //!   confined by [`workspace`];
+//! - [`web`]: `web_search` and `web_fetch` behind the SSRF guard;
 //! - [`tokens`]: the token meter;
 //! - [`preset`]: named assemblies of model settings, tools, permissions and plugins;
 //! - [`server`]: `agent-lsp serve`, the editor-facing server brokering the child servers;
@@ -30,4 +31,5 @@ pub mod server;
 pub mod session;
 pub mod tokens;
 pub mod tools;
+pub mod web;
 pub mod workspace;
