@@ -26,6 +26,7 @@ pub mod fs;
 pub mod lsp;
 pub mod search;
 pub mod shell;
+pub mod web;
 
 #[cfg(test)]
 mod testing;
@@ -385,6 +386,10 @@ pub fn runtime_with(
         registry.register(tool);
     }
     registry.register(crate::compaction::recall::RecallHistory);
+    // Web tools without the user's `[web]` settings (fetch works, search says what to
+    // configure); callers with a configuration replace them with `ToolRuntime::with_web`.
+    let (web_search, web_fetch) = web::tools(crate::web::WebRuntime::new(&Default::default())?);
+    registry.register(web_search).register(web_fetch);
     let registry = registry.only(&preset.file.tools.enabled)?;
     Ok(ToolRuntime::new(workspace, registry)
         .with_policy(PermissionPolicy::from_preset(preset))
@@ -808,6 +813,8 @@ impl ToolRuntime {
     fn finish(&self, output: ToolOutput, duration: Duration, origin: Option<&str>) -> ToolOutput {
         let original_len = output.text.len();
         let (text, truncated) = cap_text(&output.text, self.limits.max_output_bytes);
+        // A tool that cut its content itself (a fetched page) has said so already.
+        let truncated = truncated || output.meta.get("truncated") == Some(&Value::Bool(true));
         let mut output = ToolOutput {
             text,
             meta: output.meta,

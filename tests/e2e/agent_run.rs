@@ -413,6 +413,8 @@ fn without_a_model_run_explains_how_to_configure_one_and_tools_still_work() {
             "read",
             "recall_history",
             "shell",
+            "web_fetch",
+            "web_search",
             "write"
         ]
     );

@@ -11,3 +11,4 @@ mod serve_agent;
 mod session_crash;
 mod session_props;
 mod session_replay;
+mod web;

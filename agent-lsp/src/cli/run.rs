@@ -228,7 +228,12 @@ pub fn standard_runtime(
     preset: &Preset,
     config: &Config,
 ) -> anyhow::Result<(ToolRuntime, Bridge)> {
-    crate::tools::runtime_for(store.workspace(), preset, config.bridge_config()?)
+    let (runtime, bridge) =
+        crate::tools::runtime_for(store.workspace(), preset, config.bridge_config()?)?;
+    Ok((
+        runtime.with_web(crate::web::WebRuntime::new(&config.web)?),
+        bridge,
+    ))
 }
 
 #[allow(clippy::print_stdout)]
