@@ -94,6 +94,9 @@ pub struct Shared {
     /// Capability methods announced at `initialize`; a child starting later gets the others
     /// registered dynamically.
     announced: Mutex<std::collections::HashSet<String>>,
+    /// Where commands (agent turns, with their model streaming, tool runs and log writes)
+    /// run: off the proxy's thread, so a turn never delays the editor's requests.
+    agent_runtime: tokio::runtime::Handle,
 }
 
 impl Shared {
@@ -194,25 +197,59 @@ impl Shared {
 
 /// Run the server on stdin/stdout until the editor says `exit` or closes the pipe.
 pub fn run_stdio(workspace: Option<PathBuf>) -> anyhow::Result<()> {
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
+    let runtime = server_runtime()?;
+    runtime.block_on(async {
+        let config = Config::load()?;
+        // Editors connect through pipes: read and write them through the reactor. tokio's
+        // `stdin()`/`stdout()` hand every read and write to a blocking thread, which costs a
+        // thread hand-off per message each way (a large share of the proxy's overhead on
+        // sub-millisecond requests).
+        match (stdio_pipe_in(), stdio_pipe_out()) {
+            (Some(input), Some(output)) => serve(input, output, config, workspace).await,
+            _ => serve(tokio::io::stdin(), tokio::io::stdout(), config, workspace).await,
+        }
+    })
+}
+
+/// The server runs on one thread: a proxied request crosses several tasks (editor reader,
+/// request, child writer, child reader, editor writer), and on one thread each hand-off is a
+/// queue push instead of waking another thread, which is most of the proxy's cost on
+/// sub-millisecond answers. Blocking and CPU-heavy work (file tools, the file index walk and
+/// queries) runs on the blocking pool.
+fn server_runtime() -> anyhow::Result<tokio::runtime::Runtime> {
+    Ok(tokio::runtime::Builder::new_current_thread()
         .enable_all()
-        .build()?;
-    runtime.block_on(serve(
-        tokio::io::stdin(),
-        tokio::io::stdout(),
-        Config::load()?,
-        workspace,
-    ))
+        .build()?)
+}
+
+/// Standard input as a non-blocking pipe, when it is one.
+fn stdio_pipe_in() -> Option<tokio::net::unix::pipe::Receiver> {
+    use std::os::fd::AsFd;
+    let fd = std::io::stdin().as_fd().try_clone_to_owned().ok()?;
+    tokio::net::unix::pipe::Receiver::from_file(std::fs::File::from(fd)).ok()
+}
+
+/// Standard output as a non-blocking pipe, when it is one and not also standard error (logs
+/// written to a non-blocking pipe could fail with `EAGAIN`).
+fn stdio_pipe_out() -> Option<tokio::net::unix::pipe::Sender> {
+    use std::os::fd::AsFd;
+    use std::os::unix::fs::MetadataExt;
+    let fd = std::io::stdout().as_fd().try_clone_to_owned().ok()?;
+    let err = std::io::stderr().as_fd().try_clone_to_owned().ok()?;
+    let (out, err) = (
+        std::fs::File::from(fd.try_clone().ok()?).metadata().ok()?,
+        std::fs::File::from(err).metadata().ok()?,
+    );
+    if (out.dev(), out.ino()) == (err.dev(), err.ino()) {
+        return None;
+    }
+    tokio::net::unix::pipe::Sender::from_file(std::fs::File::from(fd)).ok()
 }
 
 /// Serve editors over TCP (`--listen 127.0.0.1:PORT`), one connection after another; for
 /// editors that attach to a running server and for debugging with a socket client.
 pub fn run_tcp(address: &str, workspace: Option<PathBuf>) -> anyhow::Result<()> {
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()?;
+    let runtime = server_runtime()?;
     runtime.block_on(async {
         let listener = tokio::net::TcpListener::bind(address).await.with_context(|| format!("cannot listen on {address}"))?;
         let local = listener.local_addr()?;
@@ -240,6 +277,12 @@ pub async fn serve(
     default_workspace: Option<PathBuf>,
 ) -> anyhow::Result<()> {
     let prompt_documents = chat::PromptDocuments::new(&config.editor.prompt_documents)?;
+    let agent_runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .thread_name("agent")
+        .enable_all()
+        .build()
+        .context("cannot start the agent's runtime")?;
     let (out, mut outgoing) = mpsc::unbounded_channel::<Value>();
     let writer = tokio::spawn(async move {
         let mut output = output;
@@ -266,6 +309,7 @@ pub async fn serve(
         prompt_documents,
         files: OnceLock::new(),
         announced: Mutex::new(Default::default()),
+        agent_runtime: agent_runtime.handle().clone(),
     });
     let mut server = Server {
         shared: shared.clone(),
@@ -297,6 +341,8 @@ pub async fn serve(
     }
     drop(server);
     drop(shared);
+    // A turn still running is cut off here; its log is consistent at every append.
+    agent_runtime.shutdown_background();
     let _ = writer.await;
     Ok(())
 }
@@ -421,7 +467,12 @@ impl Server {
                     .expect("in flight")
                     .insert(key.clone(), cancel.clone());
                 let span = tracing::info_span!("request", %method, %id);
-                tokio::spawn(
+                let runtime = if method == "workspace/executeCommand" {
+                    shared.agent_runtime.clone()
+                } else {
+                    tokio::runtime::Handle::current()
+                };
+                runtime.spawn(
                     async move {
                         let reply = match method.as_str() {
                             "workspace/executeCommand" => {

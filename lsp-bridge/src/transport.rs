@@ -695,10 +695,10 @@ pub async fn write_message(
     message: &Value,
 ) -> std::io::Result<()> {
     let body = serde_json::to_vec(message)?;
-    writer
-        .write_all(format!("Content-Length: {}\r\n\r\n", body.len()).as_bytes())
-        .await?;
-    writer.write_all(&body).await?;
+    // One write per message: the reader on the other end wakes once, not for the header alone.
+    let mut frame = format!("Content-Length: {}\r\n\r\n", body.len()).into_bytes();
+    frame.extend_from_slice(&body);
+    writer.write_all(&frame).await?;
     writer.flush().await
 }
 

@@ -115,9 +115,9 @@ pub(super) async fn complete_mention(shared: &Arc<Shared>, params: &Value) -> Re
     let Some(path) = routing::document_path(params) else {
         return empty();
     };
-    let Some(index) = shared.files.get() else {
+    if shared.files.get().is_none() {
         return empty();
-    };
+    }
     let Some(uri) = params["textDocument"]["uri"]
         .as_str()
         .and_then(|uri| lsp_bridge::lsp_types::Url::parse(uri).ok())
@@ -139,7 +139,20 @@ pub(super) async fn complete_mention(shared: &Arc<Shared>, params: &Value) -> Re
     let Some(typed) = bare_mention_at(line_text, cursor) else {
         return empty();
     };
-    let candidates = match index.query(&typed.query, COMPLETION_LIMIT) {
+    // Ranking 100k paths takes milliseconds: off the proxy's thread.
+    let query = {
+        let (shared, query) = (shared.clone(), typed.query.clone());
+        tokio::task::spawn_blocking(move || {
+            shared
+                .files
+                .get()
+                .expect("checked above")
+                .query(&query, COMPLETION_LIMIT)
+        })
+        .await
+    };
+    let Ok(query) = query else { return empty() };
+    let candidates = match query {
         Ok(candidates) => candidates,
         // A query that would leave the workspace gets no candidates (and says why in the log).
         Err(error) => {

@@ -57,7 +57,12 @@ pub(super) async fn initialize(shared: &Arc<Shared>, params: Value) -> Reply {
     start_file_index(shared, &folders[0]);
 
     // Start one child per server the workspace has files for, in parallel, for a bounded time.
-    let samples = sample_files(&bridge, &folders);
+    let samples = {
+        let (bridge, folders) = (bridge.clone(), folders.clone());
+        tokio::task::spawn_blocking(move || sample_files(&bridge, &folders))
+            .await
+            .unwrap_or_default()
+    };
     let starts = samples.iter().map(|path| {
         let bridge = bridge.clone();
         let path = path.clone();

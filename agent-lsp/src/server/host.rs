@@ -206,6 +206,7 @@ impl Host {
             shared.documents().clone(),
         )
         .map_err(internal)?
+        .with_web(crate::web::WebRuntime::new(&shared.config.web).map_err(internal)?)
         .with_buffers(Arc::new(EditorBuffers::new(shared)))
         .with_asker(Arc::new(EditorAsker {
             shared: Arc::downgrade(shared),
