@@ -142,6 +142,31 @@ impl Bridge {
         &self.inner.workspace_folders
     }
 
+    /// One file for each (server, root) the workspace folders have files for, from an
+    /// ignore-aware walk of at most `max_files` files: opening these starts every server the
+    /// workspace needs (`agent-lsp servers --start`, the editor server's `initialize`).
+    pub fn sample_files(&self, max_files: usize) -> Vec<PathBuf> {
+        let mut seen = std::collections::BTreeSet::new();
+        let mut samples = Vec::new();
+        for folder in &self.inner.workspace_folders {
+            for entry in ignore::WalkBuilder::new(folder)
+                .build()
+                .filter_map(std::result::Result::ok)
+                .take(max_files)
+            {
+                if !entry.file_type().is_some_and(|kind| kind.is_file()) {
+                    continue;
+                }
+                if let Some(server) = self.config_for(entry.path())
+                    && seen.insert((server.name.clone(), self.root_for(&server, entry.path())))
+                {
+                    samples.push(entry.into_path());
+                }
+            }
+        }
+        samples
+    }
+
     /// The first available server whose file patterns or languages match `path`.
     pub fn config_for(&self, path: &Path) -> Option<Arc<ServerConfig>> {
         self.inner

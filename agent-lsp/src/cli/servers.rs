@@ -22,18 +22,9 @@ pub fn run(store: &Store, start: bool, json_output: bool) -> anyhow::Result<Exit
 
     // One sample file per server the workspace has files for.
     let mut samples = std::collections::BTreeMap::new();
-    for entry in ignore::WalkBuilder::new(&root)
-        .build()
-        .filter_map(Result::ok)
-        .take(MAX_FILES)
-    {
-        if !entry.file_type().is_some_and(|kind| kind.is_file()) {
-            continue;
-        }
-        if let Some(server) = bridge.config_for(entry.path()) {
-            samples
-                .entry(server.name.clone())
-                .or_insert_with(|| entry.into_path());
+    for path in bridge.sample_files(MAX_FILES) {
+        if let Some(server) = bridge.config_for(&path) {
+            samples.entry(server.name.clone()).or_insert(path);
         }
     }
 

@@ -1,6 +1,5 @@
 //! `initialize`: start the children the workspace needs and merge their capabilities with ours.
 
-use std::collections::BTreeSet;
 use std::path::PathBuf;
 use std::sync::Arc;
 
@@ -58,8 +57,8 @@ pub(super) async fn initialize(shared: &Arc<Shared>, params: Value) -> Reply {
 
     // Start one child per server the workspace has files for, in parallel, for a bounded time.
     let samples = {
-        let (bridge, folders) = (bridge.clone(), folders.clone());
-        tokio::task::spawn_blocking(move || sample_files(&bridge, &folders))
+        let bridge = bridge.clone();
+        tokio::task::spawn_blocking(move || bridge.sample_files(MAX_SCAN))
             .await
             .unwrap_or_default()
     };
@@ -162,29 +161,6 @@ fn workspace_folders(params: &Value) -> Option<Vec<PathBuf>> {
         }
     }
     from_uri(&params["rootUri"]).map(|root| vec![root])
-}
-
-/// One file per server that the workspace has files for.
-fn sample_files(bridge: &Bridge, folders: &[PathBuf]) -> Vec<PathBuf> {
-    let mut seen = BTreeSet::new();
-    let mut samples = Vec::new();
-    for folder in folders {
-        for entry in ignore::WalkBuilder::new(folder)
-            .build()
-            .filter_map(Result::ok)
-            .take(MAX_SCAN)
-        {
-            if !entry.file_type().is_some_and(|kind| kind.is_file()) {
-                continue;
-            }
-            if let Some(server) = bridge.config_for(entry.path())
-                && seen.insert((server.name.clone(), bridge.root_for(&server, entry.path())))
-            {
-                samples.push(entry.into_path());
-            }
-        }
-    }
-    samples
 }
 
 /// Index the workspace's paths in the background for `@path` completion, kept current by a
