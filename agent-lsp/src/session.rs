@@ -233,6 +233,26 @@ impl History {
         Ok(self.prefix(seq)?.derive_messages().to_vec())
     }
 
+    /// Check and apply `new` in memory only, exactly as [`Session::append`] would, and return
+    /// the seq it got. The context editor tries a whole batch on a copy this way before it
+    /// writes any of it, so a batch is applied whole or not at all.
+    pub fn simulate(&mut self, new: NewEvent) -> anyhow::Result<u64> {
+        let event = Event {
+            seq: self.last_seq() + 1,
+            turn: new.turn,
+            step: new.step,
+            ts: String::new(),
+            body: new.body,
+            surface_op: new.surface_op,
+            source_event_seqs: new.source_event_seqs,
+        };
+        let seq = event.seq;
+        self.check(&event)
+            .with_context(|| format!("refused to append a `{}` event", event.kind()))?;
+        self.push_checked(event);
+        Ok(seq)
+    }
+
     /// Whether `event` may follow the events so far.
     fn check(&self, event: &Event) -> anyhow::Result<()> {
         if event.seq <= self.last_seq() {

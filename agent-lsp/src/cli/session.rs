@@ -466,6 +466,33 @@ fn describe(event: &Event) -> String {
             end.tokens_before,
             end.tokens_after
         ),
+        EventBody::ContextEditBegin(begin) => format!(
+            "{} by {}: {}{}",
+            begin.edit_id,
+            begin.actor,
+            begin
+                .ops
+                .iter()
+                .map(|op| format!("{} {:?}", op.op, op.target))
+                .collect::<Vec<_>>()
+                .join(", "),
+            begin
+                .snapshot
+                .map(|snapshot| format!(" (snapshot {snapshot})"))
+                .unwrap_or_default()
+        ),
+        EventBody::ContextEditEnd(end) => format!(
+            "{} {}{}: ~{} → ~{} tokens, generation {}",
+            end.edit_id,
+            end.outcome,
+            end.reason
+                .as_deref()
+                .map(|reason| format!(" ({reason})"))
+                .unwrap_or_default(),
+            end.tokens_before,
+            end.tokens_after,
+            end.generation
+        ),
     }
 }
 

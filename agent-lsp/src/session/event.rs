@@ -66,10 +66,14 @@ pub enum EventKind {
     CompactionSummary,
     #[serde(rename = "compaction/end")]
     CompactionEnd,
+    #[serde(rename = "context-edit/begin")]
+    ContextEditBegin,
+    #[serde(rename = "context-edit/end")]
+    ContextEditEnd,
 }
 
 impl EventKind {
-    pub const ALL: [EventKind; 14] = [
+    pub const ALL: [EventKind; 16] = [
         EventKind::SessionHeader,
         EventKind::UserMessage,
         EventKind::AssistantMessage,
@@ -84,6 +88,8 @@ impl EventKind {
         EventKind::CompactionStart,
         EventKind::CompactionSummary,
         EventKind::CompactionEnd,
+        EventKind::ContextEditBegin,
+        EventKind::ContextEditEnd,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -102,6 +108,8 @@ impl EventKind {
             EventKind::CompactionStart => "compaction/start",
             EventKind::CompactionSummary => "compaction/summary",
             EventKind::CompactionEnd => "compaction/end",
+            EventKind::ContextEditBegin => "context-edit/begin",
+            EventKind::ContextEditEnd => "context-edit/end",
         }
     }
 
@@ -139,6 +147,9 @@ pub enum SurfaceOp {
     Replace { start: u64, end: u64 },
     Remove { start: u64, end: u64 },
     Restore { generation: u64 },
+    /// End the current generation without changing the entries: the snapshot a context-editor
+    /// batch takes before its first op, so a batch that only appends (a pin) can be rolled back.
+    Snapshot,
 }
 
 impl SurfaceOp {
@@ -148,6 +159,7 @@ impl SurfaceOp {
             SurfaceOp::Replace { .. } => "replace",
             SurfaceOp::Remove { .. } => "remove",
             SurfaceOp::Restore { .. } => "restore",
+            SurfaceOp::Snapshot => "snapshot",
         }
     }
 }
@@ -169,6 +181,8 @@ pub enum EventBody {
     CompactionStart(CompactionStart),
     CompactionSummary(CompactionSummary),
     CompactionEnd(CompactionEnd),
+    ContextEditBegin(ContextEditBegin),
+    ContextEditEnd(ContextEditEnd),
 }
 
 impl EventBody {
@@ -188,6 +202,8 @@ impl EventBody {
             EventBody::CompactionStart(_) => EventKind::CompactionStart,
             EventBody::CompactionSummary(_) => EventKind::CompactionSummary,
             EventBody::CompactionEnd(_) => EventKind::CompactionEnd,
+            EventBody::ContextEditBegin(_) => EventKind::ContextEditBegin,
+            EventBody::ContextEditEnd(_) => EventKind::ContextEditEnd,
         }
     }
 
@@ -207,6 +223,8 @@ impl EventBody {
             EventBody::CompactionStart(p) => serde_json::to_value(p),
             EventBody::CompactionSummary(p) => serde_json::to_value(p),
             EventBody::CompactionEnd(p) => serde_json::to_value(p),
+            EventBody::ContextEditBegin(p) => serde_json::to_value(p),
+            EventBody::ContextEditEnd(p) => serde_json::to_value(p),
         }
     }
 
@@ -236,6 +254,12 @@ impl EventBody {
                 EventBody::CompactionSummary(serde_json::from_value(payload)?)
             }
             EventKind::CompactionEnd => EventBody::CompactionEnd(serde_json::from_value(payload)?),
+            EventKind::ContextEditBegin => {
+                EventBody::ContextEditBegin(serde_json::from_value(payload)?)
+            }
+            EventKind::ContextEditEnd => {
+                EventBody::ContextEditEnd(serde_json::from_value(payload)?)
+            }
         })
     }
 }
@@ -431,6 +455,63 @@ pub struct CompactionEnd {
     /// Set when this failure made automatic compaction stop for the session.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub auto_disabled: bool,
+}
+
+/// One operation of a context-editor batch as it was asked for, with what it targeted.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ContextEditOp {
+    /// `fold`, `pin`, `delete`, `replace` or `rollback`.
+    pub op: String,
+    /// The surface entries (event seqs) it targets, first to last; empty for a rollback.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub target: Vec<u64>,
+    /// A one-line description of the targeted content before the edit.
+    pub before: String,
+    /// The summary of a fold, the text of a replace, or the snapshot of a rollback.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub detail: Option<String>,
+}
+
+/// A context-editor batch began (log only): who asked for which ops, and the snapshot taken
+/// before the first of them.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ContextEditBegin {
+    /// `edit-<seq of this event>`; named by the events the batch appends.
+    pub edit_id: String,
+    /// Who asked: `cli`, `editor` or `rule`.
+    pub actor: String,
+    pub ops: Vec<ContextEditOp>,
+    /// The surface generation that holds the surface as it was before the batch: rolling back
+    /// to it undoes the batch. `None` when the batch was refused before anything changed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub snapshot: Option<u64>,
+}
+
+/// What one op of a batch produced.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ContextEditResult {
+    pub op: String,
+    /// The event that carries the op's surface change.
+    pub seq: u64,
+    /// A one-line description of what took the target's place (or `removed`).
+    pub after: String,
+}
+
+/// A context-editor batch ended (log only).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ContextEditEnd {
+    pub edit_id: String,
+    /// `applied` or `refused`.
+    pub outcome: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub results: Vec<ContextEditResult>,
+    /// Surface generation after the batch.
+    pub generation: u64,
+    /// Estimated surface tokens before and after.
+    pub tokens_before: u64,
+    pub tokens_after: u64,
 }
 
 /// The flat on-disk form of an event.

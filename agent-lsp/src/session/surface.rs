@@ -2,7 +2,8 @@
 //!
 //! The log never changes; the surface is rewritten by ops carried on events:
 //! `append` (the default), `replace {start,end}` (a compaction checkpoint or a fold takes the
-//! place of a run of entries), `remove {start,end}` and `restore {generation}` (rollback).
+//! place of a run of entries), `remove {start,end}`, `restore {generation}` (rollback) and
+//! `snapshot` (end the generation, entries unchanged: the context editor's snapshot).
 //! Every op other than `append` starts a new *generation*; the surface as it stood at the end of
 //! each generation is kept, so a rollback is one more appended event, never a rewrite.
 //!
@@ -140,6 +141,7 @@ impl Surface {
                 self.check_structural()?;
                 self.check_range(*start, *end).map(|_| ())
             }
+            SurfaceOp::Snapshot => self.check_structural(),
             SurfaceOp::Restore { generation } => {
                 self.check_structural()?;
                 if *generation >= self.generation {
@@ -204,6 +206,7 @@ impl Surface {
                     }
                 }
             }
+            SurfaceOp::Snapshot => self.end_generation(),
             SurfaceOp::Restore { generation } => {
                 let restored = self.ended[*generation as usize].clone();
                 self.end_generation();
@@ -676,5 +679,47 @@ mod tests {
         );
         // Calls restored from generation 0 count as answered: their results came back too.
         assert_eq!(surface.pending_calls().count(), 0);
+    }
+
+    #[test]
+    fn snapshot_ends_the_generation_so_later_appends_can_be_rolled_back() {
+        let mut surface = sample();
+        push(
+            &mut surface,
+            6,
+            EventKind::SurfaceEdit,
+            Pairing::None,
+            SurfaceOp::Snapshot,
+        )
+        .unwrap();
+        assert_eq!(surface.generation(), 1);
+        assert_eq!(seqs(&surface), vec![1, 2, 3, 4, 5]);
+        push(
+            &mut surface,
+            7,
+            EventKind::UserMessage,
+            Pairing::None,
+            SurfaceOp::Append,
+        )
+        .unwrap();
+        push(
+            &mut surface,
+            8,
+            EventKind::SurfaceEdit,
+            Pairing::None,
+            SurfaceOp::Restore { generation: 0 },
+        )
+        .unwrap();
+        assert_eq!(seqs(&surface), vec![1, 2, 3, 4, 5]);
+        let err = surface
+            .check(EventKind::UserMessage, &Pairing::None, &SurfaceOp::Snapshot)
+            .unwrap_err();
+        assert_eq!(
+            err,
+            SurfaceError::OpNotAllowed {
+                kind: EventKind::UserMessage,
+                op: "snapshot"
+            }
+        );
     }
 }
