@@ -1,6 +1,7 @@
 //! Terminal commands. Every subcommand works on the workspace of the current directory unless
 //! `--workspace DIR` says otherwise.
 
+mod context;
 mod files;
 pub(crate) mod run;
 mod servers;
@@ -63,6 +64,9 @@ enum Command {
     /// Inspect and replay recorded sessions.
     #[command(subcommand)]
     Session(session::SessionCommand),
+    /// See and edit what the model sees: segments, fold, pin, delete, replace, rollback.
+    #[command(subcommand)]
+    Context(context::ContextCommand),
 }
 
 /// Parse the process arguments and run the command.
@@ -89,5 +93,6 @@ pub fn run() -> anyhow::Result<ExitCode> {
         }
         Command::Session(command) => session::run(&Store::for_workspace(&workspace)?, command),
         Command::Files(args) => files::run(&workspace, args),
+        Command::Context(command) => context::run(&Store::for_workspace(&workspace)?, command),
     }
 }

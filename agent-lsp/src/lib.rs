@@ -12,6 +12,7 @@
 //!   confined by [`workspace`];
 //! - [`web`]: `web_search` and `web_fetch` behind the SSRF guard;
 //! - [`tokens`]: the token meter;
+//! - [`trajectory`]: a session exported as cells, as JSON or a self-contained HTML page;
 //! - [`preset`]: named assemblies of model settings, tools, permissions and plugins;
 //! - [`server`]: `agent-lsp serve`, the editor-facing server brokering the child servers;
 //! - [`cli`]: the terminal commands, and [`config`]: the user's configuration file;
@@ -31,5 +32,6 @@ pub mod server;
 pub mod session;
 pub mod tokens;
 pub mod tools;
+pub mod trajectory;
 pub mod web;
 pub mod workspace;

@@ -1,4 +1,4 @@
-//! `agent-lsp session list|show|replay|compact`.
+//! `agent-lsp session list|show|replay|compact|trajectory`.
 
 use std::collections::BTreeMap;
 use std::io::Write;
@@ -34,6 +34,16 @@ pub enum SessionCommand {
         session: String,
         #[arg(long, value_name = "N")]
         request: u64,
+    },
+    /// Export the session as a trajectory: cells (system, user, context, compacted, message,
+    /// tool, subtool) with raw tool payloads, results, and token and cache figures per request.
+    Trajectory {
+        session: String,
+        #[arg(long, value_parser = ["json", "html"], default_value = "html")]
+        format: String,
+        /// Write here instead of stdout.
+        #[arg(short = 'o', long, value_name = "FILE")]
+        output: Option<std::path::PathBuf>,
     },
     /// Fold the session's older history into a checkpoint now (a model call that replays the
     /// session's cached prompt prefix; the log keeps every original event).
@@ -73,6 +83,23 @@ pub fn run(store: &Store, command: SessionCommand) -> anyhow::Result<ExitCode> {
             model,
             template,
         } => return compact(store, &session, &model, template),
+        SessionCommand::Trajectory {
+            session,
+            format,
+            output,
+        } => {
+            let history = store.load(&session)?;
+            let trajectory = crate::trajectory::build(&history);
+            let text = match format.as_str() {
+                "json" => serde_json::to_string_pretty(&trajectory)? + "\n",
+                _ => crate::trajectory::to_html(&trajectory)?,
+            };
+            match output {
+                Some(path) => std::fs::write(&path, text)
+                    .with_context(|| format!("failed to write {}", path.display()))?,
+                None => out.write_all(text.as_bytes())?,
+            }
+        }
     }
     out.flush()?;
     Ok(ExitCode::SUCCESS)

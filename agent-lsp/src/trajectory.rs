@@ -1,0 +1,318 @@
+//! Trajectory export: a session as a list of cells, as JSON or as one self-contained HTML page.
+//!
+//! A trajectory is what a person reads to understand a run, so it follows the log in order and
+//! keeps every payload raw: the tool arguments exactly as the model sent them (also when they
+//! are not valid JSON), each result exactly as the model saw it, and per model request the
+//! token and cache figures the provider reported. Cell kinds:
+//! - `system`: the system prompt and tool catalog, whenever a request used new ones;
+//! - `user`: the programmer's prompts;
+//! - `context`: runtime context and the context editor's pinned or replaced text;
+//! - `compacted`: compaction checkpoints, folds, and pruned or folded tool results;
+//! - `message`: the model's answers (text, reasoning, the request's figures) and failed requests;
+//! - `tool`: one tool call of a model step with its result;
+//! - `subtool`: a tool run outside a model step (by the programmer through `agent-lsp tool` or
+//!   the editor's `agent.tool`); this agent has no sub-agents yet, so these are the only calls
+//!   nested under no model message.
+//!
+//! The HTML page (`trajectory/page.html`) embeds the JSON and renders it with inline script and
+//! style, loads nothing from the network, and shows JSON payloads and results as collapsible
+//! trees.
+
+use std::collections::HashMap;
+
+use serde::Serialize;
+use serde_json::Value;
+
+use crate::session::History;
+use crate::session::event::EventBody;
+
+/// One cell of a trajectory.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Cell {
+    /// `system`, `user`, `context`, `compacted`, `message`, `tool` or `subtool`.
+    pub kind: &'static str,
+    /// The event the cell starts at.
+    pub seq: u64,
+    pub turn: u32,
+    pub step: u32,
+    pub ts: String,
+    pub title: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub text: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reasoning: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tool: Option<ToolCell>,
+    /// The model request this cell answers (messages) or introduced (system).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub request: Option<RequestFigures>,
+    /// Whether the cell's content is on the current surface (what the model sees now).
+    pub on_surface: bool,
+    /// Tool catalog, on system cells.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tools: Option<Value>,
+}
+
+/// A tool call with its result.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct ToolCell {
+    pub call_id: String,
+    pub name: String,
+    /// The raw argument string exactly as the model sent it.
+    pub arguments: String,
+    /// The result text exactly as the model saw it first (`None` while the call had no result).
+    pub result: Option<String>,
+    pub meta: Value,
+    /// Seq of the `tool/result` event.
+    pub result_seq: Option<u64>,
+}
+
+/// Token and cache figures of one model request.
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+pub struct RequestFigures {
+    pub index: u64,
+    pub model: String,
+    pub generation: u64,
+    pub estimated_tokens: u64,
+    pub prompt_tokens: Option<u64>,
+    pub completion_tokens: Option<u64>,
+    pub cache_read: Option<u64>,
+    pub input: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+}
+
+/// A whole trajectory.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Trajectory {
+    pub session: String,
+    pub preset: String,
+    pub workspace: String,
+    pub created: String,
+    pub requests: Vec<RequestFigures>,
+    pub totals: Totals,
+    pub cells: Vec<Cell>,
+}
+
+/// Sums over all requests.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct Totals {
+    pub requests: u64,
+    pub prompt_tokens: u64,
+    pub completion_tokens: u64,
+    pub cache_read: u64,
+    pub input: u64,
+}
+
+/// The trajectory of a recorded session.
+pub fn build(history: &History) -> Trajectory {
+    let header = history.header();
+    let mut requests: Vec<RequestFigures> = Vec::new();
+    let mut cells: Vec<Cell> = Vec::new();
+    // Where each call's tool cell is, to put its result in.
+    let mut call_cells: HashMap<String, usize> = HashMap::new();
+    // Request index → message cell, for usage records that follow the answer.
+    let mut answer_cells: HashMap<u64, usize> = HashMap::new();
+    let mut current_request: Option<u64> = None;
+    let surface = history.surface();
+    for event in history.events() {
+        let cell = |kind: &'static str, title: String, text: Option<String>| Cell {
+            kind,
+            seq: event.seq,
+            turn: event.turn,
+            step: event.step,
+            ts: event.ts.clone(),
+            title,
+            text,
+            reasoning: None,
+            tool: None,
+            request: None,
+            on_surface: surface.contains(event.seq),
+            tools: None,
+        };
+        match &event.body {
+            EventBody::RequestHeader(header) => {
+                current_request = Some(header.index);
+                requests.push(RequestFigures {
+                    index: header.index,
+                    model: header.model.clone(),
+                    ..RequestFigures::default()
+                });
+                if let Some(system) = &header.system {
+                    let mut system_cell = cell(
+                        "system",
+                        format!("system prompt and tools (request {})", header.index),
+                        Some(system.clone()),
+                    );
+                    system_cell.tools = header
+                        .tools
+                        .as_ref()
+                        .and_then(|tools| serde_json::to_value(tools).ok());
+                    cells.push(system_cell);
+                }
+            }
+            EventBody::RequestContext(context) => {
+                if let Some(request) = requests.iter_mut().find(|r| r.index == context.index) {
+                    request.generation = context.generation;
+                    request.estimated_tokens = context.estimated_tokens;
+                }
+            }
+            EventBody::Usage(usage) => {
+                if let Some(request) = requests.iter_mut().find(|r| r.index == usage.index) {
+                    request.prompt_tokens = Some(usage.prompt_tokens);
+                    request.completion_tokens = Some(usage.completion_tokens);
+                    request.cache_read = Some(usage.cache_read);
+                    request.input = Some(usage.input);
+                    if let Some(at) = answer_cells.get(&usage.index) {
+                        cells[*at].request = Some(request.clone());
+                    }
+                }
+            }
+            EventBody::RequestError(error) => {
+                if let Some(request) = requests.iter_mut().find(|r| r.index == error.index) {
+                    request.error = Some(format!("{}: {}", error.class, error.message));
+                    let mut failed = cell(
+                        "message",
+                        format!("request {} failed ({})", error.index, error.class),
+                        Some(error.message.clone()),
+                    );
+                    failed.request = Some(request.clone());
+                    cells.push(failed);
+                }
+            }
+            EventBody::UserMessage(message) => {
+                let kind = match message.origin.as_str() {
+                    "prompt" => "user",
+                    "compaction" => "compacted",
+                    crate::context::editor::ops::ORIGIN
+                        if message.text.starts_with(&format!(
+                            "<{}",
+                            crate::context::editor::ops::FOLD_TAG
+                        )) =>
+                    {
+                        "compacted"
+                    }
+                    _ => "context",
+                };
+                let title = match kind {
+                    "user" => format!("prompt (turn {})", event.turn),
+                    "compacted" => format!("{} checkpoint", message.origin),
+                    _ => message.origin.clone(),
+                };
+                cells.push(cell(kind, title, Some(message.text.clone())));
+            }
+            EventBody::RuntimeContext(context) => {
+                cells.push(cell(
+                    "context",
+                    "runtime context".into(),
+                    Some(context.text.clone()),
+                ));
+            }
+            EventBody::AssistantMessage(message) => {
+                // A call run outside a model step comes with an empty assistant message that only
+                // carries it (`ToolRuntime::run_one`); it gets a subtool cell and no message cell.
+                let outside_step = event.step == 0;
+                if !outside_step {
+                    let mut answer = cell(
+                        "message",
+                        match current_request {
+                            Some(index) => format!("answer to request {index}"),
+                            None => "answer".into(),
+                        },
+                        Some(message.text.clone()),
+                    );
+                    answer.reasoning = message.reasoning.clone();
+                    if let Some(index) = current_request {
+                        answer.request = requests.iter().find(|r| r.index == index).cloned();
+                        answer_cells.insert(index, cells.len());
+                    }
+                    cells.push(answer);
+                }
+                for call in &message.tool_calls {
+                    let kind = if outside_step { "subtool" } else { "tool" };
+                    let mut tool = cell(kind, format!("{} ({})", call.name, call.id), None);
+                    tool.tool = Some(ToolCell {
+                        call_id: call.id.clone(),
+                        name: call.name.clone(),
+                        arguments: call.arguments.clone(),
+                        result: None,
+                        meta: Value::Null,
+                        result_seq: None,
+                    });
+                    call_cells.insert(call.id.clone(), cells.len());
+                    cells.push(tool);
+                }
+            }
+            EventBody::ToolResult(result) => {
+                let first_result = call_cells
+                    .get(&result.call_id)
+                    .and_then(|at| cells[*at].tool.as_ref().map(|tool| (at, tool)))
+                    .filter(|(_, tool)| tool.result.is_none())
+                    .map(|(at, _)| *at);
+                match first_result {
+                    Some(at) => {
+                        let on_surface = surface.contains(event.seq);
+                        let target = &mut cells[at];
+                        target.on_surface = on_surface;
+                        if let Some(tool) = target.tool.as_mut() {
+                            tool.result = Some(result.text.clone());
+                            tool.meta = result.meta.clone();
+                            tool.result_seq = Some(event.seq);
+                        }
+                    }
+                    None => {
+                        // A later result for the same call: the pruner's or the editor's copy.
+                        cells.push(cell(
+                            "compacted",
+                            format!("{} result replaced ({})", result.name, result.call_id),
+                            Some(result.text.clone()),
+                        ));
+                    }
+                }
+            }
+            _ => {}
+        }
+    }
+    let mut totals = Totals {
+        requests: requests.len() as u64,
+        ..Totals::default()
+    };
+    for request in &requests {
+        totals.prompt_tokens += request.prompt_tokens.unwrap_or(0);
+        totals.completion_tokens += request.completion_tokens.unwrap_or(0);
+        totals.cache_read += request.cache_read.unwrap_or(0);
+        totals.input += request.input.unwrap_or(0);
+    }
+    Trajectory {
+        session: header.map(|h| h.session_id.clone()).unwrap_or_default(),
+        preset: header.map(|h| h.preset.clone()).unwrap_or_default(),
+        workspace: header.map(|h| h.workspace.clone()).unwrap_or_default(),
+        created: history
+            .events()
+            .first()
+            .map(|event| event.ts.clone())
+            .unwrap_or_default(),
+        requests,
+        totals,
+        cells,
+    }
+}
+
+/// The page template; `__TRAJECTORY_JSON__` is replaced by the data.
+const PAGE: &str = include_str!("trajectory/page.html");
+
+/// The trajectory as one self-contained HTML page.
+pub fn to_html(trajectory: &Trajectory) -> anyhow::Result<String> {
+    let data = serde_json::to_string(trajectory)?
+        // The JSON sits in a <script> element: no `<` may close it early. `<` only occurs inside
+        // JSON strings, where `\u003c` means the same.
+        .replace('<', "\\u003c")
+        .replace('\u{2028}', "\\u2028")
+        .replace('\u{2029}', "\\u2029");
+    let title = format!("agent-lsp trajectory {}", trajectory.session)
+        .replace('&', "&amp;")
+        .replace('<', "&lt;");
+    Ok(PAGE
+        .replace("__TRAJECTORY_TITLE__", &title)
+        .replacen("__TRAJECTORY_JSON__", &data, 1))
+}
