@@ -36,7 +36,7 @@ use std::time::Duration;
 
 use anyhow::Context;
 use lsp_bridge::documents::DocumentMirror;
-use lsp_bridge::framing::{ReadError, read_message, write_message};
+use lsp_bridge::framing::{RawResult, ReadError, read_message, write_frame};
 use lsp_bridge::position::PositionEncoding;
 use lsp_bridge::{Bridge, Child};
 use serde_json::{Value, json};
@@ -68,7 +68,8 @@ pub type Reply = Result<Value, (i64, String)>;
 
 /// State shared by the loop and the request tasks.
 pub struct Shared {
-    out: mpsc::UnboundedSender<Value>,
+    /// Message bodies (JSON text) for the editor, in order.
+    out: mpsc::UnboundedSender<Vec<u8>>,
     config: Config,
     /// `--workspace`, used when the editor names no workspace folder.
     default_workspace: Option<PathBuf>,
@@ -102,7 +103,17 @@ pub struct Shared {
 impl Shared {
     fn send(&self, message: Value) {
         // A closed channel means the writer is gone: the editor left, nothing to tell it.
-        let _ = self.out.send(message);
+        let _ = self
+            .out
+            .send(serde_json::to_vec(&message).expect("a Value serializes"));
+    }
+
+    /// Answer a request with a child's result as the child wrote it (no parse, no
+    /// re-serialization: the proxy's hot path).
+    fn respond_raw(&self, id: &Value, result: &RawResult) {
+        let id = serde_json::to_string(id).expect("an id serializes");
+        let body = format!(r#"{{"jsonrpc":"2.0","id":{id},"result":{}}}"#, result.get());
+        let _ = self.out.send(body.into_bytes());
     }
 
     fn respond(&self, id: Value, reply: Reply) {
@@ -283,11 +294,11 @@ pub async fn serve(
         .enable_all()
         .build()
         .context("cannot start the agent's runtime")?;
-    let (out, mut outgoing) = mpsc::unbounded_channel::<Value>();
+    let (out, mut outgoing) = mpsc::unbounded_channel::<Vec<u8>>();
     let writer = tokio::spawn(async move {
         let mut output = output;
         while let Some(message) = outgoing.recv().await {
-            if let Err(error) = write_message(&mut output, &message).await {
+            if let Err(error) = write_frame(&mut output, &message).await {
                 tracing::error!("cannot write to the editor: {error}");
                 break;
             }
@@ -474,6 +485,24 @@ impl Server {
                 };
                 runtime.spawn(
                     async move {
+                        if routing::is_plain(&method) && !shared.is_prompt_document(&params) {
+                            // One child answers: its result goes to the editor untouched.
+                            let reply =
+                                routing::forward_raw(&shared, &method, params, &cancel).await;
+                            shared.in_flight.lock().expect("in flight").remove(&key);
+                            match reply {
+                                Ok(result) => shared.respond_raw(&id, &result),
+                                Err(error) if cancel.is_cancelled() => shared.respond(
+                                    id,
+                                    Err((
+                                        codes::REQUEST_CANCELLED,
+                                        format!("`{method}` was cancelled: {}", error.1),
+                                    )),
+                                ),
+                                Err(error) => shared.respond(id, Err(error)),
+                            }
+                            return;
+                        }
                         let reply = match method.as_str() {
                             "workspace/executeCommand" => {
                                 commands::execute(&shared, params, &cancel).await

@@ -474,6 +474,26 @@ impl Child {
         timeout: Duration,
         cancel: &CancellationToken,
     ) -> Result<Value> {
+        let raw = self
+            .request_raw_with(method, params, timeout, cancel)
+            .await?;
+        serde_json::from_str(raw.get()).map_err(|error| Error::Response {
+            server: self.config.name.clone(),
+            code: 0,
+            message: format!("the result of `{method}` is not JSON: {error}"),
+        })
+    }
+
+    /// [`Child::request_with`], with the result as the server wrote it: the editor proxy
+    /// forwards it without parsing and re-serializing (completion lists run to hundreds of
+    /// kilobytes).
+    pub async fn request_raw_with(
+        &self,
+        method: &str,
+        params: Value,
+        timeout: Duration,
+        cancel: &CancellationToken,
+    ) -> Result<crate::transport::RawResult> {
         let deadline = deadline_after(timeout);
         let mut attempt = 0;
         loop {
@@ -507,7 +527,7 @@ impl Child {
         deadline: Instant,
         timeout: Duration,
         cancel: &CancellationToken,
-    ) -> Result<Value> {
+    ) -> Result<crate::transport::RawResult> {
         if cancel.is_cancelled() {
             return Err(Error::Cancelled);
         }

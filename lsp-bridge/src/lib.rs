@@ -20,7 +20,9 @@ mod transport;
 
 /// `Content-Length` framing, shared with the editor-facing server.
 pub mod framing {
-    pub use crate::transport::{ReadError, read_message, write_message};
+    pub use crate::transport::{
+        RawResult, ReadError, read_frame, read_message, write_frame, write_message,
+    };
 }
 
 /// The LSP types this crate speaks, so that users name the same version.

@@ -63,9 +63,13 @@ pub(crate) enum Closed {
     Protocol(String),
 }
 
+/// A result as the server wrote it: parsed only by whoever needs its content (the editor
+/// proxy forwards it as it is).
+pub type RawResult = Box<serde_json::value::RawValue>;
+
 struct Pending {
     method: String,
-    reply: oneshot::Sender<Result<Value>>,
+    reply: oneshot::Sender<Result<RawResult>>,
 }
 
 struct PendingTable {
@@ -211,7 +215,7 @@ impl Transport {
         &self,
         method: &str,
         params: Value,
-    ) -> Result<(i64, oneshot::Receiver<Result<Value>>)> {
+    ) -> Result<(i64, oneshot::Receiver<Result<RawResult>>)> {
         let id = self.shared.next_id.fetch_add(1, Ordering::Relaxed);
         let (reply, receiver) = oneshot::channel();
         {
@@ -411,7 +415,7 @@ impl Shared {
         self.closed.send_replace(Some(reason));
     }
 
-    fn complete(&self, id: &Value, outcome: Result<Value>) {
+    fn complete(&self, id: &Value, outcome: Result<RawResult>) {
         let id = match id {
             Value::Number(number) => number.as_i64(),
             Value::String(text) => text.parse().ok(),
@@ -487,8 +491,8 @@ async fn read_loop(
 ) {
     let mut reader = BufReader::new(stdout);
     let reason = loop {
-        let message = match read_message(&mut reader).await {
-            Ok(Some(message)) => message,
+        let body = match read_frame(&mut reader).await {
+            Ok(Some(body)) => body,
             Ok(None) => break Closed::Exited,
             Err(ReadError::Io(error)) => {
                 tracing::debug!(server = %shared.server, "reading from language server failed: {error}");
@@ -496,7 +500,9 @@ async fn read_loop(
             }
             Err(ReadError::Protocol(message)) => break Closed::Protocol(message),
         };
-        dispatch(&shared, message, &incoming);
+        if let Err(problem) = dispatch(&shared, &body, &incoming) {
+            break Closed::Protocol(problem);
+        }
     };
     match reason {
         Closed::Protocol(_) => {
@@ -515,15 +521,41 @@ async fn read_loop(
     }
 }
 
-fn dispatch(shared: &Shared, message: Value, incoming: &mpsc::UnboundedSender<Incoming>) {
-    let Value::Object(mut object) = message else {
-        tracing::warn!(server = %shared.server, "ignoring a message that is not a JSON object");
-        return;
+/// The parts of a message the dispatch looks at; a response's `result` stays raw.
+#[derive(serde::Deserialize)]
+struct Envelope<'a> {
+    #[serde(default)]
+    id: Option<Value>,
+    #[serde(default)]
+    method: Option<String>,
+    #[serde(default)]
+    params: Option<Value>,
+    #[serde(default, borrow)]
+    result: Option<&'a serde_json::value::RawValue>,
+    #[serde(default)]
+    error: Option<Value>,
+}
+
+/// Route one message body; an `Err` is a body that is not JSON at all (the stream is broken).
+fn dispatch(
+    shared: &Shared,
+    body: &[u8],
+    incoming: &mpsc::UnboundedSender<Incoming>,
+) -> std::result::Result<(), String> {
+    let envelope: Envelope<'_> = match serde_json::from_slice(body) {
+        Ok(envelope) => envelope,
+        Err(error) => {
+            if serde_json::from_slice::<Value>(body).is_ok() {
+                tracing::warn!(server = %shared.server, "ignoring a message that is not a JSON object");
+                return Ok(());
+            }
+            return Err(format!("invalid JSON body ({error}): {}", preview(body)));
+        }
     };
-    let id = object.remove("id").filter(|id| !id.is_null());
-    match (object.remove("method"), id) {
-        (Some(Value::String(method)), id) => {
-            let params = object.remove("params").unwrap_or(Value::Null);
+    let id = envelope.id.filter(|id| !id.is_null());
+    match (envelope.method, id) {
+        (Some(method), id) => {
+            let params = envelope.params.unwrap_or(Value::Null);
             let message = match id {
                 Some(id) => Incoming::Request { id, method, params },
                 None => Incoming::Notification { method, params },
@@ -532,7 +564,7 @@ fn dispatch(shared: &Shared, message: Value, incoming: &mpsc::UnboundedSender<In
             let _ = incoming.send(message);
         }
         (None, Some(id)) => {
-            let outcome = match object.remove("error") {
+            let outcome = match envelope.error {
                 Some(error) => Err(Error::Response {
                     server: shared.server.clone(),
                     code: error.get("code").and_then(Value::as_i64).unwrap_or(0),
@@ -542,7 +574,10 @@ fn dispatch(shared: &Shared, message: Value, incoming: &mpsc::UnboundedSender<In
                         .unwrap_or("(no message)")
                         .to_owned(),
                 }),
-                None => Ok(object.remove("result").unwrap_or(Value::Null)),
+                None => Ok(envelope
+                    .result
+                    .map(ToOwned::to_owned)
+                    .unwrap_or_else(null_result)),
             };
             shared.complete(&id, outcome);
         }
@@ -550,6 +585,11 @@ fn dispatch(shared: &Shared, message: Value, incoming: &mpsc::UnboundedSender<In
             tracing::warn!(server = %shared.server, "ignoring a message with neither method nor id")
         }
     }
+    Ok(())
+}
+
+fn null_result() -> RawResult {
+    serde_json::value::RawValue::from_string("null".to_owned()).expect("null is JSON")
 }
 
 async fn watch_process(
@@ -631,6 +671,18 @@ impl From<std::io::Error> for ReadError {
 pub async fn read_message(
     reader: &mut (impl tokio::io::AsyncBufRead + Unpin),
 ) -> Result<Option<Value>, ReadError> {
+    let Some(body) = read_frame(reader).await? else {
+        return Ok(None);
+    };
+    serde_json::from_slice(&body).map(Some).map_err(|error| {
+        ReadError::Protocol(format!("invalid JSON body ({error}): {}", preview(&body)))
+    })
+}
+
+/// Read one frame's body, unparsed; `None` at end of output.
+pub async fn read_frame(
+    reader: &mut (impl tokio::io::AsyncBufRead + Unpin),
+) -> Result<Option<Vec<u8>>, ReadError> {
     let mut content_length = None;
     let mut line = Vec::new();
     loop {
@@ -684,9 +736,7 @@ pub async fn read_message(
         Err(error) if error.kind() == std::io::ErrorKind::UnexpectedEof => return Ok(None),
         Err(error) => return Err(error.into()),
     }
-    serde_json::from_slice(&body).map(Some).map_err(|error| {
-        ReadError::Protocol(format!("invalid JSON body ({error}): {}", preview(&body)))
-    })
+    Ok(Some(body))
 }
 
 /// Write one framed message.
@@ -694,10 +744,17 @@ pub async fn write_message(
     writer: &mut (impl AsyncWrite + Unpin),
     message: &Value,
 ) -> std::io::Result<()> {
-    let body = serde_json::to_vec(message)?;
+    write_frame(writer, &serde_json::to_vec(message)?).await
+}
+
+/// Write one message body (JSON text) with its header.
+pub async fn write_frame(
+    writer: &mut (impl AsyncWrite + Unpin),
+    body: &[u8],
+) -> std::io::Result<()> {
     // One write per message: the reader on the other end wakes once, not for the header alone.
     let mut frame = format!("Content-Length: {}\r\n\r\n", body.len()).into_bytes();
-    frame.extend_from_slice(&body);
+    frame.extend_from_slice(body);
     writer.write_all(&frame).await?;
     writer.flush().await
 }

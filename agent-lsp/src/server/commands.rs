@@ -15,6 +15,14 @@
 //! - `agent.session.new`, `agent.session.list`.
 //! - `agent.tool {name, arguments}`: run one agent tool without a model, in the server's
 //!   session, over the editor's buffers; the answer is `{text, is_error, meta, session}`.
+//! - `agent.context.show {session?, query?, role?, sort?, preview?}`: the context editor's
+//!   segments view, `{session, segments: [{id, role, source, tokens, preview, referenced, …}],
+//!   totals}`; `agent.context.edit {session?, ops, force?}` applies a batch of
+//!   `{op: fold|pin|delete|replace, id, end?, summary?|text?}` and answers
+//!   `{applied, edit_id, snapshot, generation, results, …}`, or `{applied: false,
+//!   needs_confirmation: true, message, referenced}` for a delete of referenced segments without
+//!   `force`; `agent.context.rollback {session?, snapshot}`. Without `session` they work on the
+//!   server's current session (refused while a turn runs; pass `session` to read it then).
 //!
 //! A turn's command answers when the turn ends, with `{outcome, steps, text, session, ...}`.
 
@@ -36,7 +44,7 @@ use crate::agent::TurnOutcome;
 use crate::tools::buffers::Buffers;
 
 /// The commands this server owns, announced in `executeCommandProvider`.
-pub const COMMANDS: [&str; 9] = [
+pub const COMMANDS: [&str; 12] = [
     "agent.ask",
     "agent.explain",
     "agent.send",
@@ -46,6 +54,9 @@ pub const COMMANDS: [&str; 9] = [
     "agent.session.list",
     "agent.tool",
     "agent.compact",
+    "agent.context.show",
+    "agent.context.edit",
+    "agent.context.rollback",
 ];
 
 /// Lines of code shown around a diagnostic or a selection.
@@ -94,6 +105,9 @@ pub(super) async fn execute(
         }
         "agent.fix" => fix(shared, &argument, cancel).await,
         "agent.compact" => host.compact(shared, cancel).await,
+        "agent.context.show" => context_show(shared, &argument).await,
+        "agent.context.edit" => context_edit(shared, &argument, cancel).await,
+        "agent.context.rollback" => context_rollback(shared, &argument).await,
         other => {
             // A command one of the children announced.
             let bridge = shared.bridge()?;
@@ -602,4 +616,148 @@ async fn run_tool(shared: &Arc<Shared>, argument: Value, cancel: &CancellationTo
         "meta": outcome.output.meta,
         "session": state.session.id(),
     }))
+}
+
+/// The session a context command names: `None` for the server's own (also when `session` names
+/// it), or the id of another session of the workspace.
+async fn context_target(
+    shared: &Arc<Shared>,
+    argument: &Value,
+) -> Result<Option<String>, (i64, String)> {
+    let Some(query) = argument["session"].as_str() else {
+        return Ok(None);
+    };
+    let id = shared.host.store()?.resolve(query).map_err(|error| {
+        (codes::INVALID_PARAMS, format!("{error:#}"))
+    })?;
+    if shared.host.is_running() {
+        return Ok(Some(id));
+    }
+    let guard = shared.host.state(shared).await?;
+    let own = guard.as_ref().is_some_and(|state| state.session.id() == id);
+    Ok((!own).then_some(id))
+}
+
+fn context_busy() -> (i64, String) {
+    (
+        REQUEST_FAILED,
+        "a turn is running in this session; edit its context after the turn ends (pass `session` to read it now)".into(),
+    )
+}
+
+/// `agent.context.show`.
+async fn context_show(shared: &Arc<Shared>, argument: &Value) -> Reply {
+    use crate::context::editor::{DEFAULT_PREVIEW_CHARS, Query, view};
+    let query = Query {
+        keyword: argument["query"].as_str().map(str::to_owned),
+        role: argument["role"].as_str().map(str::to_owned),
+        sort_by_tokens: argument["sort"].as_str() == Some("tokens"),
+        preview_chars: argument["preview"]
+            .as_u64()
+            .map_or(DEFAULT_PREVIEW_CHARS, |n| n as usize),
+    };
+    let invalid = |error: anyhow::Error| (codes::INVALID_PARAMS, format!("{error:#}"));
+    let (session, shown) = match context_target(shared, argument).await? {
+        Some(id) => {
+            let history = shared.host.store()?.load(&id).map_err(internal)?;
+            (id, view(&history, &query).map_err(invalid)?)
+        }
+        None if shared.host.is_running() => return Err(context_busy()),
+        None => {
+            let guard = shared.host.state(shared).await?;
+            let state = guard.as_ref().expect("made by state()");
+            let shown = view(state.session.history(), &query).map_err(invalid)?;
+            (state.session.id().to_owned(), shown)
+        }
+    };
+    Ok(json!({"session": session, "segments": shown.segments, "totals": shown.totals}))
+}
+
+/// Run `edit` on the session a context command names, holding the server's session when it
+/// is the server's own.
+async fn with_context_session<F>(shared: &Arc<Shared>, argument: &Value, edit: F) -> Reply
+where
+    F: AsyncFnOnce(&mut crate::session::Session) -> anyhow::Result<Value>,
+{
+    let answer = match context_target(shared, argument).await? {
+        Some(id) => {
+            let mut session = shared
+                .host
+                .store()?
+                .open(&id, crate::session::log::Durability::Sync)
+                .map_err(internal)?;
+            edit(&mut session).await
+        }
+        None if shared.host.is_running() => return Err(context_busy()),
+        None => {
+            let mut guard = shared.host.state(shared).await?;
+            let state = guard.as_mut().expect("made by state()");
+            edit(&mut state.session).await
+        }
+    };
+    answer.or_else(|error| {
+        match error.downcast_ref::<crate::context::editor::ops::NeedsConfirmation>() {
+            Some(question) => Ok(json!({
+                "applied": false,
+                "needs_confirmation": true,
+                "message": question.to_string(),
+                "referenced": question.referenced,
+            })),
+            None => Err((REQUEST_FAILED, format!("{error:#}"))),
+        }
+    })
+}
+
+/// `agent.context.edit`. Folds without a summary are written by the model of the user's
+/// configuration when there is one, else summarized mechanically.
+async fn context_edit(shared: &Arc<Shared>, argument: &Value, cancel: &CancellationToken) -> Reply {
+    use crate::context::editor::ops::{BatchOptions, EditOp, apply_batch, write_fold_summaries};
+    let mut ops: Vec<EditOp> = serde_json::from_value(argument["ops"].clone()).map_err(|error| {
+        (
+            codes::INVALID_PARAMS,
+            format!("agent.context.edit needs `ops`: [{{\"op\": fold|pin|delete|replace, \"id\": N, ...}}]: {error}"),
+        )
+    })?;
+    let force = argument["force"].as_bool().unwrap_or(false);
+    let provider = crate::cli::run::provider_config(
+        &shared.config,
+        &crate::cli::run::ModelArgs::default(),
+        None,
+    )
+    .ok()
+    .flatten()
+    .and_then(|config| crate::llm::provider::Provider::new(config).ok());
+    with_context_session(shared, argument, async |session| {
+        let wants_summary = ops
+            .iter()
+            .any(|op| matches!(op, EditOp::Fold { summary: None, .. }));
+        if wants_summary && let Some(provider) = &provider {
+            write_fold_summaries(session.history(), &mut ops, provider, cancel).await?;
+        }
+        let options = BatchOptions::between_turns(session.history(), "editor", force);
+        let report = apply_batch(session, &ops, &options)?;
+        let mut answer = serde_json::to_value(&report)?;
+        answer["applied"] = json!(true);
+        answer["session"] = json!(session.id());
+        Ok(answer)
+    })
+    .await
+}
+
+/// `agent.context.rollback`.
+async fn context_rollback(shared: &Arc<Shared>, argument: &Value) -> Reply {
+    use crate::context::editor::ops::{BatchOptions, rollback};
+    let snapshot = argument["snapshot"].as_u64().ok_or((
+        codes::INVALID_PARAMS,
+        "agent.context.rollback needs `snapshot` (a generation, as edits report it)".to_owned(),
+    ))?;
+    with_context_session(shared, argument, async |session| {
+        let options = BatchOptions::between_turns(session.history(), "editor", false);
+        let report = rollback(session, snapshot, &options)?;
+        let mut answer = serde_json::to_value(&report)?;
+        answer["applied"] = json!(true);
+        answer["session"] = json!(session.id());
+        Ok(answer)
+    })
+    .await
 }

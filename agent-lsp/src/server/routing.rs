@@ -9,6 +9,7 @@ use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
 use super::{CHILD_REQUEST_TIMEOUT, Reply, Shared, codes};
+use lsp_bridge::framing::RawResult;
 
 /// Child → editor requests the editor answers (with the ids mapped); anything else the child
 /// asks is answered by the bridge itself.
@@ -52,15 +53,34 @@ fn error_reply(error: Error) -> (i64, String) {
     }
 }
 
-/// Forward an editor request to the child it is about, or fan it out.
-pub(super) async fn forward_request(
+/// Whether `method` is answered by exactly one child, whose result can be forwarded raw
+/// ([`forward_raw`]); the others are answered here or merged from several children.
+pub(super) fn is_plain(method: &str) -> bool {
+    !matches!(
+        method,
+        "workspace/executeCommand" | "textDocument/codeAction" | "workspace/symbol"
+    )
+}
+
+/// Forward a request to the one child it is about (by document, or for `*/resolve` the child
+/// that produced the item) and return its result as the child wrote it.
+pub(super) async fn forward_raw(
     shared: &Arc<Shared>,
     method: &str,
     params: Value,
     cancel: &CancellationToken,
-) -> Reply {
-    let bridge = shared.bridge()?.clone();
+) -> Result<RawResult, (i64, String)> {
+    shared.bridge()?;
     if let Some(&(_, origin)) = RESOLVES.iter().find(|(resolve, _)| *resolve == method) {
+        // The agent's own code actions carry their command already: nothing to resolve.
+        if method == "codeAction/resolve"
+            && params["command"]["command"]
+                .as_str()
+                .is_some_and(|command| command.starts_with("agent."))
+        {
+            return serde_json::value::to_raw_value(&params)
+                .map_err(|error| (codes::INTERNAL_ERROR, error.to_string()));
+        }
         let child = shared
             .resolve_routes
             .lock()
@@ -74,7 +94,7 @@ pub(super) async fn forward_request(
             ));
         };
         return child
-            .request_with(method, params, CHILD_REQUEST_TIMEOUT, cancel)
+            .request_raw_with(method, params, CHILD_REQUEST_TIMEOUT, cancel)
             .await
             .map_err(error_reply);
     }
@@ -87,7 +107,7 @@ pub(super) async fn forward_request(
             other => error_reply(other),
         })?;
         let answer = child
-            .request_with(method, params, CHILD_REQUEST_TIMEOUT, cancel)
+            .request_raw_with(method, params, CHILD_REQUEST_TIMEOUT, cancel)
             .await
             .map_err(error_reply)?;
         if let Some((_, origin)) = RESOLVES.iter().find(|(_, origin)| *origin == method) {
@@ -99,12 +119,31 @@ pub(super) async fn forward_request(
         }
         return Ok(answer);
     }
+    Err(no_child(method))
+}
+
+fn no_child(method: &str) -> (i64, String) {
     if method.starts_with("textDocument/") {
-        return Err((
+        (
             codes::INVALID_PARAMS,
             format!("`{method}` needs params.textDocument.uri naming a file"),
-        ));
+        )
+    } else {
+        (
+            codes::METHOD_NOT_FOUND,
+            format!("no language server handles `{method}` without a document"),
+        )
     }
+}
+
+/// Forward an editor request to the child it is about, or fan it out, and parse the answer.
+pub(super) async fn forward_request(
+    shared: &Arc<Shared>,
+    method: &str,
+    params: Value,
+    cancel: &CancellationToken,
+) -> Reply {
+    let bridge = shared.bridge()?.clone();
     if method == "workspace/symbol" {
         let mut merged = Vec::new();
         for child in bridge.running() {
@@ -121,10 +160,8 @@ pub(super) async fn forward_request(
         }
         return Ok(Value::Array(merged));
     }
-    Err((
-        codes::METHOD_NOT_FOUND,
-        format!("no language server handles `{method}` without a document"),
-    ))
+    let raw = forward_raw(shared, method, params, cancel).await?;
+    serde_json::from_str(raw.get()).map_err(|error| (codes::INTERNAL_ERROR, error.to_string()))
 }
 
 /// Forward an editor notification: to the document's child, or to every child.
