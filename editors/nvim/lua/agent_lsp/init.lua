@@ -1,0 +1,384 @@
+-- agent-lsp for Neovim: starts `agent-lsp serve` with `vim.lsp.start` on the buffers it brokers
+-- and on prompt documents (`*.agent.md`), and adds the :Agent* commands. Progress of a turn is
+-- LSP progress (`LspProgress`, `vim.lsp.status()`); `@path` completion is LSP completion, so the
+-- built-in omnifunc, `vim.lsp.completion`, nvim-cmp and blink.cmp all offer it.
+
+local ext = require("agent_lsp.ext")
+
+local M = {}
+
+---@class agent_lsp.Options
+local defaults = {
+  --- The server's command; `serve` is appended to it.
+  cmd = { "agent-lsp" },
+  --- Filetypes whose buffers go through agent-lsp (it brokers their language servers);
+  --- `nil` means every normal file buffer. Prompt documents (`*.agent.md`) always do.
+  filetypes = nil,
+  --- Markers of the workspace root (the nearest directory holding one), else the cwd.
+  root_markers = { ".git", ".agent-lsp", "pyproject.toml", "package.json", "Cargo.toml", "go.mod" },
+  --- Model settings passed as `initializationOptions` (all optional: `~/.config/agent-lsp/config.toml`
+  --- and `DEEPSEEK_API_KEY` work too).
+  model = nil,
+  base_url = nil,
+  preset = nil,
+  --- The API key, or a function returning it (e.g. reading a password manager). Prefer the
+  --- environment variable; never commit it in your config.
+  api_key = nil,
+  --- Echo the agent's progress in the message area (off if you use fidget.nvim or a statusline).
+  progress = true,
+  --- Extra fields for `vim.lsp.start` (capabilities from nvim-cmp or blink, handlers, ...).
+  lsp = {},
+}
+
+M.options = vim.deepcopy(defaults)
+M.name = "agent_lsp"
+--- The last `agent.status` answer (see `M.statusline()`).
+M.status = nil
+
+local function is_prompt_document(buf)
+  return vim.api.nvim_buf_get_name(buf):match("%.agent%.md$") ~= nil
+end
+
+local function wanted(buf)
+  if vim.bo[buf].buftype ~= "" or vim.api.nvim_buf_get_name(buf) == "" then
+    return false
+  end
+  if is_prompt_document(buf) then
+    return true
+  end
+  local filetypes = M.options.filetypes
+  if filetypes == nil then
+    return vim.bo[buf].filetype ~= ""
+  end
+  return vim.tbl_contains(filetypes, vim.bo[buf].filetype)
+end
+
+function M.root_dir(buf)
+  local root = vim.fs.root(buf, M.options.root_markers)
+  return root or vim.fn.getcwd()
+end
+
+--- The `vim.lsp.start` config of a buffer (also usable with `vim.lsp.config`).
+function M.config(buf)
+  local opts = M.options
+  local api_key = opts.api_key
+  if type(api_key) == "function" then
+    api_key = api_key()
+  end
+  local cmd = vim.list_extend(vim.deepcopy(opts.cmd), { "serve" })
+  return vim.tbl_deep_extend("force", {
+    name = M.name,
+    cmd = cmd,
+    root_dir = M.root_dir(buf or 0),
+    init_options = ext.init_options(opts, api_key),
+  }, opts.lsp or {})
+end
+
+--- Attach agent-lsp to `buf` (started once per root, reused after).
+function M.attach(buf)
+  buf = (buf == nil or buf == 0) and vim.api.nvim_get_current_buf() or buf
+  if not wanted(buf) then
+    return nil
+  end
+  return vim.lsp.start(M.config(buf), { bufnr = buf })
+end
+
+--- The agent-lsp client of `buf` (else of any buffer).
+function M.client(buf)
+  local clients = vim.lsp.get_clients({ name = M.name, bufnr = buf or vim.api.nvim_get_current_buf() })
+  if #clients == 0 then
+    clients = vim.lsp.get_clients({ name = M.name })
+  end
+  return clients[1]
+end
+
+local function notify(message, level)
+  vim.notify(message, level or vim.log.levels.INFO, { title = "agent-lsp" })
+end
+
+local function request(client, method, params, handler, buf)
+  if vim.fn.has("nvim-0.11") == 1 then
+    return client:request(method, params, handler, buf)
+  end
+  return client.request(method, params, handler, buf)
+end
+
+--- Send a server command; `on_done(err, result)` runs when it answers. Fires `User AgentTurnDone`
+--- (data: `{command, result, error}`) after turns, and refreshes `M.status`.
+function M.execute(command, argument, on_done)
+  local client = M.client()
+  if not client then
+    notify("agent-lsp is not running here (open a file of the workspace, or :checkhealth agent_lsp)", vim.log.levels.ERROR)
+    return false
+  end
+  local params = { command = command, arguments = argument ~= nil and { argument } or {} }
+  request(client, "workspace/executeCommand", params, function(err, result)
+    if on_done then
+      on_done(err, result)
+    elseif err and not (ext.is_unknown_command(err) and command == ext.commands.context_show) then
+      notify(err.message or vim.inspect(err), vim.log.levels.ERROR)
+    end
+    if ext.turn_commands[command] then
+      if not err and not on_done then
+        notify(ext.describe_turn(result))
+      end
+      vim.api.nvim_exec_autocmds("User", {
+        pattern = "AgentTurnDone",
+        modeline = false,
+        data = { command = command, result = result, error = err },
+      })
+      M.refresh_status()
+    end
+  end)
+  return true
+end
+
+function M.refresh_status()
+  local client = M.client()
+  if not client then
+    return
+  end
+  request(client, "workspace/executeCommand", { command = ext.commands.status, arguments = {} }, function(err, result)
+    if not err then
+      M.status = result
+      vim.cmd.redrawstatus()
+    end
+  end)
+end
+
+--- For your statusline: session, context tokens and cache share of the last request.
+function M.statusline()
+  if not M.client() then
+    return ""
+  end
+  return ext.format_status(M.status)
+end
+
+local function range_argument(buf, line1, line2)
+  local last = vim.api.nvim_buf_get_lines(buf, line2 - 1, line2, false)[1] or ""
+  return {
+    uri = vim.uri_from_bufnr(buf),
+    range = { start = { line = line1 - 1, character = 0 }, ["end"] = { line = line2 - 1, character = #last } },
+  }
+end
+
+--- `:AgentAsk [prompt]`: ask in the chat document; with a range and no prompt, quote the lines
+--- into the chat document for you to finish; with neither, prompt for it.
+function M.ask(opts)
+  opts = opts or {}
+  local prompt = opts.args or ""
+  if prompt == "" and opts.range and opts.range > 0 then
+    return M.execute(ext.commands.ask, range_argument(0, opts.line1, opts.line2), opts.on_done)
+  end
+  if prompt == "" then
+    vim.ui.input({ prompt = "Ask the agent: " }, function(input)
+      if input and vim.trim(input) ~= "" then
+        M.execute(ext.commands.ask, { prompt = input }, opts.on_done)
+      end
+    end)
+    return true
+  end
+  return M.execute(ext.commands.ask, { prompt = prompt }, opts.on_done)
+end
+
+--- `:[range]AgentExplain`.
+function M.explain(opts)
+  opts = opts or {}
+  local line1, line2 = opts.line1 or vim.fn.line("."), opts.line2 or vim.fn.line(".")
+  return M.execute(ext.commands.explain, range_argument(0, line1, line2), opts.on_done)
+end
+
+local function cursor_position(buf)
+  local row, col = unpack(vim.api.nvim_win_get_cursor(0))
+  local line = vim.api.nvim_buf_get_lines(buf, row - 1, row, false)[1] or ""
+  local client = M.client(buf)
+  local encoding = client and client.offset_encoding or "utf-16"
+  return { line = row - 1, character = vim.str_utfindex(line, encoding, col, false) }
+end
+
+--- `:AgentSend`: send the prompt under the cursor of a prompt document.
+function M.send(opts)
+  opts = opts or {}
+  local buf = vim.api.nvim_get_current_buf()
+  if not is_prompt_document(buf) then
+    notify("AgentSend works in prompt documents (*.agent.md)", vim.log.levels.WARN)
+    return false
+  end
+  return M.execute(ext.commands.send, { uri = vim.uri_from_bufnr(buf), position = cursor_position(buf) }, opts.on_done)
+end
+
+--- The LSP form of the buffer's diagnostics (the server's own when it sent them).
+local function lsp_diagnostics(buf)
+  local out = {}
+  for _, d in ipairs(vim.diagnostic.get(buf)) do
+    local original = d.user_data and d.user_data.lsp
+    if original and original.range then
+      table.insert(out, original)
+    else
+      table.insert(out, {
+        range = {
+          start = { line = d.lnum, character = d.col },
+          ["end"] = { line = d.end_lnum or d.lnum, character = d.end_col or d.col },
+        },
+        message = d.message,
+        severity = d.severity,
+        source = d.source,
+        code = d.code,
+      })
+    end
+  end
+  return out
+end
+
+--- `:AgentFix`: "Fix with agent" on the diagnostic under the cursor.
+function M.fix(opts)
+  opts = opts or {}
+  local buf = vim.api.nvim_get_current_buf()
+  local diagnostic = ext.diagnostic_at(lsp_diagnostics(buf), cursor_position(buf))
+  if not diagnostic then
+    notify("no diagnostic under the cursor", vim.log.levels.WARN)
+    return false
+  end
+  return M.execute(ext.commands.fix, { uri = vim.uri_from_bufnr(buf), diagnostic = diagnostic }, opts.on_done)
+end
+
+function M.cancel(opts)
+  return M.execute(ext.commands.cancel, nil, (opts or {}).on_done or function(err, result)
+    if err then
+      notify(err.message, vim.log.levels.ERROR)
+    elseif result and not result.cancelled then
+      notify("no turn is running")
+    end
+  end)
+end
+
+function M.compact(opts)
+  return M.execute(ext.commands.compact, nil, (opts or {}).on_done)
+end
+
+function M.new_session(opts)
+  return M.execute(ext.commands.session_new, nil, (opts or {}).on_done or function(err, result)
+    if err then
+      notify(err.message, vim.log.levels.ERROR)
+    else
+      notify("new session " .. result.session)
+      M.refresh_status()
+    end
+  end)
+end
+
+function M.sessions(opts)
+  return M.execute(ext.commands.session_list, nil, (opts or {}).on_done or function(err, result)
+    if err then
+      notify(err.message, vim.log.levels.ERROR)
+    else
+      notify("sessions (oldest first):\n" .. table.concat(result or {}, "\n"))
+    end
+  end)
+end
+
+--- `:AgentTool NAME [JSON]`: one tool without a model; the result opens in a scratch buffer.
+function M.tool(opts)
+  opts = opts or {}
+  local name, json = (opts.args or ""):match("^%s*(%S+)%s*(.*)$")
+  if not name then
+    notify("usage: :AgentTool NAME {json arguments}", vim.log.levels.WARN)
+    return false
+  end
+  local ok, arguments = pcall(vim.json.decode, json ~= "" and json or "{}")
+  if not ok or type(arguments) ~= "table" then
+    notify("the tool's arguments must be a JSON object", vim.log.levels.ERROR)
+    return false
+  end
+  return M.execute(ext.commands.tool, { name = name, arguments = arguments }, opts.on_done or function(err, result)
+    if err then
+      notify(err.message, vim.log.levels.ERROR)
+      return
+    end
+    local buf = vim.api.nvim_create_buf(false, true)
+    vim.api.nvim_buf_set_lines(buf, 0, -1, false, vim.split(result.text or "", "\n"))
+    vim.bo[buf].filetype = "markdown"
+    vim.cmd("botright split")
+    vim.api.nvim_win_set_buf(0, buf)
+  end)
+end
+
+--- `:AgentContext [query]`: the session's context window by segment.
+function M.context(opts)
+  opts = opts or {}
+  -- An empty Lua table would be sent as a JSON array; the server takes an object.
+  local argument = vim.empty_dict()
+  if opts.args and opts.args ~= "" then
+    argument = { query = opts.args }
+  end
+  return M.execute(ext.commands.context_show, argument, opts.on_done or function(err, result)
+    if err and ext.is_unknown_command(err) then
+      notify("this agent-lsp has no context view yet (agent.context.show is unknown): update agent-lsp", vim.log.levels.WARN)
+    elseif err then
+      notify(err.message, vim.log.levels.ERROR)
+    else
+      require("agent_lsp.context").show(result)
+    end
+  end)
+end
+
+function M.show_status()
+  return M.execute(ext.commands.status, nil, function(err, result)
+    if err then
+      notify(err.message, vim.log.levels.ERROR)
+    else
+      M.status = result
+      notify(ext.format_status(result))
+    end
+  end)
+end
+
+local function on_progress(args)
+  local data = args.data or {}
+  local client = vim.lsp.get_client_by_id(data.client_id)
+  if not client or client.name ~= M.name then
+    return
+  end
+  local value = data.params and data.params.value or {}
+  local text = value.title or ""
+  if value.message then
+    text = text .. ": " .. value.message
+  end
+  if value.kind == "end" then
+    text = (value.title or "agent") .. (value.message and (": " .. value.message) or ": done")
+  end
+  vim.api.nvim_echo({ { "agent-lsp " .. text, value.kind == "end" and "MoreMsg" or "Comment" } }, false, {})
+end
+
+local group = vim.api.nvim_create_augroup("agent_lsp", { clear = true })
+
+--- `require("agent_lsp").setup({...})`: options (see `:help agent_lsp-options`), then attach to
+--- the current and every later buffer it brokers.
+function M.setup(opts)
+  opts = opts or {}
+  M.options = vim.tbl_deep_extend("force", vim.deepcopy(defaults), opts)
+  -- Lists replace the defaults instead of merging into them index by index.
+  for _, key in ipairs({ "cmd", "filetypes", "root_markers" }) do
+    if opts[key] ~= nil then
+      M.options[key] = opts[key]
+    end
+  end
+  vim.api.nvim_clear_autocmds({ group = group })
+  vim.api.nvim_create_autocmd("FileType", {
+    group = group,
+    callback = function(args)
+      M.attach(args.buf)
+    end,
+  })
+  if M.options.progress then
+    vim.api.nvim_create_autocmd("LspProgress", { group = group, callback = on_progress })
+  end
+  for _, buf in ipairs(vim.api.nvim_list_bufs()) do
+    if vim.api.nvim_buf_is_loaded(buf) then
+      M.attach(buf)
+    end
+  end
+  M.configured = true
+end
+
+return M

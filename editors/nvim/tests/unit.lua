@@ -1,0 +1,118 @@
+-- Unit tests of the plugin's pure logic (no server): `nvim --headless --clean -l tests/unit.lua`.
+-- Run by tests/e2e/editors.rs; prints "N passed, M failed" and exits non-zero on a failure.
+
+local root = vim.fn.fnamemodify(debug.getinfo(1, "S").source:sub(2), ":p:h:h")
+vim.opt.rtp:prepend(root)
+
+local ext = require("agent_lsp.ext")
+local context = require("agent_lsp.context")
+
+local passed, failed = 0, 0
+local function test(name, fn)
+  local ok, err = pcall(fn)
+  if ok then
+    passed = passed + 1
+  else
+    failed = failed + 1
+    io.stderr:write("FAIL " .. name .. ": " .. tostring(err) .. "\n")
+  end
+end
+
+local function eq(actual, expected)
+  if not vim.deep_equal(actual, expected) then
+    error(string.format("expected %s, got %s", vim.inspect(expected), vim.inspect(actual)), 2)
+  end
+end
+
+local function diagnostic(line, first, last, severity, message)
+  return {
+    range = { start = { line = line, character = first }, ["end"] = { line = line, character = last } },
+    severity = severity,
+    message = message,
+  }
+end
+
+test("initializationOptions are camelCase and leave out empty values", function()
+  eq(ext.init_options({}, nil), nil)
+  eq(
+    ext.init_options({ model = "deepseek-v4-flash", base_url = " http://127.0.0.1:9/v1 ", preset = "" }, "sk-1"),
+    { model = "deepseek-v4-flash", baseUrl = "http://127.0.0.1:9/v1", apiKey = "sk-1" }
+  )
+end)
+
+test("the diagnostic under the cursor prefers errors, then the narrowest", function()
+  local warning = diagnostic(1, 0, 20, 2, "warning")
+  local wide = diagnostic(1, 0, 20, 1, "wide")
+  local narrow = diagnostic(1, 5, 8, 1, "narrow")
+  eq(ext.diagnostic_at({ warning, wide, narrow }, { line = 1, character = 6 }).message, "narrow")
+  eq(ext.diagnostic_at({ warning, wide }, { line = 1, character = 6 }).message, "wide")
+  local far, near = diagnostic(4, 30, 32, 1, "far"), diagnostic(4, 10, 12, 1, "near")
+  eq(ext.diagnostic_at({ far, near }, { line = 4, character = 0 }).message, "near")
+  eq(ext.diagnostic_at({ far, near }, { line = 5, character = 0 }), nil)
+end)
+
+test("unknown commands are recognised", function()
+  eq(ext.is_unknown_command({ code = -32601, message = "x" }), true)
+  eq(ext.is_unknown_command({ code = -32603, message = "unknown command `agent.context.show`" }), true)
+  eq(ext.is_unknown_command({ code = -32803, message = "a turn is already running" }), false)
+  eq(ext.is_unknown_command(nil), false)
+end)
+
+test("turns and status are described in one line", function()
+  eq(ext.describe_turn({ outcome = "answered", steps = 1 }), "agent-lsp: answered in 1 step")
+  eq(ext.describe_turn({ outcome = "cancelled", steps = 2, changed = { "a.py" } }), "agent-lsp: cancelled after 2 steps; changed a.py")
+  eq(ext.format_status({ session = "2026-abcd", context_tokens = 12345, cache_hit_share = 0.874 }), "agent abcd 12k ctx 87% cached")
+  eq(ext.format_status({ session = "2026-abcd", context_tokens = vim.NIL, cache_hit_share = vim.NIL }), "agent abcd")
+  eq(ext.format_status({ running = true }), "agent: running")
+end)
+
+test("the context view groups segments by role with token sums", function()
+  local lines, segments = context.render({
+    segments = {
+      { id = 1, role = "system", source = "preset standard", tokens = 1200, preview = "You are a coding agent", referenced = false },
+      { id = 2, role = "user", source = "turn 1 prompt", tokens = 40, preview = "What does\n@src/app.py   do?", referenced = true },
+      { id = 3, role = "tool", source = "read src/app.py", tokens = 900, preview = "count = 1", referenced = true },
+      { id = 4, role = "user", source = "turn 2 prompt", tokens = 12, preview = "And then?" },
+    },
+    totals = { tokens = 2152 },
+  })
+  eq(lines, {
+    "# Context: 4 segments, 2.2k tokens",
+    "",
+    "## system (1, 1.2k tokens)",
+    "-   1.2k  preset standard  You are a coding agent",
+    "",
+    "## user (2, 52 tokens)",
+    "*     40  turn 1 prompt  What does @src/app.py do?",
+    "-     12  turn 2 prompt  And then?",
+    "",
+    "## tool (1, 900 tokens)",
+    "*    900  read src/app.py  count = 1",
+  })
+  eq(segments[7].id, 2)
+  eq(context.render({ segments = {} }), { "The context is empty: ask the agent something first." })
+end)
+
+test("setup options: lists replace the defaults", function()
+  local plugin = require("agent_lsp")
+  plugin.setup({ cmd = { "/opt/agent-lsp" }, root_markers = { ".hg" }, model = "m", api_key = function() return "k" end })
+  local config = plugin.config(0)
+  eq(config.cmd, { "/opt/agent-lsp", "serve" })
+  eq(plugin.options.root_markers, { ".hg" })
+  eq(config.init_options, { model = "m", apiKey = "k" })
+  eq(config.name, "agent_lsp")
+end)
+
+test("the user commands exist", function()
+  vim.cmd.runtime("plugin/agent_lsp.lua")
+  local commands = vim.api.nvim_get_commands({})
+  for _, name in ipairs({ "AgentAsk", "AgentSend", "AgentFix", "AgentCancel", "AgentCompact", "AgentContext" }) do
+    if not commands[name] then
+      error("missing :" .. name)
+    end
+  end
+end)
+
+io.stdout:write(string.format("%d passed, %d failed\n", passed, failed))
+io.stdout:flush()
+os.exit(failed == 0 and 0 or 1)

