@@ -42,7 +42,9 @@ fn nvim_command(script: &Path, home: &Path, typing: bool) -> Command {
     let mut command = Command::new(nvim());
     command.args(["--headless", "--clean"]);
     if typing {
-        command.arg("-c").arg(format!("luafile {}", script.display()));
+        command
+            .arg("-c")
+            .arg(format!("luafile {}", script.display()));
     } else {
         command.arg("-l").arg(script);
     }
@@ -73,10 +75,14 @@ fn wait_bounded(child: &mut std::process::Child, limit: Duration) -> std::proces
 #[test]
 fn nvim_plugin_unit_tests() {
     let home = tempfile::tempdir().unwrap();
-    let output = nvim_command(&repo().join("editors/nvim/tests/unit.lua"), home.path(), false)
-        .current_dir(repo().join("editors/nvim"))
-        .output()
-        .unwrap();
+    let output = nvim_command(
+        &repo().join("editors/nvim/tests/unit.lua"),
+        home.path(),
+        false,
+    )
+    .current_dir(repo().join("editors/nvim"))
+    .output()
+    .unwrap();
     let stdout = String::from_utf8_lossy(&output.stdout);
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert!(
@@ -136,21 +142,25 @@ fn nvim_plugin_drives_agent_lsp_with_pyright_behind_it() {
         Reply::hang(),
     ]);
 
-    let mut nvim = nvim_command(&repo().join("editors/nvim/tests/e2e.lua"), home.path(), true)
-        .current_dir(&root)
-        .env("PATH", agent_tests::tools_path())
-        .env("AGENT_LSP_STATE_DIR", state.path())
-        .env("AGENT_LSP_CONFIG", &config)
-        .env_remove("DEEPSEEK_API_KEY")
-        .env("AGENT_TEST_SERVER", agent_tests::workspace_bin("agent-lsp"))
-        .env("AGENT_TEST_ROOT", &root)
-        .env("AGENT_TEST_BASE_URL", endpoint.base_url())
-        .env("AGENT_TEST_RESULTS", &results)
-        .env("AGENT_TEST_CANCEL_FLAG", &cancel_flag)
-        .stdout(Stdio::null())
-        .stderr(Stdio::inherit())
-        .spawn()
-        .unwrap();
+    let mut nvim = nvim_command(
+        &repo().join("editors/nvim/tests/e2e.lua"),
+        home.path(),
+        true,
+    )
+    .current_dir(&root)
+    .env("PATH", agent_tests::tools_path())
+    .env("AGENT_LSP_STATE_DIR", state.path())
+    .env("AGENT_LSP_CONFIG", &config)
+    .env_remove("DEEPSEEK_API_KEY")
+    .env("AGENT_TEST_SERVER", agent_tests::workspace_bin("agent-lsp"))
+    .env("AGENT_TEST_ROOT", &root)
+    .env("AGENT_TEST_BASE_URL", endpoint.base_url())
+    .env("AGENT_TEST_RESULTS", &results)
+    .env("AGENT_TEST_CANCEL_FLAG", &cancel_flag)
+    .stdout(Stdio::null())
+    .stderr(Stdio::inherit())
+    .spawn()
+    .unwrap();
 
     // Once the model has the third request (the one that hangs), let the script cancel it.
     let deadline = Instant::now() + Duration::from_secs(150);
@@ -167,7 +177,11 @@ fn nvim_plugin_drives_agent_lsp_with_pyright_behind_it() {
     let results: Value = serde_json::from_str(&text).unwrap();
     let show = serde_json::to_string_pretty(&results).unwrap();
     assert!(results.get("error").is_none(), "{show}");
-    assert_eq!(results["steps"].as_array().unwrap().last().unwrap(), "done", "{show}");
+    assert_eq!(
+        results["steps"].as_array().unwrap().last().unwrap(),
+        "done",
+        "{show}"
+    );
     assert_eq!(results["attached"], true, "{show}");
     assert_eq!(results["diagnostics_before"], true, "{show}");
 
@@ -196,7 +210,12 @@ fn nvim_plugin_drives_agent_lsp_with_pyright_behind_it() {
     assert_eq!(results["fix"]["result"]["fixed"], true, "{show}");
     assert_eq!(
         results["app_after_fix"],
-        serde_json::json!(["from lib import greet", "count = 1", "print(count)", "greet('x')"]),
+        serde_json::json!([
+            "from lib import greet",
+            "count = 1",
+            "print(count)",
+            "greet('x')"
+        ]),
         "{show}"
     );
     assert_eq!(results["app_modified"], true, "{show}");
@@ -217,12 +236,12 @@ fn nvim_plugin_drives_agent_lsp_with_pyright_behind_it() {
     // :AgentCancel stopped the running turn; the chat document says so.
     assert_eq!(results["model_busy"], true, "{show}");
     assert_eq!(results["running_while_busy"], true, "{show}");
-    assert_eq!(results["cancel"]["result"]["outcome"], "cancelled", "{show}");
-    let chat = results["chat"].as_array().unwrap();
-    assert!(
-        chat.iter().any(|line| line == "_(cancelled)_"),
+    assert_eq!(
+        results["cancel"]["result"]["outcome"], "cancelled",
         "{show}"
     );
+    let chat = results["chat"].as_array().unwrap();
+    assert!(chat.iter().any(|line| line == "_(cancelled)_"), "{show}");
 
     // Progress reached Neovim's LSP progress, cancellable.
     let progress = results["progress"].as_array().unwrap();
@@ -243,7 +262,10 @@ fn nvim_plugin_drives_agent_lsp_with_pyright_behind_it() {
 
     // The status after the turns: session and the last request's figures.
     assert!(results["status"]["session"].is_string(), "{show}");
-    assert!(results["status"]["context_tokens"].as_u64().unwrap() > 0, "{show}");
+    assert!(
+        results["status"]["context_tokens"].as_u64().unwrap() > 0,
+        "{show}"
+    );
     assert!(
         results["statusline"].as_str().unwrap().contains(" ctx"),
         "{show}"
@@ -369,7 +391,10 @@ fn helix_languages_toml_follows_helixs_documented_schema() {
             strings(args, "args");
         }
         if let Some(timeout) = server.get("timeout") {
-            assert!(timeout.as_integer().is_some_and(|t| t > 0), "{name}: timeout");
+            assert!(
+                timeout.as_integer().is_some_and(|t| t > 0),
+                "{name}: timeout"
+            );
         }
         if let Some(config) = server.get("config") {
             assert!(config.is_table(), "{name}: config");
@@ -380,7 +405,10 @@ fn helix_languages_toml_follows_helixs_documented_schema() {
     assert_eq!(strings(&agent["args"], "args"), ["serve"]);
     // The server reads initializationOptions in camelCase.
     for key in agent["config"].as_table().unwrap().keys() {
-        assert!(["model", "baseUrl", "preset"].contains(&key.as_str()), "{key}");
+        assert!(
+            ["model", "baseUrl", "preset"].contains(&key.as_str()),
+            "{key}"
+        );
     }
 
     let languages = file["language"].as_array().unwrap();
@@ -483,7 +511,10 @@ fn server_commands() -> Vec<String> {
 #[test]
 fn editor_plugins_mirror_the_servers_commands() {
     let commands = server_commands();
-    assert!(commands.contains(&"agent.status".to_owned()), "{commands:?}");
+    assert!(
+        commands.contains(&"agent.status".to_owned()),
+        "{commands:?}"
+    );
     let nvim = std::fs::read_to_string(repo().join("editors/nvim/lua/agent_lsp/ext.lua")).unwrap();
     let vscode =
         std::fs::read_to_string(repo().join("editors/vscode/src/logic/protocol.ts")).unwrap();

@@ -254,6 +254,23 @@ fn a_prompt_document_completes_paths_and_gets_its_answer_streamed_with_progress(
         json!({"range": {"start": {"line": 0, "character": 10}, "end": {"line": 0, "character": 17}}, "newText": "@src/app.py"})
     );
 
+    // A file created after the index was built is offered too (the editor's
+    // didChangeWatchedFiles and the server's own watcher both report it).
+    std::fs::write(workspace.root.join("src/zebra_stripes.py"), "z = 1\n").unwrap();
+    editor.notify(
+        "workspace/didChangeWatchedFiles",
+        json!({"changes": [{"uri": url(&workspace.root.join("src/zebra_stripes.py")), "type": 1}]}),
+    );
+    editor.change(&notes, "See @zebra");
+    let completion = editor.request(
+        "textDocument/completion",
+        json!({"textDocument": {"uri": url(&notes)}, "position": {"line": 0, "character": 10}}),
+    );
+    assert_eq!(
+        completion["result"]["items"][0]["label"], "src/zebra_stripes.py",
+        "{completion}"
+    );
+
     editor.change(&notes, "What does @src/app.py do?\n");
     let actions = editor.request(
         "textDocument/codeAction",
@@ -427,6 +444,11 @@ fn model_problems_are_shown_to_the_user_and_the_server_keeps_serving() {
     // Still serving: the sessions of both servers (no turn ran in either) are listed.
     let list = command(&mut editor, "agent.session.list", Value::Null);
     assert_eq!(list["result"].as_array().unwrap().len(), 2, "{list}");
+    let fresh = command(&mut editor, "agent.session.new", Value::Null);
+    let id = fresh["result"]["session"].as_str().unwrap().to_owned();
+    let list = command(&mut editor, "agent.session.list", Value::Null);
+    assert_eq!(list["result"].as_array().unwrap().len(), 3, "{list}");
+    assert!(list["result"].as_array().unwrap().contains(&json!(id)));
     editor.shutdown();
 }
 
