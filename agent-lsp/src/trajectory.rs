@@ -144,6 +144,8 @@ pub fn build(history: &History) -> Trajectory {
                         format!("system prompt and tools (request {})", header.index),
                         Some(system.clone()),
                     );
+                    // The system prompt is part of every request, not of the surface.
+                    system_cell.on_surface = true;
                     system_cell.tools = header
                         .tools
                         .as_ref()

@@ -3,6 +3,7 @@
 mod agent_run;
 mod bridge_faults;
 mod compaction;
+mod context_editor;
 mod editors;
 mod file_search;
 mod lsp_tools;
