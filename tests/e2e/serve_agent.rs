@@ -635,3 +635,31 @@ fn agent_status_reports_the_last_requests_context_and_cache_figures() {
     endpoint.assert_no_violations();
     editor.shutdown();
 }
+
+#[test]
+fn a_server_that_fails_to_start_is_reported_and_the_others_keep_working() {
+    let workspace = Workspace::new(&[("app.py", APP), ("data.brk", "x\n")]);
+    let app = workspace.root.join("app.py");
+    let mut command = workspace.command();
+    let config = workspace.state.path().join("broken.toml");
+    std::fs::write(
+        &config,
+        "[server.broken]\ncommand = \"false\"\nfile_patterns = [\"*.brk\"]\nstartup_timeout_secs = 5\n",
+    )
+    .unwrap();
+    command.env("AGENT_LSP_CONFIG", &config);
+    let mut editor = Editor::start(command);
+    editor.initialize(&workspace.root);
+    let shown = editor.wait_for("the failed start", |message| {
+        message["method"] == "window/showMessage" && message["params"]["type"] == 1
+    });
+    let text = shown["params"]["message"].as_str().unwrap();
+    assert!(text.contains("data.brk") && text.contains("failed to start"), "{text}");
+    editor.open(&app, "python");
+    let hover = editor.request(
+        "textDocument/hover",
+        json!({"textDocument": {"uri": url(&app)}, "position": {"line": 0, "character": 1}}),
+    );
+    assert!(hover["result"]["contents"].is_object(), "{hover}");
+    editor.shutdown();
+}
