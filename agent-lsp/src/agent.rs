@@ -203,6 +203,17 @@ impl Agent {
                 overhead,
             )));
         }
+        if let Some(settings) = preset
+            .file
+            .plugins
+            .context_rules
+            .as_ref()
+            .filter(|settings| settings.enabled)
+        {
+            plugins.push(Box::new(
+                crate::context::editor::rules::ContextRulesPlugin::new(settings.clone()),
+            ));
+        }
         // `Preset::parse` checked the settings, so this only fails for a hand-built preset.
         let compaction =
             crate::compaction::engine_for(&preset, &provider).unwrap_or_else(|error| {

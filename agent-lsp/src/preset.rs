@@ -67,6 +67,9 @@ pub struct PluginsSection {
     /// Shortening old oversized tool results on the surface; absent means none.
     #[serde(default)]
     pub tool_result_pruner: Option<PrunerSettings>,
+    /// Context-editor rules (fold old large tool results, pin the first goal); absent means none.
+    #[serde(default)]
+    pub context_rules: Option<crate::context::editor::rules::ContextRulesSettings>,
 }
 
 /// The parsed contents of a preset file.
@@ -194,6 +197,20 @@ mod tests {
         assert_eq!(
             (pruner.threshold_chars, pruner.head_chars, pruner.tail_chars),
             (8192, 4096, 1024)
+        );
+        let rules = standard.file.plugins.context_rules.as_ref().unwrap();
+        assert!(rules.enabled && rules.pin_first_goal);
+        assert_eq!(
+            (rules.fold_tool_results_over_tokens, rules.fold_older_than_steps),
+            (6000, 12)
+        );
+        assert!(
+            Preset::load("minimal")
+                .unwrap()
+                .file
+                .plugins
+                .context_rules
+                .is_none()
         );
         // The catalog does not depend on permissions.
         assert_eq!(
