@@ -627,7 +627,11 @@ fn agent_status_reports_the_last_requests_context_and_cache_figures() {
     let status = command(&mut editor, "agent.status", Value::Null);
     let status = &status["result"];
     assert_eq!(status["session"], before["session"], "{status}");
-    assert_eq!(status["context_tokens"], json!(last.prompt_tokens), "{status}");
+    assert_eq!(
+        status["context_tokens"],
+        json!(last.prompt_tokens),
+        "{status}"
+    );
     let share = status["cache_hit_share"].as_f64().unwrap();
     let expected = last.prompt_cache_hit_tokens as f64 / last.prompt_tokens as f64;
     assert!((share - expected).abs() < 1e-9, "{share} vs {expected}");
