@@ -199,7 +199,7 @@ mod tests {
             (8192, 4096, 1024)
         );
         let rules = standard.file.plugins.context_rules.as_ref().unwrap();
-        assert!(rules.enabled && rules.pin_first_goal);
+        assert!(rules.enabled && !rules.pin_first_goal);
         assert_eq!(
             (rules.fold_tool_results_over_tokens, rules.fold_older_than_steps),
             (6000, 12)
