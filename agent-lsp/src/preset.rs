@@ -201,7 +201,10 @@ mod tests {
         let rules = standard.file.plugins.context_rules.as_ref().unwrap();
         assert!(rules.enabled && !rules.pin_first_goal);
         assert_eq!(
-            (rules.fold_tool_results_over_tokens, rules.fold_older_than_steps),
+            (
+                rules.fold_tool_results_over_tokens,
+                rules.fold_older_than_steps
+            ),
             (6000, 12)
         );
         assert!(

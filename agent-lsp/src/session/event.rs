@@ -144,9 +144,17 @@ impl std::fmt::Display for EventKind {
 #[serde(tag = "op", rename_all = "snake_case")]
 pub enum SurfaceOp {
     Append,
-    Replace { start: u64, end: u64 },
-    Remove { start: u64, end: u64 },
-    Restore { generation: u64 },
+    Replace {
+        start: u64,
+        end: u64,
+    },
+    Remove {
+        start: u64,
+        end: u64,
+    },
+    Restore {
+        generation: u64,
+    },
     /// End the current generation without changing the entries: the snapshot a context-editor
     /// batch takes before its first op, so a batch that only appends (a pin) can be rolled back.
     Snapshot,
