@@ -753,8 +753,8 @@ where
     })
 }
 
-/// `agent.context.edit`. Folds without a summary are written by the model of the user's
-/// configuration when there is one, else summarized mechanically.
+/// `agent.context.edit`. Folds without a summary are written by the server's model (see
+/// [`super::host::Host::provider`]) when there is one, else summarized mechanically.
 async fn context_edit(shared: &Arc<Shared>, argument: &Value, cancel: &CancellationToken) -> Reply {
     use crate::context::editor::ops::{BatchOptions, EditOp, apply_batch, write_fold_summaries};
     let mut ops: Vec<EditOp> = serde_json::from_value(argument["ops"].clone()).map_err(|error| {
@@ -764,14 +764,7 @@ async fn context_edit(shared: &Arc<Shared>, argument: &Value, cancel: &Cancellat
         )
     })?;
     let force = argument["force"].as_bool().unwrap_or(false);
-    let provider = crate::cli::run::provider_config(
-        &shared.config,
-        &crate::cli::run::ModelArgs::default(),
-        None,
-    )
-    .ok()
-    .flatten()
-    .and_then(|config| crate::llm::provider::Provider::new(config).ok());
+    let provider = shared.host.provider(shared).await;
     with_context_session(shared, argument, async |session| {
         let wants_summary = ops
             .iter()

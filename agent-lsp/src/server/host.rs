@@ -56,6 +56,8 @@ pub(crate) struct Host {
     state: tokio::sync::Mutex<Option<State>>,
     running: Mutex<Option<Running>>,
     next_progress: AtomicU64,
+    /// The model of the current session, readable while a turn holds the state.
+    provider: Mutex<Option<Provider>>,
 }
 
 /// The session and what runs in it; made on first use.
@@ -165,6 +167,18 @@ impl Host {
         Ok(state)
     }
 
+    /// The model the server's turns use (from `initializationOptions`, the config file or the
+    /// environment), for other model calls such as context-editor folds; `None` without one.
+    pub(crate) async fn provider(&self, shared: &Arc<Shared>) -> Option<Provider> {
+        if let Some(provider) = self.provider.lock().expect("provider").clone() {
+            return Some(provider);
+        }
+        if !self.is_running() {
+            let _ = self.state(shared).await;
+        }
+        self.provider.lock().expect("provider").clone()
+    }
+
     /// Start a new session (the next turns continue it). Refused while a turn runs.
     pub(crate) async fn new_session(&self, shared: &Arc<Shared>) -> Reply {
         if self.is_running() {
@@ -256,6 +270,7 @@ impl Host {
         let agent = provider
             .clone()
             .map(|provider| Agent::new(provider, tools.clone(), preset.clone()));
+        *self.provider.lock().expect("provider") = provider.clone();
         Ok(State {
             tools,
             session,
