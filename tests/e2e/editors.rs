@@ -252,11 +252,24 @@ fn nvim_plugin_drives_agent_lsp_with_pyright_behind_it() {
         "{show}"
     );
 
-    // :AgentContext: the view, or (before the context editor lands) a handled unknown command.
+    // :AgentContext: the session's segments (the fix turn's prompt, tool call and result, ...),
+    // rendered by role.
     assert_eq!(results["context_command_ok"], true, "{show}");
     let context = &results["context"];
+    assert!(context["error"].is_null(), "{show}");
     assert!(
-        context["unknown"] == true || context["result"]["segments"].is_array(),
+        !context["result"]["segments"].as_array().unwrap().is_empty(),
+        "{show}"
+    );
+    let lines = results["context_lines"].as_array().unwrap();
+    assert!(
+        lines[0].as_str().unwrap().starts_with("# Context: "),
+        "{show}"
+    );
+    assert!(
+        lines
+            .iter()
+            .any(|line| line.as_str().unwrap().starts_with("## user (")),
         "{show}"
     );
 

@@ -177,6 +177,9 @@ local function main()
     return context_answer ~= nil
   end, 20)
   results.context = context_answer
+  if context_answer and type(context_answer.result) == "table" then
+    results.context_lines = (require("agent_lsp.context").render(context_answer.result))
+  end
   local ok, err = pcall(vim.cmd, "AgentContext")
   results.context_command_ok = ok
   results.context_command_error = not ok and tostring(err) or nil
