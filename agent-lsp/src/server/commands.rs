@@ -315,7 +315,13 @@ async fn append_prompt(
     }
     block.push_str(prompt.trim_end());
     block.push('\n');
-    let after = format!("{text}{block}");
+    // A document of only blank lines (an editor may open an empty file as "\n") starts with
+    // the prompt itself.
+    let after = if text.trim().is_empty() {
+        block.trim_start().to_owned()
+    } else {
+        format!("{text}{block}")
+    };
     match open {
         Some(_) => buffers
             .replace(path, &text, &after)
