@@ -1,8 +1,28 @@
-//! The cache-stability run (issue 8): a scripted 150-step session through the library's agent
-//! loop against the loopback model endpoint's prefix-cache simulation, with tool calls, thinking
-//! on every step, runtime-context changes (the git branch moves), old oversized results pruned,
-//! and several compactions. Run once with background checkpoints and once without; prints a
-//! Markdown table for BENCHMARKS.md.
+//! The cache-stability run (issue 8): a scripted 150-step session (5 turns of 30 steps) through
+//! the library's agent loop against the loopback model endpoint's prefix-cache simulation, with
+//! a tool call and thinking on every step, the runtime context changing (the git branch moves
+//! every 20 steps), old oversized results pruned, and several compactions (soft 0.6, hard 0.8,
+//! keep the last 4 steps). Each workload runs once with background checkpoints and once
+//! without; the bench prints one Markdown table for BENCHMARKS.md.
+//!
+//! Two workloads, so that neither hides the other:
+//!
+//! - **realistic**, in a 32 000-token window (chosen so that it compacts more than twice): tool
+//!   results of the sizes a real coding session produces, in a fixed 20-step cycle: 5
+//!   `lsp_definition`/`lsp_hover` answers of 200–400 B, 4 `grep` outputs of 1–2 kB, 6 `read`s of
+//!   2–8 kB, 4 `edit` diffs of about 1 kB and 1 `list` of 600 B; on top of that a 20 kB `read` at
+//!   steps 17, 47, 77, 107 and 137 (over the pruner's 8192-character threshold). The scripted
+//!   model issues every call as a `read` of a workspace file rewritten to the step's size just
+//!   before the call: the tool's name does not matter to the cache, the size of its result does;
+//! - **worst case**, in a 64 000-token window (the workload of the first version of this bench):
+//!   every step reads a whole 6 kB file, and every tenth step a 23 kB one. Every request adds
+//!   about 1 550 new tokens, which no cache can serve, so this workload cannot reach 95 %.
+//!
+//! Misses are split by cause: tokens new since the previous loop request (appended: no cache
+//! can serve them), and tokens lost because the request changed earlier than its end, charged
+//! to what sits at the first message that differs from the previous loop request (a
+//! `<compacted-summary>` checkpoint: compaction; a shortened tool result: pruning; anything
+//! else: other).
 //!
 //! Run: `cargo bench -p agent-tests --bench compaction`
 
@@ -16,17 +36,82 @@ use agent_tests::compaction_harness::{
     Harness, Script, is_summary_body, preset, push_responders, set_branch,
 };
 use agent_tests::model_endpoint::{EndpointConfig, ModelEndpoint};
+use serde_json::Value;
 
 const STEPS: usize = 150;
 const TURNS: usize = 5;
-const WINDOW: u64 = 64_000;
-const FILES: usize = 12;
-const FILE_BYTES: usize = 6_000;
-/// Every this many steps the model reads one large file, which the pruner shortens later.
-const LARGE_EVERY: usize = 10;
 const SUMMARY_DELAY: Duration = Duration::from_millis(400);
 const STEP_DELAY: Duration = Duration::from_millis(5);
+/// `read` adds a 7-character line number to every line of `LINE_BYTES`.
+const LINE_BYTES: usize = 72;
 
+/// Result sizes (bytes as the model sees them) of one 20-step cycle of the realistic workload.
+const REALISTIC_CYCLE: [usize; 20] = [
+    300,   // lsp_definition
+    1_500, // grep
+    4_000, // read
+    1_000, // edit diff
+    400,   // lsp_hover
+    6_000, // read
+    1_200, // grep
+    250,   // lsp_definition
+    900,   // edit diff
+    2_500, // read
+    350,   // lsp_hover
+    2_000, // grep
+    8_000, // read
+    1_100, // edit diff
+    600,   // list
+    3_000, // read
+    200,   // lsp_definition
+    1_000, // grep
+    5_000, // read
+    1_000, // edit diff
+];
+/// The occasional large read of the realistic workload, every 30 steps from step 17.
+const REALISTIC_LARGE: usize = 20_000;
+
+#[derive(Clone, Copy, PartialEq)]
+enum Workload {
+    Realistic,
+    WorstCase,
+}
+
+impl Workload {
+    fn window(self) -> u64 {
+        match self {
+            Workload::Realistic => 32_000,
+            Workload::WorstCase => 64_000,
+        }
+    }
+
+    /// The size of the result of step `n` (1-based), for the realistic workload.
+    fn result_bytes(n: usize) -> usize {
+        if n % 30 == 17 {
+            REALISTIC_LARGE
+        } else {
+            REALISTIC_CYCLE[(n - 1) % REALISTIC_CYCLE.len()]
+        }
+    }
+}
+
+/// `bytes` of distinct lines for step `n`, sized so that `read`'s numbered lines come to about
+/// `bytes`.
+fn content(n: usize, bytes: usize) -> String {
+    let lines = (bytes / (LINE_BYTES + 7)).max(1);
+    let mut text = String::with_capacity(lines * (LINE_BYTES + 1));
+    for line in 0..lines {
+        let mut row = format!("step {n} line {line}: alpha beta gamma delta epsilon zeta eta ");
+        while row.len() < LINE_BYTES - 1 {
+            row.push('x');
+        }
+        row.push('\n');
+        text.push_str(&row);
+    }
+    text
+}
+
+#[derive(Default)]
 struct Figures {
     prompt_tokens: u64,
     cached_tokens: u64,
@@ -35,10 +120,18 @@ struct Figures {
     /// Loop-request tokens missed because they were new since the previous loop request: no
     /// cache can serve those.
     new_tokens: u64,
+    /// Loop-request tokens missed because a checkpoint replaced the start of the history.
+    lost_to_compaction: u64,
+    /// Loop-request tokens missed because an old tool result was shortened.
+    lost_to_pruning: u64,
+    /// Loop-request tokens missed for any other change before the request's end.
+    lost_other: u64,
     violations: usize,
     committed: usize,
     discarded: usize,
     pruned: usize,
+    /// Requests in which at least one result was shortened (each is one cache break at most).
+    pruning_requests: usize,
     runtime_contexts: usize,
     summary_requests: usize,
     waited: Duration,
@@ -46,14 +139,16 @@ struct Figures {
     wall: Duration,
 }
 
-fn run(background: bool) -> Figures {
+fn run(workload: Workload, background: bool) -> Figures {
+    let window = workload.window();
     let endpoint = ModelEndpoint::start(
         EndpointConfig::default()
-            .context_window(WINDOW)
+            .context_window(window)
             .reasoning_in_tool_stretches(true),
     )
     .expect("endpoint");
-    let mut script = Script::new(FILES, STEPS / TURNS);
+    let files = 12;
+    let mut script = Script::new(files, STEPS / TURNS);
     script.summary_delay = SUMMARY_DELAY;
     script.step_delay = STEP_DELAY;
     let script = Arc::new(Mutex::new(script));
@@ -62,25 +157,33 @@ fn run(background: bool) -> Figures {
         "soft_ratio = 0.6\nhard_ratio = 0.8\nkeep_recent_steps = 4\nbackground = {background}"
     );
     let preset = preset(
-        WINDOW,
+        window,
         &compaction,
         "[plugins.tool_result_pruner]\nenabled = true\n",
     );
-    let mut harness = Harness::new(&endpoint, preset, FILES, FILE_BYTES);
-    // One large file, read now and then; over the pruner's 8192-character threshold.
-    std::fs::write(
-        harness.workspace.path().join("src/large.txt"),
-        "large file line with some words in it\n".repeat(600),
-    )
-    .expect("large file");
+    let mut harness = Harness::new(&endpoint, preset, files, 6_000);
     let root = harness.workspace.path().to_owned();
+    if workload == Workload::WorstCase {
+        // One large file, read every tenth step; over the pruner's 8192-character threshold.
+        std::fs::write(
+            root.join("src/large.txt"),
+            "large file line with some words in it\n".repeat(600),
+        )
+        .expect("large file");
+        script.lock().expect("script").large = Some((10, "src/large.txt".into()));
+    }
     script.lock().expect("script").on_main = Some(Box::new(move |n, _request| {
         // The runtime context changes every 20 steps.
         if n.is_multiple_of(20) {
             set_branch(&root, &format!("topic-{}", n / 20));
         }
+        if workload == Workload::Realistic {
+            // The file this step reads gets the size of this step's result.
+            let text = content(n, Workload::result_bytes(n));
+            std::fs::write(root.join(format!("src/file{}.txt", n % files)), text)
+                .expect("step file");
+        }
     }));
-    script.lock().expect("script").large = Some((LARGE_EVERY, "src/large.txt".into()));
 
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
@@ -100,55 +203,73 @@ fn run(background: bool) -> Figures {
     });
     let wall = started.elapsed();
 
-    let requests = endpoint.chat_requests();
+    let stats = harness.agent.compaction_stats();
     let mut figures = Figures {
-        prompt_tokens: 0,
-        cached_tokens: 0,
-        main_prompt_tokens: 0,
-        main_cached_tokens: 0,
-        new_tokens: 0,
         violations: endpoint.violations().len(),
-        committed: 0,
-        discarded: 0,
-        pruned: 0,
-        runtime_contexts: 0,
-        summary_requests: 0,
-        waited: harness.agent.compaction_stats().waited,
-        longest_wait: harness.agent.compaction_stats().longest_wait,
+        waited: stats.waited,
+        longest_wait: stats.longest_wait,
         wall,
+        ..Figures::default()
     };
-    let mut previous_prompt = 0;
-    for request in &requests {
-        let Some(usage) = &request.usage else {
+    let mut previous: Option<(u64, Vec<Value>)> = None;
+    for request in &endpoint.chat_requests() {
+        let (Some(usage), Some(body)) = (&request.usage, &request.body) else {
             continue;
         };
         figures.prompt_tokens += usage.prompt_tokens;
         figures.cached_tokens += usage.prompt_cache_hit_tokens;
-        if request.body.as_ref().is_some_and(is_summary_body) {
+        if is_summary_body(body) {
             figures.summary_requests += 1;
+            continue;
+        }
+        figures.main_prompt_tokens += usage.prompt_tokens;
+        figures.main_cached_tokens += usage.prompt_cache_hit_tokens;
+        let missed = usage.prompt_tokens - usage.prompt_cache_hit_tokens;
+        let messages = body["messages"].as_array().cloned().unwrap_or_default();
+        let Some((previous_prompt, previous_messages)) =
+            previous.replace((usage.prompt_tokens, messages.clone()))
+        else {
+            figures.new_tokens += missed;
+            continue;
+        };
+        let unavoidable = usage
+            .prompt_tokens
+            .saturating_sub(previous_prompt / 64 * 64)
+            .min(missed);
+        figures.new_tokens += unavoidable;
+        let lost = missed - unavoidable;
+        if lost == 0 {
+            continue;
+        }
+        let first_change = messages
+            .iter()
+            .zip(&previous_messages)
+            .position(|(now, before)| now != before);
+        let cause = first_change.map(|at| &messages[at]);
+        let text = cause.and_then(|message| message["content"].as_str());
+        if text.is_some_and(|text| text.starts_with("<compacted-summary")) {
+            figures.lost_to_compaction += lost;
+        } else if text.is_some_and(|text| text.contains("pruned from this old tool result")) {
+            figures.lost_to_pruning += lost;
         } else {
-            figures.main_prompt_tokens += usage.prompt_tokens;
-            figures.main_cached_tokens += usage.prompt_cache_hit_tokens;
-            let unavoidable = usage
-                .prompt_tokens
-                .saturating_sub(previous_prompt / 64 * 64)
-                .min(usage.prompt_tokens - usage.prompt_cache_hit_tokens);
-            figures.new_tokens += unavoidable;
-            previous_prompt = usage.prompt_tokens;
+            figures.lost_other += lost;
         }
     }
     let history = harness.store().load(harness.session.id()).expect("log");
+    let mut pruned_steps = std::collections::BTreeSet::new();
     for event in history.events() {
         match &event.body {
             EventBody::CompactionEnd(end) if end.outcome == "committed" => figures.committed += 1,
             EventBody::CompactionEnd(end) if end.outcome == "discarded" => figures.discarded += 1,
             EventBody::ToolResult(result) if result.meta.get("pruned").is_some() => {
-                figures.pruned += 1
+                figures.pruned += 1;
+                pruned_steps.insert((event.turn, event.step));
             }
             EventBody::RuntimeContext(_) => figures.runtime_contexts += 1,
             _ => {}
         }
     }
+    figures.pruning_requests = pruned_steps.len();
     figures
 }
 
@@ -157,87 +278,63 @@ fn share(part: u64, whole: u64) -> String {
 }
 
 fn main() {
-    let with = run(true);
-    let without = run(false);
-    println!("| measure | background checkpoints | synchronous only |\n|---|---|---|");
-    let row = |name: &str, a: String, b: String| println!("| {name} | {a} | {b} |");
-    row(
-        "prompt tokens served from cache, all requests",
-        format!(
-            "{} ({} of {})",
-            share(with.cached_tokens, with.prompt_tokens),
-            with.cached_tokens,
-            with.prompt_tokens
-        ),
-        format!(
-            "{} ({} of {})",
-            share(without.cached_tokens, without.prompt_tokens),
-            without.cached_tokens,
-            without.prompt_tokens
-        ),
+    let runs = [
+        run(Workload::Realistic, true),
+        run(Workload::Realistic, false),
+        run(Workload::WorstCase, true),
+        run(Workload::WorstCase, false),
+    ];
+    println!(
+        "| measure | realistic, 32k, background | realistic, 32k, synchronous | worst case, 64k, background | worst case, 64k, synchronous |\n|---|---|---|---|---|"
     );
+    let row = |name: &str, cell: &dyn Fn(&Figures) -> String| {
+        let cells = runs.iter().map(cell).collect::<Vec<_>>().join(" | ");
+        println!("| {name} | {cells} |");
+    };
+    row("prompt tokens served from cache, all requests", &|f| {
+        format!(
+            "{} ({} of {})",
+            share(f.cached_tokens, f.prompt_tokens),
+            f.cached_tokens,
+            f.prompt_tokens
+        )
+    });
     row(
         "prompt tokens served from cache, loop requests only",
-        share(with.main_cached_tokens, with.main_prompt_tokens),
-        share(without.main_cached_tokens, without.main_prompt_tokens),
+        &|f| share(f.main_cached_tokens, f.main_prompt_tokens),
     );
     row(
         "loop-request tokens new since the previous request (no cache can serve them)",
-        share(with.new_tokens, with.main_prompt_tokens),
-        share(without.new_tokens, without.main_prompt_tokens),
+        &|f| share(f.new_tokens, f.main_prompt_tokens),
     );
-    row(
-        "loop-request tokens missed for other reasons (compaction, pruning, runtime context)",
-        share(
-            with.main_prompt_tokens - with.main_cached_tokens - with.new_tokens,
-            with.main_prompt_tokens,
-        ),
-        share(
-            without.main_prompt_tokens - without.main_cached_tokens - without.new_tokens,
-            without.main_prompt_tokens,
-        ),
-    );
-    row(
-        "protocol violations",
-        with.violations.to_string(),
-        without.violations.to_string(),
-    );
-    row(
-        "compactions committed (discarded candidates)",
-        format!("{} ({})", with.committed, with.discarded),
-        format!("{} ({})", without.committed, without.discarded),
-    );
-    row(
-        "summary requests",
-        with.summary_requests.to_string(),
-        without.summary_requests.to_string(),
-    );
-    row(
-        "tool results pruned",
-        with.pruned.to_string(),
-        without.pruned.to_string(),
-    );
-    row(
-        "runtime-context messages",
-        with.runtime_contexts.to_string(),
-        without.runtime_contexts.to_string(),
-    );
-    row(
-        "pre-step wait for compaction, total (longest)",
+    row("loop-request tokens lost to compaction", &|f| {
+        share(f.lost_to_compaction, f.main_prompt_tokens)
+    });
+    row("loop-request tokens lost to pruning", &|f| {
+        share(f.lost_to_pruning, f.main_prompt_tokens)
+    });
+    row("loop-request tokens lost to other changes", &|f| {
+        share(f.lost_other, f.main_prompt_tokens)
+    });
+    row("protocol violations", &|f| f.violations.to_string());
+    row("compactions committed (discarded candidates)", &|f| {
+        format!("{} ({})", f.committed, f.discarded)
+    });
+    row("summary requests", &|f| f.summary_requests.to_string());
+    row("tool results pruned (in how many requests)", &|f| {
+        format!("{} ({})", f.pruned, f.pruning_requests)
+    });
+    row("runtime-context messages", &|f| {
+        f.runtime_contexts.to_string()
+    });
+    row("pre-step wait for compaction, total (longest)", &|f| {
         format!(
             "{:.0} ms ({:.0} ms)",
-            with.waited.as_secs_f64() * 1e3,
-            with.longest_wait.as_secs_f64() * 1e3
-        ),
-        format!(
-            "{:.0} ms ({:.0} ms)",
-            without.waited.as_secs_f64() * 1e3,
-            without.longest_wait.as_secs_f64() * 1e3
-        ),
-    );
-    row(
-        "wall time of the 150 steps",
-        format!("{:.1} s", with.wall.as_secs_f64()),
-        format!("{:.1} s", without.wall.as_secs_f64()),
-    );
+            f.waited.as_secs_f64() * 1e3,
+            f.longest_wait.as_secs_f64() * 1e3
+        )
+    });
+    row("wall time of the 150 steps", &|f| {
+        format!("{:.1} s", f.wall.as_secs_f64())
+    });
 }
