@@ -150,11 +150,18 @@ pub struct PrunerSettings {
     /// Characters kept from the end of a shortened result.
     #[serde(default = "default_tail_chars")]
     pub tail_chars: usize,
-    /// The pruner acts only once the estimated request is at least this share of the window:
-    /// each shortened result changes the prompt from that point on, which costs the provider's
-    /// cache for the rest of the request, so it is not worth doing on a roomy window.
+    /// From this share of the window on, old results are shortened whenever the request's
+    /// cached prefix breaks anyway before them (a context edit, a rollback); right after a
+    /// compaction commit they are shortened whatever the share. Below it the window is roomy and
+    /// nothing is shortened.
     #[serde(default = "default_prune_ratio")]
     pub trigger_ratio: f64,
+    /// From this share of the window on, the pruner breaks the cache itself: every due result is
+    /// shortened at once, in one request, so the provider's cache is lost once from the earliest
+    /// of them on instead of once per result. It sits above the compaction's hard mark by
+    /// default: with compaction on, a commit breaks the prefix first and the pruning is free.
+    #[serde(default = "default_pressure_ratio")]
+    pub pressure_ratio: f64,
     /// Results of the most recent model steps are never shortened.
     #[serde(default = "default_prune_keep_recent")]
     pub keep_recent_steps: u32,
@@ -171,6 +178,9 @@ fn default_tail_chars() -> usize {
 }
 fn default_prune_ratio() -> f64 {
     0.5
+}
+fn default_pressure_ratio() -> f64 {
+    0.85
 }
 fn default_prune_keep_recent() -> u32 {
     2
