@@ -154,7 +154,7 @@ fn run(workload: Workload, background: bool) -> Figures {
     let script = Arc::new(Mutex::new(script));
     push_responders(&endpoint, &script, STEPS * 2);
     let compaction = format!(
-        "soft_ratio = 0.6\nhard_ratio = 0.8\nkeep_recent_steps = 4\nbackground = {background}"
+        "soft_ratio = 0.7\nhard_ratio = 0.8\nkeep_recent_steps = 4\nbackground = {background}"
     );
     let preset = preset(
         window,
