@@ -478,56 +478,56 @@ impl Server {
                     .expect("in flight")
                     .insert(key.clone(), cancel.clone());
                 let span = tracing::info_span!("request", %method, %id);
-                let runtime = if method == "workspace/executeCommand" {
-                    shared.agent_runtime.clone()
-                } else {
-                    tokio::runtime::Handle::current()
-                };
-                runtime.spawn(
-                    async move {
-                        if routing::is_plain(&method) && !shared.is_prompt_document(&params) {
-                            // One child answers: its result goes to the editor untouched.
-                            let reply =
-                                routing::forward_raw(&shared, &method, params, &cancel).await;
-                            shared.in_flight.lock().expect("in flight").remove(&key);
-                            match reply {
-                                Ok(result) => shared.respond_raw(&id, &result),
-                                Err(error) if cancel.is_cancelled() => shared.respond(
-                                    id,
-                                    Err((
-                                        codes::REQUEST_CANCELLED,
-                                        format!("`{method}` was cancelled: {}", error.1),
-                                    )),
-                                ),
-                                Err(error) => shared.respond(id, Err(error)),
-                            }
-                            return;
-                        }
-                        let reply = match method.as_str() {
-                            "workspace/executeCommand" => {
-                                commands::execute(&shared, params, &cancel).await
-                            }
-                            "textDocument/codeAction" => {
-                                actions::code_actions(&shared, params, &cancel).await
-                            }
-                            "textDocument/completion" if shared.is_prompt_document(&params) => {
-                                actions::complete_mention(&shared, &params).await
-                            }
-                            _ => routing::forward_request(&shared, &method, params, &cancel).await,
-                        };
-                        let reply = if cancel.is_cancelled() && reply.is_err() {
-                            Err((
-                                codes::REQUEST_CANCELLED,
-                                format!("`{method}` was cancelled"),
-                            ))
-                        } else {
-                            reply
-                        };
+                let on_agent_runtime = method == "workspace/executeCommand";
+                let agent_runtime = shared.agent_runtime.clone();
+                let task = async move {
+                    if routing::is_plain(&method) && !shared.is_prompt_document(&params) {
+                        // One child answers: its result goes to the editor untouched.
+                        let reply = routing::forward_raw(&shared, &method, params, &cancel).await;
                         shared.in_flight.lock().expect("in flight").remove(&key);
-                        shared.respond(id, reply);
+                        match reply {
+                            Ok(result) => shared.respond_raw(&id, &result),
+                            Err(error) if cancel.is_cancelled() => shared.respond(
+                                id,
+                                Err((
+                                    codes::REQUEST_CANCELLED,
+                                    format!("`{method}` was cancelled: {}", error.1),
+                                )),
+                            ),
+                            Err(error) => shared.respond(id, Err(error)),
+                        }
+                        return;
                     }
-                    .instrument(span),
-                );
+                    let reply = match method.as_str() {
+                        "workspace/executeCommand" => {
+                            commands::execute(&shared, params, &cancel).await
+                        }
+                        "textDocument/codeAction" => {
+                            actions::code_actions(&shared, params, &cancel).await
+                        }
+                        "textDocument/completion" if shared.is_prompt_document(&params) => {
+                            actions::complete_mention(&shared, &params).await
+                        }
+                        _ => routing::forward_request(&shared, &method, params, &cancel).await,
+                    };
+                    let reply = if cancel.is_cancelled() && reply.is_err() {
+                        Err((
+                            codes::REQUEST_CANCELLED,
+                            format!("`{method}` was cancelled"),
+                        ))
+                    } else {
+                        reply
+                    };
+                    shared.in_flight.lock().expect("in flight").remove(&key);
+                    shared.respond(id, reply);
+                }
+                .instrument(span);
+                if on_agent_runtime {
+                    agent_runtime.spawn(task);
+                } else {
+                    // Spawned from the loop's own thread: queued locally, no wake-up.
+                    tokio::spawn(task);
+                }
             }
         }
     }

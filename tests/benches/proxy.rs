@@ -1,8 +1,9 @@
 //! Proxy overhead: the same definition, hover and completion requests sent by the same scripted
-//! editor to `agent-lsp serve` (brokering pyright) and straight to pyright, in alternating
-//! rounds. Prints a Markdown table for BENCHMARKS.md.
+//! editor to `agent-lsp serve` (brokering pyright), straight to pyright, and to pyright behind
+//! `byte-relay` (a process that only copies bytes: the cost of one more process hop by itself),
+//! in alternating rounds. Prints a Markdown table for BENCHMARKS.md.
 //!
-//! Run: `bash .ci/tools.sh && cargo build --release -p agent-lsp && cargo bench -p agent-tests --bench proxy`
+//! Run: `bash .ci/tools.sh && cargo build --release -p agent-lsp -p agent-tests --bins && cargo bench -p agent-tests --bench proxy`
 //! (the release binary is used when present, else the debug one).
 
 #![allow(clippy::print_stdout)]
@@ -14,16 +15,17 @@ use std::time::{Duration, Instant};
 use agent_tests::editor::{Editor, url};
 use serde_json::{Value, json};
 
-const ROUNDS: usize = 10;
+const ROUNDS: usize = 30;
 const PER_ROUND: usize = 20;
 
-fn agent_lsp_binary() -> PathBuf {
+/// A workspace binary: the release build when present, else the debug one.
+fn built(name: &str) -> PathBuf {
     let target = Path::new(env!("CARGO_MANIFEST_DIR")).join("../target");
-    let release = target.join("release/agent-lsp");
+    let release = target.join("release").join(name);
     if release.exists() {
         release
     } else {
-        target.join("debug/agent-lsp")
+        target.join("debug").join(name)
     }
 }
 
@@ -67,7 +69,7 @@ fn main() {
     let state = tempfile::tempdir().unwrap();
 
     let mut proxied = {
-        let mut command = Command::new(agent_lsp_binary());
+        let mut command = Command::new(built("agent-lsp"));
         command
             .env("PATH", agent_tests::tools_path())
             .env("AGENT_LSP_STATE_DIR", state.path())
@@ -83,6 +85,13 @@ fn main() {
     };
     ready(&mut direct, &root, &main);
 
+    let mut relayed = {
+        let mut command = Command::new(built("byte-relay"));
+        command.arg(pyright()).arg("--stdio").current_dir(&root);
+        Editor::start(command)
+    };
+    ready(&mut relayed, &root, &main);
+
     let at = |line: u32, character: u32| json!({"textDocument": {"uri": url(&main)}, "position": {"line": line, "character": character}});
     let requests = [
         ("textDocument/definition", at(2, 28)),
@@ -91,11 +100,11 @@ fn main() {
         ("textDocument/completion", at(3, 12)),
     ];
     println!(
-        "| method (pyright, python fixture) | through `agent-lsp serve` p50 / p95 ms | direct p50 / p95 ms | ratio p50 | ratio p95 |"
+        "| method (pyright, python fixture) | through `agent-lsp serve` p50 / p95 ms | direct p50 / p95 ms | ratio p50 | ratio p95 | through `byte-relay` p50 / p95 ms | relay ratio p50 / p95 |"
     );
-    println!("|---|---|---|---|---|");
+    println!("|---|---|---|---|---|---|---|");
     for (method, params) in &requests {
-        let (mut through, mut straight) = (Vec::new(), Vec::new());
+        let (mut through, mut straight, mut relay) = (Vec::new(), Vec::new(), Vec::new());
         for _ in 0..ROUNDS {
             for _ in 0..PER_ROUND {
                 through.push(time(&mut proxied, method, params));
@@ -103,7 +112,11 @@ fn main() {
             for _ in 0..PER_ROUND {
                 straight.push(time(&mut direct, method, params));
             }
+            for _ in 0..PER_ROUND {
+                relay.push(time(&mut relayed, method, params));
+            }
         }
+        let (r50, r95) = (percentile(&mut relay, 0.5), percentile(&mut relay, 0.95));
         let (t50, t95) = (
             percentile(&mut through, 0.5),
             percentile(&mut through, 0.95),
@@ -113,14 +126,18 @@ fn main() {
             percentile(&mut straight, 0.95),
         );
         println!(
-            "| {} | {} / {} | {} / {} | {:.2} | {:.2} |",
+            "| {} | {} / {} | {} / {} | {:.2} | {:.2} | {} / {} | {:.2} / {:.2} |",
             method.trim_start_matches("textDocument/"),
             ms(t50),
             ms(t95),
             ms(d50),
             ms(d95),
             t50.as_secs_f64() / d50.as_secs_f64(),
-            t95.as_secs_f64() / d95.as_secs_f64()
+            t95.as_secs_f64() / d95.as_secs_f64(),
+            ms(r50),
+            ms(r95),
+            r50.as_secs_f64() / d50.as_secs_f64(),
+            r95.as_secs_f64() / d95.as_secs_f64()
         );
     }
     proxied.shutdown();
