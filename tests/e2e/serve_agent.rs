@@ -658,7 +658,10 @@ fn a_server_that_fails_to_start_is_reported_and_the_others_keep_working() {
         message["method"] == "window/showMessage" && message["params"]["type"] == 1
     });
     let text = shown["params"]["message"].as_str().unwrap();
-    assert!(text.contains("data.brk") && text.contains("failed to start"), "{text}");
+    assert!(
+        text.contains("data.brk") && text.contains("failed to start"),
+        "{text}"
+    );
     editor.open(&app, "python");
     let hover = editor.request(
         "textDocument/hover",
