@@ -116,6 +116,20 @@ impl Preset {
         }
     }
 
+    /// The preset a session started with: the text recorded in its header, so that a resumed
+    /// session behaves as it did even if the built-in preset changed since; the preset by name
+    /// for sessions that recorded no text.
+    pub fn of_session(header: &crate::session::event::SessionHeader) -> anyhow::Result<Preset> {
+        match &header.preset_text {
+            Some(text) => Preset::parse(
+                &header.preset,
+                &format!("the preset recorded in session {}", header.session_id),
+                text,
+            ),
+            None => Preset::load(&header.preset),
+        }
+    }
+
     /// Parse preset text; `origin` names the file in errors.
     pub fn parse(name: &str, origin: &str, text: &str) -> anyhow::Result<Preset> {
         let file: PresetFile =

@@ -47,16 +47,7 @@ impl Fixture {
     }
 
     fn command(&self, args: &[&str]) -> Command {
-        let mut command = Command::new(agent_tests::workspace_bin("agent-lsp"));
-        command
-            .env("AGENT_LSP_STATE_DIR", self.state.path())
-            .env("AGENT_LSP_CONFIG", &self.config)
-            .env_remove("DEEPSEEK_API_KEY")
-            .arg("--workspace")
-            .arg(self.workspace.path())
-            .args(args)
-            .stdin(Stdio::null());
-        command
+        agent_tests::agent_lsp_command(self.state.path(), &self.config, self.workspace.path(), args)
     }
 
     fn run(&self, args: &[&str]) -> Output {

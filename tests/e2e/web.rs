@@ -4,7 +4,7 @@
 //! `web_fetch` result lands in the session log.
 
 use std::net::SocketAddr;
-use std::process::{Command, Output, Stdio};
+use std::process::{Command, Output};
 use std::sync::{Arc, Mutex};
 
 use agent_lsp::session::event::EventBody;
@@ -155,16 +155,10 @@ impl Fixture {
     }
 
     fn command(&self, args: &[&str]) -> Command {
-        let mut command = Command::new(agent_tests::workspace_bin("agent-lsp"));
-        command
-            .env("AGENT_LSP_STATE_DIR", self.state.path())
-            .env("AGENT_LSP_CONFIG", self.state.path().join("config.toml"))
-            .env_remove("BRAVE_API_KEY")
-            .env_remove("DEEPSEEK_API_KEY")
-            .arg("--workspace")
-            .arg(self.workspace.path())
-            .args(args)
-            .stdin(Stdio::null());
+        let config = self.state.path().join("config.toml");
+        let mut command =
+            agent_tests::agent_lsp_command(self.state.path(), &config, self.workspace.path(), args);
+        command.env_remove("BRAVE_API_KEY");
         command
     }
 

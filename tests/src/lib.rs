@@ -28,6 +28,26 @@ pub fn workspace_bin(name: &str) -> PathBuf {
     path
 }
 
+/// `agent-lsp --workspace WORKSPACE ARGS…` isolated from the machine it runs on: its own state
+/// directory and configuration file, no API key from the environment, no stdin.
+pub fn agent_lsp_command(
+    state: &std::path::Path,
+    config: &std::path::Path,
+    workspace: &std::path::Path,
+    args: &[&str],
+) -> std::process::Command {
+    let mut command = std::process::Command::new(workspace_bin("agent-lsp"));
+    command
+        .env("AGENT_LSP_STATE_DIR", state)
+        .env("AGENT_LSP_CONFIG", config)
+        .env_remove("DEEPSEEK_API_KEY")
+        .arg("--workspace")
+        .arg(workspace)
+        .args(args)
+        .stdin(std::process::Stdio::null());
+    command
+}
+
 /// Check the wire-level pairing rule on a derived history: every assistant message with tool
 /// calls is followed directly by tool messages answering exactly those calls; only the last such
 /// message may still wait for some of its results, and then nothing but its results follow it.

@@ -106,14 +106,7 @@ pub fn run(store: &Store, args: RunArgs) -> anyhow::Result<ExitCode> {
                     header.preset
                 );
             }
-            let preset = match &header.preset_text {
-                Some(text) => Preset::parse(
-                    &header.preset,
-                    &format!("the preset recorded in session {id}"),
-                    text,
-                )?,
-                None => Preset::load(&header.preset)?,
-            };
+            let preset = Preset::of_session(header)?;
             (preset, Some(id))
         }
         None => (

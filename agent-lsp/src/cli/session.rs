@@ -127,14 +127,7 @@ fn compact(
         .header()
         .context("the session has no header")?
         .clone();
-    let preset = match &header.preset_text {
-        Some(text) => Preset::parse(
-            &header.preset,
-            &format!("the preset recorded in session {id}"),
-            text,
-        )?,
-        None => Preset::load(&header.preset)?,
-    };
+    let preset = Preset::of_session(&header)?;
     let provider_config =
         super::run::provider_config(&config, model, preset.file.model.name.as_deref())?;
     let provider = match provider_config {
