@@ -62,10 +62,18 @@ fn time(editor: &mut Editor, method: &str, params: &Value) -> Duration {
     elapsed
 }
 
+const STDLIB_USE: &str = "import asyncio\nimport json\nimport os.path\nimport pathlib\n\n\
+def load(path: pathlib.Path) -> dict:\n    with path.open() as handle:\n        return json.load(handle)\n\n\
+asyncio.\nos.path.\n";
+
 fn main() {
     let workspace = agent_tests::fixture("python");
     let root = workspace.path().canonicalize().unwrap();
     let main = root.join("main.py");
+    // Requests into the standard library's stubs, which pyright answers in milliseconds, as
+    // it does in real projects (the fixture's own symbols answer in a fraction of one).
+    let stdlib = root.join("stdlib_use.py");
+    std::fs::write(&stdlib, STDLIB_USE).unwrap();
     let state = tempfile::tempdir().unwrap();
 
     let mut proxied = {
@@ -78,12 +86,14 @@ fn main() {
         Editor::start(command)
     };
     ready(&mut proxied, &root, &main);
+    proxied.open(&stdlib, "python");
     let mut direct = {
         let mut command = Command::new(pyright());
         command.arg("--stdio").current_dir(&root);
         Editor::start(command)
     };
     ready(&mut direct, &root, &main);
+    direct.open(&stdlib, "python");
 
     let mut relayed = {
         let mut command = Command::new(built("byte-relay"));
@@ -91,19 +101,25 @@ fn main() {
         Editor::start(command)
     };
     ready(&mut relayed, &root, &main);
+    relayed.open(&stdlib, "python");
 
     let at = |line: u32, character: u32| json!({"textDocument": {"uri": url(&main)}, "position": {"line": line, "character": character}});
+    let std_at = |line: u32, character: u32| json!({"textDocument": {"uri": url(&stdlib)}, "position": {"line": line, "character": character}});
     let requests = [
-        ("textDocument/definition", at(2, 28)),
-        ("textDocument/hover", at(4, 14)),
+        ("definition", "textDocument/definition", at(2, 28)),
+        ("hover", "textDocument/hover", at(4, 14)),
         // After `eins.` on line 4 (0-based 3): member completion.
-        ("textDocument/completion", at(3, 12)),
+        ("completion", "textDocument/completion", at(3, 12)),
+        ("definition (stdlib `json.load`)", "textDocument/definition", std_at(7, 21)),
+        ("hover (stdlib `json.load`)", "textDocument/hover", std_at(7, 21)),
+        ("completion (`asyncio.`)", "textDocument/completion", std_at(9, 8)),
+        ("completion (`os.path.`)", "textDocument/completion", std_at(10, 8)),
     ];
     println!(
         "| method (pyright, python fixture) | through `agent-lsp serve` p50 / p95 ms | direct p50 / p95 ms | ratio p50 | ratio p95 | through `byte-relay` p50 / p95 ms | relay ratio p50 / p95 |"
     );
     println!("|---|---|---|---|---|---|---|");
-    for (method, params) in &requests {
+    for (label, method, params) in &requests {
         let (mut through, mut straight, mut relay) = (Vec::new(), Vec::new(), Vec::new());
         for _ in 0..ROUNDS {
             for _ in 0..PER_ROUND {
@@ -127,7 +143,7 @@ fn main() {
         );
         println!(
             "| {} | {} / {} | {} / {} | {:.2} | {:.2} | {} / {} | {:.2} / {:.2} |",
-            method.trim_start_matches("textDocument/"),
+            label,
             ms(t50),
             ms(t95),
             ms(d50),
