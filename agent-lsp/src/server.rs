@@ -481,45 +481,21 @@ impl Server {
                 let on_agent_runtime = method == "workspace/executeCommand";
                 let agent_runtime = shared.agent_runtime.clone();
                 let task = async move {
-                    if routing::is_plain(&method) && !shared.is_prompt_document(&params) {
-                        // One child answers: its result goes to the editor untouched.
-                        let reply = routing::forward_raw(&shared, &method, params, &cancel).await;
-                        shared.in_flight.lock().expect("in flight").remove(&key);
-                        match reply {
-                            Ok(result) => shared.respond_raw(&id, &result),
-                            Err(error) if cancel.is_cancelled() => shared.respond(
-                                id,
-                                Err((
-                                    codes::REQUEST_CANCELLED,
-                                    format!("`{method}` was cancelled: {}", error.1),
-                                )),
-                            ),
-                            Err(error) => shared.respond(id, Err(error)),
-                        }
-                        return;
-                    }
-                    let reply = match method.as_str() {
-                        "workspace/executeCommand" => {
-                            commands::execute(&shared, params, &cancel).await
-                        }
-                        "textDocument/codeAction" => {
-                            actions::code_actions(&shared, params, &cancel).await
-                        }
-                        "textDocument/completion" if shared.is_prompt_document(&params) => {
-                            actions::complete_mention(&shared, &params).await
-                        }
-                        _ => routing::forward_request(&shared, &method, params, &cancel).await,
-                    };
-                    let reply = if cancel.is_cancelled() && reply.is_err() {
-                        Err((
-                            codes::REQUEST_CANCELLED,
-                            format!("`{method}` was cancelled"),
-                        ))
-                    } else {
-                        reply
-                    };
+                    let handled =
+                        std::panic::AssertUnwindSafe(answer(&shared, &method, params, &cancel));
+                    let answer = guarded(&method, handled).await;
                     shared.in_flight.lock().expect("in flight").remove(&key);
-                    shared.respond(id, reply);
+                    match answer {
+                        Answer::Raw(result) => shared.respond_raw(&id, &result),
+                        Answer::Reply(Err(error)) if cancel.is_cancelled() => shared.respond(
+                            id,
+                            Err((
+                                codes::REQUEST_CANCELLED,
+                                format!("`{method}` was cancelled: {}", error.1),
+                            )),
+                        ),
+                        Answer::Reply(reply) => shared.respond(id, reply),
+                    }
                 }
                 .instrument(span);
                 if on_agent_runtime {
@@ -564,6 +540,63 @@ impl Server {
     }
 }
 
+/// What a request task answers: a child's result as it wrote it, or a reply of ours.
+enum Answer {
+    Raw(RawResult),
+    Reply(Reply),
+}
+
+/// Handle one editor request (anything but `initialize` and `shutdown`).
+async fn answer(
+    shared: &Arc<Shared>,
+    method: &str,
+    params: Value,
+    cancel: &CancellationToken,
+) -> Answer {
+    if routing::is_plain(method) && !shared.is_prompt_document(&params) {
+        // One child answers: its result goes to the editor untouched.
+        return match routing::forward_raw(shared, method, params, cancel).await {
+            Ok(result) => Answer::Raw(result),
+            Err(error) => Answer::Reply(Err(error)),
+        };
+    }
+    Answer::Reply(match method {
+        "workspace/executeCommand" => commands::execute(shared, params, cancel).await,
+        "textDocument/codeAction" => actions::code_actions(shared, params, cancel).await,
+        "textDocument/completion" if shared.is_prompt_document(&params) => {
+            actions::complete_mention(shared, &params).await
+        }
+        _ => routing::forward_request(shared, method, params, cancel).await,
+    })
+}
+
+/// Run a request handler so that a panic in it becomes an error reply: every request gets
+/// exactly one response, and the server goes on serving (tokio would otherwise end the task
+/// silently and leave the editor waiting).
+async fn guarded(
+    method: &str,
+    handler: impl std::future::Future<Output = Answer> + std::panic::UnwindSafe,
+) -> Answer {
+    use futures_util::FutureExt;
+    match handler.catch_unwind().await {
+        Ok(answer) => answer,
+        Err(panic) => {
+            let what = panic
+                .downcast_ref::<&str>()
+                .map(|text| (*text).to_owned())
+                .or_else(|| panic.downcast_ref::<String>().cloned())
+                .unwrap_or_else(|| "no message".to_owned());
+            tracing::error!(method, "request handler panicked: {what}");
+            Answer::Reply(Err((
+                codes::INTERNAL_ERROR,
+                format!(
+                    "agent-lsp failed while handling `{method}` ({what}); this is a bug, please report it with the log"
+                ),
+            )))
+        }
+    }
+}
+
 /// Ask every child for UTF-16 only, so positions need no conversion between editor and child.
 pub(crate) fn editor_bridge_config(config: &Config) -> anyhow::Result<lsp_bridge::BridgeConfig> {
     let mut bridge = config.bridge_config()?;
@@ -571,4 +604,27 @@ pub(crate) fn editor_bridge_config(config: &Config) -> anyhow::Result<lsp_bridge
         server.position_encodings = vec![PositionEncoding::Utf16];
     }
     Ok(bridge)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn a_panicking_handler_becomes_an_internal_error_reply() {
+        let answer = guarded("textDocument/hover", async {
+            panic!("index out of bounds");
+        })
+        .await;
+        match answer {
+            Answer::Reply(Err((code, message))) => {
+                assert_eq!(code, codes::INTERNAL_ERROR);
+                assert!(message.contains("`textDocument/hover`"), "{message}");
+                assert!(message.contains("index out of bounds"), "{message}");
+            }
+            _ => panic!("expected an error reply"),
+        }
+        let fine = guarded("x", async { Answer::Reply(Ok(Value::Null)) }).await;
+        assert!(matches!(fine, Answer::Reply(Ok(Value::Null))));
+    }
 }
