@@ -805,3 +805,34 @@ async fn context_rollback(shared: &Arc<Shared>, argument: &Value) -> Reply {
     })
     .await
 }
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeSet;
+
+    use super::COMMANDS;
+    use crate::server::actions::KINDS;
+
+    const EXTENSIONS_DOC: &str = include_str!("../../../docs/lsp-extensions.md");
+
+    /// The first backticked name of each table row between the headings `from` and `to`.
+    fn table_names(from: &str, to: &str) -> BTreeSet<&'static str> {
+        let start = EXTENSIONS_DOC.find(from).expect("section") + from.len();
+        let end = start + EXTENSIONS_DOC[start..].find(to).expect("next section");
+        EXTENSIONS_DOC[start..end]
+            .lines()
+            .filter_map(|line| line.strip_prefix("| `"))
+            .filter_map(|rest| rest.split('`').next())
+            .collect()
+    }
+
+    /// Tidy: docs/lsp-extensions.md documents exactly the commands and code action kinds the
+    /// server announces, so plugin authors can trust it.
+    #[test]
+    fn the_extensions_doc_lists_exactly_the_commands_and_action_kinds() {
+        let commands: BTreeSet<&str> = COMMANDS.into_iter().collect();
+        assert_eq!(table_names("## Commands", "## Code actions"), commands);
+        let kinds: BTreeSet<&str> = KINDS.into_iter().collect();
+        assert_eq!(table_names("## Code actions", "## Prompt documents"), kinds);
+    }
+}
