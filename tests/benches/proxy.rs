@@ -110,10 +110,26 @@ fn main() {
         ("hover", "textDocument/hover", at(4, 14)),
         // After `eins.` on line 4 (0-based 3): member completion.
         ("completion", "textDocument/completion", at(3, 12)),
-        ("definition (stdlib `json.load`)", "textDocument/definition", std_at(7, 21)),
-        ("hover (stdlib `json.load`)", "textDocument/hover", std_at(7, 21)),
-        ("completion (`asyncio.`)", "textDocument/completion", std_at(9, 8)),
-        ("completion (`os.path.`)", "textDocument/completion", std_at(10, 8)),
+        (
+            "definition (stdlib `json.load`)",
+            "textDocument/definition",
+            std_at(7, 21),
+        ),
+        (
+            "hover (stdlib `json.load`)",
+            "textDocument/hover",
+            std_at(7, 21),
+        ),
+        (
+            "completion (`asyncio.`)",
+            "textDocument/completion",
+            std_at(9, 8),
+        ),
+        (
+            "completion (`os.path.`)",
+            "textDocument/completion",
+            std_at(10, 8),
+        ),
     ];
     println!(
         "| method (pyright, python fixture) | through `agent-lsp serve` p50 / p95 ms | direct p50 / p95 ms | ratio p50 | ratio p95 | through `byte-relay` p50 / p95 ms | relay ratio p50 / p95 |"

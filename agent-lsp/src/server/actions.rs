@@ -118,16 +118,9 @@ pub(super) async fn complete_mention(shared: &Arc<Shared>, params: &Value) -> Re
     if shared.files.get().is_none() {
         return empty();
     }
-    let Some(uri) = params["textDocument"]["uri"]
-        .as_str()
-        .and_then(|uri| lsp_bridge::lsp_types::Url::parse(uri).ok())
-    else {
-        return empty();
-    };
-    let text = match shared.documents().snapshot(&uri) {
-        Some(snapshot) => snapshot.text,
-        None => std::fs::read_to_string(&path).unwrap_or_default(),
-    };
+    let text = super::buffers::EditorBuffers::new(shared)
+        .text_or_disk(&path)
+        .unwrap_or_default();
     let (Some(line), Some(character)) = (
         params["position"]["line"].as_u64(),
         params["position"]["character"].as_u64(),

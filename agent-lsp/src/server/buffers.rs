@@ -36,6 +36,16 @@ impl EditorBuffers {
     }
 }
 
+impl EditorBuffers {
+    /// The editor's text of `path` when it has the file open, else the disk's.
+    pub(crate) fn text_or_disk(&self, path: &Path) -> std::io::Result<String> {
+        match self.text(path) {
+            Some(text) => Ok(text),
+            None => std::fs::read_to_string(path),
+        }
+    }
+}
+
 impl Buffers for EditorBuffers {
     fn text(&self, path: &Path) -> Option<String> {
         let shared = self.shared.upgrade()?;

@@ -177,30 +177,85 @@ fn start_file_index(shared: &Arc<Shared>, root: &std::path::Path) {
     }
 }
 
-/// Server capabilities and the methods they stand for, for dynamic registration.
-const REGISTRABLE: [(&str, &str); 16] = [
-    ("hoverProvider", "textDocument/hover"),
-    ("definitionProvider", "textDocument/definition"),
-    ("declarationProvider", "textDocument/declaration"),
-    ("typeDefinitionProvider", "textDocument/typeDefinition"),
-    ("implementationProvider", "textDocument/implementation"),
-    ("referencesProvider", "textDocument/references"),
+/// Server capabilities, the methods they stand for, and where the client says it can register
+/// them dynamically.
+const REGISTRABLE: [(&str, &str, &str); 16] = [
+    ("hoverProvider", "textDocument/hover", "/textDocument/hover"),
+    (
+        "definitionProvider",
+        "textDocument/definition",
+        "/textDocument/definition",
+    ),
+    (
+        "declarationProvider",
+        "textDocument/declaration",
+        "/textDocument/declaration",
+    ),
+    (
+        "typeDefinitionProvider",
+        "textDocument/typeDefinition",
+        "/textDocument/typeDefinition",
+    ),
+    (
+        "implementationProvider",
+        "textDocument/implementation",
+        "/textDocument/implementation",
+    ),
+    (
+        "referencesProvider",
+        "textDocument/references",
+        "/textDocument/references",
+    ),
     (
         "documentHighlightProvider",
         "textDocument/documentHighlight",
+        "/textDocument/documentHighlight",
     ),
-    ("documentSymbolProvider", "textDocument/documentSymbol"),
-    ("signatureHelpProvider", "textDocument/signatureHelp"),
-    ("renameProvider", "textDocument/rename"),
-    ("documentFormattingProvider", "textDocument/formatting"),
+    (
+        "documentSymbolProvider",
+        "textDocument/documentSymbol",
+        "/textDocument/documentSymbol",
+    ),
+    (
+        "signatureHelpProvider",
+        "textDocument/signatureHelp",
+        "/textDocument/signatureHelp",
+    ),
+    (
+        "renameProvider",
+        "textDocument/rename",
+        "/textDocument/rename",
+    ),
+    (
+        "documentFormattingProvider",
+        "textDocument/formatting",
+        "/textDocument/formatting",
+    ),
     (
         "documentRangeFormattingProvider",
         "textDocument/rangeFormatting",
+        "/textDocument/rangeFormatting",
     ),
-    ("foldingRangeProvider", "textDocument/foldingRange"),
-    ("callHierarchyProvider", "textDocument/prepareCallHierarchy"),
-    ("inlayHintProvider", "textDocument/inlayHint"),
-    ("workspaceSymbolProvider", "workspace/symbol"),
+    (
+        "foldingRangeProvider",
+        "textDocument/foldingRange",
+        "/textDocument/foldingRange",
+    ),
+    (
+        "callHierarchyProvider",
+        "textDocument/prepareCallHierarchy",
+        "/textDocument/callHierarchy",
+    ),
+    (
+        "inlayHintProvider",
+        "textDocument/inlayHint",
+        "/textDocument/inlayHint",
+    ),
+    (
+        "workspaceSymbolProvider",
+        "workspace/symbol",
+        "/workspace/symbol",
+    ),
 ];
 
 /// A child that started after `initialize` answered (a slow server, or the first file of a new
@@ -216,26 +271,12 @@ fn register_late(shared: &Arc<Shared>, child: &Arc<lsp_bridge::Child>) {
             // Still initializing: this child's capabilities go into the initialize answer.
             return;
         }
-        for (capability, method) in REGISTRABLE {
+        for (capability, method, client) in REGISTRABLE {
             let offered = &capabilities[capability];
             if offered.is_null() || *offered == json!(false) || announced.contains(capability) {
                 continue;
             }
-            let family = method
-                .trim_start_matches("textDocument/")
-                .trim_start_matches("workspace/");
-            let pointer = if method.starts_with("workspace/") {
-                format!("/workspace/{family}/dynamicRegistration")
-            } else {
-                format!(
-                    "/textDocument/{}/dynamicRegistration",
-                    match family {
-                        "prepareCallHierarchy" => "callHierarchy",
-                        other => other,
-                    }
-                )
-            };
-            if !shared.client_supports(&pointer) {
+            if !shared.client_supports(&format!("{client}/dynamicRegistration")) {
                 continue;
             }
             let mut options = match offered {

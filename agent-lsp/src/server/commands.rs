@@ -170,15 +170,14 @@ fn position_of(value: &Value) -> Result<(usize, u32), (i64, String)> {
 
 /// The editor's text of `path` (unsaved changes included), else the disk's.
 fn current_text(shared: &Arc<Shared>, path: &Path) -> Result<String, (i64, String)> {
-    if let Some(text) = EditorBuffers::new(shared).text(path) {
-        return Ok(text);
-    }
-    std::fs::read_to_string(path).map_err(|error| {
-        (
-            REQUEST_FAILED,
-            format!("cannot read {}: {error}", path.display()),
-        )
-    })
+    EditorBuffers::new(shared)
+        .text_or_disk(path)
+        .map_err(|error| {
+            (
+                REQUEST_FAILED,
+                format!("cannot read {}: {error}", path.display()),
+            )
+        })
 }
 
 /// `@path` for a workspace file, as the model is told to read it.
@@ -349,12 +348,7 @@ async fn ask_in_chat(
     title: &str,
     cancel: &CancellationToken,
 ) -> Reply {
-    if shared.host.is_running() {
-        return Err((
-            REQUEST_FAILED,
-            "a turn is already running; wait for it or cancel it (agent.cancel)".into(),
-        ));
-    }
+    shared.host.ensure_idle()?;
     let path = chat_document(shared).await?;
     let insert_at = append_prompt(shared, &path, &prompt).await?;
     let request = TurnRequest {
@@ -414,12 +408,7 @@ async fn send(shared: &Arc<Shared>, argument: &Value, cancel: &CancellationToken
             ),
         ));
     }
-    if shared.host.is_running() {
-        return Err((
-            REQUEST_FAILED,
-            "a turn is already running; wait for it or cancel it (agent.cancel)".into(),
-        ));
-    }
+    shared.host.ensure_idle()?;
     let text = current_text(shared, &path)?;
     let (line, _) = match argument.get("position") {
         Some(position) => position_of(position)?,

@@ -135,6 +135,16 @@ impl Host {
         self.running.lock().expect("running turn").is_some()
     }
 
+    /// Refuse to start anything that needs the session while a turn runs (commands check this
+    /// before they touch a document, so a refused command changes nothing).
+    pub(crate) fn ensure_idle(&self) -> Result<(), (i64, String)> {
+        if self.is_running() {
+            Err(turn_running())
+        } else {
+            Ok(())
+        }
+    }
+
     /// Stop the running turn, if any. Returns whether there was one.
     pub(crate) fn cancel(&self) -> bool {
         match &*self.running.lock().expect("running turn") {
@@ -229,40 +239,28 @@ impl Host {
             .store()?
             .create_session(&preset, Durability::Sync)
             .map_err(internal)?;
+        let editor_key = options
+            .api_key
+            .as_deref()
+            .map(str::trim)
+            .filter(|key| !key.is_empty());
+        // A key from the editor alone is enough: it is for the default endpoint unless a base
+        // URL is configured (which is what makes `provider_config` see a configured model).
+        let base_url = options.base_url.clone().or_else(|| {
+            (editor_key.is_some() && shared.config.provider.base_url.is_none())
+                .then(|| crate::llm::provider::ProviderConfig::default().base_url)
+        });
         let args = ModelArgs {
-            base_url: options.base_url.clone(),
+            base_url,
             model: options.model.clone(),
         };
         let provider = provider_config(&shared.config, &args, preset.file.model.name.as_deref())
             .map_err(internal)?
             .map(|mut config| {
-                if let Some(key) = options.api_key.clone().filter(|key| !key.trim().is_empty()) {
-                    config.api_key = Some(key.trim().to_owned());
+                if let Some(key) = editor_key {
+                    config.api_key = Some(key.to_owned());
                 }
                 config
-            })
-            .or_else(|| {
-                // A key from the editor alone is enough for the default endpoint.
-                let key = options
-                    .api_key
-                    .clone()
-                    .filter(|key| !key.trim().is_empty())?;
-                let mut config = provider_config(
-                    &shared.config,
-                    &ModelArgs {
-                        base_url: Some(
-                            options
-                                .base_url
-                                .clone()
-                                .unwrap_or_else(|| "https://api.deepseek.com".into()),
-                        ),
-                        model: options.model.clone(),
-                    },
-                    preset.file.model.name.as_deref(),
-                )
-                .ok()??;
-                config.api_key = Some(key.trim().to_owned());
-                Some(config)
             })
             .map(Provider::new)
             .transpose()
@@ -291,10 +289,7 @@ impl Host {
         {
             let mut running = self.running.lock().expect("running turn");
             if running.is_some() {
-                return Err((
-                    REQUEST_FAILED,
-                    "a turn is already running; wait for it or cancel it (agent.cancel)".into(),
-                ));
+                return Err(turn_running());
             }
             *running = Some(Running {
                 cancel: cancel.clone(),
@@ -433,6 +428,13 @@ impl Host {
         );
         Ok(json!({"compacted": committed, "message": message, "session": state.session.id()}))
     }
+}
+
+fn turn_running() -> (i64, String) {
+    (
+        REQUEST_FAILED,
+        "a turn is already running; wait for it or cancel it (agent.cancel)".into(),
+    )
 }
 
 fn internal(error: anyhow::Error) -> (i64, String) {
@@ -608,7 +610,6 @@ impl TurnUi for HostUi {
 /// again before every batch, so the programmer may edit elsewhere in the document meanwhile; if
 /// the answer itself was edited, streaming stops there (the full answer is in the session).
 struct AnswerWriter {
-    shared: Arc<Shared>,
     buffers: EditorBuffers,
     target: AnswerTarget,
     heading: String,
@@ -624,7 +625,6 @@ impl AnswerWriter {
         let buffers = EditorBuffers::new(shared);
         let open = buffers.text(&target.path).is_some();
         AnswerWriter {
-            shared: shared.clone(),
             buffers,
             target,
             heading: answer_heading(turn),
@@ -751,7 +751,6 @@ impl AnswerWriter {
         }
         self.insert(&closing).await?;
         self.written.push_str(&closing);
-        let _ = &self.shared;
         Ok(())
     }
 }
