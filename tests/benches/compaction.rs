@@ -1,7 +1,7 @@
 //! The cache-stability run (issue 8): a scripted 150-step session (5 turns of 30 steps) through
 //! the library's agent loop against the loopback model endpoint's prefix-cache simulation, with
 //! a tool call and thinking on every step, the runtime context changing (the git branch moves
-//! every 20 steps), old oversized results pruned, and several compactions (soft 0.6, hard 0.8,
+//! every 20 steps), old oversized results pruned, and several compactions (soft 0.7, hard 0.8,
 //! keep the last 4 steps). Each workload runs once with background checkpoints and once
 //! without; the bench prints one Markdown table for BENCHMARKS.md.
 //!

@@ -10,7 +10,7 @@ use agent_lsp::llm::wire;
 use agent_lsp::session::History;
 use agent_lsp::session::event::{Event, EventBody, SurfaceOp};
 use agent_tests::compaction_harness::{
-    Harness, Script, is_summary_body, is_summary_request, preset, push_responders,
+    Harness, Next, Script, is_summary_body, is_summary_request, preset, push_responders,
 };
 use agent_tests::model_endpoint::{EndpointConfig, ModelEndpoint, Reply, Rule};
 use serde_json::Value;
@@ -188,6 +188,25 @@ async fn compaction_past_the_soft_and_hard_marks_commits_a_background_checkpoint
     assert!(message.text.contains("read-1 read"), "{}", message.text);
     assert!(message.text.contains("## Critical Context"));
 
+    // The candidate folded everything the surface held when it started (the steps expected
+    // before the hard mark were more than `keep_recent_steps`), so what stays verbatim after the
+    // checkpoint is exactly the steps made until the commit, and they are at least 2.
+    let at_start = history.prefix(start_seq - 1).unwrap();
+    assert_eq!(
+        at_start.surface().entries().last().unwrap().seq,
+        start.end,
+        "the candidate kept recent steps out of its range"
+    );
+    let at_commit = history.prefix(checkpoint.seq).unwrap();
+    let tail = steps_after_checkpoint(&at_commit);
+    assert!(tail >= 2, "only {tail} steps kept after the checkpoint");
+    let made_since_start = events
+        .iter()
+        .filter(|event| event.seq > start_seq && event.seq < checkpoint.seq)
+        .filter(|event| matches!(event.body, EventBody::AssistantMessage(_)))
+        .count();
+    assert_eq!(tail, made_since_start);
+
     // The loop went on after the commit, with the checkpoint first in the history.
     let mains = main_bodies(&endpoint);
     let last = mains.last().unwrap();
@@ -221,6 +240,98 @@ async fn compaction_past_the_soft_and_hard_marks_commits_a_background_checkpoint
     assert_summaries_replay_the_prefix(&endpoint);
     assert_main_requests_replay(&history, &endpoint);
     agent_tests::assert_tool_pairing(history.clone().derive_messages());
+}
+
+/// Distinct model steps on the surface after its first entry, the checkpoint.
+fn steps_after_checkpoint(history: &History) -> usize {
+    let entries = history.surface().entries();
+    assert!(matches!(
+        &history.event(entries[0].seq).unwrap().body,
+        EventBody::UserMessage(message) if message.origin == "compaction"
+    ));
+    let mut steps = entries[1..]
+        .iter()
+        .map(|entry| {
+            let event = history.event(entry.seq).unwrap();
+            (event.turn, event.step)
+        })
+        .collect::<Vec<_>>();
+    steps.dedup();
+    steps.len()
+}
+
+#[tokio::test]
+async fn a_candidate_that_would_keep_too_few_recent_steps_is_discarded_for_a_synchronous_compaction()
+ {
+    // A roomy gap between the marks: the candidate expects more than 3 steps before the hard
+    // mark and folds everything. Then one huge result jumps to the hard mark a step later.
+    let endpoint = endpoint(None);
+    let script = Arc::new(Mutex::new(Script::new(FILES, 24)));
+    let summary_seen = Arc::new(Mutex::new(false));
+    for _ in 0..40 {
+        let script = script.clone();
+        let summary_seen = summary_seen.clone();
+        endpoint.push(Reply::from_fn(move |request| {
+            let mut script = script.lock().unwrap();
+            let mut seen = summary_seen.lock().unwrap();
+            if is_summary_request(request) {
+                *seen = true;
+            } else if *seen && script.summary_requests == 1 && script.queued.is_empty() {
+                // The first main request after the candidate's summary call arrived.
+                script.queued.push(Next::ReadPath("big.txt".into()));
+                *seen = false;
+            }
+            script.reply(request)
+        }));
+    }
+    let preset = preset(
+        10_000,
+        "soft_ratio = 0.4\nhard_ratio = 0.75\nkeep_recent_steps = 3\nbackground = true",
+        "",
+    );
+    let mut harness = Harness::new(&endpoint, preset, FILES, FILE_BYTES);
+    let big = (0..400)
+        .map(|line| format!("big line {line}: one two three four five six\n"))
+        .collect::<String>();
+    std::fs::write(harness.workspace.path().join("big.txt"), big).unwrap();
+
+    let outcome = harness.turn("Read every file and report.").await;
+    assert!(
+        matches!(outcome, TurnOutcome::Answered { .. }),
+        "{outcome:?}"
+    );
+    endpoint.assert_no_violations();
+
+    let history = harness.store().load(harness.session.id()).unwrap();
+    let events = history.events();
+    let discarded = ends(events, "discarded");
+    assert_eq!(discarded.len(), 1, "{events:#?}");
+    let EventBody::CompactionEnd(end) = &discarded[0].body else {
+        unreachable!()
+    };
+    assert_eq!(
+        end.reason.as_deref(),
+        Some("committing it now would keep fewer than the last 3 steps")
+    );
+    // The synchronous compaction right after it folds a range that keeps the last 3 steps.
+    let starts = events
+        .iter()
+        .filter_map(|event| match &event.body {
+            EventBody::CompactionStart(start) => Some(start.trigger.as_str()),
+            _ => None,
+        })
+        .collect::<Vec<_>>();
+    assert_eq!(starts[..2], ["background", "pre_step"]);
+    let checkpoint = checkpoints(events)[0];
+    let at_commit = history.prefix(checkpoint.seq).unwrap();
+    assert_eq!(steps_after_checkpoint(&at_commit), 3);
+    assert_main_requests_replay(&history, &endpoint);
+    let stats = harness.agent.compaction_stats();
+    assert_eq!(
+        (stats.discarded, stats.committed >= 1),
+        (1, true),
+        "{stats:?}"
+    );
 }
 
 #[tokio::test]

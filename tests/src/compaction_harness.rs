@@ -48,6 +48,8 @@ pub fn preset(context_window: u64, compaction: &str, extra: &str) -> Preset {
 pub enum Next {
     /// Read `src/file{n}.txt` (n = step number modulo the number of files).
     Read,
+    /// Read this workspace path.
+    ReadPath(String),
     /// Call `recall_history` with these arguments.
     Recall(String),
     /// Answer and end the turn.
@@ -148,6 +150,13 @@ impl Script {
                 )
                 .into()
             }
+            Next::ReadPath(path) => turn
+                .tool_call_with_id(
+                    format!("read-{n}"),
+                    "read",
+                    serde_json::json!({ "path": path }).to_string(),
+                )
+                .into(),
             Next::Recall(arguments) => turn
                 .tool_call_with_id(format!("recall-{n}"), "recall_history", arguments)
                 .into(),

@@ -6,8 +6,11 @@
 //!   prompt sizes, against the preset's `model.context_window`.
 //! - At the soft mark a candidate summary is prepared off the main path: `compaction/start` is
 //!   appended (the lock), and the summary call runs on a spawned task while the loop goes on.
+//!   Its range reserves only the recent steps that the steps expected before the hard mark will
+//!   not provide, so a commit re-sends no more than a synchronous compaction would.
 //! - At the hard mark the candidate is committed if the surface still holds exactly the entries
-//!   it was built from (a context edit or a rollback in between makes it stale: it is discarded);
+//!   it was built from (a context edit or a rollback in between makes it stale: it is discarded)
+//!   and at least `keep_recent_steps` steps followed its range (else it is discarded too);
 //!   with no valid candidate the compaction runs synchronously and the step waits for it.
 //! - A commit appends `compaction/summary`, the checkpoint `user/message` (`surface_op: replace`,
 //!   `source_event_seqs = [start, summary, shadowed…]`) and `compaction/end`. Any failure appends
@@ -25,7 +28,9 @@ use futures_util::future::BoxFuture;
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
-use super::range::{SurfaceRange, region_of, select_compactable_range};
+use super::range::{
+    SurfaceRange, recent_steps_start, region_of, select_compactable_range, steps_in,
+};
 use super::summary::{Summarizer, Summary, build_summary_input, frame_checkpoint};
 use super::{
     CompactionContext, CompactionEngine, CompactionOutcome, CompactionReport, CompactionSettings,
@@ -485,15 +490,15 @@ impl BasicCompactionEngine {
         false
     }
 
-    /// Start a background candidate for the compactable range.
+    /// Start a background candidate for the compactable range; `tokens` is the pressure now.
     fn start_candidate(
         &mut self,
         session: &mut Session,
         ctx: &CompactionContext,
+        tokens: u64,
     ) -> anyhow::Result<CompactionOutcome> {
-        let Some(range) =
-            select_compactable_range(session.history(), self.settings.keep_recent_steps)
-        else {
+        let keep = self.candidate_keep(session, ctx, tokens);
+        let Some(range) = select_compactable_range(session.history(), keep) else {
             return Ok(CompactionOutcome::NotNeeded);
         };
         let (begun, input) = self.begin(session, ctx, Trigger::Background, range)?;
@@ -507,6 +512,52 @@ impl BasicCompactionEngine {
             cancel,
         });
         Ok(CompactionOutcome::CandidateStarted { compaction_id })
+    }
+
+    /// How many recent steps a candidate started now leaves out of its range.
+    ///
+    /// The candidate is committed at the hard mark, and every step made until then stays
+    /// verbatim after its checkpoint. Reserving `keep_recent_steps` on top of those would keep
+    /// more than the preset asks for, and each extra kept step is sent again uncached right
+    /// after the commit: background checkpoints lost twice the cache share of synchronous ones
+    /// to that. So the candidate reserves only the part of `keep_recent_steps` that the steps
+    /// expected before the hard mark (the pressure left divided by the average recent step)
+    /// will not provide; the commit checks the tail actually made
+    /// ([`BasicCompactionEngine::tail_is_long_enough`]).
+    fn candidate_keep(
+        &mut self,
+        session: &mut Session,
+        ctx: &CompactionContext,
+        tokens: u64,
+    ) -> u32 {
+        let keep = self.settings.keep_recent_steps;
+        let (_, hard) = self.marks(ctx);
+        let history = session.history();
+        let from = recent_steps_start(history, keep.max(1));
+        let steps = steps_in(history, from);
+        if steps == 0 {
+            return keep;
+        }
+        let recent: u64 = session.derive_messages()[from..]
+            .iter()
+            .map(estimate_message)
+            .sum();
+        let per_step = (self.state().meter.calibrated(recent) / u64::from(steps)).max(1);
+        let expected = hard.saturating_sub(tokens) / per_step;
+        keep.saturating_sub(u32::try_from(expected).unwrap_or(u32::MAX))
+    }
+
+    /// Whether committing `begun` now leaves at least `keep_recent_steps` steps verbatim after
+    /// its checkpoint (a candidate reserved fewer, expecting the steps until the hard mark).
+    fn tail_is_long_enough(&self, history: &History, begun: &Begun) -> bool {
+        let entries = history.surface().entries();
+        let Some(last) = entries
+            .iter()
+            .position(|entry| entry.seq == begun.range.end_seq)
+        else {
+            return false;
+        };
+        steps_in(history, last + 1) >= self.settings.keep_recent_steps
     }
 
     /// Commit the candidate if there is a valid one, else compact synchronously.
@@ -529,11 +580,23 @@ impl BasicCompactionEngine {
                     Err(anyhow::anyhow!("the turn was cancelled while waiting for the summary"))
                 }
             };
-            let outcome = self.finish(session, ctx, begun, summary, true)?;
-            match &outcome {
-                CompactionOutcome::Committed(_) => return Ok(outcome),
-                _ if ctx.cancel.is_cancelled() => return Ok(outcome),
-                _ => {}
+            if summary.is_ok() && !self.tail_is_long_enough(session.history(), &begun) {
+                // The hard mark came sooner than the recent steps promised; folding now would
+                // keep fewer steps than the preset asks for. A synchronous compaction picks a
+                // range that keeps them.
+                self.stats.discarded += 1;
+                let reason = format!(
+                    "committing it now would keep fewer than the last {} steps",
+                    self.settings.keep_recent_steps
+                );
+                self.fail(session, ctx, &begun, "discarded", reason)?;
+            } else {
+                let outcome = self.finish(session, ctx, begun, summary, true)?;
+                match &outcome {
+                    CompactionOutcome::Committed(_) => return Ok(outcome),
+                    _ if ctx.cancel.is_cancelled() => return Ok(outcome),
+                    _ => {}
+                }
             }
         }
         let Some(range) =
@@ -600,7 +663,7 @@ impl CompactionEngine for BasicCompactionEngine {
                 return outcome;
             }
             if tokens >= soft && self.settings.background && self.state().candidate.is_none() {
-                return self.start_candidate(session, ctx);
+                return self.start_candidate(session, ctx, tokens);
             }
             Ok(CompactionOutcome::NotNeeded)
         })

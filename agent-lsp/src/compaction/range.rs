@@ -53,6 +53,22 @@ pub fn recent_steps_start(history: &History, keep: u32) -> usize {
     0
 }
 
+/// How many distinct model steps (`(turn, step)` pairs) the surface entries from position
+/// `from` on belong to.
+pub fn steps_in(history: &History, from: usize) -> u32 {
+    let entries = history.surface().entries();
+    let mut seen: Vec<(u32, u32)> = Vec::new();
+    for entry in entries.iter().skip(from) {
+        if let Some(event) = history.event(entry.seq) {
+            let key = (event.turn, event.step);
+            if !seen.contains(&key) {
+                seen.push(key);
+            }
+        }
+    }
+    seen.len() as u32
+}
+
 /// The range a compaction should fold: from the start of the surface up to the recent steps,
 /// ending at a clean cut. `None` when that leaves fewer than two entries, or only a checkpoint
 /// (folding a lone summary again cannot shrink anything).
