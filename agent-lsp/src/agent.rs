@@ -319,10 +319,19 @@ impl Agent {
             let (request, completion) = loop {
                 let request = build_request(session, &assembled, &model, &self.params, turn, step)?;
                 session.flush()?;
+                let compaction = &mut self.compaction;
                 let streamed = self
                     .provider
-                    .stream(&request, cancel, |delta| ui.delta(&delta))
+                    .stream(&request, cancel, |delta| {
+                        if let Some(engine) = compaction.as_mut() {
+                            engine.loop_request_sent();
+                        }
+                        ui.delta(&delta);
+                    })
                     .await;
+                if let Some(engine) = self.compaction.as_mut() {
+                    engine.loop_request_sent();
+                }
                 let error = match streamed {
                     Ok(completion) => break (request, completion),
                     Err(error) => error,

@@ -314,6 +314,12 @@ pub trait CompactionEngine: Send {
         end: u64,
     ) -> BoxFuture<'a, anyhow::Result<CompactionOutcome>>;
 
+    /// The loop's request of this step has reached the provider (its first answer byte came,
+    /// or it ended). An engine that prepares summaries in the background sends a candidate's
+    /// summary call only after this: the call replays the prefix that request just put in the
+    /// provider's cache, and the step the user waits for goes first.
+    fn loop_request_sent(&mut self) {}
+
     fn stats(&self) -> CompactionStats {
         CompactionStats::default()
     }

@@ -25,6 +25,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use futures_util::future::BoxFuture;
+use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
@@ -73,6 +74,16 @@ struct Candidate {
     begun: Begun,
     handle: JoinHandle<anyhow::Result<Summary>>,
     cancel: CancellationToken,
+    /// Lets the summary call go out; see [`CompactionEngine::loop_request_sent`].
+    release: Option<oneshot::Sender<()>>,
+}
+
+impl Candidate {
+    fn release(&mut self) {
+        if let Some(release) = self.release.take() {
+            let _ = release.send(());
+        }
+    }
 }
 
 /// A compaction whose `compaction/start` is in the log.
@@ -503,13 +514,20 @@ impl BasicCompactionEngine {
         };
         let (begun, input) = self.begin(session, ctx, Trigger::Background, range)?;
         let cancel = CancellationToken::new();
-        let handle = tokio::spawn(self.summarizer.summarize(input, cancel.clone()));
+        let (release, released) = oneshot::channel();
+        let summary = self.summarizer.summarize(input, cancel.clone());
+        let handle = tokio::spawn(async move {
+            // A dropped sender (the candidate went away) lets it go too; `cancel` stops it then.
+            let _ = released.await;
+            summary.await
+        });
         let compaction_id = begun.compaction_id.clone();
         self.stats.candidates_started += 1;
         self.state().candidate = Some(Candidate {
             begun,
             handle,
             cancel,
+            release: Some(release),
         });
         Ok(CompactionOutcome::CandidateStarted { compaction_id })
     }
@@ -567,11 +585,13 @@ impl BasicCompactionEngine {
         ctx: &CompactionContext,
         trigger: Trigger,
     ) -> anyhow::Result<CompactionOutcome> {
-        if let Some(candidate) = self.state().candidate.take() {
+        if let Some(mut candidate) = self.state().candidate.take() {
+            candidate.release();
             let Candidate {
                 begun,
                 handle,
                 cancel,
+                ..
             } = candidate;
             let summary = tokio::select! {
                 joined = handle => joined.unwrap_or_else(|error| Err(anyhow::anyhow!("the summary task failed: {error}"))),
@@ -667,6 +687,16 @@ impl CompactionEngine for BasicCompactionEngine {
             }
             Ok(CompactionOutcome::NotNeeded)
         })
+    }
+
+    fn loop_request_sent(&mut self) {
+        if let Some(candidate) = self
+            .state
+            .as_mut()
+            .and_then(|state| state.candidate.as_mut())
+        {
+            candidate.release();
+        }
     }
 
     fn compact_now<'a>(
