@@ -181,7 +181,8 @@ impl Shared {
         let bridge = self.bridge.get().ok_or(lsp_bridge::Error::NotReady {
             server: "agent-lsp".into(),
         })?;
-        let child = bridge.child_for(path).await?;
+        // Boxed: starting a child is a large future, and this runs inside every request's task.
+        let child = Box::pin(bridge.child_for(path)).await?;
         self.routes
             .lock()
             .expect("routes")
@@ -560,13 +561,16 @@ async fn answer(
             Err(error) => Answer::Reply(Err(error)),
         };
     }
+    // The rest are boxed: the task of every request is as large as this future, and the
+    // commands' futures (agent turns) are kilobytes that the forwarded requests, the hot path,
+    // would otherwise allocate and copy on each spawn.
     Answer::Reply(match method {
-        "workspace/executeCommand" => commands::execute(shared, params, cancel).await,
-        "textDocument/codeAction" => actions::code_actions(shared, params, cancel).await,
+        "workspace/executeCommand" => Box::pin(commands::execute(shared, params, cancel)).await,
+        "textDocument/codeAction" => Box::pin(actions::code_actions(shared, params, cancel)).await,
         "textDocument/completion" if shared.is_prompt_document(&params) => {
-            actions::complete_mention(shared, &params).await
+            Box::pin(actions::complete_mention(shared, &params)).await
         }
-        _ => routing::forward_request(shared, method, params, cancel).await,
+        _ => Box::pin(routing::forward_request(shared, method, params, cancel)).await,
     })
 }
 

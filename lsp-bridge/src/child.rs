@@ -499,7 +499,7 @@ impl Child {
         loop {
             let span = tracing::debug_span!("request", server = %self.config.name, method, attempt);
             let outcome = self
-                .request_once(method, params.clone(), deadline, timeout, cancel)
+                .request_once(method, &params, deadline, timeout, cancel)
                 .instrument(span)
                 .await;
             match outcome {
@@ -523,7 +523,7 @@ impl Child {
     async fn request_once(
         &self,
         method: &str,
-        params: Value,
+        params: &Value,
         deadline: Instant,
         timeout: Duration,
         cancel: &CancellationToken,

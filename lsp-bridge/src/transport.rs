@@ -214,7 +214,7 @@ impl Transport {
     pub(crate) fn send_request(
         &self,
         method: &str,
-        params: Value,
+        params: &Value,
     ) -> Result<(i64, oneshot::Receiver<Result<RawResult>>)> {
         let id = self.shared.next_id.fetch_add(1, Ordering::Relaxed);
         let (reply, receiver) = oneshot::channel();
@@ -232,10 +232,7 @@ impl Transport {
             );
         }
         tracing::trace!(server = %self.shared.server, id, method, "request");
-        self.shared.send(&with_params(
-            json!({"jsonrpc": "2.0", "id": id, "method": method}),
-            params,
-        ));
+        self.shared.send_frame(request_body(id, method, params));
         Ok((id, receiver))
     }
 
@@ -334,9 +331,13 @@ impl Drop for CancelOnDrop {
 
 impl Shared {
     fn send(&self, message: &Value) {
-        let body = message.to_string();
+        self.send_frame(serde_json::to_vec(message).expect("a Value serializes"));
+    }
+
+    /// Frame `body` and queue it for the writer.
+    fn send_frame(&self, body: Vec<u8>) {
         let mut frame = format!("Content-Length: {}\r\n\r\n", body.len()).into_bytes();
-        frame.extend_from_slice(body.as_bytes());
+        frame.extend_from_slice(&body);
         // A failed send means the writer stopped because the pipe broke: the reader sees the
         // end of output and fails what is pending, so there is nothing more to do here.
         let _ = self.outgoing.send(frame);
@@ -634,6 +635,20 @@ async fn watch_process(
 }
 
 /// JSON-RPC allows `params` to be absent but not `null`: `shutdown` and `exit` go without.
+/// A request's JSON text, written straight from borrowed params: the editor proxy's requests
+/// go out without building (or cloning, for a retry) a message `Value` around them.
+fn request_body(id: i64, method: &str, params: &Value) -> Vec<u8> {
+    let mut body = Vec::with_capacity(96 + method.len());
+    body.extend_from_slice(format!(r#"{{"jsonrpc":"2.0","id":{id},"method":"#).as_bytes());
+    serde_json::to_writer(&mut body, method).expect("a string serializes");
+    if !params.is_null() {
+        body.extend_from_slice(br#","params":"#);
+        serde_json::to_writer(&mut body, params).expect("a Value serializes");
+    }
+    body.push(b'}');
+    body
+}
+
 fn with_params(mut message: Value, params: Value) -> Value {
     if !params.is_null() {
         message["params"] = params;
