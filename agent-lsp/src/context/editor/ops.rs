@@ -178,6 +178,35 @@ pub struct Refused {
     pub reason: String,
 }
 
+impl Refused {
+    /// Close the batch in the log as refused (the surface stays at `generation`) and turn the
+    /// refusal into the caller's error.
+    fn record(
+        self,
+        session: &mut Session,
+        (turn, step): (u32, u32),
+        generation: u64,
+        tokens: u64,
+    ) -> anyhow::Result<anyhow::Error> {
+        session.append(NewEvent::new(
+            turn,
+            step,
+            EventBody::ContextEditEnd(ContextEditEnd {
+                edit_id: self.edit_id.clone(),
+                outcome: "refused".into(),
+                reason: Some(self.reason.clone()),
+                results: Vec::new(),
+                generation,
+                tokens_before: tokens,
+                tokens_after: tokens,
+            }),
+        ))?;
+        session.flush()?;
+        tracing::warn!(edit_id = %self.edit_id, reason = %self.reason, "context edit refused");
+        Ok(self.into())
+    }
+}
+
 impl fmt::Display for Refused {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(
@@ -261,24 +290,12 @@ pub fn apply_batch(
         Ok(())
     })();
     if let Err(error) = plan {
-        let reason = format!("{error:#}");
         session.append(begin(None))?;
-        session.append(NewEvent::new(
-            turn,
-            step,
-            EventBody::ContextEditEnd(ContextEditEnd {
-                edit_id: edit_id.clone(),
-                outcome: "refused".into(),
-                reason: Some(reason.clone()),
-                results: Vec::new(),
-                generation: snapshot,
-                tokens_before,
-                tokens_after: tokens_before,
-            }),
-        ))?;
-        session.flush()?;
-        tracing::warn!(%edit_id, %reason, "context edit refused");
-        return Err(Refused { edit_id, reason }.into());
+        let refused = Refused {
+            edit_id,
+            reason: format!("{error:#}"),
+        };
+        return Err(refused.record(session, (turn, step), snapshot, tokens_before)?);
     }
     let tokens_after = surface_tokens(&sim);
     let generation = sim.generation();
@@ -361,23 +378,17 @@ pub fn rollback(
     let seq = match tried {
         Ok(seq) => seq,
         Err(error) => {
-            let reason = format!("{error:#}");
             session.append(begin(None))?;
-            session.append(NewEvent::new(
-                options.turn,
-                options.step,
-                EventBody::ContextEditEnd(ContextEditEnd {
-                    edit_id: edit_id.clone(),
-                    outcome: "refused".into(),
-                    reason: Some(reason.clone()),
-                    results: Vec::new(),
-                    generation: current,
-                    tokens_before,
-                    tokens_after: tokens_before,
-                }),
-            ))?;
-            session.flush()?;
-            return Err(Refused { edit_id, reason }.into());
+            let refused = Refused {
+                edit_id,
+                reason: format!("{error:#}"),
+            };
+            return Err(refused.record(
+                session,
+                (options.turn, options.step),
+                current,
+                tokens_before,
+            )?);
         }
     };
     let generation = sim.generation();
