@@ -1,7 +1,8 @@
 //! Proxy overhead: the same definition, hover and completion requests sent by the same scripted
 //! editor to `agent-lsp serve` (brokering pyright), straight to pyright, and to pyright behind
 //! `byte-relay` (a process that only copies bytes: the cost of one more process hop by itself),
-//! in alternating rounds. Prints a Markdown table for BENCHMARKS.md.
+//! in alternating rounds. Besides the latency it reports each process's CPU time per request,
+//! which the machine's noise disturbs much less. Prints a Markdown table for BENCHMARKS.md.
 //!
 //! Run: `bash .ci/tools.sh && cargo build --release -p agent-lsp -p agent-tests --bins && cargo bench -p agent-tests --bench proxy`
 //! (the release binary is used when present, else the debug one).
@@ -52,6 +53,34 @@ fn ready(editor: &mut Editor, root: &Path, main: &Path) {
         message["method"] == "textDocument/publishDiagnostics"
             && message["params"]["uri"] == url(main)
     });
+}
+
+/// CPU time the live threads of process `pid` (not its children) have used so far: the sum of
+/// `/proc/PID/task/*/schedstat`'s on-CPU nanoseconds (`/proc/PID/stat` also counts ended
+/// threads, but in 10 ms ticks, too coarse for 20 requests).
+fn cpu_time(pid: u32) -> Duration {
+    let tasks = std::fs::read_dir(format!("/proc/{pid}/task")).expect("the process is running");
+    let nanos = tasks
+        .filter_map(|task| std::fs::read_to_string(task.ok()?.path().join("schedstat")).ok())
+        .filter_map(|stat| stat.split_whitespace().next()?.parse::<u64>().ok())
+        .sum();
+    Duration::from_nanos(nanos)
+}
+
+/// Time `PER_ROUND` requests; adds the process's CPU time over them to `cpu`.
+fn round(
+    editor: &mut Editor,
+    method: &str,
+    params: &Value,
+    samples: &mut Vec<Duration>,
+    cpu: &mut Duration,
+) {
+    let before = cpu_time(editor.pid());
+    for _ in 0..PER_ROUND {
+        samples.push(time(editor, method, params));
+    }
+    // A thread that ended meanwhile takes its time along; this undercounts only then.
+    *cpu += cpu_time(editor.pid()).saturating_sub(before);
 }
 
 fn time(editor: &mut Editor, method: &str, params: &Value) -> Duration {
@@ -132,22 +161,29 @@ fn main() {
         ),
     ];
     println!(
-        "| method (pyright, python fixture) | through `agent-lsp serve` p50 / p95 ms | direct p50 / p95 ms | ratio p50 | ratio p95 | through `byte-relay` p50 / p95 ms | relay ratio p50 / p95 |"
+        "| request (pyright) | through `agent-lsp serve` p50 / p95 ms | direct p50 / p95 ms | ratio p50 | ratio p95 | through `byte-relay` p50 / p95 ms | relay ratio p50 / p95 | CPU per request: agent-lsp / byte-relay / pyright direct µs |"
     );
-    println!("|---|---|---|---|---|---|---|");
+    println!("|---|---|---|---|---|---|---|---|");
     for (label, method, params) in &requests {
         let (mut through, mut straight, mut relay) = (Vec::new(), Vec::new(), Vec::new());
+        let (mut through_cpu, mut straight_cpu, mut relay_cpu) = Default::default();
         for _ in 0..ROUNDS {
-            for _ in 0..PER_ROUND {
-                through.push(time(&mut proxied, method, params));
-            }
-            for _ in 0..PER_ROUND {
-                straight.push(time(&mut direct, method, params));
-            }
-            for _ in 0..PER_ROUND {
-                relay.push(time(&mut relayed, method, params));
-            }
+            round(&mut proxied, method, params, &mut through, &mut through_cpu);
+            round(
+                &mut direct,
+                method,
+                params,
+                &mut straight,
+                &mut straight_cpu,
+            );
+            round(&mut relayed, method, params, &mut relay, &mut relay_cpu);
         }
+        let per_request = |cpu: Duration| {
+            format!(
+                "{:.0}",
+                cpu.as_secs_f64() * 1e6 / (ROUNDS * PER_ROUND) as f64
+            )
+        };
         let (r50, r95) = (percentile(&mut relay, 0.5), percentile(&mut relay, 0.95));
         let (t50, t95) = (
             percentile(&mut through, 0.5),
@@ -158,7 +194,7 @@ fn main() {
             percentile(&mut straight, 0.95),
         );
         println!(
-            "| {} | {} / {} | {} / {} | {:.2} | {:.2} | {} / {} | {:.2} / {:.2} |",
+            "| {} | {} / {} | {} / {} | {:.2} | {:.2} | {} / {} | {:.2} / {:.2} | {} / {} / {} |",
             label,
             ms(t50),
             ms(t95),
@@ -169,7 +205,10 @@ fn main() {
             ms(r50),
             ms(r95),
             r50.as_secs_f64() / d50.as_secs_f64(),
-            r95.as_secs_f64() / d95.as_secs_f64()
+            r95.as_secs_f64() / d95.as_secs_f64(),
+            per_request(through_cpu),
+            per_request(relay_cpu),
+            per_request(straight_cpu),
         );
     }
     proxied.shutdown();

@@ -30,6 +30,11 @@ pub struct Editor {
 
 impl Editor {
     /// Start `command` with stdio piped; stderr goes to the test's output.
+    /// The server process's id.
+    pub fn pid(&self) -> u32 {
+        self.process.id()
+    }
+
     pub fn start(mut command: Command) -> Editor {
         let mut process = command
             .stdin(Stdio::piped())
