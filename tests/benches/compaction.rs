@@ -1,9 +1,11 @@
 //! The cache-stability run (issue 8): a scripted 150-step session (5 turns of 30 steps) through
 //! the library's agent loop against the loopback model endpoint's prefix-cache simulation, with
 //! a tool call and thinking on every step, the runtime context changing (the git branch moves
-//! every 20 steps), old oversized results pruned, and several compactions (soft 0.7, hard 0.8,
-//! keep the last 4 steps). Each workload runs once with background checkpoints and once
-//! without; the bench prints one Markdown table for BENCHMARKS.md.
+//! every 20 steps), old oversized results pruned, a context edit before the fourth turn (the
+//! user folds the largest old tool result into a note, as in `agent.context.edit`), and several
+//! compactions (soft 0.7, hard 0.8, keep the last 4 steps). Each workload runs once with
+//! background checkpoints and once without; the bench prints one Markdown table for
+//! BENCHMARKS.md.
 //!
 //! Two workloads, so that neither hides the other:
 //!
@@ -21,8 +23,8 @@
 //! Misses are split by cause: tokens new since the previous loop request (appended: no cache
 //! can serve them), and tokens lost because the request changed earlier than its end, charged
 //! to what sits at the first message that differs from the previous loop request (a
-//! `<compacted-summary>` checkpoint: compaction; a shortened tool result: pruning; anything
-//! else: other).
+//! `<compacted-summary>` checkpoint: compaction; a shortened tool result: pruning; a
+//! `<folded-context>`: the context edit; anything else: other).
 //!
 //! Run: `cargo bench -p agent-tests --bench compaction`
 
@@ -31,6 +33,7 @@
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use agent_lsp::context::editor::ops::{BatchOptions, EditOp, FOLD_TAG, apply_batch};
 use agent_lsp::session::event::EventBody;
 use agent_tests::compaction_harness::{
     Harness, Script, is_summary_body, preset, push_responders, set_branch,
@@ -97,6 +100,47 @@ impl Workload {
 
 /// `bytes` of distinct lines for step `n`, sized so that `read`'s numbered lines come to about
 /// `bytes`.
+/// Before this turn, the user folds a result with the context editor (`agent.context.edit`).
+const CONTEXT_EDIT_BEFORE_TURN: usize = 3;
+
+/// What a user does in the context editor between turns: fold the largest tool result that is
+/// not among the last steps into a one-line note of their own. Returns the characters of the
+/// result before and after.
+fn fold_the_largest_old_result(harness: &mut Harness) -> (usize, usize) {
+    let history = harness.session.history();
+    let entries = history.surface().entries();
+    let (seq, size) = entries[..entries.len().saturating_sub(8)]
+        .iter()
+        .filter_map(|entry| match &history.event(entry.seq)?.body {
+            EventBody::ToolResult(result) => Some((entry.seq, result.text.len())),
+            _ => None,
+        })
+        .max_by_key(|(_, size)| *size)
+        .expect("an old tool result on the surface");
+    let options = BatchOptions::between_turns(history, "editor", false);
+    let fold = EditOp::Fold {
+        id: seq,
+        end: None,
+        summary: Some("A long file read; nothing in it matters for the rest of the task.".into()),
+    };
+    apply_batch(&mut harness.session, &[fold], &options).expect("the context edit applies");
+    let history = harness.session.history();
+    let after = history
+        .surface()
+        .entries()
+        .iter()
+        .rev()
+        .filter_map(|entry| match &history.event(entry.seq)?.body {
+            EventBody::ToolResult(result) if result.text.starts_with(&format!("<{FOLD_TAG}")) => {
+                Some(result.text.len())
+            }
+            _ => None,
+        })
+        .next()
+        .expect("the folded result is on the surface");
+    (size, after)
+}
+
 fn content(n: usize, bytes: usize) -> String {
     let lines = (bytes / (LINE_BYTES + 7)).max(1);
     let mut text = String::with_capacity(lines * (LINE_BYTES + 1));
@@ -124,8 +168,12 @@ struct Figures {
     lost_to_compaction: u64,
     /// Loop-request tokens missed because an old tool result was shortened.
     lost_to_pruning: u64,
+    /// Loop-request tokens missed because the user's context edit folded an old result.
+    lost_to_context_edit: u64,
     /// Loop-request tokens missed for any other change before the request's end.
     lost_other: u64,
+    /// Characters of the result the context edit folded, and of what replaced it.
+    context_edit: (usize, usize),
     violations: usize,
     committed: usize,
     discarded: usize,
@@ -185,6 +233,7 @@ fn run(workload: Workload, background: bool) -> Figures {
         }
     }));
 
+    let mut figures_edit = None;
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
@@ -192,6 +241,9 @@ fn run(workload: Workload, background: bool) -> Figures {
     let started = Instant::now();
     runtime.block_on(async {
         for turn in 0..TURNS {
+            if turn == CONTEXT_EDIT_BEFORE_TURN {
+                figures_edit = Some(fold_the_largest_old_result(&mut harness));
+            }
             let outcome = harness
                 .turn(&format!("Part {turn}: read the files in src/ and report."))
                 .await;
@@ -205,6 +257,7 @@ fn run(workload: Workload, background: bool) -> Figures {
 
     let stats = harness.agent.compaction_stats();
     let mut figures = Figures {
+        context_edit: figures_edit.expect("the context edit ran"),
         violations: endpoint.violations().len(),
         waited: stats.waited,
         longest_wait: stats.longest_wait,
@@ -249,6 +302,8 @@ fn run(workload: Workload, background: bool) -> Figures {
         let text = cause.and_then(|message| message["content"].as_str());
         if text.is_some_and(|text| text.starts_with("<compacted-summary")) {
             figures.lost_to_compaction += lost;
+        } else if text.is_some_and(|text| text.starts_with(&format!("<{FOLD_TAG}"))) {
+            figures.lost_to_context_edit += lost;
         } else if text.is_some_and(|text| text.contains("pruned from this old tool result")) {
             figures.lost_to_pruning += lost;
         } else {
@@ -313,6 +368,13 @@ fn main() {
     row("loop-request tokens lost to pruning", &|f| {
         share(f.lost_to_pruning, f.main_prompt_tokens)
     });
+    row("loop-request tokens lost to the context edit", &|f| {
+        share(f.lost_to_context_edit, f.main_prompt_tokens)
+    });
+    row(
+        "context edit: the folded result, characters before → after",
+        &|f| format!("{} → {}", f.context_edit.0, f.context_edit.1),
+    );
     row("loop-request tokens lost to other changes", &|f| {
         share(f.lost_other, f.main_prompt_tokens)
     });
