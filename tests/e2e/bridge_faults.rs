@@ -43,10 +43,12 @@ fn quick_restarts() -> RestartPolicy {
     }
 }
 
-/// The messages `fake-lsp record PATH` has seen so far.
+/// The messages `fake-lsp record PATH` has seen so far: its complete lines (the one being
+/// written when we read may be cut short).
 fn recorded(path: &Path) -> Vec<Value> {
-    std::fs::read_to_string(path)
-        .unwrap_or_default()
+    let text = std::fs::read_to_string(path).unwrap_or_default();
+    let complete = text.rfind('\n').map_or("", |end| &text[..end]);
+    complete
         .lines()
         .map(|line| serde_json::from_str(line).unwrap())
         .collect()

@@ -121,9 +121,10 @@ impl Out {
 
     fn record(&self, message: &Value) {
         if let Some(file) = &self.record {
-            let mut file = file.lock().unwrap();
-            let _ = writeln!(file, "{message}");
-            let _ = file.flush();
+            // One write per line: `writeln!` on a `File` writes the pieces of the JSON one by
+            // one, and a test reading meanwhile saw a line cut after its `{`.
+            let line = format!("{message}\n");
+            let _ = file.lock().unwrap().write_all(line.as_bytes());
         }
     }
 
