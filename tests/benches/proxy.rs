@@ -1,7 +1,8 @@
 //! Proxy overhead: the same definition, hover and completion requests sent by the same scripted
-//! editor to `agent-lsp serve` (brokering pyright), straight to pyright, and to pyright behind
+//! editor to `agent-lsp serve` (brokering pyright), straight to pyright, to pyright behind
 //! `byte-relay` (a process that only copies bytes: the cost of one more process hop by itself),
-//! in alternating rounds. Besides the latency it reports each process's CPU time per request,
+//! and behind `json-relay` (the per-message work of a broker, parse and map ids, on blocking
+//! threads), in alternating rounds. Besides the latency it reports each process's CPU time per request,
 //! which the machine's noise disturbs much less. Prints a Markdown table for BENCHMARKS.md.
 //!
 //! Run: `bash .ci/tools.sh && cargo build --release -p agent-lsp -p agent-tests --bins && cargo bench -p agent-tests --bench proxy`
@@ -132,6 +133,14 @@ fn main() {
     ready(&mut relayed, &root, &main);
     relayed.open(&stdlib, "python");
 
+    let mut json_relayed = {
+        let mut command = Command::new(built("json-relay"));
+        command.arg(pyright()).arg("--stdio").current_dir(&root);
+        Editor::start(command)
+    };
+    ready(&mut json_relayed, &root, &main);
+    json_relayed.open(&stdlib, "python");
+
     let at = |line: u32, character: u32| json!({"textDocument": {"uri": url(&main)}, "position": {"line": line, "character": character}});
     let std_at = |line: u32, character: u32| json!({"textDocument": {"uri": url(&stdlib)}, "position": {"line": line, "character": character}});
     let requests = [
@@ -161,12 +170,13 @@ fn main() {
         ),
     ];
     println!(
-        "| request (pyright) | through `agent-lsp serve` p50 / p95 ms | direct p50 / p95 ms | ratio p50 | ratio p95 | through `byte-relay` p50 / p95 ms | relay ratio p50 / p95 | CPU per request: agent-lsp / byte-relay / pyright direct µs |"
+        "| request (pyright) | through `agent-lsp serve` p50 / p95 ms | direct p50 / p95 ms | ratio p50 | ratio p95 | through `byte-relay` p50 / p95 ms | relay ratio p50 / p95 | through `json-relay` p50 / p95 ms | json-relay ratio p50 / p95 | CPU per request: agent-lsp / byte-relay / json-relay / pyright direct µs |"
     );
-    println!("|---|---|---|---|---|---|---|---|");
+    println!("|---|---|---|---|---|---|---|---|---|---|");
     for (label, method, params) in &requests {
         let (mut through, mut straight, mut relay) = (Vec::new(), Vec::new(), Vec::new());
         let (mut through_cpu, mut straight_cpu, mut relay_cpu) = Default::default();
+        let (mut parsing, mut parsing_cpu) = (Vec::new(), Duration::ZERO);
         for _ in 0..ROUNDS {
             round(&mut proxied, method, params, &mut through, &mut through_cpu);
             round(
@@ -177,7 +187,18 @@ fn main() {
                 &mut straight_cpu,
             );
             round(&mut relayed, method, params, &mut relay, &mut relay_cpu);
+            round(
+                &mut json_relayed,
+                method,
+                params,
+                &mut parsing,
+                &mut parsing_cpu,
+            );
         }
+        let (j50, j95) = (
+            percentile(&mut parsing, 0.5),
+            percentile(&mut parsing, 0.95),
+        );
         let per_request = |cpu: Duration| {
             format!(
                 "{:.0}",
@@ -194,7 +215,7 @@ fn main() {
             percentile(&mut straight, 0.95),
         );
         println!(
-            "| {} | {} / {} | {} / {} | {:.2} | {:.2} | {} / {} | {:.2} / {:.2} | {} / {} / {} |",
+            "| {} | {} / {} | {} / {} | {:.2} | {:.2} | {} / {} | {:.2} / {:.2} | {} / {} | {:.2} / {:.2} | {} / {} / {} / {} |",
             label,
             ms(t50),
             ms(t95),
@@ -206,8 +227,13 @@ fn main() {
             ms(r95),
             r50.as_secs_f64() / d50.as_secs_f64(),
             r95.as_secs_f64() / d95.as_secs_f64(),
+            ms(j50),
+            ms(j95),
+            j50.as_secs_f64() / d50.as_secs_f64(),
+            j95.as_secs_f64() / d95.as_secs_f64(),
             per_request(through_cpu),
             per_request(relay_cpu),
+            per_request(parsing_cpu),
             per_request(straight_cpu),
         );
     }
