@@ -125,21 +125,17 @@ fn main() {
     ready(&mut direct, &root, &main);
     direct.open(&stdlib, "python");
 
-    let mut relayed = {
-        let mut command = Command::new(built("byte-relay"));
+    // Pyright behind one of the relay baselines.
+    let behind = |relay: &str| {
+        let mut command = Command::new(built(relay));
         command.arg(pyright()).arg("--stdio").current_dir(&root);
-        Editor::start(command)
+        let mut editor = Editor::start(command);
+        ready(&mut editor, &root, &main);
+        editor.open(&stdlib, "python");
+        editor
     };
-    ready(&mut relayed, &root, &main);
-    relayed.open(&stdlib, "python");
-
-    let mut json_relayed = {
-        let mut command = Command::new(built("json-relay"));
-        command.arg(pyright()).arg("--stdio").current_dir(&root);
-        Editor::start(command)
-    };
-    ready(&mut json_relayed, &root, &main);
-    json_relayed.open(&stdlib, "python");
+    let mut relayed = behind("byte-relay");
+    let mut json_relayed = behind("json-relay");
 
     let at = |line: u32, character: u32| json!({"textDocument": {"uri": url(&main)}, "position": {"line": line, "character": character}});
     let std_at = |line: u32, character: u32| json!({"textDocument": {"uri": url(&stdlib)}, "position": {"line": line, "character": character}});

@@ -6,7 +6,6 @@
 //! separately from what `agent-lsp serve` adds on top.
 
 use std::io::{Read, Write};
-use std::process::{Command, Stdio};
 
 fn pump(mut from: impl Read, mut to: impl Write) {
     let mut buffer = vec![0u8; 64 * 1024];
@@ -27,16 +26,7 @@ fn pump(mut from: impl Read, mut to: impl Write) {
 }
 
 fn main() {
-    let mut args = std::env::args().skip(1);
-    let program = args.next().expect("usage: byte-relay COMMAND [ARGS...]");
-    let mut child = Command::new(program)
-        .args(args)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .spawn()
-        .expect("start the command");
-    let child_in = child.stdin.take().expect("piped");
-    let child_out = child.stdout.take().expect("piped");
+    let (mut child, child_in, child_out) = agent_tests::spawn_relayed_command("byte-relay");
     let upstream = std::thread::spawn(move || pump(std::io::stdin().lock(), child_in));
     pump(child_out, std::io::stdout().lock());
     let _ = upstream.join();

@@ -10,7 +10,6 @@
 
 use std::collections::HashMap;
 use std::io::{BufRead, BufReader, Write};
-use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::{Arc, Mutex};
 
@@ -60,16 +59,7 @@ struct Envelope<'a> {
 }
 
 fn main() {
-    let mut args = std::env::args().skip(1);
-    let program = args.next().expect("usage: json-relay COMMAND [ARGS...]");
-    let mut child = Command::new(program)
-        .args(args)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .spawn()
-        .expect("start the command");
-    let mut child_in = child.stdin.take().expect("piped");
-    let child_out = child.stdout.take().expect("piped");
+    let (mut child, mut child_in, child_out) = agent_tests::spawn_relayed_command("json-relay");
     // Our id → the editor's id, for the requests waiting for an answer.
     let pending: Arc<Mutex<HashMap<i64, Value>>> = Arc::default();
     let next_id = Arc::new(AtomicI64::new(1));
