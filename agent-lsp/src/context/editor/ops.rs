@@ -139,6 +139,31 @@ pub struct BatchReport {
     pub tokens_after: u64,
 }
 
+impl BatchReport {
+    /// Close the batch (or rollback) in the log as applied, after its surface events.
+    fn record(
+        self,
+        session: &mut Session,
+        (turn, step): (u32, u32),
+    ) -> anyhow::Result<BatchReport> {
+        session.append(NewEvent::new(
+            turn,
+            step,
+            EventBody::ContextEditEnd(ContextEditEnd {
+                edit_id: self.edit_id.clone(),
+                outcome: "applied".into(),
+                reason: None,
+                results: self.results.clone(),
+                generation: self.generation,
+                tokens_before: self.tokens_before,
+                tokens_after: self.tokens_after,
+            }),
+        ))?;
+        session.flush()?;
+        Ok(self)
+    }
+}
+
 /// A delete of segments that later messages refer to, asked without `force`. Nothing was
 /// written.
 #[derive(Clone, Debug, PartialEq, Serialize)]
@@ -302,29 +327,17 @@ pub fn apply_batch(
     for event in planned {
         session.append(event)?;
     }
-    session.append(NewEvent::new(
-        turn,
-        step,
-        EventBody::ContextEditEnd(ContextEditEnd {
-            edit_id: edit_id.clone(),
-            outcome: "applied".into(),
-            reason: None,
-            results: results.clone(),
-            generation,
-            tokens_before,
-            tokens_after,
-        }),
-    ))?;
-    session.flush()?;
-    tracing::info!(%edit_id, actor = %options.actor, ops = ops.len(), snapshot, generation, "context edit applied");
-    Ok(BatchReport {
+    let report = BatchReport {
         edit_id,
         snapshot,
         generation,
         results,
         tokens_before,
         tokens_after,
-    })
+    }
+    .record(session, (turn, step))?;
+    tracing::info!(edit_id = %report.edit_id, actor = %options.actor, ops = ops.len(), snapshot, generation, "context edit applied");
+    Ok(report)
 }
 
 /// Restore the surface to `snapshot` (a generation) as an appended `restore`. The surface before
@@ -409,29 +422,17 @@ pub fn rollback(
     }];
     session.append(begin(Some(current)))?;
     session.append(restore)?;
-    session.append(NewEvent::new(
-        options.turn,
-        options.step,
-        EventBody::ContextEditEnd(ContextEditEnd {
-            edit_id: edit_id.clone(),
-            outcome: "applied".into(),
-            reason: None,
-            results: results.clone(),
-            generation,
-            tokens_before,
-            tokens_after,
-        }),
-    ))?;
-    session.flush()?;
-    tracing::info!(%edit_id, snapshot, generation, "context rolled back");
-    Ok(BatchReport {
+    let report = BatchReport {
         edit_id,
         snapshot: current,
         generation,
         results,
         tokens_before,
         tokens_after,
-    })
+    }
+    .record(session, (options.turn, options.step))?;
+    tracing::info!(edit_id = %report.edit_id, snapshot, generation, "context rolled back");
+    Ok(report)
 }
 
 /// Content events appended (not by an edit) after generation `snapshot` ended: a rollback to it
