@@ -431,14 +431,7 @@ mod tests {
     use event::{AssistantMessage, ToolCallRef, ToolResult, UserMessage};
 
     fn header() -> SessionHeader {
-        SessionHeader {
-            schema: event::SCHEMA_VERSION,
-            session_id: "s1".into(),
-            workspace: "/w".into(),
-            preset: "standard".into(),
-            preset_text: None,
-            agent_version: "test".into(),
-        }
+        SessionHeader::for_test("s1", "standard")
     }
 
     fn user(text: &str) -> EventBody {

@@ -108,7 +108,7 @@ fn a_scripted_model_greps_reads_edits_and_answers() {
     endpoint.push_all([
         Reply::tool_call("grep", r#"{"pattern":"old_name"}"#),
         Reply::from_fn(|request| {
-            let grep = request.trailing_tool_results()[0].content.clone().unwrap_or_default();
+            let grep = request.tool_result_text();
             assert!(grep.contains("src/lib.rs"), "grep found: {grep}");
             Reply::tool_call("read", r#"{"path":"src/lib.rs"}"#)
         }),
@@ -117,7 +117,7 @@ fn a_scripted_model_greps_reads_edits_and_answers() {
             r#"{"path":"src/lib.rs","old_string":"pub fn old_name(","new_string":"pub fn new_name("}"#,
         ),
         Reply::from_fn(|request| {
-            let diff = request.trailing_tool_results()[0].content.clone().unwrap_or_default();
+            let diff = request.tool_result_text();
             assert!(diff.contains("+pub fn new_name("), "edit returned: {diff}");
             Reply::text("Renamed `old_name` to `new_name` in src/lib.rs.")
         }),
@@ -676,7 +676,7 @@ fn the_agent_navigates_with_a_real_language_server_and_sees_its_edit_checked() {
     endpoint.push_all([
         Reply::tool_call("lsp_definition", r#"{"path":"main.py","line":5,"symbol":"größe_von"}"#),
         Reply::from_fn(|request| {
-            let found = request.trailing_tool_results()[0].content.clone().unwrap_or_default();
+            let found = request.tool_result_text();
             assert!(found.contains("pkg/geometry.py\n  14:5  def größe_von"), "{found}");
             Reply::tool_call(
                 "edit",
@@ -684,7 +684,7 @@ fn the_agent_navigates_with_a_real_language_server_and_sees_its_edit_checked() {
             )
         }),
         Reply::from_fn(|request| {
-            let edited = request.trailing_tool_results()[0].content.clone().unwrap_or_default();
+            let edited = request.tool_result_text();
             assert!(edited.contains("diagnostics of main.py (version"), "{edited}");
             assert!(edited.contains(" error"), "{edited}");
             Reply::text("The call now fails to type-check; reverting is needed.")

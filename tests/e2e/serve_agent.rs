@@ -122,10 +122,7 @@ fn fix_with_agent_edits_the_buffer_through_apply_edit_and_the_diagnostic_disappe
             )
         }),
         Reply::from_fn(|request| {
-            let result = request.trailing_tool_results()[0]
-                .content
-                .clone()
-                .unwrap_or_default();
+            let result = request.tool_result_text();
             assert!(
                 result.contains("in the editor's buffer, unsaved"),
                 "{result}"

@@ -357,10 +357,7 @@ fn a_model_reads_a_page_with_web_fetch() {
     endpoint.push_all([
         Reply::tool_call("web_fetch", json!({ "url": url }).to_string()),
         Reply::from_fn(|request| {
-            let result = request.trailing_tool_results()[0]
-                .content
-                .clone()
-                .unwrap_or_default();
+            let result = request.tool_result_text();
             assert!(
                 result.starts_with("<external-content url=\"http://127.0.0.1:"),
                 "{result}"

@@ -24,7 +24,7 @@
 //! let endpoint = ModelEndpoint::start(EndpointConfig::default())?;
 //! endpoint.push(ModelTurn::new().reasoning("look first").tool_call("read", r#"{"path":"a"}"#));
 //! endpoint.push(Reply::from_fn(|request| {
-//!     let text = request.trailing_tool_results()[0].content.clone().unwrap_or_default();
+//!     let text = request.tool_result_text();
 //!     Reply::text(format!("the file says {text}"))
 //! }));
 //! // ... point the agent at endpoint.base_url() and run a turn ...
@@ -450,6 +450,14 @@ impl ChatRequest {
             .take_while(|message| message.role == "tool")
             .count();
         self.messages[self.messages.len() - tail..].iter().collect()
+    }
+
+    /// The text of the first tool result the request ends with (empty when it has none).
+    pub fn tool_result_text(&self) -> String {
+        self.trailing_tool_results()
+            .first()
+            .and_then(|message| message.content.clone())
+            .unwrap_or_default()
     }
 
     /// The text of the last user message.

@@ -259,9 +259,7 @@ impl Plugin for ToolResultPruner {
 mod tests {
     use super::*;
     use crate::llm::Message;
-    use crate::session::event::{
-        AssistantMessage, SCHEMA_VERSION, SessionHeader, ToolCallRef, UserMessage,
-    };
+    use crate::session::event::{AssistantMessage, SessionHeader, ToolCallRef, UserMessage};
     use crate::session::log::Durability;
 
     #[test]
@@ -280,14 +278,7 @@ mod tests {
     }
 
     fn session(dir: &std::path::Path) -> Session {
-        let header = SessionHeader {
-            schema: SCHEMA_VERSION,
-            session_id: "s".into(),
-            workspace: "/w".into(),
-            preset: "standard".into(),
-            preset_text: None,
-            agent_version: "test".into(),
-        };
+        let header = SessionHeader::for_test("s", "standard");
         Session::create(&dir.join("s.jsonl"), header, Durability::Batched).unwrap()
     }
 

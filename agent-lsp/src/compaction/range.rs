@@ -167,8 +167,7 @@ pub fn region_of(history: &History, start: u64, end: u64) -> anyhow::Result<Surf
 mod tests {
     use super::*;
     use crate::session::event::{
-        AssistantMessage, EventBody, SCHEMA_VERSION, SessionHeader, ToolCallRef, ToolResult,
-        UserMessage,
+        AssistantMessage, EventBody, SessionHeader, ToolCallRef, ToolResult, UserMessage,
     };
     use crate::session::log::Durability;
     use crate::session::{NewEvent, Session};
@@ -177,14 +176,7 @@ mod tests {
     /// with calls a and b (new step), `r:a` result for a, `t` assistant text (new step).
     fn session(script: &str) -> (tempfile::TempDir, Session) {
         let dir = tempfile::tempdir().unwrap();
-        let header = SessionHeader {
-            schema: SCHEMA_VERSION,
-            session_id: "s".into(),
-            workspace: "/w".into(),
-            preset: "standard".into(),
-            preset_text: None,
-            agent_version: "test".into(),
-        };
+        let header = SessionHeader::for_test("s", "standard");
         let mut session =
             Session::create(&dir.path().join("s.jsonl"), header, Durability::Batched).unwrap();
         let (mut turn, mut step) = (0, 0);

@@ -109,7 +109,7 @@ impl RuntimeContextProjection {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::session::event::{SCHEMA_VERSION, SessionHeader, SurfaceOp, UserMessage};
+    use crate::session::event::{SessionHeader, SurfaceOp, UserMessage};
     use crate::session::log::Durability;
 
     fn snapshot(value: &str) -> RuntimeSnapshot {
@@ -124,14 +124,7 @@ mod tests {
     fn injects_on_change_only_survives_restarts_and_reinjects_after_shadowing() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("s.jsonl");
-        let header = SessionHeader {
-            schema: SCHEMA_VERSION,
-            session_id: "s".into(),
-            workspace: "/w".into(),
-            preset: "standard".into(),
-            preset_text: None,
-            agent_version: "test".into(),
-        };
+        let header = SessionHeader::for_test("s", "standard");
         let mut session = Session::create(&path, header, Durability::Sync).unwrap();
         let first =
             RuntimeContextProjection::project(&mut session, 1, 1, &snapshot("main")).unwrap();

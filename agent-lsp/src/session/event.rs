@@ -287,6 +287,21 @@ pub struct SessionHeader {
     pub agent_version: String,
 }
 
+#[cfg(test)]
+impl SessionHeader {
+    /// The header unit tests give their sessions: workspace `/w`, no preset text.
+    pub(crate) fn for_test(session_id: &str, preset: &str) -> SessionHeader {
+        SessionHeader {
+            schema: SCHEMA_VERSION,
+            session_id: session_id.into(),
+            workspace: "/w".into(),
+            preset: preset.into(),
+            preset_text: None,
+            agent_version: "test".into(),
+        }
+    }
+}
+
 /// A user-role message: a prompt, a compaction checkpoint, a context-editor fold.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct UserMessage {

@@ -7,8 +7,7 @@ use super::rules::{ContextRulesSettings, due_ops};
 use super::*;
 use crate::llm::Message;
 use crate::session::event::{
-    AssistantMessage, SCHEMA_VERSION, SessionHeader, SurfaceOp, ToolCallRef, ToolResult,
-    UserMessage,
+    AssistantMessage, SessionHeader, SurfaceOp, ToolCallRef, ToolResult, UserMessage,
 };
 use crate::session::log::Durability;
 use crate::session::{NewEvent, Session};
@@ -16,14 +15,7 @@ use crate::session::{NewEvent, Session};
 /// seqs: 2 prompt, 3 assistant → read a (c1), 4 result c1, 5 assistant → read b (c2),
 /// 6 result c2, 7 answer mentioning src/a.rs "as shown above".
 fn session(dir: &std::path::Path) -> Session {
-    let header = SessionHeader {
-        schema: SCHEMA_VERSION,
-        session_id: "s".into(),
-        workspace: "/w".into(),
-        preset: "minimal".into(),
-        preset_text: None,
-        agent_version: "test".into(),
-    };
+    let header = SessionHeader::for_test("s", "minimal");
     let mut session = Session::create(&dir.join("s.jsonl"), header, Durability::Sync).unwrap();
     let call = |id: &str, path: &str| {
         EventBody::AssistantMessage(AssistantMessage {
