@@ -586,31 +586,34 @@ impl BasicCompactionEngine {
         trigger: Trigger,
     ) -> anyhow::Result<CompactionOutcome> {
         if let Some(mut candidate) = self.state().candidate.take() {
-            candidate.release();
-            let Candidate {
-                begun,
-                handle,
-                cancel,
-                ..
-            } = candidate;
-            let summary = tokio::select! {
-                joined = handle => joined.unwrap_or_else(|error| Err(anyhow::anyhow!("the summary task failed: {error}"))),
-                () = ctx.cancel.cancelled() => {
-                    cancel.cancel();
-                    Err(anyhow::anyhow!("the turn was cancelled while waiting for the summary"))
-                }
-            };
-            if summary.is_ok() && !self.tail_is_long_enough(session.history(), &begun) {
+            if !self.tail_is_long_enough(session.history(), &candidate.begun) {
                 // The hard mark came sooner than the recent steps promised; folding now would
                 // keep fewer steps than the preset asks for. A synchronous compaction picks a
-                // range that keeps them.
+                // range that keeps them. The range is known from the start, so the candidate's
+                // summary is not waited for.
+                candidate.cancel.cancel();
+                candidate.handle.abort();
                 self.stats.discarded += 1;
                 let reason = format!(
                     "committing it now would keep fewer than the last {} steps",
                     self.settings.keep_recent_steps
                 );
-                self.fail(session, ctx, &begun, "discarded", reason)?;
+                self.fail(session, ctx, &candidate.begun, "discarded", reason)?;
             } else {
+                candidate.release();
+                let Candidate {
+                    begun,
+                    handle,
+                    cancel,
+                    ..
+                } = candidate;
+                let summary = tokio::select! {
+                    joined = handle => joined.unwrap_or_else(|error| Err(anyhow::anyhow!("the summary task failed: {error}"))),
+                    () = ctx.cancel.cancelled() => {
+                        cancel.cancel();
+                        Err(anyhow::anyhow!("the turn was cancelled while waiting for the summary"))
+                    }
+                };
                 let outcome = self.finish(session, ctx, begun, summary, true)?;
                 match &outcome {
                     CompactionOutcome::Committed(_) => return Ok(outcome),
