@@ -8,6 +8,8 @@
 //! docs/decisions/0001-raw-json-rpc-proxy.md).
 //!
 //! How messages run (the table is [`Server::handle`]):
+//! - a plain request about a document whose child runs is forwarded by the thread that read
+//!   it, and its answer written back by the thread that reads the child ([`intake`]);
 //! - notifications run in order on the loop (document sync must stay ordered);
 //! - `initialize` and `shutdown` run on the loop;
 //! - every other request runs as its own task, cancellable through `$/cancelRequest`;
@@ -26,6 +28,7 @@ mod chat;
 mod commands;
 mod documents;
 mod host;
+mod intake;
 mod routing;
 
 use std::collections::HashMap;
@@ -36,16 +39,16 @@ use std::time::Duration;
 
 use anyhow::Context;
 use lsp_bridge::documents::DocumentMirror;
-use lsp_bridge::framing::{RawResult, ReadError, read_message, write_frame};
+use lsp_bridge::framing::{FrameWriter, RawResult, parse_message};
 use lsp_bridge::position::PositionEncoding;
 use lsp_bridge::{Bridge, Child};
 use serde_json::{Value, json};
-use tokio::io::{AsyncRead, AsyncWrite, BufReader};
-use tokio::sync::{mpsc, oneshot};
+use tokio::sync::oneshot;
 use tokio_util::sync::CancellationToken;
 use tracing::Instrument;
 
 use crate::config::Config;
+pub use intake::EditorInput;
 
 /// JSON-RPC error codes used here.
 pub mod codes {
@@ -68,8 +71,8 @@ pub type Reply = Result<Value, (i64, String)>;
 
 /// State shared by the loop and the request tasks.
 pub struct Shared {
-    /// Message bodies (JSON text) for the editor, in order.
-    out: mpsc::UnboundedSender<Vec<u8>>,
+    /// Message bodies (JSON text) for the editor, in order, from any thread.
+    out: Arc<FrameWriter>,
     config: Config,
     /// `--workspace`, used when the editor names no workspace folder.
     default_workspace: Option<PathBuf>,
@@ -102,10 +105,10 @@ pub struct Shared {
 
 impl Shared {
     fn send(&self, message: Value) {
-        // A closed channel means the writer is gone: the editor left, nothing to tell it.
+        // A failed send means the editor left: nothing to tell it.
         let _ = self
             .out
-            .send(serde_json::to_vec(&message).expect("a Value serializes"));
+            .send(&serde_json::to_vec(&message).expect("a Value serializes"));
     }
 
     /// Answer a request with a child's result as the child wrote it (no parse, no
@@ -113,7 +116,7 @@ impl Shared {
     fn respond_raw(&self, id: &Value, result: &RawResult) {
         let id = serde_json::to_string(id).expect("an id serializes");
         let body = format!(r#"{{"jsonrpc":"2.0","id":{id},"result":{}}}"#, result.get());
-        let _ = self.out.send(body.into_bytes());
+        let _ = self.out.send(body.as_bytes());
     }
 
     fn respond(&self, id: Value, reply: Reply) {
@@ -212,50 +215,42 @@ pub fn run_stdio(workspace: Option<PathBuf>) -> anyhow::Result<()> {
     let runtime = server_runtime()?;
     runtime.block_on(async {
         let config = Config::load()?;
-        // Editors connect through pipes: read and write them through the reactor. tokio's
-        // `stdin()`/`stdout()` hand every read and write to a blocking thread, which costs a
-        // thread hand-off per message each way (a large share of the proxy's overhead on
-        // sub-millisecond requests).
-        match (stdio_pipe_in(), stdio_pipe_out()) {
-            (Some(input), Some(output)) => serve(input, output, config, workspace).await,
-            _ => serve(tokio::io::stdin(), tokio::io::stdout(), config, workspace).await,
-        }
+        // Standard input is read on a thread of its own; standard output, when it is a pipe,
+        // is written directly by whichever thread has an answer (see `intake`).
+        let output = match stdio_pipe_out() {
+            Some(pipe) => FrameWriter::pipe("editor", pipe).context("cannot write to stdout")?,
+            None => FrameWriter::queued("editor", tokio::io::stdout()),
+        };
+        let input = EditorInput::Blocking(Box::new(std::io::stdin()));
+        serve(input, output, config, workspace).await
     })
 }
 
-/// The server runs on one thread: a proxied request crosses several tasks (editor reader,
-/// request, child writer, child reader, editor writer), and on one thread each hand-off is a
-/// queue push instead of waking another thread, which is most of the proxy's cost on
-/// sub-millisecond answers. Blocking and CPU-heavy work (file tools, the file index walk and
-/// queries) runs on the blocking pool.
+/// The server's loop runs on one thread: a request that is not forwarded by the intake crosses
+/// several tasks (request, child writer, editor writer), and on one thread each hand-off is a
+/// queue push instead of waking another thread. Blocking and CPU-heavy work (file tools, the
+/// file index walk and queries) runs on the blocking pool.
 fn server_runtime() -> anyhow::Result<tokio::runtime::Runtime> {
     Ok(tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()?)
 }
 
-/// Standard input as a non-blocking pipe, when it is one.
-fn stdio_pipe_in() -> Option<tokio::net::unix::pipe::Receiver> {
+/// Standard output, when it is a pipe and not also standard error (logs written to a
+/// non-blocking pipe could fail with `EAGAIN`).
+fn stdio_pipe_out() -> Option<std::os::fd::OwnedFd> {
     use std::os::fd::AsFd;
-    let fd = std::io::stdin().as_fd().try_clone_to_owned().ok()?;
-    tokio::net::unix::pipe::Receiver::from_file(std::fs::File::from(fd)).ok()
-}
-
-/// Standard output as a non-blocking pipe, when it is one and not also standard error (logs
-/// written to a non-blocking pipe could fail with `EAGAIN`).
-fn stdio_pipe_out() -> Option<tokio::net::unix::pipe::Sender> {
-    use std::os::fd::AsFd;
-    use std::os::unix::fs::MetadataExt;
+    use std::os::unix::fs::{FileTypeExt, MetadataExt};
     let fd = std::io::stdout().as_fd().try_clone_to_owned().ok()?;
     let err = std::io::stderr().as_fd().try_clone_to_owned().ok()?;
     let (out, err) = (
         std::fs::File::from(fd.try_clone().ok()?).metadata().ok()?,
         std::fs::File::from(err).metadata().ok()?,
     );
-    if (out.dev(), out.ino()) == (err.dev(), err.ino()) {
+    if (out.dev(), out.ino()) == (err.dev(), err.ino()) || !out.file_type().is_fifo() {
         return None;
     }
-    tokio::net::unix::pipe::Sender::from_file(std::fs::File::from(fd)).ok()
+    Some(fd)
 }
 
 /// Serve editors over TCP (`--listen 127.0.0.1:PORT`), one connection after another; for
@@ -274,17 +269,20 @@ pub fn run_tcp(address: &str, workspace: Option<PathBuf>) -> anyhow::Result<()> 
             let (stream, peer) = listener.accept().await?;
             tracing::info!(%peer, "editor connected");
             let (reader, writer) = stream.into_split();
-            if let Err(error) = serve(reader, writer, Config::load()?, workspace.clone()).await {
+            let input = EditorInput::Async(Box::new(reader));
+            let output = FrameWriter::queued("editor", writer);
+            if let Err(error) = serve(input, output, Config::load()?, workspace.clone()).await {
                 tracing::warn!(%peer, "connection ended: {error:#}");
             }
         }
     })
 }
 
-/// Serve one editor connection.
+/// Serve one editor connection: messages from `input`, to `output` (a writer and the task
+/// that flushes it).
 pub async fn serve(
-    input: impl AsyncRead + Unpin,
-    output: impl AsyncWrite + Unpin + Send + 'static,
+    input: EditorInput,
+    (out, writer): (Arc<FrameWriter>, tokio::task::JoinHandle<()>),
     config: Config,
     default_workspace: Option<PathBuf>,
 ) -> anyhow::Result<()> {
@@ -295,16 +293,6 @@ pub async fn serve(
         .enable_all()
         .build()
         .context("cannot start the agent's runtime")?;
-    let (out, mut outgoing) = mpsc::unbounded_channel::<Vec<u8>>();
-    let writer = tokio::spawn(async move {
-        let mut output = output;
-        while let Some(message) = outgoing.recv().await {
-            if let Err(error) = write_frame(&mut output, &message).await {
-                tracing::error!("cannot write to the editor: {error}");
-                break;
-            }
-        }
-    });
     let shared = Arc::new(Shared {
         out,
         config,
@@ -327,36 +315,46 @@ pub async fn serve(
         shared: shared.clone(),
         shutdown_requested: false,
     };
-    let mut reader = BufReader::new(input);
-    loop {
-        match read_message(&mut reader).await {
-            Ok(Some(message)) => {
-                if server.handle(message).await == Flow::Exit {
-                    break;
-                }
+    let (mut from_intake, queued) = intake::Intake::start(shared.clone(), input)
+        .context("cannot start reading from the editor")?;
+    let mut ended = Ok(());
+    while let Some(input) = from_intake.recv().await {
+        let flow = match input {
+            intake::Input::Message(body) => {
+                let flow = match parse_message(&body) {
+                    Ok(message) => server.handle(message).await,
+                    Err(problem) => {
+                        server.unreadable(&problem);
+                        Flow::Continue
+                    }
+                };
+                // Handled: a request read after it may now be forwarded directly.
+                queued.fetch_sub(1, Ordering::AcqRel);
+                flow
             }
-            Ok(None) => break,
-            Err(ReadError::Protocol(problem)) => {
-                tracing::warn!("unreadable message from the editor: {problem}");
-                shared.respond(
-                    Value::Null,
-                    Err((codes::PARSE_ERROR, format!("unreadable message: {problem}"))),
-                );
+            intake::Input::Unreadable(problem) => {
+                server.unreadable(&problem);
+                Flow::Continue
             }
-            Err(ReadError::Io(error)) => {
-                return Err(error).context("failed to read from the editor");
+            intake::Input::Failed(error) => {
+                ended = Err(error).context("failed to read from the editor");
+                Flow::Exit
             }
+        };
+        if flow == Flow::Exit {
+            break;
         }
     }
     if let Some(bridge) = shared.bridge.get() {
         bridge.shutdown_all().await;
     }
+    shared.out.close();
     drop(server);
     drop(shared);
     // A turn still running is cut off here; its log is consistent at every append.
     agent_runtime.shutdown_background();
     let _ = writer.await;
-    Ok(())
+    ended
 }
 
 #[derive(PartialEq, Eq)]
@@ -371,6 +369,14 @@ struct Server {
 }
 
 impl Server {
+    fn unreadable(&self, problem: &str) {
+        tracing::warn!("unreadable message from the editor: {problem}");
+        self.shared.respond(
+            Value::Null,
+            Err((codes::PARSE_ERROR, format!("unreadable message: {problem}"))),
+        );
+    }
+
     /// The dispatch table: what runs on the loop, what runs as a task, what is forwarded.
     async fn handle(&mut self, message: Value) -> Flow {
         let shared = &self.shared;

@@ -27,6 +27,7 @@ use crate::config::ServerConfig;
 use crate::error::{
     CONTENT_MODIFIED, Error, INTERNAL_ERROR, INVALID_PARAMS, METHOD_NOT_FOUND, Result,
 };
+use crate::framing::FrameWriter;
 use crate::position::PositionEncoding;
 use crate::transport::{Closed, Incoming, Transport};
 
@@ -557,6 +558,31 @@ impl Child {
                 Err(Error::Cancelled)
             }
         }
+    }
+
+    /// Forward an editor's request as it is: `body` is its JSON text with the editor's `id`
+    /// (below [`FIRST_OWN_ID`](crate::transport::FIRST_OWN_ID)), and the answer goes to
+    /// `editor` as the server writes it, from the thread that reads the server. The editor
+    /// proxy's hot path: nothing is parsed or re-serialized, no task runs. Without an answer
+    /// within `timeout` the editor gets an error and the server `$/cancelRequest`; if the
+    /// server exits, the editor gets the reason. `ContentModified` is the editor's to handle,
+    /// as on a direct connection.
+    pub fn forward(
+        &self,
+        id: i64,
+        method: &str,
+        body: &[u8],
+        editor: &Arc<FrameWriter>,
+        timeout: Duration,
+    ) -> Result<()> {
+        self.transport.forward(id, method, body, editor, timeout)
+    }
+
+    /// The editor cancelled forwarded request `id`: it is answered with `RequestCancelled` at
+    /// once and the server gets `$/cancelRequest` (not acknowledging it within the configured
+    /// grace makes the server hung). `false` when `id` is not a pending forwarded request.
+    pub fn cancel_forwarded(&self, id: i64) -> bool {
+        self.transport.cancel_forwarded(id)
     }
 
     pub async fn notify(&self, method: &str, params: Value) -> Result<()> {

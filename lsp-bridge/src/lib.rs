@@ -12,18 +12,12 @@ pub mod child;
 pub mod config;
 pub mod documents;
 pub mod error;
+pub mod framing;
 pub mod position;
 pub mod queries;
 pub mod registry;
 pub mod syntax;
 mod transport;
-
-/// `Content-Length` framing, shared with the editor-facing server.
-pub mod framing {
-    pub use crate::transport::{
-        RawResult, ReadError, read_frame, read_message, write_frame, write_message,
-    };
-}
 
 /// The LSP types this crate speaks, so that users name the same version.
 pub use lsp_types;
@@ -32,3 +26,4 @@ pub use child::{Child, ChildState, DiagnosticsEntry, DiagnosticsStore, RequestHa
 pub use config::{BridgeConfig, RestartPolicy, ServerConfig, language_id};
 pub use error::{Error, Result};
 pub use registry::{Bridge, ServerHealth};
+pub use transport::FIRST_OWN_ID;

@@ -12,6 +12,12 @@
 //! Server→client requests and notifications are handed, in order, to the owner (the [`Child`])
 //! through a channel; responses to our requests are matched here.
 //!
+//! The server's output is read on a thread of its own, and its input is a [`FrameWriter`], so
+//! that a request the editor proxy forwards ([`Transport::forward`]) goes out and its answer
+//! comes back to the editor without waking any other thread or task: the editor's id goes to
+//! the server unchanged, and the answer is written to the editor by the thread that read it.
+//! Our own ids start at [`FIRST_OWN_ID`], far above any editor's, so the two never meet.
+//!
 //! [`Child`]: crate::child::Child
 
 use std::collections::{HashMap, VecDeque};
@@ -22,18 +28,22 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use serde_json::{Value, json};
-use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, BufReader};
+use tokio::io::{AsyncBufReadExt, AsyncRead, BufReader};
 use tokio::sync::{mpsc, oneshot, watch};
+use tokio::time::Instant;
 
 use crate::config::{ServerConfig, find_program};
 use crate::error::{Error, Result};
+use crate::framing::{FrameWriter, ReadError, preview, read_frame_blocking, set_blocking};
 
 /// How many stderr lines a server keeps for error messages and health reports.
 pub(crate) const STDERR_TAIL_LINES: usize = 20;
-/// A header line longer than this is not LSP framing.
-const MAX_HEADER_LINE: u64 = 8 * 1024;
-/// A body larger than this is not a message we want to buffer.
-const MAX_BODY: usize = 256 * 1024 * 1024;
+/// Our first request id: 2^40, above any id an editor reaches, and exact in a JavaScript
+/// number (node servers parse ids as doubles).
+pub const FIRST_OWN_ID: i64 = 1 << 40;
+/// JSON-RPC codes of the answers written for forwarded requests.
+const INTERNAL_ERROR: i64 = -32603;
+const REQUEST_CANCELLED: i64 = -32800;
 /// Once stdout has ended, how long to wait for the rest of stderr (the reason it died).
 const STDERR_DRAIN: Duration = Duration::from_millis(500);
 /// Once the process has exited, how long its stdout may stay open (held by a grandchild)
@@ -76,6 +86,20 @@ struct PendingTable {
     /// `Some` once the connection is gone: new requests fail at once with this reason.
     closed: Option<Closed>,
     requests: HashMap<i64, Pending>,
+    /// Requests forwarded with the editor's ids, by id.
+    forwarded: HashMap<i64, Forwarded>,
+    /// Whether the task that times forwarded requests out is running.
+    sweeping: bool,
+}
+
+/// A request forwarded for the editor: its answer goes to `editor` as the server wrote it.
+struct Forwarded {
+    method: String,
+    /// Where the answer goes; `None` once it was answered here (cancelled or timed out), while
+    /// the server still owes an answer.
+    editor: Option<Arc<FrameWriter>>,
+    /// When it times out; for an abandoned request, when the server counts as hung.
+    deadline: Instant,
 }
 
 /// State shared by the owner and the I/O tasks.
@@ -84,7 +108,13 @@ struct Shared {
     pid: Option<u32>,
     next_id: AtomicI64,
     pending: Mutex<PendingTable>,
-    outgoing: mpsc::UnboundedSender<Vec<u8>>,
+    writer: Arc<FrameWriter>,
+    /// How long a server may take to acknowledge `$/cancelRequest`.
+    cancel_grace: Duration,
+    /// Wakes the task that times forwarded requests out, when a deadline came closer.
+    sweep: tokio::sync::Notify,
+    /// The runtime of the I/O tasks, for the threads that forward requests.
+    runtime: tokio::runtime::Handle,
     stderr_tail: Mutex<VecDeque<String>>,
     stderr_done: watch::Sender<bool>,
     closed: watch::Sender<Option<Closed>>,
@@ -145,16 +175,28 @@ impl Transport {
             .map_err(spawn_error)?;
         tracing::debug!(server = %config.name, ?pid, program = %program.display(), root = %root.display(), "spawned language server");
 
-        let (outgoing, outgoing_rx) = mpsc::unbounded_channel();
+        let (writer, _) = stdin
+            .into_owned_fd()
+            .and_then(|stdin| FrameWriter::pipe(&config.name, stdin))
+            .map_err(spawn_error)?;
+        let stdout = stdout
+            .into_owned_fd()
+            .and_then(|stdout| set_blocking(&stdout).map(|()| stdout))
+            .map_err(spawn_error)?;
         let shared = Arc::new(Shared {
             server: config.name.clone(),
             pid,
-            next_id: AtomicI64::new(1),
+            next_id: AtomicI64::new(FIRST_OWN_ID),
             pending: Mutex::new(PendingTable {
                 closed: None,
                 requests: HashMap::new(),
+                forwarded: HashMap::new(),
+                sweeping: false,
             }),
-            outgoing,
+            writer,
+            cancel_grace: config.cancel_grace,
+            sweep: tokio::sync::Notify::new(),
+            runtime: tokio::runtime::Handle::current(),
             stderr_tail: Mutex::new(VecDeque::new()),
             stderr_done: watch::channel(false).0,
             closed: watch::channel(None).0,
@@ -163,9 +205,17 @@ impl Transport {
         });
         let (incoming_tx, incoming_rx) = mpsc::unbounded_channel();
         let (kill_tx, kill_rx) = oneshot::channel();
-        tokio::spawn(write_loop(config.name.clone(), stdin, outgoing_rx));
         tokio::spawn(stderr_loop(shared.clone(), stderr));
-        tokio::spawn(read_loop(shared.clone(), stdout, incoming_tx));
+        let reader = {
+            let shared = shared.clone();
+            std::thread::Builder::new()
+                .name(format!("{}-output", config.name))
+                .spawn(move || read_output(shared, stdout, incoming_tx))
+        };
+        if let Err(error) = reader {
+            let _ = process.start_kill();
+            return Err(spawn_error(error));
+        }
         tokio::spawn(watch_process(shared.clone(), process, kill_rx));
         Ok((
             Transport {
@@ -259,6 +309,68 @@ impl Transport {
         self.shared.send(&message);
     }
 
+    /// Forward the editor's request `body` (JSON text, with the editor's `id`) as it is; the
+    /// server's answer goes to `editor` as the server writes it. If none comes within
+    /// `timeout`, the editor gets an error and the server `$/cancelRequest`; if the server
+    /// exits first, the editor gets the reason.
+    pub(crate) fn forward(
+        &self,
+        id: i64,
+        method: &str,
+        body: &[u8],
+        editor: &Arc<FrameWriter>,
+        timeout: Duration,
+    ) -> Result<()> {
+        debug_assert!(id < FIRST_OWN_ID, "an editor id");
+        let start_sweeping = {
+            let mut table = self.shared.pending.lock().unwrap();
+            if let Some(closed) = &table.closed {
+                return Err(self.shared.closed_error(closed));
+            }
+            table.forwarded.insert(
+                id,
+                Forwarded {
+                    method: method.to_owned(),
+                    editor: Some(editor.clone()),
+                    deadline: Instant::now() + timeout,
+                },
+            );
+            !std::mem::replace(&mut table.sweeping, true)
+        };
+        if start_sweeping {
+            self.shared
+                .runtime
+                .spawn(self.shared.clone().sweep_forwarded());
+        }
+        self.shared.writer.send(body);
+        Ok(())
+    }
+
+    /// The editor cancelled forwarded request `id`: answer it with `RequestCancelled` now and
+    /// pass the cancellation on (a server that then does not answer within the grace is hung).
+    /// `false` when `id` is not pending here.
+    pub(crate) fn cancel_forwarded(&self, id: i64) -> bool {
+        let (method, editor) = {
+            let mut table = self.shared.pending.lock().unwrap();
+            let Some(forwarded) = table.forwarded.get_mut(&id) else {
+                return false;
+            };
+            let Some(editor) = forwarded.editor.take() else {
+                return true;
+            };
+            forwarded.deadline = Instant::now() + self.shared.cancel_grace;
+            (forwarded.method.clone(), editor)
+        };
+        self.shared.sweep.notify_one();
+        self.shared.send_cancel(id);
+        editor.send(&error_body(
+            id,
+            REQUEST_CANCELLED,
+            &format!("`{method}` was cancelled"),
+        ));
+        true
+    }
+
     /// We no longer want the answer to `id`: tell the server with `$/cancelRequest`, and if it
     /// does not answer that id at all (result or `RequestCancelled`) within `grace`, consider it
     /// hung. A late answer is dropped when it comes.
@@ -334,13 +446,11 @@ impl Shared {
         self.send_frame(serde_json::to_vec(message).expect("a Value serializes"));
     }
 
-    /// Frame `body` and queue it for the writer.
+    /// Frame `body` and write it to the server.
     fn send_frame(&self, body: Vec<u8>) {
-        let mut frame = format!("Content-Length: {}\r\n\r\n", body.len()).into_bytes();
-        frame.extend_from_slice(&body);
-        // A failed send means the writer stopped because the pipe broke: the reader sees the
-        // end of output and fails what is pending, so there is nothing more to do here.
-        let _ = self.outgoing.send(frame);
+        // A failed send means the pipe broke: the reader sees the end of output and fails what
+        // is pending, so there is nothing more to do here.
+        let _ = self.writer.send(&body);
     }
 
     fn stderr_tail(&self) -> Vec<String> {
@@ -371,7 +481,7 @@ impl Shared {
                 None => return,
             }
         };
-        shared.send(&json!({"jsonrpc": "2.0", "method": "$/cancelRequest", "params": {"id": id}}));
+        shared.send_cancel(id);
         let Ok(runtime) = tokio::runtime::Handle::try_current() else {
             return;
         };
@@ -394,14 +504,27 @@ impl Shared {
 
     /// End the connection for `reason` (the first reason wins) and fail every pending request.
     fn close(&self, reason: Closed) {
-        let drained = {
+        let (drained, forwarded) = {
             let mut table = self.pending.lock().unwrap();
             if table.closed.is_some() {
                 return;
             }
             table.closed = Some(reason.clone());
-            std::mem::take(&mut table.requests)
+            (
+                std::mem::take(&mut table.requests),
+                std::mem::take(&mut table.forwarded),
+            )
         };
+        self.writer.close();
+        // Published before anyone waiting is told: a caller woken by its failed request (on
+        // another thread than this reader) must already see the connection closed.
+        self.closed.send_replace(Some(reason.clone()));
+        let error = self.closed_error(&reason).to_string();
+        for (id, forwarded) in forwarded {
+            if let Some(editor) = forwarded.editor {
+                editor.send(&error_body(id, INTERNAL_ERROR, &error));
+            }
+        }
         match &reason {
             Closed::Exited => {
                 tracing::info!(server = %self.server, pending = drained.len(), "language server output ended")
@@ -413,7 +536,90 @@ impl Shared {
         for (_, pending) in drained {
             let _ = pending.reply.send(Err(self.closed_error(&reason)));
         }
-        self.closed.send_replace(Some(reason));
+    }
+
+    /// If `id` is a forwarded request, send its answer (`body`, as the server wrote it) to the
+    /// editor, or drop it when the request was answered here already; whether it was one.
+    fn answer_forwarded(&self, id: &Value, body: &[u8]) -> bool {
+        let Some(id) = id.as_i64().filter(|id| *id < FIRST_OWN_ID) else {
+            return false;
+        };
+        let Some(forwarded) = self.pending.lock().unwrap().forwarded.remove(&id) else {
+            return false;
+        };
+        match forwarded.editor {
+            Some(editor) => {
+                editor.send(body);
+            }
+            None => {
+                tracing::debug!(server = %self.server, id, method = %forwarded.method, "late answer to a forwarded request that was answered here")
+            }
+        }
+        true
+    }
+
+    /// Time forwarded requests out: answer the editor and cancel at the server; when the server
+    /// does not answer a cancelled request within the grace, it is hung. Runs while any
+    /// forwarded request is pending.
+    async fn sweep_forwarded(self: Arc<Self>) {
+        loop {
+            let now = Instant::now();
+            let mut expired = Vec::new();
+            let next = {
+                let mut table = self.pending.lock().unwrap();
+                if table.closed.is_some() || table.forwarded.is_empty() {
+                    table.sweeping = false;
+                    return;
+                }
+                let mut hung = Vec::new();
+                for (&id, forwarded) in table.forwarded.iter_mut() {
+                    if forwarded.deadline > now {
+                        continue;
+                    }
+                    match forwarded.editor.take() {
+                        Some(editor) => {
+                            forwarded.deadline = now + self.cancel_grace;
+                            expired.push((id, forwarded.method.clone(), editor));
+                        }
+                        None => hung.push(id),
+                    }
+                }
+                for id in hung {
+                    let method = table
+                        .forwarded
+                        .remove(&id)
+                        .map(|forwarded| forwarded.method);
+                    let reason = format!(
+                        "did not answer `{}` (id {id}) within {:?} of `$/cancelRequest`",
+                        method.unwrap_or_default(),
+                        self.cancel_grace
+                    );
+                    tracing::warn!(server = %self.server, "language server is hung: {reason}");
+                    self.hung.lock().unwrap().get_or_insert(reason);
+                }
+                table
+                    .forwarded
+                    .values()
+                    .map(|forwarded| forwarded.deadline)
+                    .min()
+            };
+            for (id, method, editor) in expired {
+                tracing::debug!(server = %self.server, id, %method, "forwarded request timed out: cancelling");
+                self.send_cancel(id);
+                let message = format!("{} did not answer `{method}` in time", self.server);
+                editor.send(&error_body(id, INTERNAL_ERROR, &message));
+            }
+            if let Some(next) = next {
+                tokio::select! {
+                    () = tokio::time::sleep_until(next) => {}
+                    () = self.sweep.notified() => {}
+                }
+            }
+        }
+    }
+
+    fn send_cancel(&self, id: i64) {
+        self.send(&json!({"jsonrpc": "2.0", "method": "$/cancelRequest", "params": {"id": id}}));
     }
 
     fn complete(&self, id: &Value, outcome: Result<RawResult>) {
@@ -431,24 +637,6 @@ impl Shared {
             None => {
                 tracing::debug!(server = %self.server, ?id, "answer to no pending request (late, after cancellation?)")
             }
-        }
-    }
-}
-
-async fn write_loop(
-    server: String,
-    mut stdin: impl AsyncWrite + Unpin,
-    mut outgoing: mpsc::UnboundedReceiver<Vec<u8>>,
-) {
-    while let Some(frame) = outgoing.recv().await {
-        if let Err(error) = async {
-            stdin.write_all(&frame).await?;
-            stdin.flush().await
-        }
-        .await
-        {
-            tracing::debug!(%server, "writing to language server failed: {error}");
-            return;
         }
     }
 }
@@ -485,14 +673,15 @@ async fn stderr_loop(shared: Arc<Shared>, stderr: impl AsyncRead + Unpin) {
     shared.stderr_done.send_replace(true);
 }
 
-async fn read_loop(
+/// Read the server's output until it ends, on a thread of its own (see the module docs).
+fn read_output(
     shared: Arc<Shared>,
-    stdout: impl AsyncRead + Unpin,
+    stdout: std::os::fd::OwnedFd,
     incoming: mpsc::UnboundedSender<Incoming>,
 ) {
-    let mut reader = BufReader::new(stdout);
+    let mut reader = std::io::BufReader::with_capacity(64 * 1024, std::fs::File::from(stdout));
     let reason = loop {
-        let body = match read_frame(&mut reader).await {
+        let body = match read_frame_blocking(&mut reader) {
             Ok(Some(body)) => body,
             Ok(None) => break Closed::Exited,
             Err(ReadError::Io(error)) => {
@@ -515,9 +704,11 @@ async fn read_loop(
         }
         Closed::Exited => {
             // The reason it died is usually its last stderr lines: let them arrive first.
-            let mut done = shared.stderr_done.subscribe();
-            let _ = tokio::time::timeout(STDERR_DRAIN, done.wait_for(|done| *done)).await;
-            shared.close(reason);
+            shared.runtime.clone().spawn(async move {
+                let mut done = shared.stderr_done.subscribe();
+                let _ = tokio::time::timeout(STDERR_DRAIN, done.wait_for(|done| *done)).await;
+                shared.close(reason);
+            });
         }
     }
 }
@@ -564,6 +755,7 @@ fn dispatch(
             // The owner is gone: the process is being stopped, nothing left to tell.
             let _ = incoming.send(message);
         }
+        (None, Some(id)) if shared.answer_forwarded(&id, body) => {}
         (None, Some(id)) => {
             let outcome = match envelope.error {
                 Some(error) => Err(Error::Response {
@@ -587,6 +779,14 @@ fn dispatch(
         }
     }
     Ok(())
+}
+
+/// An error answer for the editor.
+fn error_body(id: i64, code: i64, message: &str) -> Vec<u8> {
+    serde_json::to_vec(
+        &json!({"jsonrpc": "2.0", "id": id, "error": {"code": code, "message": message}}),
+    )
+    .expect("a Value serializes")
 }
 
 fn null_result() -> RawResult {
@@ -662,185 +862,5 @@ fn kill_group(pid: u32) {
     if let Ok(pid) = i32::try_from(pid) {
         // ESRCH (already gone) is the common, harmless case.
         let _ = killpg(Pid::from_raw(pid), Signal::SIGKILL);
-    }
-}
-
-/// Why a frame could not be read.
-#[derive(Debug)]
-pub enum ReadError {
-    Io(std::io::Error),
-    Protocol(String),
-}
-
-impl From<std::io::Error> for ReadError {
-    fn from(error: std::io::Error) -> Self {
-        ReadError::Io(error)
-    }
-}
-
-/// Read one framed message; `None` at end of output (also mid-message: the peer died).
-///
-/// After a [`ReadError::Protocol`] for an invalid JSON body the stream is still in step (the
-/// body was consumed), so a tolerant reader (the editor side) can answer with an error and
-/// read on; after a bad header it resynchronises at the next valid header.
-pub async fn read_message(
-    reader: &mut (impl tokio::io::AsyncBufRead + Unpin),
-) -> Result<Option<Value>, ReadError> {
-    let Some(body) = read_frame(reader).await? else {
-        return Ok(None);
-    };
-    serde_json::from_slice(&body).map(Some).map_err(|error| {
-        ReadError::Protocol(format!("invalid JSON body ({error}): {}", preview(&body)))
-    })
-}
-
-/// Read one frame's body, unparsed; `None` at end of output.
-pub async fn read_frame(
-    reader: &mut (impl tokio::io::AsyncBufRead + Unpin),
-) -> Result<Option<Vec<u8>>, ReadError> {
-    let mut content_length = None;
-    let mut line = Vec::new();
-    loop {
-        line.clear();
-        let read = (&mut *reader)
-            .take(MAX_HEADER_LINE)
-            .read_until(b'\n', &mut line)
-            .await?;
-        if read == 0 {
-            return Ok(None);
-        }
-        if !line.ends_with(b"\n") {
-            if read as u64 == MAX_HEADER_LINE {
-                return Err(ReadError::Protocol(format!(
-                    "header line longer than {MAX_HEADER_LINE} bytes"
-                )));
-            }
-            return Ok(None);
-        }
-        let text = std::str::from_utf8(&line)
-            .map_err(|_| ReadError::Protocol(format!("header is not UTF-8: {}", preview(&line))))?
-            .trim_end_matches(['\r', '\n']);
-        if text.is_empty() {
-            break;
-        }
-        let Some((name, value)) = text.split_once(':') else {
-            return Err(ReadError::Protocol(format!(
-                "expected a header, got {}",
-                preview(&line)
-            )));
-        };
-        if name.trim().eq_ignore_ascii_case("content-length") {
-            let length = value.trim().parse::<usize>().map_err(|_| {
-                ReadError::Protocol(format!("invalid Content-Length {:?}", value.trim()))
-            })?;
-            content_length = Some(length);
-        }
-        // `Content-Type` (and any other header) carries nothing we need: the body is UTF-8 JSON.
-    }
-    let Some(length) = content_length else {
-        return Err(ReadError::Protocol("message without Content-Length".into()));
-    };
-    if length > MAX_BODY {
-        return Err(ReadError::Protocol(format!(
-            "Content-Length {length} is too large"
-        )));
-    }
-    let mut body = vec![0; length];
-    match reader.read_exact(&mut body).await {
-        Ok(_) => {}
-        Err(error) if error.kind() == std::io::ErrorKind::UnexpectedEof => return Ok(None),
-        Err(error) => return Err(error.into()),
-    }
-    Ok(Some(body))
-}
-
-/// Write one framed message.
-pub async fn write_message(
-    writer: &mut (impl AsyncWrite + Unpin),
-    message: &Value,
-) -> std::io::Result<()> {
-    write_frame(writer, &serde_json::to_vec(message)?).await
-}
-
-/// Write one message body (JSON text) with its header.
-pub async fn write_frame(
-    writer: &mut (impl AsyncWrite + Unpin),
-    body: &[u8],
-) -> std::io::Result<()> {
-    // One write per message: the reader on the other end wakes once, not for the header alone.
-    let mut frame = format!("Content-Length: {}\r\n\r\n", body.len()).into_bytes();
-    frame.extend_from_slice(body);
-    writer.write_all(&frame).await?;
-    writer.flush().await
-}
-
-/// The start of some bytes, for error messages about garbage.
-fn preview(bytes: &[u8]) -> String {
-    let text = String::from_utf8_lossy(&bytes[..bytes.len().min(80)]);
-    format!("{:?}", text.trim_end())
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    async fn read_all(input: &[u8]) -> Vec<Result<Option<Value>, String>> {
-        let mut reader = BufReader::new(input);
-        let mut out = Vec::new();
-        loop {
-            match read_message(&mut reader).await {
-                Ok(Some(value)) => out.push(Ok(Some(value))),
-                Ok(None) => {
-                    out.push(Ok(None));
-                    return out;
-                }
-                Err(ReadError::Protocol(message)) => {
-                    out.push(Err(message));
-                    return out;
-                }
-                Err(ReadError::Io(error)) => panic!("{error}"),
-            }
-        }
-    }
-
-    #[tokio::test]
-    async fn frames_with_content_type_and_odd_header_case_are_read() {
-        let body = r#"{"jsonrpc":"2.0","id":1,"result":"grüße"}"#;
-        let input = format!(
-            "Content-Length: {}\r\nContent-Type: application/vscode-jsonrpc; charset=utf-8\r\n\r\n{body}content-length: 2\r\n\r\n{{}}",
-            body.len()
-        );
-        let messages = read_all(input.as_bytes()).await;
-        assert_eq!(
-            messages[0].as_ref().unwrap().as_ref().unwrap()["result"],
-            "grüße"
-        );
-        assert_eq!(messages[1], Ok(Some(json!({}))));
-        assert_eq!(messages[2], Ok(None));
-    }
-
-    #[tokio::test]
-    async fn garbage_is_a_protocol_error_and_truncation_is_end_of_output() {
-        let cases: [(&[u8], &str); 5] = [
-            (b"hello world\r\n\r\n", "expected a header"),
-            (b"Content-Length: ten\r\n\r\n", "invalid Content-Length"),
-            (b"Content-Length: 5\r\n\r\n{oops", "invalid JSON"),
-            (b"Content-Type: x\r\n\r\n{}", "without Content-Length"),
-            (b"Content-Length: 99999999999\r\n\r\n", "too large"),
-        ];
-        for (input, expected) in cases {
-            let messages = read_all(input).await;
-            let error = messages.last().unwrap().as_ref().unwrap_err();
-            assert!(error.contains(expected), "{error} for {input:?}");
-        }
-        assert_eq!(read_all(b"Content-Length: 10\r\n\r\n{}").await, [Ok(None)]);
-        assert_eq!(read_all(b"Content-Len").await, [Ok(None)]);
-        let long = vec![b'x'; 10_000];
-        assert!(
-            read_all(&long).await[0]
-                .as_ref()
-                .unwrap_err()
-                .contains("longer than")
-        );
     }
 }

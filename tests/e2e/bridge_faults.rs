@@ -552,11 +552,17 @@ async fn server_requests_are_answered_and_notifications_tracked() {
     assert_eq!(registrations.len(), 1);
     assert_eq!(registrations[0].method, "workspace/didChangeWatchedFiles");
 
+    // The diagnostics come right after the progress ends, which already made the child ready.
     let uri = lsp_bridge::lsp_types::Url::from_file_path("/fake/grüße.txt").unwrap();
-    let entry = child
-        .diagnostics()
-        .get(&uri)
-        .expect("published diagnostics are stored");
+    let mut published = child.diagnostics().subscribe();
+    tokio::time::timeout(
+        HANG_GUARD,
+        published.wait_for(|_| child.diagnostics().get(&uri).is_some()),
+    )
+    .await
+    .expect("published diagnostics are stored")
+    .unwrap();
+    let entry = child.diagnostics().get(&uri).unwrap();
     assert_eq!(entry.version, Some(7));
     assert_eq!(entry.diagnostics[0].message, "größe is wrong");
     assert_eq!(*child.diagnostics().subscribe().borrow(), entry.generation);
@@ -664,5 +670,171 @@ async fn files_without_a_server_are_explained() {
     assert!(
         matches!(&error, Error::NoServer { reason, .. } if reason.contains(".zzz")),
         "{error:?}"
+    );
+}
+
+/// The editor's end of forwarded requests: where their answers are written, and a reader of
+/// what arrives there.
+fn editor_end() -> (
+    Arc<lsp_bridge::framing::FrameWriter>,
+    tokio::io::BufReader<tokio::io::DuplexStream>,
+) {
+    let (ours, theirs) = tokio::io::duplex(1 << 20);
+    let (writer, _task) = lsp_bridge::framing::FrameWriter::queued("editor", ours);
+    (writer, tokio::io::BufReader::new(theirs))
+}
+
+/// The next message the editor gets (bounded).
+async fn editor_gets(editor: &mut tokio::io::BufReader<tokio::io::DuplexStream>) -> Value {
+    tokio::time::timeout(HANG_GUARD, lsp_bridge::framing::read_message(editor))
+        .await
+        .expect("the editor got an answer in time")
+        .unwrap()
+        .unwrap()
+}
+
+fn editor_request(id: i64, method: &str, params: Value) -> Vec<u8> {
+    serde_json::to_vec(&json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}))
+        .unwrap()
+}
+
+#[tokio::test]
+async fn a_forwarded_request_keeps_the_editors_id_and_our_own_ids_stay_apart() {
+    let dir = tempfile::tempdir().unwrap();
+    let (record, record_arg) = record_path(&dir);
+    let child = start(dir.path(), &["record", &record_arg]).await.unwrap();
+    let (writer, mut editor) = editor_end();
+    let body = editor_request(7, "fake/custom", json!({"x": "grüße"}));
+    child
+        .forward(7, "fake/custom", &body, &writer, HANG_GUARD)
+        .unwrap();
+    let answer = editor_gets(&mut editor).await;
+    assert_eq!(answer["id"], 7, "{answer}");
+    assert_eq!(answer["result"]["echo"], "fake/custom");
+    assert_eq!(answer["result"]["params"]["x"], "grüße");
+    // The child saw the editor's id; our own requests use ids from FIRST_OWN_ID on.
+    wait_recorded(&record, |message| {
+        message["method"] == "fake/custom" && message["id"] == 7
+    })
+    .await;
+    child.request("fake/own", json!({})).await.unwrap();
+    let own = request_id(&record, "fake/own");
+    assert!(own.as_i64().unwrap() >= lsp_bridge::FIRST_OWN_ID, "{own}");
+    child.shutdown().await;
+}
+
+#[tokio::test]
+async fn a_forwarded_request_that_times_out_is_answered_cancelled_and_a_silent_child_hung() {
+    let dir = tempfile::tempdir().unwrap();
+    let (record, record_arg) = record_path(&dir);
+    let child = start(
+        dir.path(),
+        &["hang-on", "textDocument/hover", "record", &record_arg],
+    )
+    .await
+    .unwrap();
+    let (writer, mut editor) = editor_end();
+    let body = editor_request(3, "textDocument/hover", json!({}));
+    child
+        .forward(
+            3,
+            "textDocument/hover",
+            &body,
+            &writer,
+            Duration::from_millis(300),
+        )
+        .unwrap();
+    let answer = editor_gets(&mut editor).await;
+    assert_eq!(answer["id"], 3, "{answer}");
+    assert_eq!(answer["error"]["code"], -32603);
+    let message = answer["error"]["message"].as_str().unwrap();
+    assert!(
+        message.contains("did not answer `textDocument/hover`"),
+        "{message}"
+    );
+    wait_recorded(&record, |message| {
+        message["method"] == "$/cancelRequest" && message["params"]["id"] == 3
+    })
+    .await;
+    // `hang-on` ignores the cancellation too: after the grace (500 ms), the child is hung.
+    let deadline = Instant::now() + HANG_GUARD;
+    while !child.is_hung() {
+        assert!(Instant::now() < deadline, "never marked hung");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert!(!child.is_healthy());
+    child.kill();
+}
+
+#[tokio::test]
+async fn a_forwarded_request_the_editor_cancels_is_answered_at_once_and_only_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let (record, record_arg) = record_path(&dir);
+    let child = start(
+        dir.path(),
+        &["slow", "textDocument/hover", "20000", "record", &record_arg],
+    )
+    .await
+    .unwrap();
+    let (writer, mut editor) = editor_end();
+    let body = editor_request(4, "textDocument/hover", json!({}));
+    child
+        .forward(4, "textDocument/hover", &body, &writer, HANG_GUARD)
+        .unwrap();
+    wait_recorded(&record, |message| message["method"] == "textDocument/hover").await;
+    assert!(child.cancel_forwarded(4));
+    let answer = editor_gets(&mut editor).await;
+    assert_eq!(
+        (answer["id"].clone(), answer["error"]["code"].clone()),
+        (json!(4), json!(-32800)),
+        "{answer}"
+    );
+    wait_recorded(&record, |message| {
+        message["method"] == "$/cancelRequest" && message["params"]["id"] == 4
+    })
+    .await;
+    // The child acknowledges with its own RequestCancelled, which the editor does not get a
+    // second time: the next thing it gets is the next answer.
+    let body = editor_request(5, "fake/custom", json!({}));
+    child
+        .forward(5, "fake/custom", &body, &writer, HANG_GUARD)
+        .unwrap();
+    assert_eq!(editor_gets(&mut editor).await["id"], 5);
+    // Once the acknowledgement came, 4 is no longer pending (cancelling it again does nothing).
+    let deadline = Instant::now() + HANG_GUARD;
+    while child.cancel_forwarded(4) {
+        assert!(Instant::now() < deadline, "the acknowledgement never came");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    tokio::time::sleep(Duration::from_millis(700)).await;
+    assert!(!child.is_hung(), "it acknowledged the cancellation");
+    child.shutdown().await;
+}
+
+#[tokio::test]
+async fn a_forwarded_request_to_a_child_that_crashes_gets_the_reason() {
+    let dir = tempfile::tempdir().unwrap();
+    let child = start(dir.path(), &["crash-on", "textDocument/hover"])
+        .await
+        .unwrap();
+    let (writer, mut editor) = editor_end();
+    let body = editor_request(9, "textDocument/hover", json!({}));
+    child
+        .forward(9, "textDocument/hover", &body, &writer, HANG_GUARD)
+        .unwrap();
+    let answer = editor_gets(&mut editor).await;
+    assert_eq!(answer["id"], 9, "{answer}");
+    assert_eq!(answer["error"]["code"], -32603);
+    let message = answer["error"]["message"].as_str().unwrap();
+    assert!(
+        message.contains("crashing on textDocument/hover"),
+        "{message}"
+    );
+    // Forwarding to the dead child now fails at once.
+    let body = editor_request(10, "textDocument/hover", json!({}));
+    assert!(
+        child
+            .forward(10, "textDocument/hover", &body, &writer, HANG_GUARD)
+            .is_err()
     );
 }

@@ -286,6 +286,119 @@ fn custom_methods_cancellation_and_child_requests_cross_the_proxy() {
     editor.shutdown();
 }
 
+/// The messages `fake-lsp record PATH` has received so far (complete lines only).
+fn recorded(path: &Path) -> Vec<Value> {
+    let text = std::fs::read_to_string(path).unwrap_or_default();
+    let complete = text.rfind('\n').map_or("", |end| &text[..end]);
+    complete
+        .lines()
+        .map(|line| serde_json::from_str(line).unwrap())
+        .collect()
+}
+
+fn frame(message: &Value) -> Vec<u8> {
+    let body = message.to_string();
+    format!("Content-Length: {}\r\n\r\n{body}", body.len()).into_bytes()
+}
+
+#[test]
+fn requests_reach_the_child_with_the_editors_ids_and_never_overtake_a_change() {
+    let workspace = tempfile::tempdir().unwrap();
+    let root = workspace.path().canonicalize().unwrap();
+    let file = root.join("a.fake");
+    std::fs::write(&file, "one\n").unwrap();
+    let state = tempfile::tempdir().unwrap();
+    let record = state.path().join("received.jsonl");
+    let config = fake_config(&["record", record.to_str().unwrap()]);
+    let mut editor = serve(&root, state.path(), Some(&config));
+    editor.initialize(&root);
+    editor.open(&file, "fake");
+    let params =
+        json!({"textDocument": {"uri": url(&file)}, "position": {"line": 0, "character": 0}});
+    // The first request finds the document's child; the ones after it are forwarded as they
+    // are, with the editor's own ids.
+    editor.request("fake/custom", params.clone());
+    let mut forwarded = Vec::new();
+    for _ in 0..5 {
+        let id = editor.request_async("fake/custom", params.clone());
+        assert_eq!(editor.response(id)["result"]["echo"], "fake/custom");
+        forwarded.push(id);
+    }
+    // A document change and a request in one write, many times over: each request must reach
+    // the child after the change sent before it, whichever path it takes.
+    let mut burst = Vec::new();
+    let changes = 2..42;
+    for version in changes.clone() {
+        burst.extend(frame(
+            &json!({"jsonrpc": "2.0", "method": "textDocument/didChange", "params": {
+                "textDocument": {"uri": url(&file), "version": version},
+                "contentChanges": [{"text": format!("version {version}\n")}],
+            }}),
+        ));
+        burst.extend(frame(&json!({"jsonrpc": "2.0", "id": 10_000 + version, "method": "fake/custom", "params": params})));
+    }
+    editor.send_raw(&burst);
+    for version in changes.clone() {
+        let answer = editor.wait_for("the answer after a change", |message| {
+            message["id"] == 10_000 + version
+        });
+        assert_eq!(answer["result"]["echo"], "fake/custom", "{answer}");
+    }
+    // Ids that are not plain numbers take the loop's path, with ids of the bridge's own.
+    editor.send(
+        &json!({"jsonrpc": "2.0", "id": "text id", "method": "fake/custom", "params": params}),
+    );
+    let answer = editor.wait_for("the answer to a text id", |message| {
+        message["id"] == "text id"
+    });
+    assert_eq!(answer["result"]["echo"], "fake/custom", "{answer}");
+
+    let received = recorded(&record);
+    let ids = received
+        .iter()
+        .filter(|message| message["method"] == "fake/custom")
+        .map(|message| message["id"].as_i64().unwrap())
+        .collect::<Vec<_>>();
+    for id in &forwarded {
+        assert!(
+            ids.contains(id),
+            "request {id} was not forwarded as it is: {ids:?}"
+        );
+    }
+    assert!(
+        ids.iter()
+            .filter(|id| **id >= lsp_bridge::FIRST_OWN_ID)
+            .count()
+            >= 2,
+        "the first request and the text id go with ids of the bridge: {ids:?}"
+    );
+    let position =
+        |predicate: &dyn Fn(&Value) -> bool| received.iter().position(predicate).unwrap();
+    for version in changes {
+        let change = position(&|message| {
+            message["method"] == "textDocument/didChange"
+                && message["params"]["textDocument"]["version"] == version
+        });
+        // The request after the change: by the editor's id, or (taken by the loop) by its place
+        // among the requests the child got.
+        let request = received
+            .iter()
+            .enumerate()
+            .skip(change)
+            .find(|(_, message)| message["method"] == "fake/custom")
+            .map(|(at, _)| at)
+            .expect("a request after the change");
+        assert!(change < request);
+        if let Some(direct) = received
+            .iter()
+            .position(|message| message["id"] == 10_000 + version)
+        {
+            assert!(change < direct, "request {version} overtook its change");
+        }
+    }
+    editor.shutdown();
+}
+
 #[test]
 fn garbage_from_the_editor_gets_errors_and_the_server_keeps_serving() {
     let workspace = agent_tests::fixture("python");

@@ -53,6 +53,23 @@ fn error_reply(error: Error) -> (i64, String) {
     }
 }
 
+/// Whether `method` is a `*/resolve` request, which names no document.
+pub(super) fn is_resolve(method: &str) -> bool {
+    RESOLVES.iter().any(|(resolve, _)| *resolve == method)
+}
+
+/// After `child` answered `method`: if that request produces items that `*/resolve` requests
+/// resolve, those go to `child`.
+pub(super) fn remember_resolve_route(shared: &Shared, method: &str, child: &Arc<Child>) {
+    if let Some((_, origin)) = RESOLVES.iter().find(|(_, origin)| *origin == method) {
+        shared
+            .resolve_routes
+            .lock()
+            .expect("resolve routes")
+            .insert(origin, child.clone());
+    }
+}
+
 /// Whether `method` is answered by exactly one child, whose result can be forwarded raw
 /// ([`forward_raw`]); the others are answered here or merged from several children.
 pub(super) fn is_plain(method: &str) -> bool {
@@ -110,13 +127,7 @@ pub(super) async fn forward_raw(
             .request_raw_with(method, params, CHILD_REQUEST_TIMEOUT, cancel)
             .await
             .map_err(error_reply)?;
-        if let Some((_, origin)) = RESOLVES.iter().find(|(_, origin)| *origin == method) {
-            shared
-                .resolve_routes
-                .lock()
-                .expect("resolve routes")
-                .insert(origin, child);
-        }
+        remember_resolve_route(shared, method, &child);
         return Ok(answer);
     }
     Err(no_child(method))

@@ -1,0 +1,206 @@
+//! The editor's messages as they arrive. A plain request about a document whose child is
+//! running is forwarded to that child at once, by the thread (or task) that read it, with the
+//! editor's own id; the child's answer goes back to the editor from the thread that reads the
+//! child ([`lsp_bridge::Child::forward`]). Everything else goes to the server's loop, in order.
+//!
+//! This is the proxy's hot path (docs/decisions/0002-proxy-forwarding-threads.md): a definition,
+//! hover or completion crosses `serve` on two threads that each wake once, like a byte relay,
+//! instead of the reactor, a request task and two writer tasks.
+//!
+//! Order towards a child: a request must not overtake a document change the editor sent before
+//! it, and changes go through the loop. So a request is forwarded here only while the loop
+//! holds no message of the editor's; otherwise it queues behind them.
+
+use std::borrow::Cow;
+use std::io::Read;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use lsp_bridge::framing::{ReadError, read_frame, read_frame_blocking};
+use lsp_bridge::lsp_types::Url;
+use serde::Deserialize;
+use serde_json::value::RawValue;
+use tokio::io::{AsyncRead, BufReader};
+use tokio::sync::mpsc;
+
+use super::{CHILD_REQUEST_TIMEOUT, Shared, routing};
+
+/// What the loop gets from the editor.
+pub(super) enum Input {
+    /// A message body (JSON text, not yet parsed).
+    Message(Vec<u8>),
+    /// A frame that could not be read; the stream goes on.
+    Unreadable(String),
+    /// Reading failed; nothing more comes.
+    Failed(std::io::Error),
+}
+
+/// Where the editor's messages come from.
+pub enum EditorInput {
+    /// Read on a thread of its own (stdio), which forwards plain requests itself.
+    Blocking(Box<dyn Read + Send>),
+    /// Read by a task (a socket).
+    Async(Box<dyn AsyncRead + Unpin + Send>),
+}
+
+pub(super) struct Intake {
+    shared: Arc<Shared>,
+    /// Messages handed to the loop that it has not finished handling.
+    queued: Arc<AtomicUsize>,
+    to_loop: mpsc::UnboundedSender<Input>,
+}
+
+/// The parts of an editor message the intake looks at.
+#[derive(Deserialize)]
+struct Peek<'a> {
+    /// Only numeric ids are forwarded as they are (any other fails the parse: the loop's path).
+    #[serde(default)]
+    id: Option<u64>,
+    #[serde(borrow, default)]
+    method: Option<Cow<'a, str>>,
+    #[serde(borrow, default)]
+    params: Option<&'a RawValue>,
+}
+
+#[derive(Deserialize)]
+struct DocumentParams<'a> {
+    #[serde(borrow, rename = "textDocument")]
+    text_document: DocumentId<'a>,
+}
+
+#[derive(Deserialize)]
+struct DocumentId<'a> {
+    #[serde(borrow)]
+    uri: Cow<'a, str>,
+}
+
+#[derive(Deserialize)]
+struct CancelParams {
+    id: u64,
+}
+
+impl Intake {
+    /// Read `input` until it ends: on a thread of its own for a blocking reader, else on a
+    /// task. The loop gets what is not forwarded through the returned receiver, which closes
+    /// at the end of input; `queued` counts what it has not finished handling.
+    pub(super) fn start(
+        shared: Arc<Shared>,
+        input: EditorInput,
+    ) -> std::io::Result<(mpsc::UnboundedReceiver<Input>, Arc<AtomicUsize>)> {
+        let (to_loop, from_intake) = mpsc::unbounded_channel();
+        let queued = Arc::new(AtomicUsize::new(0));
+        let intake = Intake {
+            shared,
+            queued: queued.clone(),
+            to_loop,
+        };
+        match input {
+            EditorInput::Blocking(input) => {
+                std::thread::Builder::new()
+                    .name("editor-input".into())
+                    .spawn(move || {
+                        let mut reader = std::io::BufReader::with_capacity(64 * 1024, input);
+                        while intake.take(read_frame_blocking(&mut reader)) {}
+                    })?;
+            }
+            EditorInput::Async(input) => {
+                tokio::spawn(async move {
+                    let mut reader = BufReader::with_capacity(64 * 1024, input);
+                    while intake.take(read_frame(&mut reader).await) {}
+                });
+            }
+        }
+        Ok((from_intake, queued))
+    }
+
+    /// Take one read; `false` at the end of input.
+    fn take(&self, read: Result<Option<Vec<u8>>, ReadError>) -> bool {
+        let input = match read {
+            Ok(Some(body)) => {
+                if self.queued.load(Ordering::Acquire) == 0 && self.forward(&body) {
+                    return true;
+                }
+                self.queued.fetch_add(1, Ordering::AcqRel);
+                Input::Message(body)
+            }
+            Ok(None) => return false,
+            Err(ReadError::Protocol(problem)) => Input::Unreadable(problem),
+            Err(ReadError::Io(error)) => {
+                let _ = self.to_loop.send(Input::Failed(error));
+                return false;
+            }
+        };
+        // The loop is gone (the editor said `exit`): nothing left to read for.
+        self.to_loop.send(input).is_ok()
+    }
+
+    /// Forward `body` straight to its child, or cancel a request forwarded so; `false` when it
+    /// is the loop's.
+    fn forward(&self, body: &[u8]) -> bool {
+        let Ok(Peek {
+            id,
+            method: Some(method),
+            params: Some(params),
+        }) = serde_json::from_slice::<Peek<'_>>(body)
+        else {
+            return false;
+        };
+        match id {
+            None if method == "$/cancelRequest" => self.cancel(params),
+            Some(id) if id < lsp_bridge::FIRST_OWN_ID as u64 => {
+                self.request(id as i64, &method, params, body)
+            }
+            _ => false,
+        }
+    }
+
+    fn request(&self, id: i64, method: &str, params: &RawValue, body: &[u8]) -> bool {
+        if !routing::is_plain(method) || routing::is_resolve(method) {
+            return false;
+        }
+        let Ok(DocumentParams { text_document }) = serde_json::from_str(params.get()) else {
+            return false;
+        };
+        let Some(path) = Url::parse(&text_document.uri)
+            .ok()
+            .and_then(|uri| uri.to_file_path().ok())
+        else {
+            return false;
+        };
+        let shared = &self.shared;
+        if shared.prompt_documents.matches(&path) {
+            return false;
+        }
+        let child = shared.routes.lock().expect("routes").get(&path).cloned();
+        let Some(child) = child.filter(|child| child.is_healthy()) else {
+            return false;
+        };
+        if child
+            .forward(id, method, body, &shared.out, CHILD_REQUEST_TIMEOUT)
+            .is_err()
+        {
+            return false;
+        }
+        routing::remember_resolve_route(shared, method, &child);
+        true
+    }
+
+    /// `$/cancelRequest` for a forwarded request goes to the child that has it.
+    fn cancel(&self, params: &RawValue) -> bool {
+        let Ok(CancelParams { id }) = serde_json::from_str(params.get()) else {
+            return false;
+        };
+        let Ok(id) = i64::try_from(id) else {
+            return false;
+        };
+        let children = self
+            .shared
+            .routes
+            .lock()
+            .expect("routes")
+            .values()
+            .cloned()
+            .collect::<Vec<_>>();
+        children.iter().any(|child| child.cancel_forwarded(id))
+    }
+}

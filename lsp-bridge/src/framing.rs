@@ -1,0 +1,550 @@
+//! `Content-Length` framing, shared by the child side (the bridge) and the editor side (the
+//! proxy in `agent-lsp serve`): reading frames, async or on a blocking thread, and writing them
+//! in order from any thread through a [`FrameWriter`].
+
+use std::collections::VecDeque;
+use std::io::{BufRead, Read};
+use std::os::fd::{AsFd, OwnedFd};
+use std::sync::{Arc, Mutex};
+
+use serde_json::Value;
+use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWrite, AsyncWriteExt};
+use tokio::net::unix::pipe;
+use tokio::sync::Notify;
+use tokio::task::JoinHandle;
+
+pub use crate::transport::RawResult;
+
+/// A header line longer than this is not LSP framing.
+const MAX_HEADER_LINE: u64 = 8 * 1024;
+/// A body larger than this is not a message we want to buffer.
+const MAX_BODY: usize = 256 * 1024 * 1024;
+
+/// Why a frame could not be read.
+#[derive(Debug)]
+pub enum ReadError {
+    Io(std::io::Error),
+    Protocol(String),
+}
+
+impl From<std::io::Error> for ReadError {
+    fn from(error: std::io::Error) -> Self {
+        ReadError::Io(error)
+    }
+}
+
+/// Read one framed message; `None` at end of output (also mid-message: the peer died).
+///
+/// After a [`ReadError::Protocol`] for an invalid JSON body the stream is still in step (the
+/// body was consumed), so a tolerant reader (the editor side) can answer with an error and
+/// read on; after a bad header it resynchronises at the next valid header.
+pub async fn read_message(
+    reader: &mut (impl tokio::io::AsyncBufRead + Unpin),
+) -> Result<Option<Value>, ReadError> {
+    let Some(body) = read_frame(reader).await? else {
+        return Ok(None);
+    };
+    parse_message(&body).map(Some).map_err(ReadError::Protocol)
+}
+
+/// A frame's body as JSON, or what is wrong with it.
+pub fn parse_message(body: &[u8]) -> Result<Value, String> {
+    serde_json::from_slice(body)
+        .map_err(|error| format!("invalid JSON body ({error}): {}", preview(body)))
+}
+
+/// Read one frame's body, unparsed; `None` at end of output.
+pub async fn read_frame(
+    reader: &mut (impl tokio::io::AsyncBufRead + Unpin),
+) -> Result<Option<Vec<u8>>, ReadError> {
+    let mut headers = Headers::default();
+    let mut line = Vec::new();
+    loop {
+        line.clear();
+        let read = (&mut *reader)
+            .take(MAX_HEADER_LINE)
+            .read_until(b'\n', &mut line)
+            .await?;
+        match headers.line(&line, read)? {
+            HeaderLine::More => {}
+            HeaderLine::End => return Ok(None),
+            HeaderLine::Body(length) => {
+                let mut body = vec![0; length];
+                return match reader.read_exact(&mut body).await {
+                    Ok(_) => Ok(Some(body)),
+                    Err(error) if error.kind() == std::io::ErrorKind::UnexpectedEof => Ok(None),
+                    Err(error) => Err(error.into()),
+                };
+            }
+        }
+    }
+}
+
+/// [`read_frame`] for a blocking reader, on a thread of its own: a thread blocked in `read`
+/// wakes straight into the frame, without the reactor's readiness round trip, which is most of
+/// a proxy's cost on sub-millisecond answers.
+pub fn read_frame_blocking(reader: &mut impl BufRead) -> Result<Option<Vec<u8>>, ReadError> {
+    let mut headers = Headers::default();
+    let mut line = Vec::new();
+    loop {
+        line.clear();
+        let read = (&mut *reader)
+            .take(MAX_HEADER_LINE)
+            .read_until(b'\n', &mut line)?;
+        match headers.line(&line, read)? {
+            HeaderLine::More => {}
+            HeaderLine::End => return Ok(None),
+            HeaderLine::Body(length) => {
+                let mut body = vec![0; length];
+                return match reader.read_exact(&mut body) {
+                    Ok(()) => Ok(Some(body)),
+                    Err(error) if error.kind() == std::io::ErrorKind::UnexpectedEof => Ok(None),
+                    Err(error) => Err(error.into()),
+                };
+            }
+        }
+    }
+}
+
+/// The header block of one frame, one line at a time.
+#[derive(Default)]
+struct Headers {
+    content_length: Option<usize>,
+}
+
+enum HeaderLine {
+    /// Another header line follows.
+    More,
+    /// End of output (also inside the headers: the peer died).
+    End,
+    /// The blank line: a body of this many bytes follows.
+    Body(usize),
+}
+
+impl Headers {
+    /// Take one line as read (`read` bytes, at most [`MAX_HEADER_LINE`]).
+    fn line(&mut self, line: &[u8], read: usize) -> Result<HeaderLine, ReadError> {
+        if read == 0 {
+            return Ok(HeaderLine::End);
+        }
+        if !line.ends_with(b"\n") {
+            if read as u64 == MAX_HEADER_LINE {
+                return Err(ReadError::Protocol(format!(
+                    "header line longer than {MAX_HEADER_LINE} bytes"
+                )));
+            }
+            return Ok(HeaderLine::End);
+        }
+        let text = std::str::from_utf8(line)
+            .map_err(|_| ReadError::Protocol(format!("header is not UTF-8: {}", preview(line))))?
+            .trim_end_matches(['\r', '\n']);
+        if text.is_empty() {
+            let Some(length) = self.content_length else {
+                return Err(ReadError::Protocol("message without Content-Length".into()));
+            };
+            if length > MAX_BODY {
+                return Err(ReadError::Protocol(format!(
+                    "Content-Length {length} is too large"
+                )));
+            }
+            return Ok(HeaderLine::Body(length));
+        }
+        let Some((name, value)) = text.split_once(':') else {
+            return Err(ReadError::Protocol(format!(
+                "expected a header, got {}",
+                preview(line)
+            )));
+        };
+        if name.trim().eq_ignore_ascii_case("content-length") {
+            let length = value.trim().parse::<usize>().map_err(|_| {
+                ReadError::Protocol(format!("invalid Content-Length {:?}", value.trim()))
+            })?;
+            self.content_length = Some(length);
+        }
+        // `Content-Type` (and any other header) carries nothing we need: the body is UTF-8 JSON.
+        Ok(HeaderLine::More)
+    }
+}
+
+/// Write one message.
+pub async fn write_message(
+    writer: &mut (impl AsyncWrite + Unpin),
+    message: &Value,
+) -> std::io::Result<()> {
+    write_frame(writer, &serde_json::to_vec(message)?).await
+}
+
+/// Write one message body (JSON text) with its header.
+pub async fn write_frame(
+    writer: &mut (impl AsyncWrite + Unpin),
+    body: &[u8],
+) -> std::io::Result<()> {
+    writer.write_all(&frame(body)).await?;
+    writer.flush().await
+}
+
+/// Header and body in one buffer: one write per message, so the reader on the other end wakes
+/// once, not for the header alone.
+fn frame(body: &[u8]) -> Vec<u8> {
+    let header = format!("Content-Length: {}\r\n\r\n", body.len());
+    let mut frame = Vec::with_capacity(header.len() + body.len());
+    frame.extend_from_slice(header.as_bytes());
+    frame.extend_from_slice(body);
+    frame
+}
+
+/// The start of some bytes, for error messages about garbage.
+pub(crate) fn preview(bytes: &[u8]) -> String {
+    let text = String::from_utf8_lossy(&bytes[..bytes.len().min(80)]);
+    format!("{:?}", text.trim_end())
+}
+
+/// Frames for one peer (a child's stdin, the editor's stdout), sent from any thread or task and
+/// written in the order they were sent.
+///
+/// On a pipe, whoever sends a frame while nothing is queued writes it at once, on its own
+/// thread, without a hand-off (the proxy's hot path: a child's answer goes to the editor from
+/// the thread that read it). The pipe is non-blocking, so a peer that stops reading never
+/// blocks a sender: what does not fit is queued, and a task writes the queue out as the pipe
+/// drains, while later frames queue behind it. Any other writer (a socket, a test's buffer)
+/// gets every frame through that task.
+pub struct FrameWriter {
+    peer: String,
+    state: Mutex<WriterState>,
+    /// Wakes the task that writes the queue.
+    queued: Notify,
+    /// The peer's pipe (non-blocking) when frames may be written directly.
+    pipe: Option<Arc<OwnedFd>>,
+}
+
+#[derive(Default)]
+struct WriterState {
+    queue: VecDeque<Vec<u8>>,
+    /// The peer is gone (a write failed): frames are dropped.
+    broken: bool,
+    /// No more frames will come: the task ends once the queue is written.
+    closing: bool,
+}
+
+impl FrameWriter {
+    /// Write to a pipe (made non-blocking here), directly when possible. Must run inside the
+    /// tokio runtime that will write what the pipe cannot take at once; the returned task ends
+    /// after [`FrameWriter::close`], once the queue is written.
+    pub fn pipe(peer: &str, pipe: OwnedFd) -> std::io::Result<(Arc<FrameWriter>, JoinHandle<()>)> {
+        set_nonblocking(&pipe, true)?;
+        let pipe = Arc::new(pipe);
+        let writer = Arc::new(FrameWriter {
+            peer: peer.to_owned(),
+            state: Mutex::default(),
+            queued: Notify::new(),
+            pipe: Some(pipe.clone()),
+        });
+        let task = tokio::spawn(drain_pipe(writer.clone(), pipe));
+        Ok((writer, task))
+    }
+
+    /// Write to any async writer, every frame through the writing task.
+    pub fn queued(
+        peer: &str,
+        output: impl AsyncWrite + Unpin + Send + 'static,
+    ) -> (Arc<FrameWriter>, JoinHandle<()>) {
+        let writer = Arc::new(FrameWriter {
+            peer: peer.to_owned(),
+            state: Mutex::default(),
+            queued: Notify::new(),
+            pipe: None,
+        });
+        let task = tokio::spawn(drain_async(writer.clone(), output));
+        (writer, task)
+    }
+
+    /// Frame `body` and send it; `false` when the peer is gone (or the writer closed).
+    pub fn send(&self, body: &[u8]) -> bool {
+        let mut frame = frame(body);
+        let mut state = self.state.lock().expect("frame writer");
+        if state.broken || state.closing {
+            return false;
+        }
+        if let (true, Some(pipe)) = (state.queue.is_empty(), &self.pipe) {
+            match write_some(pipe.as_ref(), &frame) {
+                Ok(written) if written == frame.len() => return true,
+                Ok(written) => {
+                    frame.drain(..written);
+                }
+                Err(error) => {
+                    tracing::debug!(peer = %self.peer, "writing failed: {error}");
+                    state.broken = true;
+                    return false;
+                }
+            }
+        }
+        state.queue.push_back(frame);
+        drop(state);
+        self.queued.notify_one();
+        true
+    }
+
+    /// No more frames: the writing task ends once the queue is written (await its handle to
+    /// know the peer has everything).
+    pub fn close(&self) {
+        self.state.lock().expect("frame writer").closing = true;
+        self.queued.notify_one();
+    }
+
+    /// Wait until there is something to write; `false` when the task should end.
+    async fn wait_for_frames(&self) -> bool {
+        loop {
+            {
+                let state = self.state.lock().expect("frame writer");
+                if state.broken {
+                    return false;
+                }
+                if !state.queue.is_empty() {
+                    return true;
+                }
+                if state.closing {
+                    return false;
+                }
+            }
+            // A notification sent between the check and here is kept as a permit.
+            self.queued.notified().await;
+        }
+    }
+
+    fn broke(&self, error: &std::io::Error) {
+        tracing::debug!(peer = %self.peer, "writing failed: {error}");
+        let mut state = self.state.lock().expect("frame writer");
+        state.broken = true;
+        state.queue.clear();
+    }
+}
+
+/// Write as much of `bytes` as the non-blocking pipe takes now: `Ok(n)` with `n` short when
+/// it is full. A plain `write(2)`: from any thread, whatever readiness the reactor last saw.
+fn write_some(pipe: &impl AsFd, bytes: &[u8]) -> std::io::Result<usize> {
+    let mut written = 0;
+    while written < bytes.len() {
+        match nix::unistd::write(pipe.as_fd(), &bytes[written..]) {
+            Ok(0) => return Err(std::io::ErrorKind::WriteZero.into()),
+            Ok(count) => written += count,
+            Err(nix::errno::Errno::EINTR) => {}
+            Err(nix::errno::Errno::EAGAIN) => break,
+            Err(error) => return Err(error.into()),
+        }
+    }
+    Ok(written)
+}
+
+/// Write the queue out as the pipe drains.
+///
+/// The pipe is registered with the reactor only while there is a backlog: a registered pipe
+/// wakes the reactor every time the peer reads from it, which would be two needless wake-ups
+/// per forwarded request.
+async fn drain_pipe(writer: Arc<FrameWriter>, fd: Arc<OwnedFd>) {
+    while writer.wait_for_frames().await {
+        let pipe = match fd.try_clone().and_then(pipe::Sender::from_owned_fd) {
+            Ok(pipe) => pipe,
+            Err(error) => return writer.broke(&error),
+        };
+        loop {
+            if let Err(error) = pipe.writable().await {
+                return writer.broke(&error);
+            }
+            let mut state = writer.state.lock().expect("frame writer");
+            while let Some(front) = state.queue.front_mut() {
+                // Through the reactor's readiness, so that a full pipe clears it and the next
+                // `writable` waits for room.
+                match pipe.try_write(front) {
+                    Ok(written) if written == front.len() => {
+                        state.queue.pop_front();
+                    }
+                    Ok(written) => {
+                        front.drain(..written);
+                    }
+                    Err(error) if error.kind() == std::io::ErrorKind::WouldBlock => break,
+                    Err(error) if error.kind() == std::io::ErrorKind::Interrupted => {}
+                    Err(error) => {
+                        drop(state);
+                        return writer.broke(&error);
+                    }
+                }
+            }
+            if state.queue.is_empty() {
+                break;
+            }
+        }
+    }
+}
+
+/// Write every frame to an async writer, in order.
+async fn drain_async(writer: Arc<FrameWriter>, mut output: impl AsyncWrite + Unpin) {
+    while writer.wait_for_frames().await {
+        let frames = std::mem::take(&mut writer.state.lock().expect("frame writer").queue);
+        for frame in frames {
+            let written = async {
+                output.write_all(&frame).await?;
+                output.flush().await
+            }
+            .await;
+            if let Err(error) = written {
+                return writer.broke(&error);
+            }
+        }
+    }
+}
+
+/// Make `fd` blocking again, for a reader thread (tokio makes child pipes non-blocking).
+pub(crate) fn set_blocking(fd: &impl AsFd) -> std::io::Result<()> {
+    set_nonblocking(fd, false)
+}
+
+fn set_nonblocking(fd: &impl AsFd, nonblocking: bool) -> std::io::Result<()> {
+    use nix::fcntl::{FcntlArg, OFlag, fcntl};
+    let flags = OFlag::from_bits_truncate(fcntl(fd, FcntlArg::F_GETFL)?);
+    let flags = if nonblocking {
+        flags | OFlag::O_NONBLOCK
+    } else {
+        flags - OFlag::O_NONBLOCK
+    };
+    fcntl(fd, FcntlArg::F_SETFL(flags))?;
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+    use tokio::io::BufReader;
+
+    async fn read_all(input: &[u8]) -> Vec<Result<Option<Value>, String>> {
+        let mut reader = BufReader::new(input);
+        let mut out = Vec::new();
+        loop {
+            match read_message(&mut reader).await {
+                Ok(Some(value)) => out.push(Ok(Some(value))),
+                Ok(None) => {
+                    out.push(Ok(None));
+                    return out;
+                }
+                Err(ReadError::Protocol(message)) => {
+                    out.push(Err(message));
+                    return out;
+                }
+                Err(ReadError::Io(error)) => panic!("{error}"),
+            }
+        }
+    }
+
+    #[tokio::test]
+    async fn frames_with_content_type_and_odd_header_case_are_read() {
+        let body = r#"{"jsonrpc":"2.0","id":1,"result":"grüße"}"#;
+        let input = format!(
+            "Content-Length: {}\r\nContent-Type: application/vscode-jsonrpc; charset=utf-8\r\n\r\n{body}content-length: 2\r\n\r\n{{}}",
+            body.len()
+        );
+        let messages = read_all(input.as_bytes()).await;
+        assert_eq!(
+            messages[0].as_ref().unwrap().as_ref().unwrap()["result"],
+            "grüße"
+        );
+        assert_eq!(messages[1], Ok(Some(json!({}))));
+        assert_eq!(messages[2], Ok(None));
+    }
+
+    #[tokio::test]
+    async fn garbage_is_a_protocol_error_and_truncation_is_end_of_output() {
+        let cases: [(&[u8], &str); 5] = [
+            (b"hello world\r\n\r\n", "expected a header"),
+            (b"Content-Length: ten\r\n\r\n", "invalid Content-Length"),
+            (b"Content-Length: 5\r\n\r\n{oops", "invalid JSON"),
+            (b"Content-Type: x\r\n\r\n{}", "without Content-Length"),
+            (b"Content-Length: 99999999999\r\n\r\n", "too large"),
+        ];
+        for (input, expected) in cases {
+            let messages = read_all(input).await;
+            let error = messages.last().unwrap().as_ref().unwrap_err();
+            assert!(error.contains(expected), "{error} for {input:?}");
+        }
+        assert_eq!(read_all(b"Content-Length: 10\r\n\r\n{}").await, [Ok(None)]);
+        assert_eq!(read_all(b"Content-Len").await, [Ok(None)]);
+        let long = vec![b'x'; 10_000];
+        assert!(
+            read_all(&long).await[0]
+                .as_ref()
+                .unwrap_err()
+                .contains("longer than")
+        );
+    }
+
+    #[test]
+    fn the_blocking_reader_reads_what_the_async_one_does() {
+        let body = r#"{"jsonrpc":"2.0","id":1,"result":"grüße"}"#;
+        let input = format!(
+            "Content-Length: {}\r\nContent-Type: x\r\n\r\n{body}Content-Length: 2\r\n\r\n{{}}Content-Length: 9\r\n\r\n{{}}",
+            body.len()
+        );
+        let mut reader = std::io::BufReader::new(input.as_bytes());
+        assert_eq!(
+            read_frame_blocking(&mut reader).unwrap().unwrap(),
+            body.as_bytes()
+        );
+        assert_eq!(read_frame_blocking(&mut reader).unwrap().unwrap(), b"{}");
+        // Cut short: end of output.
+        assert!(read_frame_blocking(&mut reader).unwrap().is_none());
+        let mut garbage = std::io::BufReader::new(&b"hello\r\n\r\n"[..]);
+        assert!(matches!(
+            read_frame_blocking(&mut garbage),
+            Err(ReadError::Protocol(message)) if message.contains("expected a header")
+        ));
+    }
+
+    /// Frames sent from several threads at once arrive whole, each thread's in its order, also
+    /// when the reader is slow and the pipe fills (then they queue instead of blocking).
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn frames_from_many_threads_arrive_whole_and_in_order_through_a_full_pipe() {
+        let (read_end, write_end) = nix::unistd::pipe().unwrap();
+        let (writer, task) = FrameWriter::pipe("test", write_end).unwrap();
+        const THREADS: usize = 4;
+        const FRAMES: usize = 300;
+        let senders = (0..THREADS)
+            .map(|thread| {
+                let writer = writer.clone();
+                std::thread::spawn(move || {
+                    for n in 0..FRAMES {
+                        // 1 kB bodies: 1.2 MB in all, far more than a pipe holds.
+                        let body = json!({"thread": thread, "n": n, "pad": "x".repeat(1000)});
+                        assert!(writer.send(&serde_json::to_vec(&body).unwrap()));
+                    }
+                })
+            })
+            .collect::<Vec<_>>();
+        // Nobody reads yet: every sender finishes anyway, the rest is queued.
+        for sender in senders {
+            sender.join().unwrap();
+        }
+        writer.close();
+        let reader = std::thread::spawn(move || {
+            let mut reader = std::io::BufReader::new(std::fs::File::from(read_end));
+            let mut next = [0; THREADS];
+            while let Some(body) = read_frame_blocking(&mut reader).unwrap() {
+                let message: Value = serde_json::from_slice(&body).unwrap();
+                let thread = message["thread"].as_u64().unwrap() as usize;
+                assert_eq!(message["n"], next[thread]);
+                next[thread] += 1;
+            }
+            next
+        });
+        task.await.unwrap();
+        drop(writer);
+        assert_eq!(reader.join().unwrap(), [FRAMES; THREADS]);
+    }
+
+    #[tokio::test]
+    async fn a_peer_that_is_gone_makes_send_return_false() {
+        let (read_end, write_end) = nix::unistd::pipe().unwrap();
+        let (writer, _task) = FrameWriter::pipe("test", write_end).unwrap();
+        drop(read_end);
+        assert!(!writer.send(b"{}"));
+        assert!(!writer.send(b"{}"));
+    }
+}
