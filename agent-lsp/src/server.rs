@@ -221,7 +221,14 @@ pub fn run_stdio(workspace: Option<PathBuf>) -> anyhow::Result<()> {
             Some(pipe) => FrameWriter::pipe("editor", pipe).context("cannot write to stdout")?,
             None => FrameWriter::queued("editor", tokio::io::stdout()),
         };
-        let input = EditorInput::Blocking(Box::new(std::io::stdin()));
+        let stdin = {
+            use std::os::fd::AsFd;
+            std::io::stdin()
+                .as_fd()
+                .try_clone_to_owned()
+                .context("cannot read stdin")?
+        };
+        let input = EditorInput::Blocking(Box::new(intake::Patient(std::fs::File::from(stdin))));
         serve(input, output, config, workspace).await
     })
 }

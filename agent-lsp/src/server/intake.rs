@@ -35,6 +35,29 @@ pub(super) enum Input {
     Failed(std::io::Error),
 }
 
+/// A reader for a thread that blocks until input comes, also when the descriptor was handed
+/// over non-blocking (an editor may share its own end's flags): a read that would block waits
+/// in `poll` instead of failing.
+pub struct Patient<R>(pub R);
+
+impl<R: Read + std::os::fd::AsFd> Read for Patient<R> {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        use nix::poll::{PollFd, PollFlags, PollTimeout, poll};
+        loop {
+            match self.0.read(buf) {
+                Err(error) if error.kind() == std::io::ErrorKind::WouldBlock => {
+                    let mut ready = [PollFd::new(self.0.as_fd(), PollFlags::POLLIN)];
+                    match poll(&mut ready, PollTimeout::NONE) {
+                        Ok(_) | Err(nix::errno::Errno::EINTR) => {}
+                        Err(error) => return Err(error.into()),
+                    }
+                }
+                read => return read,
+            }
+        }
+    }
+}
+
 /// Where the editor's messages come from.
 pub enum EditorInput {
     /// Read on a thread of its own (stdio), which forwards plain requests itself.
@@ -202,5 +225,31 @@ impl Intake {
             .cloned()
             .collect::<Vec<_>>();
         children.iter().any(|child| child.cancel_forwarded(id))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io::Write;
+
+    #[test]
+    fn a_non_blocking_input_is_waited_for_not_failed() {
+        let (read_end, write_end) = nix::unistd::pipe().unwrap();
+        let flags = nix::fcntl::fcntl(&read_end, nix::fcntl::FcntlArg::F_GETFL).unwrap();
+        let flags = nix::fcntl::OFlag::from_bits_truncate(flags) | nix::fcntl::OFlag::O_NONBLOCK;
+        nix::fcntl::fcntl(&read_end, nix::fcntl::FcntlArg::F_SETFL(flags)).unwrap();
+        let writer = std::thread::spawn(move || {
+            std::thread::sleep(std::time::Duration::from_millis(100));
+            std::fs::File::from(write_end)
+                .write_all(b"Content-Length: 2\r\n\r\n{}")
+                .unwrap();
+        });
+        let mut reader = std::io::BufReader::new(Patient(std::fs::File::from(read_end)));
+        let body = read_frame_blocking(&mut reader).unwrap();
+        assert_eq!(body.as_deref(), Some(&b"{}"[..]));
+        writer.join().unwrap();
+        // The writer is gone: end of input, not an error.
+        assert!(read_frame_blocking(&mut reader).unwrap().is_none());
     }
 }
