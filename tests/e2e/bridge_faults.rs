@@ -6,6 +6,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use agent_tests::fake_lsp_record as recorded;
 use lsp_bridge::{Bridge, BridgeConfig, Child, ChildState, Error, RestartPolicy, ServerConfig};
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
@@ -41,17 +42,6 @@ fn quick_restarts() -> RestartPolicy {
         window: Duration::from_secs(60),
         backoff: Duration::from_millis(10),
     }
-}
-
-/// The messages `fake-lsp record PATH` has seen so far: its complete lines (the one being
-/// written when we read may be cut short).
-fn recorded(path: &Path) -> Vec<Value> {
-    let text = std::fs::read_to_string(path).unwrap_or_default();
-    let complete = text.rfind('\n').map_or("", |end| &text[..end]);
-    complete
-        .lines()
-        .map(|line| serde_json::from_str(line).unwrap())
-        .collect()
 }
 
 /// Wait (bounded) until the record holds a message matching `matches`.

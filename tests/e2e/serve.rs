@@ -286,16 +286,6 @@ fn custom_methods_cancellation_and_child_requests_cross_the_proxy() {
     editor.shutdown();
 }
 
-/// The messages `fake-lsp record PATH` has received so far (complete lines only).
-fn recorded(path: &Path) -> Vec<Value> {
-    let text = std::fs::read_to_string(path).unwrap_or_default();
-    let complete = text.rfind('\n').map_or("", |end| &text[..end]);
-    complete
-        .lines()
-        .map(|line| serde_json::from_str(line).unwrap())
-        .collect()
-}
-
 fn frame(message: &Value) -> Vec<u8> {
     let body = message.to_string();
     format!("Content-Length: {}\r\n\r\n{body}", body.len()).into_bytes()
@@ -353,7 +343,7 @@ fn requests_reach_the_child_with_the_editors_ids_and_never_overtake_a_change() {
     });
     assert_eq!(answer["result"]["echo"], "fake/custom", "{answer}");
 
-    let received = recorded(&record);
+    let received = agent_tests::fake_lsp_record(&record);
     let ids = received
         .iter()
         .filter(|message| message["method"] == "fake/custom")

@@ -5,7 +5,7 @@ pub mod compaction_harness;
 pub mod editor;
 pub mod model_endpoint;
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use agent_lsp::llm::Message;
 
@@ -156,4 +156,15 @@ pub fn bridge_config() -> lsp_bridge::BridgeConfig {
         }
     }
     config
+}
+
+/// The messages `fake-lsp record PATH` has written so far: its complete lines only (the one
+/// being written when we read may be cut short).
+pub fn fake_lsp_record(path: &Path) -> Vec<serde_json::Value> {
+    let text = std::fs::read_to_string(path).unwrap_or_default();
+    let complete = text.rfind('\n').map_or("", |end| &text[..end]);
+    complete
+        .lines()
+        .map(|line| serde_json::from_str(line).expect("fake-lsp records JSON lines"))
+        .collect()
 }
