@@ -193,6 +193,20 @@ impl Shared {
         Ok(child)
     }
 
+    /// The editor cancelled request `id`, which was forwarded to a child as it is: that child
+    /// answers it with `RequestCancelled` and gets the cancellation. `false` when no child has
+    /// it pending.
+    fn cancel_forwarded(&self, id: i64) -> bool {
+        let children = self
+            .routes
+            .lock()
+            .expect("routes")
+            .values()
+            .cloned()
+            .collect::<Vec<_>>();
+        children.iter().any(|child| child.cancel_forwarded(id))
+    }
+
     pub(crate) fn documents(&self) -> &Arc<DocumentMirror> {
         &self.documents
     }
@@ -529,8 +543,21 @@ impl Server {
             "initialized" => {}
             "$/cancelRequest" => {
                 let key = params["id"].to_string();
-                if let Some(cancel) = shared.in_flight.lock().expect("in flight").get(&key) {
-                    cancel.cancel();
+                let in_flight = shared
+                    .in_flight
+                    .lock()
+                    .expect("in flight")
+                    .get(&key)
+                    .cloned();
+                match in_flight {
+                    Some(cancel) => cancel.cancel(),
+                    // Forwarded by the intake; the cancellation came here because the loop
+                    // had messages queued (a change typed right after the request).
+                    None => {
+                        if let Some(id) = params["id"].as_i64() {
+                            shared.cancel_forwarded(id);
+                        }
+                    }
                 }
             }
             "window/workDoneProgress/cancel" => shared.host.cancel_progress(&params["token"]),

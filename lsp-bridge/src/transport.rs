@@ -38,9 +38,10 @@ use crate::framing::{FrameWriter, ReadError, preview, read_frame_blocking, set_b
 
 /// How many stderr lines a server keeps for error messages and health reports.
 pub(crate) const STDERR_TAIL_LINES: usize = 20;
-/// Our first request id: 2^40, above any id an editor reaches, and exact in a JavaScript
-/// number (node servers parse ids as doubles).
-pub const FIRST_OWN_ID: i64 = 1 << 40;
+/// Our first request id: 2^30, above any id an editor reaches in a session, and with room below
+/// 2^31: the LSP `integer` is 32-bit, and servers built on `lsp-server` (rust-analyzer, ruff)
+/// refuse a larger id as a malformed message.
+pub const FIRST_OWN_ID: i64 = 1 << 30;
 /// JSON-RPC codes of the answers written for forwarded requests.
 const INTERNAL_ERROR: i64 = -32603;
 const REQUEST_CANCELLED: i64 = -32800;

@@ -390,6 +390,68 @@ fn requests_reach_the_child_with_the_editors_ids_and_never_overtake_a_change() {
 }
 
 #[test]
+fn a_cancel_queued_behind_a_change_still_cancels_a_forwarded_request() {
+    let workspace = tempfile::tempdir().unwrap();
+    let root = workspace.path().canonicalize().unwrap();
+    let file = root.join("a.fake");
+    std::fs::write(&file, "one\n").unwrap();
+    let state = tempfile::tempdir().unwrap();
+    let record = state.path().join("received.jsonl");
+    let config = fake_config(&[
+        "slow",
+        "textDocument/hover",
+        "60000",
+        "record",
+        record.to_str().unwrap(),
+    ]);
+    let mut editor = serve(&root, state.path(), Some(&config));
+    editor.initialize(&root);
+    editor.open(&file, "fake");
+    let params =
+        json!({"textDocument": {"uri": url(&file)}, "position": {"line": 0, "character": 0}});
+    editor.request("fake/custom", params.clone());
+    // Forwarded as it is (nothing queued), and slow.
+    let id = editor.request_async("textDocument/hover", params);
+    std::thread::sleep(Duration::from_millis(300));
+    // The user types, and the editor cancels the hover: the changes go to the loop, and the
+    // cancellation queues behind them (the loop takes longer over a change than the intake).
+    let mut burst = Vec::new();
+    for version in 2..102 {
+        burst.extend(frame(
+            &json!({"jsonrpc": "2.0", "method": "textDocument/didChange", "params": {
+                "textDocument": {"uri": url(&file), "version": version},
+                "contentChanges": [{"text": format!("version {version}\n").repeat(500)}],
+            }}),
+        ));
+    }
+    burst.extend(frame(
+        &json!({"jsonrpc": "2.0", "method": "$/cancelRequest", "params": {"id": id}}),
+    ));
+    editor.send_raw(&burst);
+    let response = editor.response(id);
+    assert_eq!(response["error"]["code"], -32800, "{response}");
+    let received = agent_tests::fake_lsp_record(&record);
+    assert!(
+        received
+            .iter()
+            .any(|message| message["method"] == "textDocument/hover" && message["id"] == id),
+        "the hover was forwarded with the editor's id"
+    );
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while !agent_tests::fake_lsp_record(&record)
+        .iter()
+        .any(|message| message["method"] == "$/cancelRequest" && message["params"]["id"] == id)
+    {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the child never got $/cancelRequest for {id}"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    editor.shutdown();
+}
+
+#[test]
 fn garbage_from_the_editor_gets_errors_and_the_server_keeps_serving() {
     let workspace = agent_tests::fixture("python");
     let root = workspace.path().canonicalize().unwrap();

@@ -213,18 +213,7 @@ impl Intake {
         let Ok(CancelParams { id }) = serde_json::from_str(params.get()) else {
             return false;
         };
-        let Ok(id) = i64::try_from(id) else {
-            return false;
-        };
-        let children = self
-            .shared
-            .routes
-            .lock()
-            .expect("routes")
-            .values()
-            .cloned()
-            .collect::<Vec<_>>();
-        children.iter().any(|child| child.cancel_forwarded(id))
+        i64::try_from(id).is_ok_and(|id| self.shared.cancel_forwarded(id))
     }
 }
 
