@@ -186,6 +186,10 @@ impl Shared {
         })?;
         // Boxed: starting a child is a large future, and this runs inside every request's task.
         let child = Box::pin(bridge.child_for(path)).await?;
+        // A restarted child has none of the editor's documents open.
+        if let Err(error) = self.documents.reopen_for_editor(&child, path).await {
+            tracing::warn!(server = child.name(), path = %path.display(), "cannot reopen the document: {error}");
+        }
         self.routes
             .lock()
             .expect("routes")

@@ -193,6 +193,9 @@ struct Initialized {
 
 /// One running server, shared as `Arc<Child>`.
 pub struct Child {
+    /// Which start of the server this is: a restarted server is a new instance, which has no
+    /// document open yet.
+    instance: u64,
     config: Arc<ServerConfig>,
     root: PathBuf,
     workspace_folders: Vec<PathBuf>,
@@ -247,7 +250,9 @@ impl Child {
         } else {
             workspace_folders
         };
+        static INSTANCES: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
         let child = Arc::new(Child {
+            instance: INSTANCES.fetch_add(1, Ordering::Relaxed),
             transport,
             root,
             workspace_folders,
@@ -352,6 +357,11 @@ impl Child {
                 })
                 .collect(),
         )
+    }
+
+    /// This start of the server, unique in the process (see [`Child`]).
+    pub fn instance(&self) -> u64 {
+        self.instance
     }
 
     pub fn name(&self) -> &str {

@@ -36,14 +36,15 @@ struct Document {
     version: i32,
     language_id: String,
     owner: Owner,
-    /// Children that were sent `didOpen` for this document (by server name and root).
+    /// Children that were sent `didOpen` for this document (by instance: a restarted server
+    /// has nothing open).
     opened_in: Vec<ChildKey>,
 }
 
-type ChildKey = (String, PathBuf);
+type ChildKey = u64;
 
 fn key(child: &Child) -> ChildKey {
-    (child.name().to_owned(), child.root().to_owned())
+    child.instance()
 }
 
 /// A document as a query sees it.
@@ -179,6 +180,36 @@ impl DocumentMirror {
                 .expect("version lock")
                 .insert(uri.clone(), document.version);
         }
+    }
+
+    /// If the editor has `path` open and `child` was never sent it, send `didOpen` with the
+    /// editor's current text and version. A restarted server starts with nothing open, and
+    /// the editor does not open its buffers again, so the proxy calls this whenever it routes
+    /// to a child it had not routed that document to.
+    pub async fn reopen_for_editor(&self, child: &Child, path: &Path) -> Result<()> {
+        let uri = uri_of(path)?;
+        let open = {
+            let mut documents = self.documents.lock().expect("document mirror lock");
+            match documents.get_mut(&uri) {
+                Some(document)
+                    if matches!(document.owner, Owner::Editor)
+                        && !document.opened_in.contains(&key(child)) =>
+                {
+                    document.opened_in.push(key(child));
+                    Some((
+                        document.text.clone(),
+                        document.version,
+                        document.language_id.clone(),
+                    ))
+                }
+                _ => None,
+            }
+        };
+        if let Some((text, version, language_id)) = open {
+            tracing::info!(server = child.name(), uri = %uri, version, "reopening the editor's document in a restarted server");
+            send_open(child, &uri, &language_id, version, &text).await?;
+        }
+        Ok(())
     }
 
     /// Make sure `child` has `path` open and return what it sees. A document nobody has open is

@@ -452,6 +452,55 @@ fn a_cancel_queued_behind_a_change_still_cancels_a_forwarded_request() {
 }
 
 #[test]
+fn a_restarted_child_is_given_the_editors_unsaved_buffer_again() {
+    let workspace = tempfile::tempdir().unwrap();
+    let root = workspace.path().canonicalize().unwrap();
+    let file = root.join("a.fake");
+    std::fs::write(&file, "on disk\n").unwrap();
+    let state = tempfile::tempdir().unwrap();
+    let record = state.path().join("received.jsonl");
+    let config = fake_config(&["crash-on", "fake/crash", "record", record.to_str().unwrap()]);
+    let mut editor = serve(&root, state.path(), Some(&config));
+    editor.initialize(&root);
+    editor.open(&file, "fake");
+    editor.change(&file, "unsaved\n");
+    let params =
+        json!({"textDocument": {"uri": url(&file)}, "position": {"line": 0, "character": 0}});
+    assert_eq!(
+        editor.request("fake/custom", params.clone())["result"]["echo"],
+        "fake/custom"
+    );
+
+    // The child dies on this request: the editor hears why.
+    let crashed = editor.request("fake/crash", params.clone());
+    assert!(crashed["error"]["message"].as_str().is_some(), "{crashed}");
+    // The next request starts it again, and the new instance must first get the buffer as the
+    // editor has it (the editor will not open it again).
+    let answer = editor.request("fake/custom", params);
+    assert_eq!(answer["result"]["echo"], "fake/custom", "{answer}");
+
+    let received = agent_tests::fake_lsp_record(&record);
+    let restart = received
+        .iter()
+        .rposition(|message| message["method"] == "initialize")
+        .unwrap();
+    assert!(restart > 0, "the child was restarted: {received:#?}");
+    let after = &received[restart..];
+    let open = after
+        .iter()
+        .position(|message| message["method"] == "textDocument/didOpen")
+        .unwrap_or_else(|| panic!("no didOpen after the restart: {after:#?}"));
+    assert_eq!(after[open]["params"]["textDocument"]["text"], "unsaved\n");
+    assert_eq!(after[open]["params"]["textDocument"]["version"], 2);
+    let request = after
+        .iter()
+        .position(|message| message["method"] == "fake/custom")
+        .unwrap();
+    assert!(open < request, "{after:#?}");
+    editor.shutdown();
+}
+
+#[test]
 fn garbage_from_the_editor_gets_errors_and_the_server_keeps_serving() {
     let workspace = agent_tests::fixture("python");
     let root = workspace.path().canonicalize().unwrap();
