@@ -63,6 +63,8 @@ pub mod codes {
 
 /// How long an editor waits at most for a forwarded child request.
 const CHILD_REQUEST_TIMEOUT: Duration = Duration::from_secs(60);
+/// How long the server, on its way out, waits for the editor to read what is left to send.
+const WRITER_DRAIN: Duration = Duration::from_secs(5);
 /// How long `initialize` waits for the children it starts before answering without them.
 const INITIALIZE_WAIT: Duration = Duration::from_secs(10);
 
@@ -236,7 +238,7 @@ pub fn run_stdio(workspace: Option<PathBuf>) -> anyhow::Result<()> {
         // Standard input is read on a thread of its own; standard output, when it is a pipe,
         // is written directly by whichever thread has an answer (see `intake`).
         let output = match stdio_pipe_out() {
-            Some(pipe) => FrameWriter::pipe("editor", pipe).context("cannot write to stdout")?,
+            Some(pipe) => FrameWriter::direct("editor", pipe).context("cannot write to stdout")?,
             None => FrameWriter::queued("editor", tokio::io::stdout()),
         };
         let stdin = {
@@ -261,8 +263,8 @@ fn server_runtime() -> anyhow::Result<tokio::runtime::Runtime> {
         .build()?)
 }
 
-/// Standard output, when it is a pipe and not also standard error (logs written to a
-/// non-blocking pipe could fail with `EAGAIN`).
+/// Standard output, when it is a pipe or a socket and not also standard error (logs written to
+/// a non-blocking descriptor could fail with `EAGAIN`).
 fn stdio_pipe_out() -> Option<std::os::fd::OwnedFd> {
     use std::os::fd::AsFd;
     use std::os::unix::fs::{FileTypeExt, MetadataExt};
@@ -272,7 +274,8 @@ fn stdio_pipe_out() -> Option<std::os::fd::OwnedFd> {
         std::fs::File::from(fd.try_clone().ok()?).metadata().ok()?,
         std::fs::File::from(err).metadata().ok()?,
     );
-    if (out.dev(), out.ino()) == (err.dev(), err.ino()) || !out.file_type().is_fifo() {
+    let kind = out.file_type();
+    if (out.dev(), out.ino()) == (err.dev(), err.ino()) || !(kind.is_fifo() || kind.is_socket()) {
         return None;
     }
     Some(fd)
@@ -378,7 +381,10 @@ pub async fn serve(
     drop(shared);
     // A turn still running is cut off here; its log is consistent at every append.
     agent_runtime.shutdown_background();
-    let _ = writer.await;
+    // The last answers go out, unless the editor stopped reading without closing its end.
+    if tokio::time::timeout(WRITER_DRAIN, writer).await.is_err() {
+        tracing::warn!("the editor stopped reading: unsent answers are dropped");
+    }
     ended
 }
 

@@ -5,6 +5,7 @@
 use std::collections::VecDeque;
 use std::io::{BufRead, Read};
 use std::os::fd::{AsFd, OwnedFd};
+use std::os::unix::fs::FileTypeExt;
 use std::sync::{Arc, Mutex};
 
 use serde_json::Value;
@@ -202,18 +203,19 @@ pub(crate) fn preview(bytes: &[u8]) -> String {
 /// Frames for one peer (a child's stdin, the editor's stdout), sent from any thread or task and
 /// written in the order they were sent.
 ///
-/// On a pipe, whoever sends a frame while nothing is queued writes it at once, on its own
-/// thread, without a hand-off (the proxy's hot path: a child's answer goes to the editor from
-/// the thread that read it). The pipe is non-blocking, so a peer that stops reading never
-/// blocks a sender: what does not fit is queued, and a task writes the queue out as the pipe
-/// drains, while later frames queue behind it. Any other writer (a socket, a test's buffer)
-/// gets every frame through that task.
+/// On a pipe or a Unix socket (libuv-based editors such as VS Code and Neovim give their
+/// servers socket pairs for stdio), whoever sends a frame while nothing is queued writes it at
+/// once, on its own thread, without a hand-off (the proxy's hot path: a child's answer goes to
+/// the editor from the thread that read it). The descriptor is non-blocking, so a peer that
+/// stops reading never blocks a sender: what does not fit is queued, and a task writes the
+/// queue out as the peer drains it, while later frames queue behind it. Any other writer (a
+/// TCP stream, a test's buffer) gets every frame through that task.
 pub struct FrameWriter {
     peer: String,
     state: Mutex<WriterState>,
     /// Wakes the task that writes the queue.
     queued: Notify,
-    /// The peer's pipe (non-blocking) when frames may be written directly.
+    /// The peer's pipe or socket (non-blocking) when frames may be written directly.
     pipe: Option<Arc<OwnedFd>>,
 }
 
@@ -227,10 +229,19 @@ struct WriterState {
 }
 
 impl FrameWriter {
-    /// Write to a pipe (made non-blocking here), directly when possible. Must run inside the
-    /// tokio runtime that will write what the pipe cannot take at once; the returned task ends
-    /// after [`FrameWriter::close`], once the queue is written.
-    pub fn pipe(peer: &str, pipe: OwnedFd) -> std::io::Result<(Arc<FrameWriter>, JoinHandle<()>)> {
+    /// Write to a pipe or a Unix socket (made non-blocking here), directly when possible. Must
+    /// run inside the tokio runtime that will write what the peer cannot take at once; the
+    /// returned task ends after [`FrameWriter::close`], once the queue is written.
+    pub fn direct(
+        peer: &str,
+        pipe: OwnedFd,
+    ) -> std::io::Result<(Arc<FrameWriter>, JoinHandle<()>)> {
+        let kind = std::fs::File::from(pipe.try_clone()?)
+            .metadata()?
+            .file_type();
+        if !(kind.is_fifo() || kind.is_socket()) {
+            return Err(std::io::Error::other("neither a pipe nor a socket"));
+        }
         set_nonblocking(&pipe, true)?;
         let pipe = Arc::new(pipe);
         let writer = Arc::new(FrameWriter {
@@ -274,6 +285,9 @@ impl FrameWriter {
                 Err(error) => {
                     tracing::debug!(peer = %self.peer, "writing failed: {error}");
                     state.broken = true;
+                    drop(state);
+                    // The writing task ends.
+                    self.queued.notify_one();
                     return false;
                 }
             }
@@ -335,14 +349,49 @@ fn write_some(pipe: &impl AsFd, bytes: &[u8]) -> std::io::Result<usize> {
     Ok(written)
 }
 
-/// Write the queue out as the pipe drains.
+/// A pipe or socket registered with the reactor, while there is a backlog.
+enum Registered {
+    Pipe(pipe::Sender),
+    Socket(tokio::net::UnixStream),
+}
+
+impl Registered {
+    fn new(fd: &OwnedFd) -> std::io::Result<Registered> {
+        let fd = fd.try_clone()?;
+        let kind = std::fs::File::from(fd.try_clone()?).metadata()?.file_type();
+        if kind.is_socket() {
+            let socket = std::os::unix::net::UnixStream::from(fd);
+            Ok(Registered::Socket(tokio::net::UnixStream::from_std(
+                socket,
+            )?))
+        } else {
+            Ok(Registered::Pipe(pipe::Sender::from_owned_fd(fd)?))
+        }
+    }
+
+    async fn writable(&self) -> std::io::Result<()> {
+        match self {
+            Registered::Pipe(pipe) => pipe.writable().await,
+            Registered::Socket(socket) => socket.writable().await,
+        }
+    }
+
+    fn try_write(&self, bytes: &[u8]) -> std::io::Result<usize> {
+        match self {
+            Registered::Pipe(pipe) => pipe.try_write(bytes),
+            Registered::Socket(socket) => socket.try_write(bytes),
+        }
+    }
+}
+
+/// Write the queue out as the peer drains it.
 ///
-/// The pipe is registered with the reactor only while there is a backlog: a registered pipe
-/// wakes the reactor every time the peer reads from it, which would be two needless wake-ups
-/// per forwarded request.
+/// The descriptor is registered with the reactor only while there is a backlog: a registered
+/// pipe wakes the reactor every time the peer reads from it, which would be two needless
+/// wake-ups per forwarded request.
 async fn drain_pipe(writer: Arc<FrameWriter>, fd: Arc<OwnedFd>) {
     while writer.wait_for_frames().await {
-        let pipe = match fd.try_clone().and_then(pipe::Sender::from_owned_fd) {
+        let pipe = match Registered::new(&fd) {
             Ok(pipe) => pipe,
             Err(error) => return writer.broke(&error),
         };
@@ -503,7 +552,7 @@ mod tests {
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn frames_from_many_threads_arrive_whole_and_in_order_through_a_full_pipe() {
         let (read_end, write_end) = nix::unistd::pipe().unwrap();
-        let (writer, task) = FrameWriter::pipe("test", write_end).unwrap();
+        let (writer, task) = FrameWriter::direct("test", write_end).unwrap();
         const THREADS: usize = 4;
         const FRAMES: usize = 300;
         let senders = (0..THREADS)
@@ -542,7 +591,7 @@ mod tests {
     #[tokio::test]
     async fn a_peer_that_is_gone_makes_send_return_false() {
         let (read_end, write_end) = nix::unistd::pipe().unwrap();
-        let (writer, _task) = FrameWriter::pipe("test", write_end).unwrap();
+        let (writer, _task) = FrameWriter::direct("test", write_end).unwrap();
         drop(read_end);
         assert!(!writer.send(b"{}"));
         assert!(!writer.send(b"{}"));

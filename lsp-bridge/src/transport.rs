@@ -178,7 +178,7 @@ impl Transport {
 
         let (writer, _) = stdin
             .into_owned_fd()
-            .and_then(|stdin| FrameWriter::pipe(&config.name, stdin))
+            .and_then(|stdin| FrameWriter::direct(&config.name, stdin))
             .map_err(spawn_error)?;
         let stdout = stdout
             .into_owned_fd()
@@ -328,7 +328,7 @@ impl Transport {
             if let Some(closed) = &table.closed {
                 return Err(self.shared.closed_error(closed));
             }
-            table.forwarded.insert(
+            let earlier = table.forwarded.insert(
                 id,
                 Forwarded {
                     method: method.to_owned(),
@@ -336,6 +336,9 @@ impl Transport {
                     deadline: Instant::now() + timeout,
                 },
             );
+            if earlier.is_some_and(|earlier| earlier.editor.is_some()) {
+                tracing::warn!(server = %self.shared.server, id, "the editor reused the id of a request still pending: the earlier one gets no answer");
+            }
             !std::mem::replace(&mut table.sweeping, true)
         };
         if start_sweeping {
@@ -680,6 +683,18 @@ fn read_output(
     stdout: std::os::fd::OwnedFd,
     incoming: mpsc::UnboundedSender<Incoming>,
 ) {
+    /// Closes the connection if the thread ends by a panic, so no caller waits for a reader
+    /// that is gone.
+    struct CloseOnPanic(Arc<Shared>);
+    impl Drop for CloseOnPanic {
+        fn drop(&mut self) {
+            if std::thread::panicking() {
+                self.0
+                    .close(Closed::Protocol("the reader of its output failed".into()));
+            }
+        }
+    }
+    let _guard = CloseOnPanic(shared.clone());
     let mut reader = std::io::BufReader::with_capacity(64 * 1024, std::fs::File::from(stdout));
     let reason = loop {
         let body = match read_frame_blocking(&mut reader) {

@@ -500,6 +500,81 @@ fn a_restarted_child_is_given_the_editors_unsaved_buffer_again() {
     editor.shutdown();
 }
 
+/// VS Code and Neovim (libuv) give a server socket pairs, not pipes, for its stdio.
+#[test]
+fn an_editor_that_gives_socket_pairs_for_stdio_is_served_and_large_answers_arrive_whole() {
+    use std::io::Write;
+    use std::os::unix::net::UnixStream;
+    let workspace = tempfile::tempdir().unwrap();
+    let root = workspace.path().canonicalize().unwrap();
+    let file = root.join("a.fake");
+    std::fs::write(&file, "one\n").unwrap();
+    let state = tempfile::tempdir().unwrap();
+    let config_path = state.path().join("config.toml");
+    std::fs::write(&config_path, fake_config(&[])).unwrap();
+    let (mut to_server, server_in) = UnixStream::pair().unwrap();
+    let (from_server, server_out) = UnixStream::pair().unwrap();
+    let mut server = Command::new(agent_tests::workspace_bin("agent-lsp"))
+        .env("PATH", agent_tests::tools_path())
+        .env("AGENT_LSP_STATE_DIR", state.path())
+        .env("AGENT_LSP_CONFIG", &config_path)
+        .args(["--workspace", root.to_str().unwrap(), "serve"])
+        .stdin(std::process::Stdio::from(std::os::fd::OwnedFd::from(
+            server_in,
+        )))
+        .stdout(std::process::Stdio::from(std::os::fd::OwnedFd::from(
+            server_out,
+        )))
+        .spawn()
+        .unwrap();
+    from_server
+        .set_read_timeout(Some(Duration::from_secs(30)))
+        .unwrap();
+    let mut from_server = std::io::BufReader::new(from_server);
+    let mut send = |message: Value| to_server.write_all(&frame(&message)).unwrap();
+    let mut answer = |id: i64| loop {
+        let body = lsp_bridge::framing::read_frame_blocking(&mut from_server)
+            .unwrap()
+            .expect("the server is still there");
+        let message: Value = serde_json::from_slice(&body).unwrap();
+        if message["id"] == id && message.get("method").is_none() {
+            return message;
+        }
+    };
+    send(
+        json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+            "processId": null, "rootUri": url(&root), "capabilities": {},
+        }}),
+    );
+    assert!(answer(1)["result"]["capabilities"].is_object());
+    send(json!({"jsonrpc": "2.0", "method": "initialized", "params": {}}));
+    send(
+        json!({"jsonrpc": "2.0", "method": "textDocument/didOpen", "params": {"textDocument": {
+            "uri": url(&file), "languageId": "fake", "version": 1, "text": "one\n",
+        }}}),
+    );
+    // Answers far larger than a socket's buffer, on both paths (the first request goes through
+    // the loop, the others are forwarded): each arrives whole.
+    let large = "grüße ".repeat(200_000);
+    for id in 2..5 {
+        send(
+            json!({"jsonrpc": "2.0", "id": id, "method": "fake/custom", "params": {
+                "textDocument": {"uri": url(&file)}, "large": large,
+            }}),
+        );
+        let echoed = answer(id);
+        assert_eq!(
+            echoed["result"]["params"]["large"],
+            large.as_str(),
+            "answer {id}"
+        );
+    }
+    send(json!({"jsonrpc": "2.0", "id": 5, "method": "shutdown"}));
+    assert_eq!(answer(5)["result"], Value::Null);
+    send(json!({"jsonrpc": "2.0", "method": "exit"}));
+    assert!(server.wait().unwrap().success());
+}
+
 #[test]
 fn garbage_from_the_editor_gets_errors_and_the_server_keeps_serving() {
     let workspace = agent_tests::fixture("python");
