@@ -91,6 +91,8 @@ struct PendingTable {
     forwarded: HashMap<i64, Forwarded>,
     /// Whether the task that times forwarded requests out is running.
     sweeping: bool,
+    /// Until when that task sleeps: a request with an earlier deadline wakes it.
+    sweep_until: Option<Instant>,
 }
 
 /// A request forwarded for the editor: its answer goes to `editor` as the server wrote it.
@@ -193,6 +195,7 @@ impl Transport {
                 requests: HashMap::new(),
                 forwarded: HashMap::new(),
                 sweeping: false,
+                sweep_until: None,
             }),
             writer,
             cancel_grace: config.cancel_grace,
@@ -323,7 +326,8 @@ impl Transport {
         timeout: Duration,
     ) -> Result<()> {
         debug_assert!(id < FIRST_OWN_ID, "an editor id");
-        let start_sweeping = {
+        let deadline = Instant::now() + timeout;
+        let (start_sweeping, sooner) = {
             let mut table = self.shared.pending.lock().unwrap();
             if let Some(closed) = &table.closed {
                 return Err(self.shared.closed_error(closed));
@@ -333,18 +337,21 @@ impl Transport {
                 Forwarded {
                     method: method.to_owned(),
                     editor: Some(editor.clone()),
-                    deadline: Instant::now() + timeout,
+                    deadline,
                 },
             );
             if earlier.is_some_and(|earlier| earlier.editor.is_some()) {
                 tracing::warn!(server = %self.shared.server, id, "the editor reused the id of a request still pending: the earlier one gets no answer");
             }
-            !std::mem::replace(&mut table.sweeping, true)
+            let sooner = table.sweep_until.is_some_and(|until| deadline < until);
+            (!std::mem::replace(&mut table.sweeping, true), sooner)
         };
         if start_sweeping {
             self.shared
                 .runtime
                 .spawn(self.shared.clone().sweep_forwarded());
+        } else if sooner {
+            self.shared.sweep.notify_one();
         }
         self.shared.writer.send(body);
         Ok(())
@@ -573,6 +580,7 @@ impl Shared {
                 let mut table = self.pending.lock().unwrap();
                 if table.closed.is_some() || table.forwarded.is_empty() {
                     table.sweeping = false;
+                    table.sweep_until = None;
                     return;
                 }
                 let mut hung = Vec::new();
@@ -601,11 +609,13 @@ impl Shared {
                     tracing::warn!(server = %self.server, "language server is hung: {reason}");
                     self.hung.lock().unwrap().get_or_insert(reason);
                 }
-                table
+                let next = table
                     .forwarded
                     .values()
                     .map(|forwarded| forwarded.deadline)
-                    .min()
+                    .min();
+                table.sweep_until = next;
+                next
             };
             for (id, method, editor) in expired {
                 tracing::debug!(server = %self.server, id, %method, "forwarded request timed out: cancelling");

@@ -731,6 +731,20 @@ async fn a_forwarded_request_that_times_out_is_answered_cancelled_and_a_silent_c
     .await
     .unwrap();
     let (writer, mut editor) = editor_end();
+    // A request with a long timeout first: the one after it, with a short one, must still time
+    // out on time.
+    let body = editor_request(2, "textDocument/hover", json!({}));
+    child
+        .forward(
+            2,
+            "textDocument/hover",
+            &body,
+            &writer,
+            Duration::from_secs(120),
+        )
+        .unwrap();
+    // Let the task that times requests out go to sleep until then.
+    tokio::time::sleep(Duration::from_millis(100)).await;
     let body = editor_request(3, "textDocument/hover", json!({}));
     child
         .forward(
