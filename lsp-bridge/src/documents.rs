@@ -43,6 +43,18 @@ struct Document {
 
 type ChildKey = u64;
 
+impl Document {
+    /// Record that `child` is sent `didOpen` for this document, if it was not yet: what to
+    /// send (text, version, language id), or `None` when it has it open already.
+    fn open_in(&mut self, child: &Child) -> Option<(String, i32, String)> {
+        if self.opened_in.contains(&key(child)) {
+            return None;
+        }
+        self.opened_in.push(key(child));
+        Some((self.text.clone(), self.version, self.language_id.clone()))
+    }
+}
+
 fn key(child: &Child) -> ChildKey {
     child.instance()
 }
@@ -191,16 +203,8 @@ impl DocumentMirror {
         let open = {
             let mut documents = self.documents.lock().expect("document mirror lock");
             match documents.get_mut(&uri) {
-                Some(document)
-                    if matches!(document.owner, Owner::Editor)
-                        && !document.opened_in.contains(&key(child)) =>
-                {
-                    document.opened_in.push(key(child));
-                    Some((
-                        document.text.clone(),
-                        document.version,
-                        document.language_id.clone(),
-                    ))
+                Some(document) if matches!(document.owner, Owner::Editor) => {
+                    document.open_in(child)
                 }
                 _ => None,
             }
@@ -223,16 +227,7 @@ impl DocumentMirror {
                     if let Owner::Agent { users } = &mut document.owner {
                         *users += 1;
                     }
-                    if document.opened_in.contains(&key(child)) {
-                        None
-                    } else {
-                        document.opened_in.push(key(child));
-                        Some((
-                            document.text.clone(),
-                            document.version,
-                            document.language_id.clone(),
-                        ))
-                    }
+                    document.open_in(child)
                 }
                 None => None,
             }

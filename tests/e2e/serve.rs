@@ -291,20 +291,53 @@ fn frame(message: &Value) -> Vec<u8> {
     format!("Content-Length: {}\r\n\r\n{body}", body.len()).into_bytes()
 }
 
+/// A workspace with one `a.fake` file, whose fake child records what it receives.
+struct FakeWorkspace {
+    file: std::path::PathBuf,
+    record: std::path::PathBuf,
+    _workspace: tempfile::TempDir,
+    _state: tempfile::TempDir,
+}
+
+impl FakeWorkspace {
+    /// Serve it with the fake child scripted by `args`: the editor is initialized and has
+    /// `a.fake` (holding `text`) open.
+    fn serve(text: &str, args: &[&str]) -> (Editor, FakeWorkspace) {
+        let workspace = tempfile::tempdir().unwrap();
+        let root = workspace.path().canonicalize().unwrap();
+        let file = root.join("a.fake");
+        std::fs::write(&file, text).unwrap();
+        let state = tempfile::tempdir().unwrap();
+        let record = state.path().join("received.jsonl");
+        let mut args = args.to_vec();
+        args.extend(["record", record.to_str().unwrap()]);
+        let mut editor = serve(&root, state.path(), Some(&fake_config(&args)));
+        editor.initialize(&root);
+        editor.open(&file, "fake");
+        let fake = FakeWorkspace {
+            file,
+            record,
+            _workspace: workspace,
+            _state: state,
+        };
+        (editor, fake)
+    }
+
+    /// Params naming the start of `a.fake`.
+    fn at_start(&self) -> Value {
+        json!({"textDocument": {"uri": url(&self.file)}, "position": {"line": 0, "character": 0}})
+    }
+
+    /// What the child has received so far.
+    fn received(&self) -> Vec<Value> {
+        agent_tests::fake_lsp_record(&self.record)
+    }
+}
+
 #[test]
 fn requests_reach_the_child_with_the_editors_ids_and_never_overtake_a_change() {
-    let workspace = tempfile::tempdir().unwrap();
-    let root = workspace.path().canonicalize().unwrap();
-    let file = root.join("a.fake");
-    std::fs::write(&file, "one\n").unwrap();
-    let state = tempfile::tempdir().unwrap();
-    let record = state.path().join("received.jsonl");
-    let config = fake_config(&["record", record.to_str().unwrap()]);
-    let mut editor = serve(&root, state.path(), Some(&config));
-    editor.initialize(&root);
-    editor.open(&file, "fake");
-    let params =
-        json!({"textDocument": {"uri": url(&file)}, "position": {"line": 0, "character": 0}});
+    let (mut editor, fake) = FakeWorkspace::serve("one\n", &[]);
+    let (file, params) = (fake.file.clone(), fake.at_start());
     // The first request finds the document's child; the ones after it are forwarded as they
     // are, with the editor's own ids.
     editor.request("fake/custom", params.clone());
@@ -343,7 +376,7 @@ fn requests_reach_the_child_with_the_editors_ids_and_never_overtake_a_change() {
     });
     assert_eq!(answer["result"]["echo"], "fake/custom", "{answer}");
 
-    let received = agent_tests::fake_lsp_record(&record);
+    let received = fake.received();
     let ids = received
         .iter()
         .filter(|message| message["method"] == "fake/custom")
@@ -391,24 +424,9 @@ fn requests_reach_the_child_with_the_editors_ids_and_never_overtake_a_change() {
 
 #[test]
 fn a_cancel_queued_behind_a_change_still_cancels_a_forwarded_request() {
-    let workspace = tempfile::tempdir().unwrap();
-    let root = workspace.path().canonicalize().unwrap();
-    let file = root.join("a.fake");
-    std::fs::write(&file, "one\n").unwrap();
-    let state = tempfile::tempdir().unwrap();
-    let record = state.path().join("received.jsonl");
-    let config = fake_config(&[
-        "slow",
-        "textDocument/hover",
-        "60000",
-        "record",
-        record.to_str().unwrap(),
-    ]);
-    let mut editor = serve(&root, state.path(), Some(&config));
-    editor.initialize(&root);
-    editor.open(&file, "fake");
-    let params =
-        json!({"textDocument": {"uri": url(&file)}, "position": {"line": 0, "character": 0}});
+    let (mut editor, fake) =
+        FakeWorkspace::serve("one\n", &["slow", "textDocument/hover", "60000"]);
+    let (file, params) = (fake.file.clone(), fake.at_start());
     editor.request("fake/custom", params.clone());
     // Forwarded as it is (nothing queued), and slow.
     let id = editor.request_async("textDocument/hover", params);
@@ -430,7 +448,7 @@ fn a_cancel_queued_behind_a_change_still_cancels_a_forwarded_request() {
     editor.send_raw(&burst);
     let response = editor.response(id);
     assert_eq!(response["error"]["code"], -32800, "{response}");
-    let received = agent_tests::fake_lsp_record(&record);
+    let received = fake.received();
     assert!(
         received
             .iter()
@@ -438,7 +456,8 @@ fn a_cancel_queued_behind_a_change_still_cancels_a_forwarded_request() {
         "the hover was forwarded with the editor's id"
     );
     let deadline = std::time::Instant::now() + Duration::from_secs(10);
-    while !agent_tests::fake_lsp_record(&record)
+    while !fake
+        .received()
         .iter()
         .any(|message| message["method"] == "$/cancelRequest" && message["params"]["id"] == id)
     {
@@ -453,19 +472,9 @@ fn a_cancel_queued_behind_a_change_still_cancels_a_forwarded_request() {
 
 #[test]
 fn a_restarted_child_is_given_the_editors_unsaved_buffer_again() {
-    let workspace = tempfile::tempdir().unwrap();
-    let root = workspace.path().canonicalize().unwrap();
-    let file = root.join("a.fake");
-    std::fs::write(&file, "on disk\n").unwrap();
-    let state = tempfile::tempdir().unwrap();
-    let record = state.path().join("received.jsonl");
-    let config = fake_config(&["crash-on", "fake/crash", "record", record.to_str().unwrap()]);
-    let mut editor = serve(&root, state.path(), Some(&config));
-    editor.initialize(&root);
-    editor.open(&file, "fake");
-    editor.change(&file, "unsaved\n");
-    let params =
-        json!({"textDocument": {"uri": url(&file)}, "position": {"line": 0, "character": 0}});
+    let (mut editor, fake) = FakeWorkspace::serve("on disk\n", &["crash-on", "fake/crash"]);
+    editor.change(&fake.file, "unsaved\n");
+    let params = fake.at_start();
     assert_eq!(
         editor.request("fake/custom", params.clone())["result"]["echo"],
         "fake/custom"
@@ -479,7 +488,7 @@ fn a_restarted_child_is_given_the_editors_unsaved_buffer_again() {
     let answer = editor.request("fake/custom", params);
     assert_eq!(answer["result"]["echo"], "fake/custom", "{answer}");
 
-    let received = agent_tests::fake_lsp_record(&record);
+    let received = fake.received();
     let restart = received
         .iter()
         .rposition(|message| message["method"] == "initialize")
