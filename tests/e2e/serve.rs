@@ -347,6 +347,14 @@ fn requests_reach_the_child_with_the_editors_ids_and_never_overtake_a_change() {
         assert_eq!(editor.response(id)["result"]["echo"], "fake/custom");
         forwarded.push(id);
     }
+    // Resolving a completion item (no document named) goes to the child that produced it, as
+    // it is too.
+    editor.request("textDocument/completion", params.clone());
+    let resolve = editor.request_async("completionItem/resolve", json!({"label": "grüße"}));
+    assert_eq!(
+        editor.response(resolve)["result"]["echo"],
+        "completionItem/resolve"
+    );
     // A document change and a request in one write, many times over: each request must reach
     // the child after the change sent before it, whichever path it takes.
     let mut burst = Vec::new();
@@ -388,6 +396,12 @@ fn requests_reach_the_child_with_the_editors_ids_and_never_overtake_a_change() {
             "request {id} was not forwarded as it is: {ids:?}"
         );
     }
+    assert!(
+        received.iter().any(
+            |message| message["method"] == "completionItem/resolve" && message["id"] == resolve
+        ),
+        "the resolve was not forwarded as it is"
+    );
     assert!(
         ids.iter()
             .filter(|id| **id >= lsp_bridge::FIRST_OWN_ID)

@@ -178,23 +178,17 @@ impl Intake {
     }
 
     fn request(&self, id: i64, method: &str, params: &RawValue, body: &[u8]) -> bool {
-        if !routing::is_plain(method) || routing::is_resolve(method) {
+        if !routing::is_plain(method) {
             return false;
         }
-        let Ok(DocumentParams { text_document }) = serde_json::from_str(params.get()) else {
-            return false;
-        };
-        let Some(path) = Url::parse(&text_document.uri)
-            .ok()
-            .and_then(|uri| uri.to_file_path().ok())
-        else {
-            return false;
-        };
         let shared = &self.shared;
-        if shared.prompt_documents.matches(&path) {
-            return false;
-        }
-        let child = shared.routes.lock().expect("routes").get(&path).cloned();
+        let child = match routing::resolve_origin(method) {
+            // The agent's own code actions are resolved on the loop.
+            Some(_) if method == "codeAction/resolve" => None,
+            // Resolving an item goes to the child that produced it.
+            Some(origin) => routing::resolve_route(shared, origin),
+            None => self.document_route(params),
+        };
         let Some(child) = child.filter(|child| child.is_healthy()) else {
             return false;
         };
@@ -206,6 +200,22 @@ impl Intake {
         }
         routing::remember_resolve_route(shared, method, &child);
         true
+    }
+
+    /// The running child of the document the request names, if the loop has routed it before
+    /// (and it is not a prompt document, which the agent answers).
+    fn document_route(&self, params: &RawValue) -> Option<Arc<lsp_bridge::Child>> {
+        let DocumentParams { text_document } = serde_json::from_str(params.get()).ok()?;
+        let path = Url::parse(&text_document.uri).ok()?.to_file_path().ok()?;
+        if self.shared.prompt_documents.matches(&path) {
+            return None;
+        }
+        self.shared
+            .routes
+            .lock()
+            .expect("routes")
+            .get(&path)
+            .cloned()
     }
 
     /// `$/cancelRequest` for a forwarded request goes to the child that has it.

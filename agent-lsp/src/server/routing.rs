@@ -53,9 +53,23 @@ fn error_reply(error: Error) -> (i64, String) {
     }
 }
 
-/// Whether `method` is a `*/resolve` request, which names no document.
-pub(super) fn is_resolve(method: &str) -> bool {
-    RESOLVES.iter().any(|(resolve, _)| *resolve == method)
+/// The child that answered the last `origin` request (`textDocument/completion`, ...), whose
+/// items a `*/resolve` request resolves.
+pub(super) fn resolve_route(shared: &Shared, origin: &str) -> Option<Arc<Child>> {
+    shared
+        .resolve_routes
+        .lock()
+        .expect("resolve routes")
+        .get(origin)
+        .cloned()
+}
+
+/// The request whose items `method` (a `*/resolve` request) resolves.
+pub(super) fn resolve_origin(method: &str) -> Option<&'static str> {
+    RESOLVES
+        .iter()
+        .find(|(resolve, _)| *resolve == method)
+        .map(|(_, origin)| *origin)
 }
 
 /// After `child` answered `method`: if that request produces items that `*/resolve` requests
@@ -88,7 +102,7 @@ pub(super) async fn forward_raw(
     cancel: &CancellationToken,
 ) -> Result<RawResult, (i64, String)> {
     shared.bridge()?;
-    if let Some(&(_, origin)) = RESOLVES.iter().find(|(resolve, _)| *resolve == method) {
+    if let Some(origin) = resolve_origin(method) {
         // The agent's own code actions carry their command already: nothing to resolve.
         if method == "codeAction/resolve"
             && params["command"]["command"]
@@ -98,13 +112,7 @@ pub(super) async fn forward_raw(
             return serde_json::value::to_raw_value(&params)
                 .map_err(|error| (codes::INTERNAL_ERROR, error.to_string()));
         }
-        let child = shared
-            .resolve_routes
-            .lock()
-            .expect("resolve routes")
-            .get(origin)
-            .cloned();
-        let Some(child) = child else {
+        let Some(child) = resolve_route(shared, origin) else {
             return Err((
                 codes::INVALID_PARAMS,
                 format!("`{method}` for an item no server produced"),
