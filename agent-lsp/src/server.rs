@@ -651,11 +651,14 @@ async fn guarded(
     }
 }
 
-/// Ask every child for UTF-16 only, so positions need no conversion between editor and child.
+/// Ask every child for UTF-16 only, so positions need no conversion between editor and child,
+/// and read its output on a thread, where the editor's requests are answered.
 pub(crate) fn editor_bridge_config(config: &Config) -> anyhow::Result<lsp_bridge::BridgeConfig> {
     let mut bridge = config.bridge_config()?;
     for server in &mut bridge.servers {
         server.position_encodings = vec![PositionEncoding::Utf16];
+        // The editor's requests are forwarded and answered on the child's output thread.
+        server.output_thread = true;
     }
     Ok(bridge)
 }

@@ -59,6 +59,12 @@ pub struct ServerConfig {
     /// UTF-8; the editor-facing server offers only the editor's encoding, so positions pass
     /// between editor and child unconverted.
     pub position_encodings: Vec<crate::position::PositionEncoding>,
+    /// Read the server's output on a thread of its own instead of a task: requests forwarded
+    /// for an editor ([`Child::forward`](crate::Child::forward)) are then answered by that
+    /// thread without waking the runtime, while the bridge's own callers pay a wake-up from
+    /// another thread per answer. Set by the editor-facing server; the agent alone keeps the
+    /// task.
+    pub output_thread: bool,
 }
 
 impl ServerConfig {
@@ -82,6 +88,7 @@ impl ServerConfig {
                 crate::position::PositionEncoding::Utf8,
                 crate::position::PositionEncoding::Utf16,
             ],
+            output_thread: false,
         }
     }
 

@@ -12,11 +12,13 @@
 //! Server→client requests and notifications are handed, in order, to the owner (the [`Child`])
 //! through a channel; responses to our requests are matched here.
 //!
-//! The server's output is read on a thread of its own, and its input is a [`FrameWriter`], so
-//! that a request the editor proxy forwards ([`Transport::forward`]) goes out and its answer
-//! comes back to the editor without waking any other thread or task: the editor's id goes to
-//! the server unchanged, and the answer is written to the editor by the thread that read it.
-//! Our own ids start at [`FIRST_OWN_ID`], far above any editor's, so the two never meet.
+//! The server's input is a [`FrameWriter`], written directly by the caller. For the editor
+//! proxy, the output is read on a thread of its own (`ServerConfig::output_thread`), so that a
+//! request it forwards ([`Transport::forward`]) goes out and its answer comes back to the
+//! editor without waking any other thread or task: the editor's id goes to the server
+//! unchanged, and the answer is written to the editor by the thread that read it. Without an
+//! editor, the output is read by a task on the runtime where the bridge's callers wait. Our own
+//! ids start at [`FIRST_OWN_ID`], far above any editor's, so the two never meet.
 //!
 //! [`Child`]: crate::child::Child
 
@@ -34,7 +36,9 @@ use tokio::time::Instant;
 
 use crate::config::{ServerConfig, find_program};
 use crate::error::{Error, Result};
-use crate::framing::{FrameWriter, ReadError, preview, read_frame_blocking, set_blocking};
+use crate::framing::{
+    FrameWriter, ReadError, preview, read_frame, read_frame_blocking, set_blocking,
+};
 
 /// How many stderr lines a server keeps for error messages and health reports.
 pub(crate) const STDERR_TAIL_LINES: usize = 20;
@@ -182,10 +186,16 @@ impl Transport {
             .into_owned_fd()
             .and_then(|stdin| FrameWriter::direct(&config.name, stdin))
             .map_err(spawn_error)?;
-        let stdout = stdout
-            .into_owned_fd()
-            .and_then(|stdout| set_blocking(&stdout).map(|()| stdout))
-            .map_err(spawn_error)?;
+        // On a thread, the output needs a blocking descriptor.
+        let stdout = if config.output_thread {
+            let fd = stdout
+                .into_owned_fd()
+                .and_then(|stdout| set_blocking(&stdout).map(|()| stdout))
+                .map_err(spawn_error)?;
+            Output::Thread(fd)
+        } else {
+            Output::Task(stdout)
+        };
         let shared = Arc::new(Shared {
             server: config.name.clone(),
             pid,
@@ -210,15 +220,20 @@ impl Transport {
         let (incoming_tx, incoming_rx) = mpsc::unbounded_channel();
         let (kill_tx, kill_rx) = oneshot::channel();
         tokio::spawn(stderr_loop(shared.clone(), stderr));
-        let reader = {
-            let shared = shared.clone();
-            std::thread::Builder::new()
-                .name(format!("{}-output", config.name))
-                .spawn(move || read_output(shared, stdout, incoming_tx))
-        };
-        if let Err(error) = reader {
-            let _ = process.start_kill();
-            return Err(spawn_error(error));
+        match stdout {
+            Output::Thread(stdout) => {
+                let shared = shared.clone();
+                let reader = std::thread::Builder::new()
+                    .name(format!("{}-output", config.name))
+                    .spawn(move || read_output(shared, stdout, incoming_tx));
+                if let Err(error) = reader {
+                    let _ = process.start_kill();
+                    return Err(spawn_error(error));
+                }
+            }
+            Output::Task(stdout) => {
+                tokio::spawn(read_output_task(shared.clone(), stdout, incoming_tx));
+            }
         }
         tokio::spawn(watch_process(shared.clone(), process, kill_rx));
         Ok((
@@ -687,6 +702,48 @@ async fn stderr_loop(shared: Arc<Shared>, stderr: impl AsyncRead + Unpin) {
     shared.stderr_done.send_replace(true);
 }
 
+/// Where the server's output is read ([`ServerConfig::output_thread`]).
+enum Output {
+    Thread(std::os::fd::OwnedFd),
+    Task(tokio::process::ChildStdout),
+}
+
+/// A frame read from the server, or why its output ended.
+fn frame_or_end(
+    shared: &Shared,
+    read: std::result::Result<Option<Vec<u8>>, ReadError>,
+) -> std::result::Result<Vec<u8>, Closed> {
+    match read {
+        Ok(Some(body)) => Ok(body),
+        Ok(None) => Err(Closed::Exited),
+        Err(ReadError::Io(error)) => {
+            tracing::debug!(server = %shared.server, "reading from language server failed: {error}");
+            Err(Closed::Exited)
+        }
+        Err(ReadError::Protocol(message)) => Err(Closed::Protocol(message)),
+    }
+}
+
+/// Read the server's output until it ends, on the runtime: the bridge's own callers, waiting
+/// on the same runtime, get their answers without a thread waking another.
+async fn read_output_task(
+    shared: Arc<Shared>,
+    stdout: tokio::process::ChildStdout,
+    incoming: mpsc::UnboundedSender<Incoming>,
+) {
+    let mut reader = tokio::io::BufReader::with_capacity(64 * 1024, stdout);
+    let reason = loop {
+        let body = match frame_or_end(&shared, read_frame(&mut reader).await) {
+            Ok(body) => body,
+            Err(reason) => break reason,
+        };
+        if let Err(problem) = dispatch(&shared, &body, &incoming) {
+            break Closed::Protocol(problem);
+        }
+    };
+    output_ended(shared, reason);
+}
+
 /// Read the server's output until it ends, on a thread of its own (see the module docs).
 fn read_output(
     shared: Arc<Shared>,
@@ -707,19 +764,20 @@ fn read_output(
     let _guard = CloseOnPanic(shared.clone());
     let mut reader = std::io::BufReader::with_capacity(64 * 1024, std::fs::File::from(stdout));
     let reason = loop {
-        let body = match read_frame_blocking(&mut reader) {
-            Ok(Some(body)) => body,
-            Ok(None) => break Closed::Exited,
-            Err(ReadError::Io(error)) => {
-                tracing::debug!(server = %shared.server, "reading from language server failed: {error}");
-                break Closed::Exited;
-            }
-            Err(ReadError::Protocol(message)) => break Closed::Protocol(message),
+        let body = match frame_or_end(&shared, read_frame_blocking(&mut reader)) {
+            Ok(body) => body,
+            Err(reason) => break reason,
         };
         if let Err(problem) = dispatch(&shared, &body, &incoming) {
             break Closed::Protocol(problem);
         }
     };
+    output_ended(shared, reason);
+}
+
+/// The server's output ended for `reason`: close the connection (after the last stderr lines,
+/// which usually say why it died), and stop a server that broke the framing.
+fn output_ended(shared: Arc<Shared>, reason: Closed) {
     match reason {
         Closed::Protocol(_) => {
             shared.close(reason);

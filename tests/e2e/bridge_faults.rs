@@ -31,6 +31,15 @@ async fn start(dir: &Path, args: &[&str]) -> lsp_bridge::Result<Arc<Child>> {
     Child::start(Arc::new(fake(args)), dir.to_path_buf(), vec![]).await
 }
 
+/// [`start`] as the editor-facing server does: the child's output read on a thread.
+async fn start_for_editor(dir: &Path, args: &[&str]) -> lsp_bridge::Result<Arc<Child>> {
+    let config = ServerConfig {
+        output_thread: true,
+        ..fake(args)
+    };
+    Child::start(Arc::new(config), dir.to_path_buf(), vec![]).await
+}
+
 fn bridge(dir: &Path, servers: Vec<ServerConfig>, restart: RestartPolicy) -> Bridge {
     Bridge::new(BridgeConfig { servers, restart }, vec![dir.to_path_buf()])
 }
@@ -692,6 +701,7 @@ fn editor_request(id: i64, method: &str, params: Value) -> Vec<u8> {
 async fn a_forwarded_request_keeps_the_editors_id_and_our_own_ids_stay_apart() {
     let dir = tempfile::tempdir().unwrap();
     let (record, record_arg) = record_path(&dir);
+    // Forwarding works with the output read by a task too (the agent's own bridge).
     let child = start(dir.path(), &["record", &record_arg]).await.unwrap();
     let (writer, mut editor) = editor_end();
     let body = editor_request(7, "fake/custom", json!({"x": "grüße"}));
@@ -724,7 +734,7 @@ async fn a_forwarded_request_keeps_the_editors_id_and_our_own_ids_stay_apart() {
 async fn a_forwarded_request_that_times_out_is_answered_cancelled_and_a_silent_child_hung() {
     let dir = tempfile::tempdir().unwrap();
     let (record, record_arg) = record_path(&dir);
-    let child = start(
+    let child = start_for_editor(
         dir.path(),
         &["hang-on", "textDocument/hover", "record", &record_arg],
     )
@@ -781,7 +791,7 @@ async fn a_forwarded_request_that_times_out_is_answered_cancelled_and_a_silent_c
 async fn a_forwarded_request_the_editor_cancels_is_answered_at_once_and_only_once() {
     let dir = tempfile::tempdir().unwrap();
     let (record, record_arg) = record_path(&dir);
-    let child = start(
+    let child = start_for_editor(
         dir.path(),
         &["slow", "textDocument/hover", "20000", "record", &record_arg],
     )
@@ -825,7 +835,7 @@ async fn a_forwarded_request_the_editor_cancels_is_answered_at_once_and_only_onc
 #[tokio::test]
 async fn a_forwarded_request_to_a_child_that_crashes_gets_the_reason() {
     let dir = tempfile::tempdir().unwrap();
-    let child = start(dir.path(), &["crash-on", "textDocument/hover"])
+    let child = start_for_editor(dir.path(), &["crash-on", "textDocument/hover"])
         .await
         .unwrap();
     let (writer, mut editor) = editor_end();
