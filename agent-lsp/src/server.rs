@@ -92,6 +92,9 @@ pub struct Shared {
     /// Document path → its child, so a request does not redo pattern matching and the root
     /// marker search (several `stat`s per ancestor) every time; a dead child is looked up again.
     routes: Mutex<HashMap<PathBuf, Arc<Child>>>,
+    /// Document URI, as the editor writes it, → its child, for the intake's hot path; filled
+    /// when the loop first forwards a request about a (non-prompt) document.
+    document_routes: Mutex<HashMap<String, Arc<Child>>>,
     /// The agent: its session, the running turn.
     pub(crate) host: host::Host,
     prompt_documents: chat::PromptDocuments,
@@ -333,6 +336,7 @@ pub async fn serve(
         next_id: AtomicI64::new(1),
         resolve_routes: Mutex::new(HashMap::new()),
         routes: Mutex::new(HashMap::new()),
+        document_routes: Mutex::new(HashMap::new()),
         host: host::Host::default(),
         prompt_documents,
         files: OnceLock::new(),

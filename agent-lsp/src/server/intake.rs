@@ -17,7 +17,6 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 use lsp_bridge::framing::{ReadError, read_frame, read_frame_blocking};
-use lsp_bridge::lsp_types::Url;
 use serde::Deserialize;
 use serde_json::value::RawValue;
 use tokio::io::{AsyncRead, BufReader};
@@ -202,19 +201,15 @@ impl Intake {
         true
     }
 
-    /// The running child of the document the request names, if the loop has routed it before
-    /// (and it is not a prompt document, which the agent answers).
+    /// The child of the document the request names, if the loop has forwarded a request about
+    /// it before (prompt documents, which the agent answers, never are).
     fn document_route(&self, params: &RawValue) -> Option<Arc<lsp_bridge::Child>> {
         let DocumentParams { text_document } = serde_json::from_str(params.get()).ok()?;
-        let path = Url::parse(&text_document.uri).ok()?.to_file_path().ok()?;
-        if self.shared.prompt_documents.matches(&path) {
-            return None;
-        }
         self.shared
-            .routes
+            .document_routes
             .lock()
-            .expect("routes")
-            .get(&path)
+            .expect("document routes")
+            .get(text_document.uri.as_ref())
             .cloned()
     }
 

@@ -131,6 +131,17 @@ pub(super) async fn forward_raw(
             ),
             other => error_reply(other),
         })?;
+        // The intake forwards the next requests about this document itself, found by the
+        // URI as the editor spells it (no parsing, no path on its hot path).
+        if let Some(uri) = params["textDocument"]["uri"].as_str()
+            && !shared.prompt_documents.matches(&path)
+        {
+            shared
+                .document_routes
+                .lock()
+                .expect("document routes")
+                .insert(uri.to_owned(), child.clone());
+        }
         let answer = child
             .request_raw_with(method, params, CHILD_REQUEST_TIMEOUT, cancel)
             .await
