@@ -242,6 +242,7 @@ impl FrameWriter {
         if !(kind.is_fifo() || kind.is_socket()) {
             return Err(std::io::Error::other("neither a pipe nor a socket"));
         }
+        let socket = kind.is_socket();
         set_nonblocking(&pipe, true)?;
         let pipe = Arc::new(pipe);
         let writer = Arc::new(FrameWriter {
@@ -250,7 +251,7 @@ impl FrameWriter {
             queued: Notify::new(),
             pipe: Some(pipe.clone()),
         });
-        let task = tokio::spawn(drain_pipe(writer.clone(), pipe));
+        let task = tokio::spawn(drain_pipe(writer.clone(), pipe, socket));
         Ok((writer, task))
     }
 
@@ -283,11 +284,8 @@ impl FrameWriter {
                     frame.drain(..written);
                 }
                 Err(error) => {
-                    tracing::debug!(peer = %self.peer, "writing failed: {error}");
-                    state.broken = true;
                     drop(state);
-                    // The writing task ends.
-                    self.queued.notify_one();
+                    self.broke(&error);
                     return false;
                 }
             }
@@ -325,11 +323,15 @@ impl FrameWriter {
         }
     }
 
+    /// The peer is gone: drop what is queued, refuse what comes, and end the writing task.
     fn broke(&self, error: &std::io::Error) {
         tracing::debug!(peer = %self.peer, "writing failed: {error}");
-        let mut state = self.state.lock().expect("frame writer");
-        state.broken = true;
-        state.queue.clear();
+        {
+            let mut state = self.state.lock().expect("frame writer");
+            state.broken = true;
+            state.queue.clear();
+        }
+        self.queued.notify_one();
     }
 }
 
@@ -356,10 +358,9 @@ enum Registered {
 }
 
 impl Registered {
-    fn new(fd: &OwnedFd) -> std::io::Result<Registered> {
+    fn new(fd: &OwnedFd, socket: bool) -> std::io::Result<Registered> {
         let fd = fd.try_clone()?;
-        let kind = std::fs::File::from(fd.try_clone()?).metadata()?.file_type();
-        if kind.is_socket() {
+        if socket {
             let socket = std::os::unix::net::UnixStream::from(fd);
             Ok(Registered::Socket(tokio::net::UnixStream::from_std(
                 socket,
@@ -389,9 +390,9 @@ impl Registered {
 /// The descriptor is registered with the reactor only while there is a backlog: a registered
 /// pipe wakes the reactor every time the peer reads from it, which would be two needless
 /// wake-ups per forwarded request.
-async fn drain_pipe(writer: Arc<FrameWriter>, fd: Arc<OwnedFd>) {
+async fn drain_pipe(writer: Arc<FrameWriter>, fd: Arc<OwnedFd>, socket: bool) {
     while writer.wait_for_frames().await {
-        let pipe = match Registered::new(&fd) {
+        let pipe = match Registered::new(&fd, socket) {
             Ok(pipe) => pipe,
             Err(error) => return writer.broke(&error),
         };
