@@ -519,11 +519,7 @@ impl Shared {
                 table.closed.is_none() && table.requests.remove(&id).is_some()
             };
             if unanswered {
-                let reason = format!(
-                    "did not answer `{method}` (id {id}) within {grace:?} of `$/cancelRequest`"
-                );
-                tracing::warn!(server = %shared.server, "language server is hung: {reason}");
-                shared.hung.lock().unwrap().get_or_insert(reason);
+                shared.mark_hung(&method, id, grace);
             }
         });
     }
@@ -612,17 +608,9 @@ impl Shared {
                     }
                 }
                 for id in hung {
-                    let method = table
-                        .forwarded
-                        .remove(&id)
-                        .map(|forwarded| forwarded.method);
-                    let reason = format!(
-                        "did not answer `{}` (id {id}) within {:?} of `$/cancelRequest`",
-                        method.unwrap_or_default(),
-                        self.cancel_grace
-                    );
-                    tracing::warn!(server = %self.server, "language server is hung: {reason}");
-                    self.hung.lock().unwrap().get_or_insert(reason);
+                    if let Some(forwarded) = table.forwarded.remove(&id) {
+                        self.mark_hung(&forwarded.method, id, self.cancel_grace);
+                    }
                 }
                 let next = table
                     .forwarded
@@ -645,6 +633,15 @@ impl Shared {
                 }
             }
         }
+    }
+
+    /// The server did not answer `id` within `grace` of its `$/cancelRequest`: it is hung (the
+    /// first reason is kept).
+    fn mark_hung(&self, method: &str, id: i64, grace: Duration) {
+        let reason =
+            format!("did not answer `{method}` (id {id}) within {grace:?} of `$/cancelRequest`");
+        tracing::warn!(server = %self.server, "language server is hung: {reason}");
+        self.hung.lock().unwrap().get_or_insert(reason);
     }
 
     fn send_cancel(&self, id: i64) {
@@ -918,7 +915,6 @@ async fn watch_process(
     }
 }
 
-/// JSON-RPC allows `params` to be absent but not `null`: `shutdown` and `exit` go without.
 /// A request's JSON text, written straight from borrowed params: the editor proxy's requests
 /// go out without building (or cloning, for a retry) a message `Value` around them.
 fn request_body(id: i64, method: &str, params: &Value) -> Vec<u8> {
@@ -933,6 +929,7 @@ fn request_body(id: i64, method: &str, params: &Value) -> Vec<u8> {
     body
 }
 
+/// JSON-RPC allows `params` to be absent but not `null`: `shutdown` and `exit` go without.
 fn with_params(mut message: Value, params: Value) -> Value {
     if !params.is_null() {
         message["params"] = params;
