@@ -692,9 +692,20 @@ async fn editor_gets(editor: &mut tokio::io::BufReader<tokio::io::DuplexStream>)
         .unwrap()
 }
 
-fn editor_request(id: i64, method: &str, params: Value) -> Vec<u8> {
-    serde_json::to_vec(&json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}))
-        .unwrap()
+/// Forward the editor's request `id` to `child`, its answer going to `editor`.
+fn forward(
+    child: &Child,
+    editor: &Arc<lsp_bridge::framing::FrameWriter>,
+    id: i64,
+    method: &str,
+    params: Value,
+    timeout: Duration,
+) -> lsp_bridge::Result<()> {
+    let body = serde_json::to_vec(
+        &json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}),
+    )
+    .unwrap();
+    child.forward(id, method, &body, editor, timeout)
 }
 
 #[tokio::test]
@@ -704,10 +715,15 @@ async fn a_forwarded_request_keeps_the_editors_id_and_our_own_ids_stay_apart() {
     // Forwarding works with the output read by a task too (the agent's own bridge).
     let child = start(dir.path(), &["record", &record_arg]).await.unwrap();
     let (writer, mut editor) = editor_end();
-    let body = editor_request(7, "fake/custom", json!({"x": "grüße"}));
-    child
-        .forward(7, "fake/custom", &body, &writer, HANG_GUARD)
-        .unwrap();
+    forward(
+        &child,
+        &writer,
+        7,
+        "fake/custom",
+        json!({"x": "grüße"}),
+        HANG_GUARD,
+    )
+    .unwrap();
     let answer = editor_gets(&mut editor).await;
     assert_eq!(answer["id"], 7, "{answer}");
     assert_eq!(answer["result"]["echo"], "fake/custom");
@@ -743,28 +759,26 @@ async fn a_forwarded_request_that_times_out_is_answered_cancelled_and_a_silent_c
     let (writer, mut editor) = editor_end();
     // A request with a long timeout first: the one after it, with a short one, must still time
     // out on time.
-    let body = editor_request(2, "textDocument/hover", json!({}));
-    child
-        .forward(
-            2,
-            "textDocument/hover",
-            &body,
-            &writer,
-            Duration::from_secs(120),
-        )
-        .unwrap();
+    forward(
+        &child,
+        &writer,
+        2,
+        "textDocument/hover",
+        json!({}),
+        Duration::from_secs(120),
+    )
+    .unwrap();
     // Let the task that times requests out go to sleep until then.
     tokio::time::sleep(Duration::from_millis(100)).await;
-    let body = editor_request(3, "textDocument/hover", json!({}));
-    child
-        .forward(
-            3,
-            "textDocument/hover",
-            &body,
-            &writer,
-            Duration::from_millis(300),
-        )
-        .unwrap();
+    forward(
+        &child,
+        &writer,
+        3,
+        "textDocument/hover",
+        json!({}),
+        Duration::from_millis(300),
+    )
+    .unwrap();
     let answer = editor_gets(&mut editor).await;
     assert_eq!(answer["id"], 3, "{answer}");
     assert_eq!(answer["error"]["code"], -32603);
@@ -798,10 +812,15 @@ async fn a_forwarded_request_the_editor_cancels_is_answered_at_once_and_only_onc
     .await
     .unwrap();
     let (writer, mut editor) = editor_end();
-    let body = editor_request(4, "textDocument/hover", json!({}));
-    child
-        .forward(4, "textDocument/hover", &body, &writer, HANG_GUARD)
-        .unwrap();
+    forward(
+        &child,
+        &writer,
+        4,
+        "textDocument/hover",
+        json!({}),
+        HANG_GUARD,
+    )
+    .unwrap();
     wait_recorded(&record, |message| message["method"] == "textDocument/hover").await;
     assert!(child.cancel_forwarded(4));
     let answer = editor_gets(&mut editor).await;
@@ -816,10 +835,7 @@ async fn a_forwarded_request_the_editor_cancels_is_answered_at_once_and_only_onc
     .await;
     // The child acknowledges with its own RequestCancelled, which the editor does not get a
     // second time: the next thing it gets is the next answer.
-    let body = editor_request(5, "fake/custom", json!({}));
-    child
-        .forward(5, "fake/custom", &body, &writer, HANG_GUARD)
-        .unwrap();
+    forward(&child, &writer, 5, "fake/custom", json!({}), HANG_GUARD).unwrap();
     assert_eq!(editor_gets(&mut editor).await["id"], 5);
     // Once the acknowledgement came, 4 is no longer pending (cancelling it again does nothing).
     let deadline = Instant::now() + HANG_GUARD;
@@ -839,10 +855,15 @@ async fn a_forwarded_request_to_a_child_that_crashes_gets_the_reason() {
         .await
         .unwrap();
     let (writer, mut editor) = editor_end();
-    let body = editor_request(9, "textDocument/hover", json!({}));
-    child
-        .forward(9, "textDocument/hover", &body, &writer, HANG_GUARD)
-        .unwrap();
+    forward(
+        &child,
+        &writer,
+        9,
+        "textDocument/hover",
+        json!({}),
+        HANG_GUARD,
+    )
+    .unwrap();
     let answer = editor_gets(&mut editor).await;
     assert_eq!(answer["id"], 9, "{answer}");
     assert_eq!(answer["error"]["code"], -32603);
@@ -852,10 +873,15 @@ async fn a_forwarded_request_to_a_child_that_crashes_gets_the_reason() {
         "{message}"
     );
     // Forwarding to the dead child now fails at once.
-    let body = editor_request(10, "textDocument/hover", json!({}));
     assert!(
-        child
-            .forward(10, "textDocument/hover", &body, &writer, HANG_GUARD)
-            .is_err()
+        forward(
+            &child,
+            &writer,
+            10,
+            "textDocument/hover",
+            json!({}),
+            HANG_GUARD
+        )
+        .is_err()
     );
 }
