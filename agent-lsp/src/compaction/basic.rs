@@ -79,6 +79,12 @@ struct Candidate {
 }
 
 impl Candidate {
+    /// Stop its summary call: the candidate will not be committed.
+    fn abandon(&self) {
+        self.cancel.cancel();
+        self.handle.abort();
+    }
+
     fn release(&mut self) {
         if let Some(release) = self.release.take() {
             let _ = release.send(());
@@ -591,8 +597,7 @@ impl BasicCompactionEngine {
                 // keep fewer steps than the preset asks for. A synchronous compaction picks a
                 // range that keeps them. The range is known from the start, so the candidate's
                 // summary is not waited for.
-                candidate.cancel.cancel();
-                candidate.handle.abort();
+                candidate.abandon();
                 self.stats.discarded += 1;
                 let reason = format!(
                     "committing it now would keep fewer than the last {} steps",
@@ -660,8 +665,7 @@ impl BasicCompactionEngine {
 impl Drop for BasicCompactionEngine {
     fn drop(&mut self) {
         if let Some(candidate) = self.state.as_mut().and_then(|state| state.candidate.take()) {
-            candidate.cancel.cancel();
-            candidate.handle.abort();
+            candidate.abandon();
         }
     }
 }
@@ -731,8 +735,7 @@ impl CompactionEngine for BasicCompactionEngine {
             self.sync_state(session, ctx)?;
             let range = region_of(session.history(), start, end)?;
             if let Some(candidate) = self.state().candidate.take() {
-                candidate.cancel.cancel();
-                candidate.handle.abort();
+                candidate.abandon();
                 self.stats.discarded += 1;
                 self.fail(
                     session,
