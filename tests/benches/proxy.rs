@@ -1,9 +1,13 @@
 //! Proxy overhead: the same definition, hover and completion requests sent by the same scripted
-//! editor to `agent-lsp serve` (brokering pyright), straight to pyright, to pyright behind
-//! `byte-relay` (a process that only copies bytes: the cost of one more process hop by itself),
-//! and behind `json-relay` (the per-message work of a broker, parse and map ids, on blocking
-//! threads), in alternating rounds. Besides the latency it reports each process's CPU time per request,
-//! which the machine's noise disturbs much less. Prints a Markdown table for BENCHMARKS.md.
+//! editor, in rounds that take turns, to `agent-lsp serve` (brokering pyright), straight to
+//! pyright, and to pyright behind three relay baselines, each doing less than a broker:
+//! `byte-relay` copies bytes as they come (the cost of one more process hop by itself),
+//! `frame-relay` reads each message whole before writing it on (store and forward, no JSON),
+//! `json-relay` also parses every message and maps ids (a broker's least per-message work).
+//! A second pyright reached directly is the control: its ratio to the first tells how far two
+//! identical setups differ in the same run, the resolution of every other ratio. Besides the
+//! latency it reports each process's CPU time per request, which the machine's noise disturbs
+//! much less. Prints two Markdown tables for BENCHMARKS.md.
 //!
 //! Run: `bash .ci/tools.sh && cargo build --release -p agent-lsp -p agent-tests --bins && cargo bench -p agent-tests --bench proxy`
 //! (the release binary is used when present, else the debug one).
@@ -38,8 +42,8 @@ fn pyright() -> PathBuf {
         .expect("pyright is not installed: run `bash .ci/tools.sh`")
 }
 
-fn percentile(samples: &mut [Duration], p: f64) -> Duration {
-    samples.sort();
+/// The `p` quantile of sorted `samples`.
+fn percentile(samples: &[Duration], p: f64) -> Duration {
     samples[((samples.len() as f64 - 1.0) * p).round() as usize]
 }
 
@@ -68,20 +72,39 @@ fn cpu_time(pid: u32) -> Duration {
     Duration::from_nanos(nanos)
 }
 
-/// Time `PER_ROUND` requests; adds the process's CPU time over them to `cpu`.
-fn round(
-    editor: &mut Editor,
-    method: &str,
-    params: &Value,
-    samples: &mut Vec<Duration>,
-    cpu: &mut Duration,
-) {
-    let before = cpu_time(editor.pid());
-    for _ in 0..PER_ROUND {
-        samples.push(time(editor, method, params));
+/// One way of reaching pyright, with what its rounds measured for the current request.
+struct Target {
+    editor: Editor,
+    samples: Vec<Duration>,
+    /// CPU time of the process the editor started (not of its children).
+    cpu: Duration,
+}
+
+impl Target {
+    /// Time `PER_ROUND` requests, and the process's CPU time over them.
+    fn round(&mut self, method: &str, params: &Value) {
+        let before = cpu_time(self.editor.pid());
+        for _ in 0..PER_ROUND {
+            self.samples.push(time(&mut self.editor, method, params));
+        }
+        // A thread that ended meanwhile takes its time along; this undercounts only then.
+        self.cpu += cpu_time(self.editor.pid()).saturating_sub(before);
     }
-    // A thread that ended meanwhile takes its time along; this undercounts only then.
-    *cpu += cpu_time(editor.pid()).saturating_sub(before);
+
+    /// p50 and p95 (of sorted samples).
+    fn percentiles(&self) -> [Duration; 2] {
+        [
+            percentile(&self.samples, 0.5),
+            percentile(&self.samples, 0.95),
+        ]
+    }
+
+    fn cpu_per_request(&self) -> String {
+        format!(
+            "{:.0}",
+            self.cpu.as_secs_f64() * 1e6 / self.samples.len() as f64
+        )
+    }
 }
 
 fn time(editor: &mut Editor, method: &str, params: &Value) -> Duration {
@@ -106,36 +129,46 @@ fn main() {
     std::fs::write(&stdlib, STDLIB_USE).unwrap();
     let state = tempfile::tempdir().unwrap();
 
-    let mut proxied = {
+    let proxied = {
         let mut command = Command::new(built("agent-lsp"));
         command
             .env("PATH", agent_tests::tools_path())
             .env("AGENT_LSP_STATE_DIR", state.path())
             .env("AGENT_LSP_CONFIG", state.path().join("none.toml"))
             .args(["--workspace", root.to_str().unwrap(), "serve"]);
-        Editor::start(command)
+        command
     };
-    ready(&mut proxied, &root, &main);
-    proxied.open(&stdlib, "python");
-    let mut direct = {
+    let direct = || {
         let mut command = Command::new(pyright());
         command.arg("--stdio").current_dir(&root);
-        Editor::start(command)
+        command
     };
-    ready(&mut direct, &root, &main);
-    direct.open(&stdlib, "python");
-
     // Pyright behind one of the relay baselines.
     let behind = |relay: &str| {
         let mut command = Command::new(built(relay));
         command.arg(pyright()).arg("--stdio").current_dir(&root);
+        command
+    };
+    // In this order in every round; the table's ratios are each target's over `direct`'s.
+    let mut targets = [
+        proxied,
+        direct(),
+        behind("byte-relay"),
+        behind("frame-relay"),
+        behind("json-relay"),
+        direct(),
+    ]
+    .map(|command| {
         let mut editor = Editor::start(command);
         ready(&mut editor, &root, &main);
         editor.open(&stdlib, "python");
-        editor
-    };
-    let mut relayed = behind("byte-relay");
-    let mut json_relayed = behind("json-relay");
+        Target {
+            editor,
+            samples: Vec::new(),
+            cpu: Duration::ZERO,
+        }
+    });
+    let [serve, straight, bytes, frames, parsing, control] = [0, 1, 2, 3, 4, 5];
 
     let at = |line: u32, character: u32| json!({"textDocument": {"uri": url(&main)}, "position": {"line": line, "character": character}});
     let std_at = |line: u32, character: u32| json!({"textDocument": {"uri": url(&stdlib)}, "position": {"line": line, "character": character}});
@@ -165,73 +198,68 @@ fn main() {
             std_at(10, 8),
         ),
     ];
-    println!(
-        "| request (pyright) | through `agent-lsp serve` p50 / p95 ms | direct p50 / p95 ms | ratio p50 | ratio p95 | through `byte-relay` p50 / p95 ms | relay ratio p50 / p95 | through `json-relay` p50 / p95 ms | json-relay ratio p50 / p95 | CPU per request: agent-lsp / byte-relay / json-relay / pyright direct µs |"
-    );
-    println!("|---|---|---|---|---|---|---|---|---|---|");
+    let (mut proxy_rows, mut baseline_rows) = (Vec::new(), Vec::new());
     for (label, method, params) in &requests {
-        let (mut through, mut straight, mut relay) = (Vec::new(), Vec::new(), Vec::new());
-        let (mut through_cpu, mut straight_cpu, mut relay_cpu) = Default::default();
-        let (mut parsing, mut parsing_cpu) = (Vec::new(), Duration::ZERO);
         for _ in 0..ROUNDS {
-            round(&mut proxied, method, params, &mut through, &mut through_cpu);
-            round(
-                &mut direct,
-                method,
-                params,
-                &mut straight,
-                &mut straight_cpu,
-            );
-            round(&mut relayed, method, params, &mut relay, &mut relay_cpu);
-            round(
-                &mut json_relayed,
-                method,
-                params,
-                &mut parsing,
-                &mut parsing_cpu,
-            );
+            for target in &mut targets {
+                target.round(method, params);
+            }
         }
-        let (j50, j95) = (
-            percentile(&mut parsing, 0.5),
-            percentile(&mut parsing, 0.95),
-        );
-        let per_request = |cpu: Duration| {
+        for target in &mut targets {
+            target.samples.sort();
+        }
+        let [d50, d95] = targets[straight].percentiles();
+        // "p50 / p95 ms | ratio p50 / p95" of one target.
+        let measured = |target: usize| {
+            let [p50, p95] = targets[target].percentiles();
+            let ratio = |of: Duration, to: Duration| of.as_secs_f64() / to.as_secs_f64();
             format!(
-                "{:.0}",
-                cpu.as_secs_f64() * 1e6 / (ROUNDS * PER_ROUND) as f64
+                "{} / {} | {:.2} / {:.2}",
+                ms(p50),
+                ms(p95),
+                ratio(p50, d50),
+                ratio(p95, d95)
             )
         };
-        let (r50, r95) = (percentile(&mut relay, 0.5), percentile(&mut relay, 0.95));
-        let (t50, t95) = (
-            percentile(&mut through, 0.5),
-            percentile(&mut through, 0.95),
-        );
-        let (d50, d95) = (
-            percentile(&mut straight, 0.5),
-            percentile(&mut straight, 0.95),
-        );
-        println!(
-            "| {} | {} / {} | {} / {} | {:.2} | {:.2} | {} / {} | {:.2} / {:.2} | {} / {} | {:.2} / {:.2} | {} / {} / {} / {} |",
-            label,
-            ms(t50),
-            ms(t95),
+        let control_ratios = measured(control);
+        let control_ratios = control_ratios.split(" | ").nth(1).expect("two cells");
+        proxy_rows.push(format!(
+            "| {label} | {} / {} | {} | {control_ratios} | {} / {} |",
             ms(d50),
             ms(d95),
-            t50.as_secs_f64() / d50.as_secs_f64(),
-            t95.as_secs_f64() / d95.as_secs_f64(),
-            ms(r50),
-            ms(r95),
-            r50.as_secs_f64() / d50.as_secs_f64(),
-            r95.as_secs_f64() / d95.as_secs_f64(),
-            ms(j50),
-            ms(j95),
-            j50.as_secs_f64() / d50.as_secs_f64(),
-            j95.as_secs_f64() / d95.as_secs_f64(),
-            per_request(through_cpu),
-            per_request(relay_cpu),
-            per_request(parsing_cpu),
-            per_request(straight_cpu),
-        );
+            measured(serve),
+            targets[serve].cpu_per_request(),
+            targets[straight].cpu_per_request(),
+        ));
+        baseline_rows.push(format!(
+            "| {label} | {} | {} | {} | {} / {} / {} |",
+            measured(bytes),
+            measured(frames),
+            measured(parsing),
+            targets[bytes].cpu_per_request(),
+            targets[frames].cpu_per_request(),
+            targets[parsing].cpu_per_request(),
+        ));
+        for target in &mut targets {
+            target.samples.clear();
+            target.cpu = Duration::ZERO;
+        }
     }
-    proxied.shutdown();
+    println!(
+        "| request (pyright) | direct p50 / p95 ms | through `agent-lsp serve` p50 / p95 ms | ratio p50 / p95 | control: a second direct pyright, ratio p50 / p95 | CPU per request: agent-lsp / pyright direct µs |"
+    );
+    println!("|---|---|---|---|---|---|");
+    for row in &proxy_rows {
+        println!("{row}");
+    }
+    println!();
+    println!(
+        "| request (pyright) | through `byte-relay` p50 / p95 ms | ratio p50 / p95 | through `frame-relay` p50 / p95 ms | ratio p50 / p95 | through `json-relay` p50 / p95 ms | ratio p50 / p95 | CPU per request: byte / frame / json relay µs |"
+    );
+    println!("|---|---|---|---|---|---|---|---|");
+    for row in &baseline_rows {
+        println!("{row}");
+    }
+    let [serve_editor, ..] = targets.map(|target| target.editor);
+    serve_editor.shutdown();
 }

@@ -4,34 +4,11 @@
 pub mod compaction_harness;
 pub mod editor;
 pub mod model_endpoint;
+pub mod relay;
 
 use std::path::{Path, PathBuf};
 
 use agent_lsp::llm::Message;
-
-/// For the relay baselines (`byte-relay`, `json-relay`): start the command named by this
-/// process's arguments with piped stdin and stdout; `usage` names the relay in the error.
-pub fn spawn_relayed_command(
-    usage: &str,
-) -> (
-    std::process::Child,
-    std::process::ChildStdin,
-    std::process::ChildStdout,
-) {
-    let mut args = std::env::args().skip(1);
-    let program = args
-        .next()
-        .unwrap_or_else(|| panic!("usage: {usage} COMMAND [ARGS...]"));
-    let mut child = std::process::Command::new(program)
-        .args(args)
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::piped())
-        .spawn()
-        .expect("start the command");
-    let stdin = child.stdin.take().expect("piped");
-    let stdout = child.stdout.take().expect("piped");
-    (child, stdin, stdout)
-}
 
 /// Path of a binary built by this workspace (`agent-lsp`, `log-writer`, …).
 ///

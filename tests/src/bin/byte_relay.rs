@@ -26,7 +26,7 @@ fn pump(mut from: impl Read, mut to: impl Write) {
 }
 
 fn main() {
-    let (mut child, child_in, child_out) = agent_tests::spawn_relayed_command("byte-relay");
+    let (mut child, child_in, child_out) = agent_tests::relay::spawn_relayed_command("byte-relay");
     let upstream = std::thread::spawn(move || pump(std::io::stdin().lock(), child_in));
     pump(child_out, std::io::stdout().lock());
     let _ = upstream.join();

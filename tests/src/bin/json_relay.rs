@@ -9,7 +9,7 @@
 //! It routes to one server and keeps no document state, so it is a baseline, not a server.
 
 use std::collections::HashMap;
-use std::io::{BufRead, BufReader, Write};
+use std::io::BufReader;
 use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::{Arc, Mutex};
 
@@ -17,35 +17,7 @@ use serde::Deserialize;
 use serde_json::Value;
 use serde_json::value::RawValue;
 
-/// One frame's body, or `None` at the end of the stream.
-fn read_frame(reader: &mut impl BufRead) -> Option<Vec<u8>> {
-    let mut length = None;
-    let mut line = String::new();
-    loop {
-        line.clear();
-        if reader.read_line(&mut line).ok()? == 0 {
-            return None;
-        }
-        let header = line.trim_end();
-        if header.is_empty() {
-            break;
-        }
-        if let Some(value) = header.strip_prefix("Content-Length:") {
-            length = value.trim().parse::<usize>().ok();
-        }
-    }
-    let mut body = vec![0; length?];
-    reader.read_exact(&mut body).ok()?;
-    Some(body)
-}
-
-/// Header and body in one `write`, as `agent-lsp` does.
-fn write_frame(writer: &mut impl Write, body: &[u8]) -> std::io::Result<()> {
-    let mut frame = format!("Content-Length: {}\r\n\r\n", body.len()).into_bytes();
-    frame.extend_from_slice(body);
-    writer.write_all(&frame)?;
-    writer.flush()
-}
+use agent_tests::relay::{raw_stdout, read_frame, spawn_relayed_command, write_frame};
 
 /// What the server side needs of a message: whether it answers one of our ids.
 #[derive(Deserialize)]
@@ -59,7 +31,7 @@ struct Envelope<'a> {
 }
 
 fn main() {
-    let (mut child, mut child_in, child_out) = agent_tests::spawn_relayed_command("json-relay");
+    let (mut child, mut child_in, child_out) = spawn_relayed_command("json-relay");
     // Our id → the editor's id, for the requests waiting for an answer.
     let pending: Arc<Mutex<HashMap<i64, Value>>> = Arc::default();
     let next_id = Arc::new(AtomicI64::new(1));
@@ -88,7 +60,7 @@ fn main() {
     };
 
     let mut server = BufReader::new(child_out);
-    let mut editor = std::io::stdout().lock();
+    let mut editor = raw_stdout();
     while let Some(body) = read_frame(&mut server) {
         let answer = match serde_json::from_slice::<Envelope<'_>>(&body) {
             Ok(Envelope {
