@@ -65,6 +65,11 @@ pub struct ServerConfig {
     /// another thread per answer. Set by the editor-facing server; the agent alone keeps the
     /// task.
     pub output_thread: bool,
+    /// Whether the editor-facing server may announce a message to this server before it has
+    /// all of it ([`FrameWriter::announce`](crate::framing::FrameWriter::announce): a
+    /// `Content-Type` header line written ahead). Every reader of LSP's base protocol accepts
+    /// the line; `announce_frames = false` is for a server whose reader does not.
+    pub announce_frames: bool,
 }
 
 impl ServerConfig {
@@ -89,6 +94,7 @@ impl ServerConfig {
                 crate::position::PositionEncoding::Utf16,
             ],
             output_thread: false,
+            announce_frames: true,
         }
     }
 
@@ -280,6 +286,7 @@ pub struct ServerOptions {
     pub request_timeout_secs: Option<f64>,
     pub startup_timeout_secs: Option<f64>,
     pub cancel_grace_secs: Option<f64>,
+    pub announce_frames: Option<bool>,
 }
 
 impl ServerOptions {
@@ -317,6 +324,9 @@ impl ServerOptions {
         }
         if let Some(secs) = self.cancel_grace_secs {
             server.cancel_grace = seconds(secs);
+        }
+        if let Some(announce) = self.announce_frames {
+            server.announce_frames = announce;
         }
     }
 }
@@ -469,6 +479,7 @@ mod tests {
             [server.foo-ls]
             command = "/opt/foo-ls"
             file_patterns = ["*.foo"]
+            announce_frames = false
 
             [restart]
             max_restarts = 2
@@ -483,7 +494,9 @@ mod tests {
             "strict"
         );
         assert_eq!(pyright.request_timeout, Duration::from_secs(5));
+        assert!(pyright.announce_frames, "announced by default");
         let foo = config.servers.last().unwrap();
+        assert!(!foo.announce_frames);
         assert_eq!(
             (foo.name.as_str(), foo.command.as_str()),
             ("foo-ls", "/opt/foo-ls")

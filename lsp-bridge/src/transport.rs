@@ -37,7 +37,8 @@ use tokio::time::Instant;
 use crate::config::{ServerConfig, find_program};
 use crate::error::{Error, Result};
 use crate::framing::{
-    FrameWriter, ReadError, preview, read_frame, read_frame_blocking, set_blocking,
+    FrameWriter, ReadError, frame_is_partial, preview, read_frame, read_frame_blocking,
+    set_blocking,
 };
 
 /// How many stderr lines a server keeps for error messages and health reports.
@@ -118,6 +119,8 @@ struct Shared {
     writer: Arc<FrameWriter>,
     /// How long a server may take to acknowledge `$/cancelRequest`.
     cancel_grace: Duration,
+    /// [`ServerConfig::announce_frames`].
+    announce_frames: bool,
     /// Wakes the task that times forwarded requests out, when a deadline came closer.
     sweep: tokio::sync::Notify,
     /// The runtime of the I/O tasks, for the threads that forward requests.
@@ -209,6 +212,7 @@ impl Transport {
             }),
             writer,
             cancel_grace: config.cancel_grace,
+            announce_frames: config.announce_frames,
             sweep: tokio::sync::Notify::new(),
             runtime: tokio::runtime::Handle::current(),
             stderr_tail: Mutex::new(VecDeque::new()),
@@ -370,6 +374,13 @@ impl Transport {
         }
         self.shared.writer.send(body);
         Ok(())
+    }
+
+    /// See [`Child::announce`](crate::Child::announce).
+    pub(crate) fn announce(&self) {
+        if self.shared.announce_frames {
+            self.shared.writer.announce();
+        }
     }
 
     /// The editor cancelled forwarded request `id`: answer it with `RequestCancelled` now and
@@ -557,6 +568,23 @@ impl Shared {
         }
         for (_, pending) in drained {
             let _ = pending.reply.send(Err(self.closed_error(&reason)));
+        }
+    }
+
+    /// A message from the server has begun to arrive: while the editor waits for an answer
+    /// from it, announce the message to the editor ([`FrameWriter::announce`]). It may be
+    /// something else (a notification, an answer to the bridge's own request); then the
+    /// editor's next message completes the header, and the editor reads nothing amiss.
+    fn announce_to_editor(&self) {
+        let editor = self
+            .pending
+            .lock()
+            .unwrap()
+            .forwarded
+            .values()
+            .find_map(|forwarded| forwarded.editor.clone());
+        if let Some(editor) = editor {
+            editor.announce();
         }
     }
 
@@ -761,6 +789,9 @@ fn read_output(
     let _guard = CloseOnPanic(shared.clone());
     let mut reader = std::io::BufReader::with_capacity(64 * 1024, std::fs::File::from(stdout));
     let reason = loop {
+        if frame_is_partial(&mut reader) {
+            shared.announce_to_editor();
+        }
         let body = match frame_or_end(&shared, read_frame_blocking(&mut reader)) {
             Ok(body) => body,
             Err(reason) => break reason,

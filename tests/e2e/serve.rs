@@ -436,6 +436,85 @@ fn requests_reach_the_child_with_the_editors_ids_and_never_overtake_a_change() {
     editor.shutdown();
 }
 
+/// How many lines of `path` equal `line`.
+fn count_lines(path: &Path, line: &str) -> usize {
+    let text = std::fs::read_to_string(path).unwrap_or_default();
+    text.lines().filter(|seen| *seen == line).count()
+}
+
+/// Wait (bounded) until `path` holds `count` lines equal to `line`.
+fn wait_for_lines(path: &Path, line: &str, count: usize) {
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    loop {
+        if count_lines(path, line) >= count {
+            return;
+        }
+        let text = std::fs::read_to_string(path).unwrap_or_default();
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the child never saw {count} × {line:?}: {text}"
+        );
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+#[test]
+fn a_message_written_in_pieces_is_announced_to_the_child_before_its_body() {
+    let headers_dir = tempfile::tempdir().unwrap();
+    let headers = headers_dir.path().join("headers.txt");
+    let (mut editor, fake) =
+        FakeWorkspace::serve("one\n", &["record-headers", headers.to_str().unwrap()]);
+    let params = fake.at_start();
+    let announcement = std::str::from_utf8(lsp_bridge::framing::ANNOUNCEMENT)
+        .unwrap()
+        .trim_end();
+    // The first request finds the document's child, through the loop; the second is
+    // forwarded by the thread that reads the editor, which now knows where the next may go.
+    // (Their answers come after the child has read all of them.)
+    editor.request("fake/custom", params.clone());
+    editor.request("fake/custom", params.clone());
+    // As VS Code writes: the header, then the body. The child hears of the message before the
+    // body is even written.
+    let in_pieces = |editor: &mut Editor, message: Value| {
+        let before = count_lines(&headers, announcement);
+        let body = message.to_string();
+        editor.send_raw(format!("Content-Length: {}\r\n\r\n", body.len()).as_bytes());
+        wait_for_lines(&headers, announcement, before + 1);
+        editor.send_raw(body.as_bytes());
+    };
+    in_pieces(
+        &mut editor,
+        json!({"jsonrpc": "2.0", "id": 50, "method": "fake/custom", "params": params}),
+    );
+    assert_eq!(editor.response(50)["result"]["echo"], "fake/custom");
+    // A change goes through the loop, not the thread that announced it: the loop's frame
+    // completes the header all the same.
+    in_pieces(
+        &mut editor,
+        json!({"jsonrpc": "2.0", "method": "textDocument/didChange", "params": {
+            "textDocument": {"uri": url(&fake.file), "version": 2},
+            "contentChanges": [{"text": "two\n"}],
+        }}),
+    );
+    let id = editor.request_async("fake/custom", params.clone());
+    assert_eq!(editor.response(id)["result"]["echo"], "fake/custom");
+    let change = fake
+        .received()
+        .into_iter()
+        .find(|message| message["method"] == "textDocument/didChange")
+        .expect("the change reached the child");
+    assert_eq!(change["params"]["textDocument"]["version"], 2);
+    // Each announcement began a header that one body ended: never two in a row.
+    let text = std::fs::read_to_string(&headers).unwrap();
+    let lines = text.lines().collect::<Vec<_>>();
+    for (at, line) in lines.iter().enumerate() {
+        if *line == announcement {
+            assert_eq!(lines.get(at + 1), Some(&"(body)"), "{lines:?}");
+        }
+    }
+    editor.shutdown();
+}
+
 #[test]
 fn a_cancel_queued_behind_a_change_still_cancels_a_forwarded_request() {
     let (mut editor, fake) =

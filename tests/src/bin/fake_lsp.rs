@@ -17,7 +17,10 @@
 //!   an unknown method, reports progress begin/end and publishes diagnostics (version 7) for
 //!   `file:///fake/grüße.txt`;
 //! - `record PATH`: appends every message received, and every answer to its own requests, to
-//!   PATH as JSON lines.
+//!   PATH as JSON lines;
+//! - `record-headers PATH`: appends every header line received other than `Content-Length`
+//!   to PATH, one per line, and before each message's body the line `(body)`;
+//! - `split MILLIS`: writes each message's header, then its body MILLIS later.
 //!
 //! Any other request is answered with `{"echo": METHOD, "params": PARAMS}`. Two notifications
 //! drive it from a test: `fake/poke` is echoed back as the notification `fake/poked`, and
@@ -42,6 +45,8 @@ struct Script {
     slow: HashMap<String, u64>,
     content_modified: HashMap<String, u32>,
     record: Option<String>,
+    record_headers: Option<String>,
+    split: Option<Duration>,
 }
 
 impl Script {
@@ -88,6 +93,16 @@ impl Script {
                     script.content_modified.insert(method, count);
                 }
                 "record" => script.record = Some(value("record", "PATH", &mut args)),
+                "record-headers" => {
+                    script.record_headers = Some(value("record-headers", "PATH", &mut args));
+                }
+                "split" => {
+                    let millis = value("split", "MILLIS", &mut args);
+                    let millis = millis
+                        .parse()
+                        .unwrap_or_else(|_| die("`split`: MILLIS is a number"));
+                    script.split = Some(Duration::from_millis(millis));
+                }
                 other => die(&format!("unknown mode `{other}`")),
             }
         }
@@ -103,13 +118,20 @@ fn die(message: &str) -> ! {
 struct Out {
     stdout: Mutex<std::io::Stdout>,
     record: Option<Mutex<std::fs::File>>,
+    /// `split`: the pause between a message's header and its body.
+    split: Option<Duration>,
 }
 
 impl Out {
     fn send(&self, message: &Value) {
         let body = message.to_string();
         let mut stdout = self.stdout.lock().unwrap();
-        let _ = write!(stdout, "Content-Length: {}\r\n\r\n{body}", body.len());
+        let _ = write!(stdout, "Content-Length: {}\r\n\r\n", body.len());
+        if let Some(pause) = self.split {
+            let _ = stdout.flush();
+            std::thread::sleep(pause);
+        }
+        let _ = write!(stdout, "{body}");
         let _ = stdout.flush();
     }
 
@@ -139,8 +161,15 @@ impl Out {
     }
 }
 
-fn read_message(reader: &mut impl BufRead) -> Option<Value> {
+/// The next message; other header lines than `Content-Length` go to `headers` (and `(body)`
+/// when the body begins).
+fn read_message(reader: &mut impl BufRead, headers: Option<&std::fs::File>) -> Option<Value> {
     let mut length = None;
+    let note = |line: &str| {
+        if let Some(mut file) = headers {
+            let _ = file.write_all(format!("{line}\n").as_bytes());
+        }
+    };
     loop {
         let mut line = String::new();
         if reader.read_line(&mut line).ok()? == 0 {
@@ -148,12 +177,14 @@ fn read_message(reader: &mut impl BufRead) -> Option<Value> {
         }
         let line = line.trim_end();
         if line.is_empty() {
+            note("(body)");
             break;
         }
-        if let Some((name, value)) = line.split_once(':')
-            && name.eq_ignore_ascii_case("content-length")
-        {
-            length = value.trim().parse().ok();
+        match line.split_once(':') {
+            Some((name, value)) if name.eq_ignore_ascii_case("content-length") => {
+                length = value.trim().parse().ok();
+            }
+            _ => note(line),
         }
     }
     let mut body = vec![0; length?];
@@ -181,12 +212,20 @@ fn main() {
     let out = Arc::new(Out {
         stdout: Mutex::new(std::io::stdout()),
         record,
+        split: script.split,
+    });
+    let headers = script.record_headers.as_ref().map(|path| {
+        std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(path)
+            .unwrap_or_else(|error| die(&format!("{path}: {error}")))
     });
     let cancelled = Arc::new(Mutex::new(HashSet::<String>::new()));
     let mut content_modified = script.content_modified.clone();
     let mut reader = BufReader::new(std::io::stdin());
     let mut next_id = 1000;
-    while let Some(message) = read_message(&mut reader) {
+    while let Some(message) = read_message(&mut reader, headers.as_ref()) {
         out.record(&message);
         if script.silent {
             continue;
