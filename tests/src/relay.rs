@@ -1,6 +1,7 @@
 //! What the relay baselines of the proxy benchmark (`benches/proxy.rs`) share: `byte-relay`,
 //! `frame-relay` and `json-relay` each start the command given as their arguments and stand
-//! between it and the editor, doing less than `agent-lsp serve` in different ways.
+//! between it and the editor, doing less than `agent-lsp serve` in different ways. The two
+//! that read whole messages announce them as `serve` does ([`announce_if_partial`]).
 
 use std::io::{BufRead, Write};
 
@@ -67,4 +68,14 @@ pub fn write_frame(writer: &mut impl Write, body: &[u8]) -> std::io::Result<()> 
     frame.extend_from_slice(body);
     writer.write_all(&frame)?;
     writer.flush()
+}
+
+/// When the next frame has begun to arrive but is not all here, announce it to `to` as
+/// `agent-lsp serve` does (docs/decisions/0003-announcing-frames.md), if `RELAY_ANNOUNCE` is set.
+pub fn announce_if_partial(reader: &mut impl BufRead, to: &mut impl Write) {
+    if std::env::var_os("RELAY_ANNOUNCE").is_some() && lsp_bridge::framing::frame_is_partial(reader)
+    {
+        let _ = to.write_all(lsp_bridge::framing::ANNOUNCEMENT);
+        let _ = to.flush();
+    }
 }

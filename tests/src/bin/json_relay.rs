@@ -1,7 +1,8 @@
 //! A proxy with agent-lsp's per-message work but the byte relay's threading: start the command
 //! given as arguments, read each side's frames on its own blocking thread, parse them, give the
 //! editor's requests ids of our own and map the answers back, forwarding a result as the server
-//! wrote it (the envelope is parsed, the result is not).
+//! wrote it (the envelope is parsed, the result is not). A message that arrives in pieces is
+//! announced as `serve` does.
 //!
 //! The proxy benchmark (`benches/proxy.rs`) puts it between the editor and pyright next to
 //! `agent-lsp serve` and `byte-relay`: it tells how much of `serve`'s overhead is the work a
@@ -17,7 +18,9 @@ use serde::Deserialize;
 use serde_json::Value;
 use serde_json::value::RawValue;
 
-use agent_tests::relay::{raw_stdout, read_frame, spawn_relayed_command, write_frame};
+use agent_tests::relay::{
+    announce_if_partial, raw_stdout, read_frame, spawn_relayed_command, write_frame,
+};
 
 /// What the server side needs of a message: whether it answers one of our ids.
 #[derive(Deserialize)]
@@ -40,7 +43,11 @@ fn main() {
         let pending = pending.clone();
         std::thread::spawn(move || {
             let mut editor = BufReader::new(std::io::stdin().lock());
-            while let Some(body) = read_frame(&mut editor) {
+            loop {
+                announce_if_partial(&mut editor, &mut child_in);
+                let Some(body) = read_frame(&mut editor) else {
+                    return;
+                };
                 let Ok(mut message) = serde_json::from_slice::<Value>(&body) else {
                     continue;
                 };
@@ -61,7 +68,11 @@ fn main() {
 
     let mut server = BufReader::new(child_out);
     let mut editor = raw_stdout();
-    while let Some(body) = read_frame(&mut server) {
+    loop {
+        announce_if_partial(&mut server, &mut editor);
+        let Some(body) = read_frame(&mut server) else {
+            break;
+        };
         let answer = match serde_json::from_slice::<Envelope<'_>>(&body) {
             Ok(Envelope {
                 id: Some(id),
