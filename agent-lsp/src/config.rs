@@ -31,6 +31,7 @@
 //! [editor]
 //! prompt_documents = "*.agent.md"
 //! chat_file = ".agent-lsp/chat.agent.md"
+//! # announce_frames = true   # default: for the editors known to read it (docs/decisions/0003)
 //!
 //! # `web_search` and `web_fetch` (see `web.rs`): the search provider and the fetch limits.
 //! [web]
@@ -121,6 +122,10 @@ pub struct EditorOptions {
     /// The workspace's chat document, relative to its root: where `agent.ask` and "Explain
     /// with agent" write.
     pub chat_file: String,
+    /// Whether to announce an answer to the editor before it is whole (docs/decisions/0003):
+    /// unset, it is done for the editors known to read an announced header (VS Code and its
+    /// forks, Neovim, Helix, Emacs), by `clientInfo.name`.
+    pub announce_frames: Option<bool>,
 }
 
 impl Default for EditorOptions {
@@ -128,6 +133,7 @@ impl Default for EditorOptions {
         EditorOptions {
             prompt_documents: "*.agent.md".into(),
             chat_file: ".agent-lsp/chat.agent.md".into(),
+            announce_frames: None,
         }
     }
 }

@@ -68,6 +68,29 @@ const WRITER_DRAIN: Duration = Duration::from_secs(5);
 /// How long `initialize` waits for the children it starts before answering without them.
 const INITIALIZE_WAIT: Duration = Duration::from_secs(10);
 
+/// Whether the editor that sent these `initialize` params is known to read a frame header
+/// whose first line is not `Content-Length` (docs/decisions/0003-announcing-frames.md): the
+/// readers of `vscode-jsonrpc` (VS Code and its forks), Neovim, Helix and Emacs (Eglot,
+/// lsp-mode) take header lines in any order. Editors not on the list get whole frames only.
+fn reads_announcements(params: &Value) -> bool {
+    const KNOWN: [&str; 9] = [
+        "visual studio code",
+        "code - oss",
+        "vscodium",
+        "cursor",
+        "windsurf",
+        "neovim",
+        "helix",
+        "eglot",
+        "emacs",
+    ];
+    let name = params["clientInfo"]["name"]
+        .as_str()
+        .unwrap_or_default()
+        .to_lowercase();
+    KNOWN.iter().any(|known| name.starts_with(known))
+}
+
 /// What a request handler returns: a result, or a JSON-RPC error code and message.
 pub type Reply = Result<Value, (i64, String)>;
 
@@ -486,6 +509,12 @@ impl Server {
         let shared = self.shared.clone();
         match method.as_str() {
             "initialize" => {
+                let announce = shared
+                    .config
+                    .editor
+                    .announce_frames
+                    .unwrap_or_else(|| reads_announcements(&params));
+                shared.out.set_announcing(announce);
                 let reply = capabilities::initialize(&shared, params).await;
                 shared.respond(id, reply);
             }

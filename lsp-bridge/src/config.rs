@@ -67,8 +67,9 @@ pub struct ServerConfig {
     pub output_thread: bool,
     /// Whether the editor-facing server may announce a message to this server before it has
     /// all of it ([`FrameWriter::announce`](crate::framing::FrameWriter::announce): a
-    /// `Content-Type` header line written ahead). Every reader of LSP's base protocol accepts
-    /// the line; `announce_frames = false` is for a server whose reader does not.
+    /// `Content-Type` header line written ahead of `Content-Length`). Off unless the server's
+    /// reader is known to take header lines in any order: on for the built-in servers whose
+    /// readers do, `announce_frames = true` in a `[server.NAME]` table for others.
     pub announce_frames: bool,
 }
 
@@ -94,7 +95,7 @@ impl ServerConfig {
                 crate::position::PositionEncoding::Utf16,
             ],
             output_thread: false,
-            announce_frames: true,
+            announce_frames: false,
         }
     }
 
@@ -177,6 +178,10 @@ impl BridgeConfig {
                 languages: strings(&["python"]),
                 file_patterns: strings(&["*.py", "*.pyi"]),
                 root_markers: python_markers.clone(),
+                // `vscode-jsonrpc` reads any header lines in any order (so do the readers of
+                // typescript-language-server, clangd, rust-analyzer's `lsp-server` and gopls'
+                // `jsonrpc2`, below).
+                announce_frames: true,
                 ..ServerConfig::new("pyright", "pyright-langserver")
             },
             ServerConfig {
@@ -191,6 +196,7 @@ impl BridgeConfig {
                     "*.ts", "*.tsx", "*.js", "*.jsx", "*.mts", "*.cts", "*.mjs", "*.cjs",
                 ]),
                 root_markers: strings(&["tsconfig.json", "jsconfig.json", "package.json"]),
+                announce_frames: true,
                 ..ServerConfig::new("typescript-language-server", "typescript-language-server")
             },
             ServerConfig {
@@ -200,6 +206,7 @@ impl BridgeConfig {
                     "*.h++", "*.m", "*.mm",
                 ]),
                 root_markers: strings(&["compile_commands.json", "compile_flags.txt", ".clangd"]),
+                announce_frames: true,
                 ..ServerConfig::new("clangd", "clangd")
             },
             ServerConfig {
@@ -208,18 +215,23 @@ impl BridgeConfig {
                 root_markers: strings(&["Cargo.toml", "rust-project.json"]),
                 // rust-analyzer answers ContentModified or nothing useful until it has indexed.
                 startup_timeout: Duration::from_secs(120),
+                announce_frames: true,
                 ..ServerConfig::new("rust-analyzer", "rust-analyzer")
             },
             ServerConfig {
                 languages: strings(&["go"]),
                 file_patterns: strings(&["*.go"]),
                 root_markers: strings(&["go.work", "go.mod"]),
+                announce_frames: true,
                 ..ServerConfig::new("gopls", "gopls")
             },
             ServerConfig {
                 languages: strings(&["python"]),
                 file_patterns: strings(&["*.py", "*.pyi"]),
                 root_markers: python_markers,
+                // python-lsp-jsonrpc takes `Content-Length` from the first header line only:
+                // an announced message leaves pylsp waiting for the end of input.
+                announce_frames: false,
                 ..ServerConfig::new("pylsp", "pylsp")
             },
         ];
@@ -475,11 +487,11 @@ mod tests {
             args = ["--stdio", "--verbose"]
             settings = { python = { analysis = { typeCheckingMode = "strict" } } }
             request_timeout_secs = 5
+            announce_frames = false
 
             [server.foo-ls]
             command = "/opt/foo-ls"
             file_patterns = ["*.foo"]
-            announce_frames = false
 
             [restart]
             max_restarts = 2
@@ -494,9 +506,21 @@ mod tests {
             "strict"
         );
         assert_eq!(pyright.request_timeout, Duration::from_secs(5));
-        assert!(pyright.announce_frames, "announced by default");
+        assert!(!pyright.announce_frames, "turned off by its table");
+        assert!(
+            BridgeConfig::builtin().servers[0].announce_frames,
+            "pyright, built in, reads announcements"
+        );
+        let pylsp = config.servers.iter().find(|server| server.name == "pylsp");
+        assert!(
+            !pylsp.unwrap().announce_frames,
+            "pylsp reads only the first header line"
+        );
         let foo = config.servers.last().unwrap();
-        assert!(!foo.announce_frames);
+        assert!(
+            !foo.announce_frames,
+            "a server of unknown reading is not announced to"
+        );
         assert_eq!(
             (foo.name.as_str(), foo.command.as_str()),
             ("foo-ls", "/opt/foo-ls")

@@ -112,14 +112,12 @@ pub fn read_frame_blocking(reader: &mut impl BufRead) -> Result<Option<Vec<u8>>,
 
 /// Wait for the next frame to begin; whether it has begun but is not all here yet (its writer
 /// wrote the header and the body apart, as `vscode-jsonrpc` does, or the body is still on its
-/// way). `false` at the end of input, on an error (the next read reports it), when the whole
-/// frame is buffered, and when the header is not valid framing (the next read says why).
-pub fn frame_is_partial(reader: &mut impl BufRead) -> bool {
-    let Ok(buffered) = reader.fill_buf() else {
-        return false;
-    };
+/// way), or `None` at the end of input. `Some(false)` when the whole frame is buffered, and
+/// when the header is not valid framing (the read that follows says why).
+pub fn frame_is_partial(reader: &mut impl BufRead) -> std::io::Result<Option<bool>> {
+    let buffered = reader.fill_buf()?;
     if buffered.is_empty() {
-        return false;
+        return Ok(None);
     }
     let mut headers = Headers::default();
     let mut at = 0;
@@ -128,12 +126,12 @@ pub fn frame_is_partial(reader: &mut impl BufRead) -> bool {
         at += end + 1;
         match headers.line(line, line.len()) {
             Ok(HeaderLine::More) => {}
-            Ok(HeaderLine::Body(length)) => return buffered.len() - at < length,
-            Ok(HeaderLine::End) | Err(_) => return false,
+            Ok(HeaderLine::Body(length)) => return Ok(Some(buffered.len() - at < length)),
+            Ok(HeaderLine::End) | Err(_) => return Ok(Some(false)),
         }
     }
     // The header itself is not all here.
-    true
+    Ok(Some(true))
 }
 
 /// The header block of one frame, one line at a time.
@@ -246,6 +244,9 @@ pub struct FrameWriter {
     queued: Notify,
     /// The peer's pipe or socket (non-blocking) when frames may be written directly.
     pipe: Option<Arc<OwnedFd>>,
+    /// Whether [`FrameWriter::announce`] writes anything: only for a peer known to read an
+    /// announced header ([`FrameWriter::set_announcing`]).
+    announcing: std::sync::atomic::AtomicBool,
 }
 
 #[derive(Default)]
@@ -281,6 +282,7 @@ impl FrameWriter {
             state: Mutex::default(),
             queued: Notify::new(),
             pipe: Some(pipe.clone()),
+            announcing: Default::default(),
         });
         let task = tokio::spawn(drain_pipe(writer.clone(), pipe, socket));
         Ok((writer, task))
@@ -296,6 +298,7 @@ impl FrameWriter {
             state: Mutex::default(),
             queued: Notify::new(),
             pipe: None,
+            announcing: Default::default(),
         });
         let task = tokio::spawn(drain_async(writer.clone(), output));
         (writer, task)
@@ -338,11 +341,15 @@ impl FrameWriter {
     /// comes in wakes the peer's reader while the rest is on its way, as a relay that copies
     /// bytes would: on sub-millisecond answers that is most of a proxy's cost
     /// (docs/decisions/0003-announcing-frames.md). Writes nothing twice in a row, behind a
-    /// backlog (the peer is busy), or on a writer without a direct pipe.
+    /// backlog (the peer is busy), on a writer without a direct pipe, or to a peer not known
+    /// to read it ([`FrameWriter::set_announcing`]).
     pub fn announce(&self) {
         let Some(pipe) = &self.pipe else {
             return;
         };
+        if !self.announcing.load(std::sync::atomic::Ordering::Relaxed) {
+            return;
+        }
         let mut state = self.state.lock().expect("frame writer");
         if state.announced || state.broken || state.closing || !state.queue.is_empty() {
             return;
@@ -364,6 +371,15 @@ impl FrameWriter {
                 self.broke(&error);
             }
         }
+    }
+
+    /// Whether the peer reads an announced header, so that [`FrameWriter::announce`] may write
+    /// one (off until set). LSP's base protocol allows any header lines in any order, but some
+    /// readers take `Content-Length` from the first line only: python-lsp-jsonrpc (pylsp)
+    /// then waits for the end of input.
+    pub fn set_announcing(&self, on: bool) {
+        self.announcing
+            .store(on, std::sync::atomic::Ordering::Relaxed);
     }
 
     /// No more frames: the writing task ends once the queue is written (await its handle to
@@ -670,8 +686,14 @@ mod tests {
 
     #[test]
     fn a_frame_is_partial_until_its_body_is_all_buffered() {
-        let partial = |input: &[u8]| frame_is_partial(&mut std::io::BufReader::new(input));
-        assert!(!partial(b""), "end of input");
+        let partial = |input: &[u8]| {
+            frame_is_partial(&mut std::io::BufReader::new(input)).unwrap() == Some(true)
+        };
+        assert_eq!(
+            frame_is_partial(&mut std::io::BufReader::new(&b""[..])).unwrap(),
+            None,
+            "end of input"
+        );
         assert!(!partial(b"Content-Length: 2\r\n\r\n{}"), "whole");
         assert!(
             !partial(b"Content-Length: 2\r\n\r\n{}Content-Length: 2\r\n"),
@@ -698,6 +720,7 @@ mod tests {
     async fn an_announcement_is_completed_by_the_next_frame_whoever_sends_it() {
         let (read_end, write_end) = nix::unistd::pipe().unwrap();
         let (writer, task) = FrameWriter::direct("test", write_end).unwrap();
+        writer.set_announcing(true);
         writer.announce();
         // Twice in a row writes one line: a header has one `Content-Type`.
         writer.announce();
@@ -738,9 +761,13 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn nothing_is_announced_behind_a_backlog_or_to_a_queued_writer() {
+    async fn nothing_is_announced_behind_a_backlog_to_a_queued_writer_or_unless_asked() {
         let (read_end, write_end) = nix::unistd::pipe().unwrap();
         let (writer, task) = FrameWriter::direct("test", write_end).unwrap();
+        // Off until asked for.
+        writer.announce();
+        assert!(!writer.state.lock().unwrap().announced);
+        writer.set_announcing(true);
         // Fill the pipe: nobody reads yet, so the last frames queue.
         for _ in 0..200 {
             assert!(writer.send(&vec![b' '; 1000]));
@@ -764,6 +791,7 @@ mod tests {
         // A writer without a direct pipe (TCP) never announces.
         let (ours, mut theirs) = tokio::io::duplex(1024);
         let (writer, task) = FrameWriter::queued("test", ours);
+        writer.set_announcing(true);
         writer.announce();
         assert!(writer.send(b"{}"));
         writer.close();

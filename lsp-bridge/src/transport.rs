@@ -119,8 +119,7 @@ struct Shared {
     writer: Arc<FrameWriter>,
     /// How long a server may take to acknowledge `$/cancelRequest`.
     cancel_grace: Duration,
-    /// [`ServerConfig::announce_frames`].
-    announce_frames: bool,
+
     /// Wakes the task that times forwarded requests out, when a deadline came closer.
     sweep: tokio::sync::Notify,
     /// The runtime of the I/O tasks, for the threads that forward requests.
@@ -189,6 +188,7 @@ impl Transport {
             .into_owned_fd()
             .and_then(|stdin| FrameWriter::direct(&config.name, stdin))
             .map_err(spawn_error)?;
+        writer.set_announcing(config.announce_frames);
         // On a thread, the output needs a blocking descriptor.
         let stdout = if config.output_thread {
             let fd = stdout
@@ -212,7 +212,6 @@ impl Transport {
             }),
             writer,
             cancel_grace: config.cancel_grace,
-            announce_frames: config.announce_frames,
             sweep: tokio::sync::Notify::new(),
             runtime: tokio::runtime::Handle::current(),
             stderr_tail: Mutex::new(VecDeque::new()),
@@ -378,9 +377,7 @@ impl Transport {
 
     /// See [`Child::announce`](crate::Child::announce).
     pub(crate) fn announce(&self) {
-        if self.shared.announce_frames {
-            self.shared.writer.announce();
-        }
+        self.shared.writer.announce();
     }
 
     /// The editor cancelled forwarded request `id`: answer it with `RequestCancelled` now and
@@ -789,8 +786,12 @@ fn read_output(
     let _guard = CloseOnPanic(shared.clone());
     let mut reader = std::io::BufReader::with_capacity(64 * 1024, std::fs::File::from(stdout));
     let reason = loop {
-        if frame_is_partial(&mut reader) {
-            shared.announce_to_editor();
+        match frame_is_partial(&mut reader) {
+            Ok(Some(true)) => shared.announce_to_editor(),
+            Ok(Some(false)) => {}
+            // The end of output, or a read that failed (it may not fail twice): say so now.
+            Ok(None) => break Closed::Exited,
+            Err(error) => break frame_or_end(&shared, Err(error.into())).unwrap_err(),
         }
         let body = match frame_or_end(&shared, read_frame_blocking(&mut reader)) {
             Ok(body) => body,

@@ -131,11 +131,15 @@ fn main() {
     let state = tempfile::tempdir().unwrap();
 
     let proxied = {
+        // The scripted editor sends no `clientInfo`, and reads any header line: answers are
+        // announced to it as to VS Code (docs/decisions/0003-announcing-frames.md).
+        let config = state.path().join("config.toml");
+        std::fs::write(&config, "[editor]\nannounce_frames = true\n").unwrap();
         let mut command = Command::new(built("agent-lsp"));
         command
             .env("PATH", agent_tests::tools_path())
             .env("AGENT_LSP_STATE_DIR", state.path())
-            .env("AGENT_LSP_CONFIG", state.path().join("none.toml"))
+            .env("AGENT_LSP_CONFIG", &config)
             .args(["--workspace", root.to_str().unwrap(), "serve"]);
         command
     };

@@ -898,6 +898,7 @@ async fn an_answer_the_server_writes_in_pieces_is_announced_to_the_editor_before
     let (mut editor_reads, editor_pipe) = std::io::pipe().unwrap();
     let (editor, _writing) =
         lsp_bridge::framing::FrameWriter::direct("editor", editor_pipe.into()).unwrap();
+    editor.set_announcing(true);
     forward(
         &child,
         &editor,

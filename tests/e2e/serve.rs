@@ -12,15 +12,20 @@ use lsp_bridge::position::PositionEncoding;
 use serde_json::{Value, json};
 
 fn serve(workspace: &Path, state: &Path, config: Option<&str>) -> Editor {
+    Editor::start(serve_command(workspace, state, config.unwrap_or("")))
+}
+
+/// `agent-lsp serve` on `workspace` with `config` as its configuration file.
+fn serve_command(workspace: &Path, state: &Path, config: &str) -> Command {
     let config_path = state.join("config.toml");
-    std::fs::write(&config_path, config.unwrap_or("")).unwrap();
+    std::fs::write(&config_path, config).unwrap();
     let mut command = Command::new(agent_tests::workspace_bin("agent-lsp"));
     command
         .env("PATH", agent_tests::tools_path())
         .env("AGENT_LSP_STATE_DIR", state)
         .env("AGENT_LSP_CONFIG", &config_path)
         .args(["--workspace", workspace.to_str().unwrap(), "serve"]);
-    Editor::start(command)
+    command
 }
 
 /// The same request answered by pyright directly (through the bridge's plain child client).
@@ -303,6 +308,18 @@ impl FakeWorkspace {
     /// Serve it with the fake child scripted by `args`: the editor is initialized and has
     /// `a.fake` (holding `text`) open.
     fn serve(text: &str, args: &[&str]) -> (Editor, FakeWorkspace) {
+        FakeWorkspace::serve_configured(text, args, "", None)
+    }
+
+    /// [`FakeWorkspace::serve`] with `config` added to the configuration file (after the
+    /// fake server's table, so a bare key lands in it), for an editor that calls itself
+    /// `client` in `initialize`.
+    fn serve_configured(
+        text: &str,
+        args: &[&str],
+        config: &str,
+        client: Option<&str>,
+    ) -> (Editor, FakeWorkspace) {
         let workspace = tempfile::tempdir().unwrap();
         let root = workspace.path().canonicalize().unwrap();
         let file = root.join("a.fake");
@@ -311,7 +328,9 @@ impl FakeWorkspace {
         let record = state.path().join("received.jsonl");
         let mut args = args.to_vec();
         args.extend(["record", record.to_str().unwrap()]);
-        let mut editor = serve(&root, state.path(), Some(&fake_config(&args)));
+        let config = format!("{}{config}", fake_config(&args));
+        let mut editor = Editor::start(serve_command(&root, state.path(), &config));
+        editor.client_name = client.map(str::to_owned);
         editor.initialize(&root);
         editor.open(&file, "fake");
         let fake = FakeWorkspace {
@@ -459,11 +478,82 @@ fn wait_for_lines(path: &Path, line: &str, count: usize) {
 }
 
 #[test]
+fn answers_are_announced_to_the_editors_known_to_read_it_and_as_configured() {
+    for (client, setting, announced) in [
+        (None, "", false),
+        (Some("Visual Studio Code"), "", true),
+        (Some("Neovim"), "", true),
+        (
+            Some("Visual Studio Code"),
+            "[editor]\nannounce_frames = false\n",
+            false,
+        ),
+        (
+            Some("Some Editor"),
+            "[editor]\nannounce_frames = true\n",
+            true,
+        ),
+    ] {
+        // The child writes each header, then its body 100 ms later.
+        let (mut editor, fake) =
+            FakeWorkspace::serve_configured("one\n", &["split", "100"], setting, client);
+        let params = fake.at_start();
+        // The first request finds the document's child; the second is forwarded, and its
+        // answer, arriving in pieces, is announced while the editor waits for it.
+        editor.request("fake/custom", params.clone());
+        assert_eq!(
+            editor.request("fake/custom", params)["result"]["echo"],
+            "fake/custom"
+        );
+        assert_eq!(
+            editor.other_headers() > 0,
+            announced,
+            "{client:?} {setting:?}: {} header lines besides Content-Length",
+            editor.other_headers()
+        );
+        editor.shutdown();
+    }
+}
+
+#[test]
+fn the_built_in_servers_announced_to_read_an_announced_header() {
+    let builtin = lsp_bridge::BridgeConfig::builtin();
+    let workspace = agent_tests::fixture("python");
+    let root = workspace.path().canonicalize().unwrap();
+    for name in ["pyright", "typescript-language-server", "clangd"] {
+        let server = builtin
+            .servers
+            .iter()
+            .find(|server| server.name == name)
+            .unwrap();
+        assert!(server.announce_frames, "{name} is announced to");
+        let mut command = Command::new(&server.command);
+        command
+            .args(&server.args)
+            .env("PATH", agent_tests::tools_path())
+            .current_dir(&root);
+        let mut editor = Editor::start(command);
+        // The first header line of `initialize` is the announcement, then the frame itself.
+        editor.send_raw(lsp_bridge::framing::ANNOUNCEMENT);
+        let capabilities = editor.initialize(&root);
+        assert!(
+            capabilities["capabilities"].is_object(),
+            "{name}: {capabilities}"
+        );
+        editor.shutdown();
+    }
+}
+
+#[test]
 fn a_message_written_in_pieces_is_announced_to_the_child_before_its_body() {
     let headers_dir = tempfile::tempdir().unwrap();
     let headers = headers_dir.path().join("headers.txt");
-    let (mut editor, fake) =
-        FakeWorkspace::serve("one\n", &["record-headers", headers.to_str().unwrap()]);
+    let (mut editor, fake) = FakeWorkspace::serve_configured(
+        "one\n",
+        &["record-headers", headers.to_str().unwrap()],
+        "announce_frames = true\n",
+        None,
+    );
     let params = fake.at_start();
     let announcement = std::str::from_utf8(lsp_bridge::framing::ANNOUNCEMENT)
         .unwrap()

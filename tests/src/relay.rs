@@ -70,11 +70,12 @@ pub fn write_frame(writer: &mut impl Write, body: &[u8]) -> std::io::Result<()> 
     writer.flush()
 }
 
-/// When the next frame has begun to arrive but is not all here, announce it to `to` as
-/// `agent-lsp serve` does (docs/decisions/0003-announcing-frames.md), if `RELAY_ANNOUNCE` is set.
+/// When the next frame has begun to arrive but is not all here, announce it to `to`, as
+/// `agent-lsp serve` does (docs/decisions/0003-announcing-frames.md), so that the baselines
+/// that read whole messages differ from `serve` only in what they do with them. The frame read
+/// next must be written on, to complete the header.
 pub fn announce_if_partial(reader: &mut impl BufRead, to: &mut impl Write) {
-    if std::env::var_os("RELAY_ANNOUNCE").is_some() && lsp_bridge::framing::frame_is_partial(reader)
-    {
+    if let Ok(Some(true)) = lsp_bridge::framing::frame_is_partial(reader) {
         let _ = to.write_all(lsp_bridge::framing::ANNOUNCEMENT);
         let _ = to.flush();
     }

@@ -131,10 +131,19 @@ impl Intake {
                     .spawn(move || {
                         let mut reader = std::io::BufReader::with_capacity(64 * 1024, input);
                         loop {
-                            if frame_is_partial(&mut reader) {
-                                intake.announce();
-                            }
-                            if !intake.take(read_frame_blocking(&mut reader)) {
+                            let read = match frame_is_partial(&mut reader) {
+                                Ok(Some(partial)) => {
+                                    if partial {
+                                        intake.announce();
+                                    }
+                                    read_frame_blocking(&mut reader)
+                                }
+                                // The end of input, or a read that failed (it may not fail
+                                // twice, nor end twice on a terminal): take it as it is.
+                                Ok(None) => Ok(None),
+                                Err(error) => Err(error.into()),
+                            };
+                            if !intake.take(read) {
                                 break;
                             }
                         }

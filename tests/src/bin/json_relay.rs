@@ -48,17 +48,20 @@ fn main() {
                 let Some(body) = read_frame(&mut editor) else {
                     return;
                 };
-                let Ok(mut message) = serde_json::from_slice::<Value>(&body) else {
-                    continue;
+                // What is not JSON goes on as it is (its announced header needs a frame).
+                let body = match serde_json::from_slice::<Value>(&body) {
+                    Ok(mut message) => {
+                        if message.get("method").is_some()
+                            && let Some(id) = message.get("id").cloned()
+                        {
+                            let ours = next_id.fetch_add(1, Ordering::Relaxed);
+                            pending.lock().expect("pending").insert(ours, id);
+                            message["id"] = ours.into();
+                        }
+                        serde_json::to_vec(&message).expect("a Value serializes")
+                    }
+                    Err(_) => body,
                 };
-                if message.get("method").is_some()
-                    && let Some(id) = message.get("id").cloned()
-                {
-                    let ours = next_id.fetch_add(1, Ordering::Relaxed);
-                    pending.lock().expect("pending").insert(ours, id);
-                    message["id"] = ours.into();
-                }
-                let body = serde_json::to_vec(&message).expect("a Value serializes");
                 if write_frame(&mut child_in, &body).is_err() {
                     return;
                 }
