@@ -21,7 +21,8 @@ const MAX_HEADER_LINE: u64 = 8 * 1024;
 /// A body larger than this is not a message we want to buffer.
 const MAX_BODY: usize = 256 * 1024 * 1024;
 /// The header line [`FrameWriter::announce`] writes ahead of a frame: LSP's `Content-Type`
-/// field with its default value, which every reader of the base protocol accepts.
+/// field with its default value. The base protocol allows it before `Content-Length`; not every
+/// reader does ([`FrameWriter::set_announcing`]).
 pub const ANNOUNCEMENT: &[u8] = b"Content-Type: application/vscode-jsonrpc; charset=utf-8\r\n";
 
 /// Why a frame could not be read.
