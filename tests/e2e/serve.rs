@@ -767,6 +767,58 @@ fn an_editor_that_gives_socket_pairs_for_stdio_is_served_and_large_answers_arriv
     assert!(server.wait().unwrap().success());
 }
 
+/// An editor that dies with answers unread resets its socket: the server's next read fails
+/// once (`ECONNRESET`), then reads the end of input. The failure is what gets reported.
+#[test]
+fn an_editor_socket_reset_is_reported_as_a_read_failure_not_a_clean_end() {
+    use std::io::Write;
+    use std::os::unix::net::UnixStream;
+    let workspace = tempfile::tempdir().unwrap();
+    let root = workspace.path().canonicalize().unwrap();
+    let state = tempfile::tempdir().unwrap();
+    let config_path = state.path().join("config.toml");
+    std::fs::write(&config_path, "").unwrap();
+    // One socket for stdin and stdout, so the server's answers wait unread on our side.
+    let (mut editor, server_end) = UnixStream::pair().unwrap();
+    let server_out = server_end.try_clone().unwrap();
+    let server = Command::new(agent_tests::workspace_bin("agent-lsp"))
+        .env("PATH", agent_tests::tools_path())
+        .env("AGENT_LSP_STATE_DIR", state.path())
+        .env("AGENT_LSP_CONFIG", &config_path)
+        .args(["--workspace", root.to_str().unwrap(), "serve"])
+        .stdin(std::process::Stdio::from(std::os::fd::OwnedFd::from(
+            server_end,
+        )))
+        .stdout(std::process::Stdio::from(std::os::fd::OwnedFd::from(
+            server_out,
+        )))
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    editor
+        .write_all(&frame(
+            &json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+                "processId": null, "rootUri": url(&root), "capabilities": {},
+            }}),
+        ))
+        .unwrap();
+    // Wait (bounded) until the answer is here, and leave all of it but its first byte unread.
+    editor
+        .set_read_timeout(Some(Duration::from_secs(30)))
+        .unwrap();
+    let mut first = [0u8; 1];
+    std::io::Read::read_exact(&mut editor, &mut first).unwrap();
+    assert_eq!(&first, b"C", "a frame header began");
+    drop(editor);
+    let output = server.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(!output.status.success(), "{stderr}");
+    assert!(
+        stderr.contains("failed to read from the editor"),
+        "{stderr}"
+    );
+}
+
 #[test]
 fn garbage_from_the_editor_gets_errors_and_the_server_keeps_serving() {
     let workspace = agent_tests::fixture("python");
