@@ -111,6 +111,26 @@ pub fn read_frame_blocking(reader: &mut impl BufRead) -> Result<Option<Vec<u8>>,
     }
 }
 
+/// [`read_frame_blocking`], calling `announce` first if the frame has begun to arrive but is
+/// not all here yet ([`frame_is_partial`]): the proxy's readers announce such a message to its
+/// likely peer ([`FrameWriter::announce`]) before they wait for the rest. The end of input and
+/// a failed read while waiting for the frame to begin are returned as they are (a socket's
+/// `ECONNRESET` comes once, and a terminal's end of input too).
+pub fn read_frame_announcing(
+    reader: &mut impl BufRead,
+    announce: impl FnOnce(),
+) -> Result<Option<Vec<u8>>, ReadError> {
+    match frame_is_partial(reader)? {
+        None => Ok(None),
+        Some(partial) => {
+            if partial {
+                announce();
+            }
+            read_frame_blocking(reader)
+        }
+    }
+}
+
 /// Wait for the next frame to begin; whether it has begun but is not all here yet (its writer
 /// wrote the header and the body apart, as `vscode-jsonrpc` does, or the body is still on its
 /// way), or `None` at the end of input. `Some(false)` when the whole frame is buffered, and

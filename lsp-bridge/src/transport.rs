@@ -37,8 +37,7 @@ use tokio::time::Instant;
 use crate::config::{ServerConfig, find_program};
 use crate::error::{Error, Result};
 use crate::framing::{
-    FrameWriter, ReadError, frame_is_partial, preview, read_frame, read_frame_blocking,
-    set_blocking,
+    FrameWriter, ReadError, preview, read_frame, read_frame_announcing, set_blocking,
 };
 
 /// How many stderr lines a server keeps for error messages and health reports.
@@ -119,7 +118,6 @@ struct Shared {
     writer: Arc<FrameWriter>,
     /// How long a server may take to acknowledge `$/cancelRequest`.
     cancel_grace: Duration,
-
     /// Wakes the task that times forwarded requests out, when a deadline came closer.
     sweep: tokio::sync::Notify,
     /// The runtime of the I/O tasks, for the threads that forward requests.
@@ -786,14 +784,8 @@ fn read_output(
     let _guard = CloseOnPanic(shared.clone());
     let mut reader = std::io::BufReader::with_capacity(64 * 1024, std::fs::File::from(stdout));
     let reason = loop {
-        match frame_is_partial(&mut reader) {
-            Ok(Some(true)) => shared.announce_to_editor(),
-            Ok(Some(false)) => {}
-            // The end of output, or a read that failed (it may not fail twice): say so now.
-            Ok(None) => break Closed::Exited,
-            Err(error) => break frame_or_end(&shared, Err(error.into())).unwrap_err(),
-        }
-        let body = match frame_or_end(&shared, read_frame_blocking(&mut reader)) {
+        let read = read_frame_announcing(&mut reader, || shared.announce_to_editor());
+        let body = match frame_or_end(&shared, read) {
             Ok(body) => body,
             Err(reason) => break reason,
         };

@@ -21,7 +21,7 @@ use std::io::Read;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
-use lsp_bridge::framing::{ReadError, frame_is_partial, read_frame, read_frame_blocking};
+use lsp_bridge::framing::{ReadError, read_frame, read_frame_announcing};
 use serde::Deserialize;
 use serde_json::value::RawValue;
 use tokio::io::{AsyncRead, BufReader};
@@ -130,23 +130,8 @@ impl Intake {
                     .name("editor-input".into())
                     .spawn(move || {
                         let mut reader = std::io::BufReader::with_capacity(64 * 1024, input);
-                        loop {
-                            let read = match frame_is_partial(&mut reader) {
-                                Ok(Some(partial)) => {
-                                    if partial {
-                                        intake.announce();
-                                    }
-                                    read_frame_blocking(&mut reader)
-                                }
-                                // The end of input, or a read that failed (it may not fail
-                                // twice, nor end twice on a terminal): take it as it is.
-                                Ok(None) => Ok(None),
-                                Err(error) => Err(error.into()),
-                            };
-                            if !intake.take(read) {
-                                break;
-                            }
-                        }
+                        let mut next = || read_frame_announcing(&mut reader, || intake.announce());
+                        while intake.take(next()) {}
                     })?;
             }
             EditorInput::Async(input) => {
@@ -261,6 +246,7 @@ impl Intake {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use lsp_bridge::framing::read_frame_blocking;
     use std::io::Write;
 
     #[test]
