@@ -464,15 +464,11 @@ fn count_lines(path: &Path, line: &str) -> usize {
 /// Wait (bounded) until `path` holds `count` lines equal to `line`.
 fn wait_for_lines(path: &Path, line: &str, count: usize) {
     let deadline = std::time::Instant::now() + Duration::from_secs(10);
-    loop {
-        if count_lines(path, line) >= count {
-            return;
+    while count_lines(path, line) < count {
+        if std::time::Instant::now() > deadline {
+            let text = std::fs::read_to_string(path).unwrap_or_default();
+            panic!("the child never saw {count} × {line:?}: {text}");
         }
-        let text = std::fs::read_to_string(path).unwrap_or_default();
-        assert!(
-            std::time::Instant::now() < deadline,
-            "the child never saw {count} × {line:?}: {text}"
-        );
         std::thread::sleep(Duration::from_millis(10));
     }
 }
@@ -702,15 +698,9 @@ fn an_editor_that_gives_socket_pairs_for_stdio_is_served_and_large_answers_arriv
     let file = root.join("a.fake");
     std::fs::write(&file, "one\n").unwrap();
     let state = tempfile::tempdir().unwrap();
-    let config_path = state.path().join("config.toml");
-    std::fs::write(&config_path, fake_config(&[])).unwrap();
     let (mut to_server, server_in) = UnixStream::pair().unwrap();
     let (from_server, server_out) = UnixStream::pair().unwrap();
-    let mut server = Command::new(agent_tests::workspace_bin("agent-lsp"))
-        .env("PATH", agent_tests::tools_path())
-        .env("AGENT_LSP_STATE_DIR", state.path())
-        .env("AGENT_LSP_CONFIG", &config_path)
-        .args(["--workspace", root.to_str().unwrap(), "serve"])
+    let mut server = serve_command(&root, state.path(), &fake_config(&[]))
         .stdin(std::process::Stdio::from(std::os::fd::OwnedFd::from(
             server_in,
         )))
@@ -776,16 +766,10 @@ fn an_editor_socket_reset_is_reported_as_a_read_failure_not_a_clean_end() {
     let workspace = tempfile::tempdir().unwrap();
     let root = workspace.path().canonicalize().unwrap();
     let state = tempfile::tempdir().unwrap();
-    let config_path = state.path().join("config.toml");
-    std::fs::write(&config_path, "").unwrap();
     // One socket for stdin and stdout, so the server's answers wait unread on our side.
     let (mut editor, server_end) = UnixStream::pair().unwrap();
     let server_out = server_end.try_clone().unwrap();
-    let server = Command::new(agent_tests::workspace_bin("agent-lsp"))
-        .env("PATH", agent_tests::tools_path())
-        .env("AGENT_LSP_STATE_DIR", state.path())
-        .env("AGENT_LSP_CONFIG", &config_path)
-        .args(["--workspace", root.to_str().unwrap(), "serve"])
+    let server = serve_command(&root, state.path(), "")
         .stdin(std::process::Stdio::from(std::os::fd::OwnedFd::from(
             server_end,
         )))

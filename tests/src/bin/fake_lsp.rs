@@ -110,6 +110,15 @@ impl Script {
     }
 }
 
+/// `path`, opened to append to (created if need be).
+fn append_to(path: &str) -> std::fs::File {
+    std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(path)
+        .unwrap_or_else(|error| die(&format!("{path}: {error}")))
+}
+
 fn die(message: &str) -> ! {
     eprintln!("fake-lsp: {message}");
     std::process::exit(2)
@@ -200,27 +209,16 @@ fn main() {
         eprintln!("fake-lsp: exiting at once, as asked");
         std::process::exit(3);
     }
-    let record = script.record.as_ref().map(|path| {
-        Mutex::new(
-            std::fs::OpenOptions::new()
-                .create(true)
-                .append(true)
-                .open(path)
-                .unwrap_or_else(|error| die(&format!("{path}: {error}"))),
-        )
-    });
+    let record = script
+        .record
+        .as_deref()
+        .map(|path| Mutex::new(append_to(path)));
     let out = Arc::new(Out {
         stdout: Mutex::new(std::io::stdout()),
         record,
         split: script.split,
     });
-    let headers = script.record_headers.as_ref().map(|path| {
-        std::fs::OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(path)
-            .unwrap_or_else(|error| die(&format!("{path}: {error}")))
-    });
+    let headers = script.record_headers.as_deref().map(append_to);
     let cancelled = Arc::new(Mutex::new(HashSet::<String>::new()));
     let mut content_modified = script.content_modified.clone();
     let mut reader = BufReader::new(std::io::stdin());
