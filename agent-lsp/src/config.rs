@@ -83,6 +83,23 @@ impl Config {
         }
     }
 
+    /// The config file as messages name it: its path, where the path came from when
+    /// `$AGENT_LSP_CONFIG` set it, and whether the file is missing (a message that says "write
+    /// this into the file" should not send anyone looking for a file that is not there).
+    pub fn path_for_messages() -> String {
+        let Some(path) = Config::path() else {
+            return format!("the config file (no config folder is known; set {CONFIG_ENV})");
+        };
+        let from_env = std::env::var_os(CONFIG_ENV).is_some_and(|value| !value.is_empty());
+        let missing = !path.exists();
+        match (from_env, missing) {
+            (true, true) => format!("{} (named by {CONFIG_ENV}; it does not exist)", path.display()),
+            (true, false) => format!("{} (named by {CONFIG_ENV})", path.display()),
+            (false, true) => format!("{} (it does not exist yet)", path.display()),
+            (false, false) => path.display().to_string(),
+        }
+    }
+
     /// The built-in language servers with this file's `[server.*]` tables applied.
     pub fn bridge_config(&self) -> anyhow::Result<BridgeConfig> {
         let mut config = BridgeConfig::builtin();

@@ -369,6 +369,7 @@ pub async fn serve(
     let mut server = Server {
         shared: shared.clone(),
         shutdown_requested: false,
+        editor_log: None,
     };
     let (mut from_intake, queued) = intake::Intake::start(shared.clone(), input)
         .context("cannot start reading from the editor")?;
@@ -403,6 +404,8 @@ pub async fn serve(
     if let Some(bridge) = shared.bridge.get() {
         bridge.shutdown_all().await;
     }
+    // What is logged from here on has no editor to go to.
+    server.editor_log = None;
     shared.out.close();
     drop(server);
     drop(shared);
@@ -424,6 +427,9 @@ enum Flow {
 struct Server {
     shared: Arc<Shared>,
     shutdown_requested: bool,
+    /// Log lines go to the editor as `window/logMessage` while this is held (from
+    /// `initialize` until the connection ends).
+    editor_log: Option<crate::logging::EditorLogGuard>,
 }
 
 impl Server {
@@ -515,6 +521,14 @@ impl Server {
                     .announce_frames
                     .unwrap_or_else(|| reads_announcements(&params));
                 shared.out.set_announcing(announce);
+                // From now on the editor may be sent log messages (the protocol allows them
+                // while `initialize` is answered), and reads them better than stderr.
+                let out = shared.out.clone();
+                self.editor_log = Some(crate::logging::to_editor(Arc::new(move |kind, line| {
+                    let message = json!({"jsonrpc": "2.0", "method": "window/logMessage",
+                                         "params": {"type": kind, "message": line}});
+                    let _ = out.send(&serde_json::to_vec(&message).expect("a Value serializes"));
+                })));
                 let reply = capabilities::initialize(&shared, params).await;
                 shared.respond(id, reply);
             }

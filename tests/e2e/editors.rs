@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 use agent_tests::model_endpoint::{EndpointConfig, ModelEndpoint, Reply};
 use serde_json::Value;
 
-fn repo() -> PathBuf {
+pub(crate) fn repo() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
         .parent()
         .unwrap()
@@ -38,7 +38,7 @@ fn nvim() -> PathBuf {
 /// `nvim --headless --clean` running `script` with its state and config kept in `home`: as
 /// `-l script` (stdout is the script's), or, for scripts that type into Insert mode, as
 /// `-c "luafile script"` (`-l` ends Neovim when typed keys run out).
-fn nvim_command(script: &Path, home: &Path, typing: bool) -> Command {
+pub(crate) fn nvim_command(script: &Path, home: &Path, typing: bool) -> Command {
     let mut command = Command::new(nvim());
     command.args(["--headless", "--clean"]);
     if typing {
@@ -58,7 +58,7 @@ fn nvim_command(script: &Path, home: &Path, typing: bool) -> Command {
 }
 
 /// Wait for `child` for at most `limit`; kill it after that.
-fn wait_bounded(child: &mut std::process::Child, limit: Duration) -> std::process::ExitStatus {
+pub(crate) fn wait_bounded(child: &mut std::process::Child, limit: Duration) -> std::process::ExitStatus {
     let deadline = Instant::now() + limit;
     loop {
         if let Some(status) = child.try_wait().unwrap() {

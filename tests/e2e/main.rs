@@ -6,6 +6,7 @@ mod compaction;
 mod context_editor;
 mod editors;
 mod file_search;
+mod first_contact;
 mod lsp_tools;
 mod model_endpoint;
 mod serve;

@@ -80,7 +80,7 @@ pub fn provider_config(
 
 /// What to tell someone who has not configured a model yet.
 pub fn not_configured_message() -> String {
-    let path = Config::path().map_or("the config file".into(), |path| path.display().to_string());
+    let path = Config::path_for_messages();
     format!(
         "no model is configured.\n\
          To use DeepSeek: export DEEPSEEK_API_KEY=sk-... (then `agent-lsp models` lists the models).\n\

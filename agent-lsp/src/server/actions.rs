@@ -159,15 +159,30 @@ pub(super) async fn complete_mention(shared: &Arc<Shared>, params: &Value) -> Re
         PositionEncoding::Utf16,
     );
     let range = json!({"start": {"line": line, "character": start}, "end": {"line": line, "character": character}});
+    // An editor that pairs quotes has put a `"` right after the cursor of `@"…`: an item that
+    // closes the mention replaces it, so the mention does not end in two quotes.
+    let paired_quote = typed.typed.starts_with("@\"") && line_text[cursor..].starts_with('"');
+    let closing_range = json!({"start": {"line": line, "character": start}, "end": {"line": line, "character": character + 1}});
+    // A quoted mention is a snippet where the editor takes snippets: a folder can then be
+    // closed with the cursor inside it, and Neovim's own completion inserts a snippet whole
+    // (a plain item it cuts at the first space). Plain mentions stay plain text, which every
+    // completion front end inserts as it is (Neovim's bare omnifunc expands no snippet).
+    let snippets = shared.client_supports("/textDocument/completion/completionItem/snippetSupport");
     let items: Vec<Value> = completion_entries(&typed, &candidates)
         .into_iter()
         .map(|entry| {
+            let snippet = snippets && entry.insert_text.starts_with("@\"");
+            let text = if snippet { entry.snippet } else { entry.insert_text };
+            let closes = text.len() > 2 && text.ends_with('"');
+            let range = if paired_quote && closes { &closing_range } else { &range };
             json!({
                 "label": entry.label,
                 "kind": match entry.kind { EntryKind::File => 17, EntryKind::Directory => 19 },
                 "filterText": entry.filter_text,
                 "sortText": entry.sort_text,
-                "textEdit": {"range": range, "newText": entry.insert_text},
+                "insertTextFormat": if snippet { 2 } else { 1 },
+                "textEdit": {"range": range, "newText": text},
+                "data": {routing::OWN_ITEM_KEY: "mention"},
             })
         })
         .collect();

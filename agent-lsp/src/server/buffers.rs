@@ -65,20 +65,42 @@ impl Buffers for EditorBuffers {
         before: &str,
         after: &str,
     ) -> BoxFuture<'static, Result<(), String>> {
+        let name = path
+            .file_name()
+            .map_or(String::new(), |name| name.to_string_lossy().into_owned());
+        self.apply(path, before, after, Some(format!("agent: edit {name}")))
+    }
+}
+
+impl EditorBuffers {
+    /// Replace the editor's buffer of `path` (with text `before`) by `after` through
+    /// `workspace/applyEdit`, labelled as `label` (editors show a label: Neovim prints each
+    /// one, so a streamed answer's many small edits go without). Resolves once the editor has
+    /// applied it and its `didChange` for it has arrived, or after [`ECHO_WAIT`] without one.
+    pub(crate) fn apply(
+        &self,
+        path: &Path,
+        before: &str,
+        after: &str,
+        label: Option<String>,
+    ) -> BoxFuture<'static, Result<(), String>> {
         let shared = self.shared.clone();
         let path = path.to_owned();
         let edit = minimal_text_edit(before, after, PositionEncoding::Utf16);
+        let before = before.to_owned();
         let after = after.to_owned();
         Box::pin(async move {
             let shared = shared.upgrade().ok_or("the editor connection is closed")?;
             let uri = uri_of(&path).map_err(|error| error.to_string())?;
-            let version = shared
-                .documents()
-                .snapshot(&uri)
-                .map(|snapshot| snapshot.version);
-            let name = path
-                .file_name()
-                .map_or(String::new(), |name| name.to_string_lossy().into_owned());
+            // The version the edit is computed against: that of `before`, or the buffer has
+            // moved on and the edit would land in the wrong place.
+            let version = match shared.documents().snapshot(&uri) {
+                Some(snapshot) if snapshot.text != before => {
+                    return Err("the buffer changed meanwhile; read the file again".into());
+                }
+                Some(snapshot) => Some(snapshot.version),
+                None => None,
+            };
             // With versioned document changes the editor refuses an edit computed against a
             // buffer that changed meanwhile, instead of applying it in the wrong place.
             let workspace_edit = match version {
@@ -89,11 +111,12 @@ impl Buffers for EditorBuffers {
                 }
                 _ => json!({"changes": {uri.as_str(): [edit]}}),
             };
+            let mut params = json!({"edit": workspace_edit});
+            if let Some(label) = label {
+                params["label"] = label.into();
+            }
             let answer = shared
-                .request_editor(
-                    "workspace/applyEdit",
-                    json!({"label": format!("agent: edit {name}"), "edit": workspace_edit}),
-                )
+                .request_editor("workspace/applyEdit", params)
                 .await
                 .map_err(|(_, message)| message)?;
             if answer["applied"] != true {
@@ -103,19 +126,26 @@ impl Buffers for EditorBuffers {
                 return Err(reason.to_owned());
             }
             // The editor's didChange follows; wait for it, so the diagnostics checked after the
-            // write and the next `read` see the new text.
+            // write and the next `read` see the new text. It is recognised by its version, not
+            // its text: an editor may normalise what it applied (a final line break, line
+            // endings), and the next edit must be computed against the editor's text anyway.
+            let echoed = |snapshot: &lsp_bridge::documents::Snapshot| match version {
+                Some(version) => snapshot.version > version,
+                None => snapshot.text == after,
+            };
             let deadline = tokio::time::Instant::now() + ECHO_WAIT;
             while tokio::time::Instant::now() < deadline {
-                if shared
-                    .documents()
-                    .snapshot(&uri)
-                    .is_some_and(|snapshot| snapshot.text == after)
+                if let Some(snapshot) = shared.documents().snapshot(&uri)
+                    && echoed(&snapshot)
                 {
+                    if snapshot.text != after {
+                        tracing::debug!(path = %path.display(), "the editor's text after the edit differs from the one computed");
+                    }
                     return Ok(());
                 }
-                tokio::time::sleep(Duration::from_millis(10)).await;
+                tokio::time::sleep(Duration::from_millis(5)).await;
             }
-            tracing::warn!(path = %path.display(), "the editor applied the edit but sent no matching didChange");
+            tracing::warn!(path = %path.display(), "the editor applied the edit but sent no didChange for it within {ECHO_WAIT:?}");
             Ok(())
         })
     }

@@ -322,8 +322,9 @@ async fn append_prompt(
         format!("{text}{block}")
     };
     match open {
+        // The chat document is the server's own view, not a file the agent edits: no label.
         Some(_) => buffers
-            .replace(path, &text, &after)
+            .apply(path, &text, &after, None)
             .await
             .map_err(|problem| {
                 (
@@ -349,6 +350,7 @@ async fn ask_in_chat(
     cancel: &CancellationToken,
 ) -> Reply {
     shared.host.ensure_idle()?;
+    shared.host.ensure_model(shared).await?;
     let path = chat_document(shared).await?;
     let insert_at = append_prompt(shared, &path, &prompt).await?;
     let request = TurnRequest {
@@ -415,10 +417,7 @@ async fn send(shared: &Arc<Shared>, argument: &Value, cancel: &CancellationToken
         // No cursor: the last prompt of the document.
         None => (text.lines().count().saturating_sub(1), 0),
     };
-    let prompt = prompt_at(&text, line).map_err(|problem| {
-        shared.show_error(&problem);
-        (REQUEST_FAILED, problem)
-    })?;
+    let prompt = prompt_at(&text, line).map_err(|problem| (REQUEST_FAILED, problem))?;
     let request = TurnRequest {
         prompt: prompt.text,
         title: "agent".into(),
@@ -534,15 +533,11 @@ async fn fix(shared: &Arc<Shared>, argument: &Value, cancel: &CancellationToken)
         .file_name()
         .map_or(String::new(), |name| name.to_string_lossy().into_owned());
     let (kind, note) = if fixed {
-        let left: usize = diagnostics
-            .values()
-            .filter_map(Value::as_array)
-            .map(Vec::len)
-            .sum();
         (
             3,
             format!(
-                "agent-lsp: fixed “{message}” in {name}; {left} diagnostics left in the changed files"
+                "agent-lsp: fixed “{message}” in {name}; {}",
+                describe_left(&diagnostics)
             ),
         )
     } else if report.changed.is_empty() {
@@ -561,6 +556,29 @@ async fn fix(shared: &Arc<Shared>, argument: &Value, cancel: &CancellationToken)
     result["fixed"] = json!(fixed);
     result["diagnostics"] = Value::Object(diagnostics);
     Ok(result)
+}
+
+/// What the changed files still report, as the summary of a fix says it: errors and warnings
+/// are what is left to do; hints and information (unused names, deprecated calls) are named
+/// apart, so that "2 left" never means two hints.
+fn describe_left(diagnostics: &serde_json::Map<String, Value>) -> String {
+    let (mut problems, mut notes) = (0, 0);
+    for diagnostic in diagnostics.values().filter_map(Value::as_array).flatten() {
+        // A diagnostic without a severity is the client's to judge; editors show it as an error.
+        match diagnostic["severity"].as_u64().unwrap_or(1) {
+            1 | 2 => problems += 1,
+            _ => notes += 1,
+        }
+    }
+    let plural = |n: usize, one: &str, many: &str| format!("{n} {}", if n == 1 { one } else { many });
+    let problems = match problems {
+        0 => "no errors or warnings left in the changed files".to_owned(),
+        n => format!("{} left in the changed files", plural(n, "error or warning", "errors or warnings")),
+    };
+    match notes {
+        0 => problems,
+        n => format!("{problems}; {}", plural(n, "hint or note", "hints or notes")),
+    }
 }
 
 /// The hover of the document's child at `position`, as plain text, if it answers in time.
@@ -817,6 +835,23 @@ mod tests {
 
     /// Tidy: docs/lsp-extensions.md documents exactly the commands and code action kinds the
     /// server announces, so plugin authors can trust it.
+    #[test]
+    fn a_fix_summary_counts_errors_and_warnings_and_names_hints_apart() {
+        let left = |severities: &[u64]| {
+            let diagnostics: Vec<serde_json::Value> = severities
+                .iter()
+                .map(|severity| serde_json::json!({"severity": severity, "message": "m"}))
+                .collect();
+            let mut map = serde_json::Map::new();
+            map.insert("app.py".into(), serde_json::json!(diagnostics));
+            super::describe_left(&map)
+        };
+        assert_eq!(left(&[4, 4]), "no errors or warnings left in the changed files; 2 hints or notes");
+        assert_eq!(left(&[]), "no errors or warnings left in the changed files");
+        assert_eq!(left(&[1, 2, 3]), "2 errors or warnings left in the changed files; 1 hint or note");
+        assert_eq!(left(&[2]), "1 error or warning left in the changed files");
+    }
+
     #[test]
     fn the_extensions_doc_lists_exactly_the_commands_and_action_kinds() {
         let commands: BTreeSet<&str> = COMMANDS.into_iter().collect();

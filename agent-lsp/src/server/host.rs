@@ -189,6 +189,15 @@ impl Host {
         self.provider.lock().expect("provider").clone()
     }
 
+    /// Refuse a turn before anything is changed for it (a chat document made, a prompt
+    /// appended) when there is no model to run it.
+    pub(crate) async fn ensure_model(&self, shared: &Arc<Shared>) -> Result<(), (i64, String)> {
+        match self.provider(shared).await {
+            Some(_) => Ok(()),
+            None => Err(not_configured()),
+        }
+    }
+
     /// Start a new session (the next turns continue it). Refused while a turn runs.
     pub(crate) async fn new_session(&self, shared: &Arc<Shared>) -> Reply {
         if self.is_running() {
@@ -318,11 +327,7 @@ impl Host {
         let mut guard = self.state(shared).await?;
         let state = guard.as_mut().expect("made by state()");
         let Some(agent) = state.agent.as_mut() else {
-            let message = "no model is configured: set DEEPSEEK_API_KEY in the environment that \
-                           starts the editor (or the API key in the editor's agent-lsp settings), \
-                           or a [provider] base_url in ~/.config/agent-lsp/config.toml";
-            shared.show_error(message);
-            return Err((REQUEST_FAILED, message.into()));
+            return Err(not_configured());
         };
         let turn = state.session.history().next_turn();
         let progress = Progress::begin(shared, self, &request.title).await;
@@ -386,7 +391,6 @@ impl Host {
             Err(error) => {
                 let message = explain(&error);
                 progress.end("failed");
-                shared.show_error(&message);
                 Err((REQUEST_FAILED, message))
             }
         }
@@ -407,7 +411,6 @@ impl Host {
         let state = guard.as_mut().expect("made by state()");
         let Some(provider) = state.provider.clone() else {
             let message = "no model is configured, and compaction asks the model for the summary";
-            shared.show_error(message);
             return Err((REQUEST_FAILED, message.into()));
         };
         let outcome = crate::compaction::compact_session(
@@ -428,6 +431,17 @@ impl Host {
         );
         Ok(json!({"compacted": committed, "message": message, "session": state.session.id()}))
     }
+}
+
+/// What a turn without a model answers. It is not also shown with `window/showMessage`: a
+/// command's error is what the editor shows of a failed request (see `docs/lsp-extensions.md`).
+fn not_configured() -> (i64, String) {
+    let message = format!(
+        "no model is configured: set DEEPSEEK_API_KEY in the environment that starts the editor \
+         (or the API key in the editor's agent-lsp settings), or a [provider] base_url in {}",
+        crate::config::Config::path_for_messages()
+    );
+    (REQUEST_FAILED, message)
 }
 
 fn turn_running() -> (i64, String) {
@@ -609,6 +623,10 @@ impl TurnUi for HostUi {
 /// text in batches, each inserted right after what was written before. The heading is found
 /// again before every batch, so the programmer may edit elsewhere in the document meanwhile; if
 /// the answer itself was edited, streaming stops there (the full answer is in the session).
+///
+/// The answer is always followed by a line break in the document (the writer adds one when the
+/// answer ends the document), so every insertion lands on a line that exists: editors agree on
+/// what an edit there means, and the document's text after each edit is the one computed here.
 struct AnswerWriter {
     buffers: EditorBuffers,
     target: AnswerTarget,
@@ -616,6 +634,9 @@ struct AnswerWriter {
     written: String,
     /// Whether the document is open in the editor (else the answer goes to disk at the end).
     open: bool,
+    /// Whether the line break after the answer is the writer's own (the answer ends the
+    /// document), which the closing `## you` then takes the place of.
+    own_line_break: bool,
     /// Why streaming stopped early, if it did.
     broken: Option<String>,
 }
@@ -630,22 +651,29 @@ impl AnswerWriter {
             heading: answer_heading(turn),
             written: String::new(),
             open,
+            own_line_break: false,
             broken: None,
         }
     }
 
+    /// Write what arrives on `deltas`: at once when nothing was written for [`STREAM_EVERY`],
+    /// else at most that often (a throttle, not a debounce: a model that never pauses still
+    /// shows its answer growing). What arrives while an edit is under way waits for the next.
     async fn run(mut self, mut deltas: mpsc::UnboundedReceiver<String>) -> AnswerWriter {
         if let Err(problem) = self.start().await {
             self.broken = Some(problem);
         }
         let mut pending = String::new();
+        let mut last_flush: Option<tokio::time::Instant> = None;
         loop {
             let next = if pending.is_empty() {
                 deltas.recv().await
             } else {
-                match tokio::time::timeout(STREAM_EVERY, deltas.recv()).await {
+                let due = last_flush.map_or_else(tokio::time::Instant::now, |at| at + STREAM_EVERY);
+                match tokio::time::timeout_at(due, deltas.recv()).await {
                     Ok(next) => next,
                     Err(_) => {
+                        last_flush = Some(tokio::time::Instant::now());
                         self.flush(&mut pending).await;
                         continue;
                     }
@@ -681,9 +709,13 @@ impl AnswerWriter {
             .text(&self.target.path)
             .ok_or("the prompt document was closed")?;
         let at = self.target.insert_at.min(text.len());
-        let head = format!("{}{}", Self::opening(&text, at), self.heading);
+        let mut head = format!("{}{}", Self::opening(&text, at), self.heading);
+        if text[at..].is_empty() {
+            head.push('\n');
+            self.own_line_break = true;
+        }
         let after = format!("{}{head}{}", &text[..at], &text[at..]);
-        self.buffers.replace(&self.target.path, &text, &after).await
+        self.edit(&text, &after).await
     }
 
     async fn flush(&mut self, pending: &mut String) {
@@ -704,7 +736,8 @@ impl AnswerWriter {
         }
     }
 
-    async fn insert(&self, more: &str) -> Result<(), String> {
+    /// Insert `more` right after what was written so far, in the editor's current text.
+    async fn insert(&mut self, more: &str) -> Result<(), String> {
         let text = self
             .buffers
             .text(&self.target.path)
@@ -717,8 +750,21 @@ impl AnswerWriter {
             return Err("the answer was edited while it streamed".into());
         }
         let at = anchor + self.written.len();
-        let after = format!("{}{more}{}", &text[..at], &text[at..]);
-        self.buffers.replace(&self.target.path, &text, &after).await
+        let mut after = format!("{}{more}{}", &text[..at], &text[at..]);
+        if text[at..].is_empty() {
+            // The line break after the answer was taken away meanwhile: put it back.
+            after.push('\n');
+            self.own_line_break = true;
+        }
+        self.edit(&text, &after).await
+    }
+
+    /// One edit of the prompt document, without a label: an answer is many small edits, and
+    /// an editor that shows labels (Neovim prints each) would print one line for each.
+    async fn edit(&self, before: &str, after: &str) -> Result<(), String> {
+        self.buffers
+            .apply(&self.target.path, before, after, None)
+            .await
     }
 
     /// Close the answer: a final line break, the trailer, and a fresh `## you` at the end of
@@ -748,6 +794,13 @@ impl AnswerWriter {
         }
         if let Some(problem) = self.broken.take() {
             return Err(problem);
+        }
+        // The line break the writer put after the answer ends the closing instead.
+        if self.own_line_break && closing.ends_with('\n') {
+            closing.pop();
+        }
+        if closing.is_empty() {
+            return Ok(());
         }
         self.insert(&closing).await?;
         self.written.push_str(&closing);

@@ -23,6 +23,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 
 use lsp_bridge::framing::{ReadError, read_frame, read_frame_announcing};
 use serde::Deserialize;
+use serde_json::Value;
 use serde_json::value::RawValue;
 use tokio::io::{AsyncRead, BufReader};
 use tokio::sync::mpsc;
@@ -193,6 +194,13 @@ impl Intake {
         let child = match routing::resolve_origin(method) {
             // The agent's own code actions are resolved on the loop.
             Some(_) if method == "codeAction/resolve" => None,
+            // So are the server's own completion items (resolves are rare: parsing is cheap).
+            Some(_)
+                if serde_json::from_str::<Value>(params.get())
+                    .is_ok_and(|item| routing::is_own_item(&item)) =>
+            {
+                None
+            }
             // Resolving an item goes to the child that produced it.
             Some(origin) => routing::resolve_route(shared, origin),
             None => self.document_route(params),

@@ -64,6 +64,15 @@ pub(super) fn resolve_route(shared: &Shared, origin: &str) -> Option<Arc<Child>>
         .cloned()
 }
 
+/// The `data` key that marks an item the server made itself (the `@path` completion items), so
+/// that resolving it never reaches a child, whichever child answered the last completion.
+pub(super) const OWN_ITEM_KEY: &str = "agentLsp";
+
+/// Whether the item a `*/resolve` request carries is one the server made itself.
+pub(super) fn is_own_item(item: &Value) -> bool {
+    item["data"][OWN_ITEM_KEY].is_string()
+}
+
 /// The request whose items `method` (a `*/resolve` request) resolves.
 pub(super) fn resolve_origin(method: &str) -> Option<&'static str> {
     RESOLVES
@@ -109,6 +118,11 @@ pub(super) async fn forward_raw(
                 .as_str()
                 .is_some_and(|command| command.starts_with("agent."))
         {
+            return serde_json::value::to_raw_value(&params)
+                .map_err(|error| (codes::INTERNAL_ERROR, error.to_string()));
+        }
+        // The `@path` completion items are the server's own and complete as they are.
+        if is_own_item(&params) {
             return serde_json::value::to_raw_value(&params)
                 .map_err(|error| (codes::INTERNAL_ERROR, error.to_string()));
         }

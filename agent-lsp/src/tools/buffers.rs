@@ -33,9 +33,20 @@ pub trait Buffers: Send + Sync + std::fmt::Debug {
 /// The smallest single LSP text edit turning `before` into `after`: the common prefix and
 /// suffix stay (so the editor keeps cursors, marks and folds outside the change), the middle is
 /// replaced. Positions are counted in `encoding` units.
+///
+/// When both texts end with a line break, that line break stays out of the edit, so the edit
+/// never touches the position after the last line break. Editors disagree there: Neovim keeps
+/// a buffer as lines with an implied final line break, and text inserted at that position
+/// becomes new lines of their own (`"x\n"` inserted at the end of `"a\n"` gives `"a\nx\n\n"`),
+/// while VS Code inserts exactly the text. Every other position means the same to both.
 pub fn minimal_text_edit(before: &str, after: &str, encoding: PositionEncoding) -> Value {
-    let prefix = common_prefix(before, after);
-    let suffix = common_suffix(&before[prefix..], &after[prefix..]);
+    let kept_newline = usize::from(before.ends_with('\n') && after.ends_with('\n'));
+    let (head_before, head_after) = (
+        &before[..before.len() - kept_newline],
+        &after[..after.len() - kept_newline],
+    );
+    let prefix = common_prefix(head_before, head_after);
+    let suffix = kept_newline + common_suffix(&head_before[prefix..], &head_after[prefix..]);
     let start = position_at(before, prefix, encoding);
     let end = position_at(before, before.len() - suffix, encoding);
     json!({
@@ -110,6 +121,23 @@ mod tests {
     }
 
     #[test]
+    fn an_edit_never_reaches_past_the_last_line_break_both_texts_end_with() {
+        // Appending a section: inserted before the final line break, not after it.
+        let edit = minimal_text_edit("a\nb\n", "a\nb\n\n## agent\n", Utf16);
+        assert_eq!(
+            edit,
+            json!({"range": {"start": {"line": 1, "character": 1}, "end": {"line": 1, "character": 1}}, "newText": "\n\n## agent"})
+        );
+        // A whole new last line, likewise.
+        let edit = minimal_text_edit("a\n", "a\nb\n", Utf16);
+        assert_eq!(edit["range"]["end"], json!({"line": 0, "character": 1}));
+        assert_eq!(edit["newText"], "\nb");
+        // Only when both end with one: removing the final line break must reach it.
+        let edit = minimal_text_edit("a\n", "a", Utf16);
+        assert_eq!(edit["range"]["end"], json!({"line": 1, "character": 0}));
+    }
+
+    #[test]
     fn insertions_deletions_and_whole_rewrites_round_trip() {
         for (before, after) in [
             ("", "new file\n"),
@@ -119,6 +147,10 @@ mod tests {
             ("aaa", "aa"),
             ("line one\r\nline two\r\n", "line one\r\nline 2\r\n"),
             ("abc", "xyz"),
+            ("\n", "\n\n"),
+            ("x\n", "\n"),
+            ("a\n", "a\nb\n"),
+            ("é\n", "é\n😀\n"),
         ] {
             let edit = minimal_text_edit(before, after, Utf16);
             assert_eq!(apply(before, &edit), after, "{before:?} → {after:?}");

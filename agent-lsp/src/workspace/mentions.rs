@@ -376,6 +376,8 @@ pub struct CompletionEntry {
     pub label: String,
     /// Replaces the typed mention (`MentionQuery::start..cursor`).
     pub insert_text: String,
+    /// The same as an LSP snippet, for editors that take snippets (see [`completion_texts`]).
+    pub snippet: String,
     /// The typed text itself, so that the editor's own filtering keeps every item: the index
     /// has already matched them, and editors filter by prefix, not fuzzily.
     pub filter_text: String,
@@ -384,17 +386,51 @@ pub struct CompletionEntry {
     pub kind: EntryKind,
 }
 
+/// What accepting `candidate` inserts, as plain text and as an LSP snippet. A folder in quotes
+/// must leave the cursor inside the mention, so the next completion offers what is in the
+/// folder (choosing a file there closes it): as a snippet the cursor goes before the closing
+/// quote (`@"my docs/$0"`); as plain text, where the cursor always ends up after the inserted
+/// text, the quote is left open (`@"my docs/`).
+fn completion_texts(candidate: &Candidate) -> (String, String) {
+    let text = candidate.insert_text();
+    match text.strip_suffix('"') {
+        Some(open) if candidate.kind == EntryKind::Directory && text.starts_with("@\"") => {
+            (open.to_owned(), format!("{}$0\"", snippet_escape(open)))
+        }
+        _ => {
+            let snippet = snippet_escape(&text);
+            (text, snippet)
+        }
+    }
+}
+
+/// `text` as literal text of an LSP snippet: `\`, `$` and `}` escaped.
+fn snippet_escape(text: &str) -> String {
+    let mut escaped = String::with_capacity(text.len());
+    for c in text.chars() {
+        if matches!(c, '\\' | '$' | '}') {
+            escaped.push('\\');
+        }
+        escaped.push(c);
+    }
+    escaped
+}
+
 /// Completion items for `candidates` (best first) answering the mention being typed.
 pub fn completion_entries(typed: &MentionQuery, candidates: &[Candidate]) -> Vec<CompletionEntry> {
     candidates
         .iter()
         .enumerate()
-        .map(|(rank, candidate)| CompletionEntry {
-            label: candidate.label(),
-            insert_text: candidate.insert_text(),
-            filter_text: typed.typed.clone(),
-            sort_text: format!("{rank:05}"),
-            kind: candidate.kind,
+        .map(|(rank, candidate)| {
+            let (insert_text, snippet) = completion_texts(candidate);
+            CompletionEntry {
+                label: candidate.label(),
+                insert_text,
+                snippet,
+                filter_text: typed.typed.clone(),
+                sort_text: format!("{rank:05}"),
+                kind: candidate.kind,
+            }
         })
         .collect()
 }

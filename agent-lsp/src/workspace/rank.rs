@@ -2,7 +2,7 @@
 //!
 //! The matcher is nucleo's (the one Helix uses), configured for paths: a match right after a
 //! `/` (a segment start) and at the very start earns its boundary bonus, consecutive matches
-//! earn more than scattered ones, and a lowercase query ignores case. The query takes fzf's
+//! earn more than scattered ones. The query takes fzf's
 //! syntax (words separated by spaces must all match; `^prefix`, `suffix$`, `'exact` and
 //! `!not`), because that is what programmers already type into pickers.
 //!
@@ -15,6 +15,10 @@
 //! - **Open and recently edited files are boosted** by a percentage of their score (so a boost
 //!   reorders comparable matches but does not lift a poor match over a good one), and come
 //!   first when the query is empty.
+//! - **Case never hides a path, capitals prefer it.** Matching ignores case (`@CONS` finds
+//!   `rich/console.py`: a programmer who types capitals rarely means "nothing else"), and a
+//!   query with capitals boosts the paths whose case matches it too, by
+//!   [`CASE_BOOST_PERCENT`], so `@Parser` puts `src/Parser.rs` above `src/parser_test.rs`.
 //! - **Ties are broken the same way every time**: shorter paths first, then byte order. A
 //!   completion list that reshuffles between keystrokes is worse than a slightly wrong one.
 
@@ -35,6 +39,9 @@ pub const OPEN_BOOST_PERCENT: u32 = 25;
 /// Boost of the most recently edited file, in percent; each older one gets a point less
 /// (half a point per step, rounded down).
 pub const RECENT_BOOST_PERCENT: u32 = 20;
+
+/// Boost of a path whose case matches a query with capitals, in percent of its score.
+pub const CASE_BOOST_PERCENT: u32 = 50;
 
 /// One ranked path.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
@@ -179,9 +186,13 @@ pub(crate) const MIN_KEYS_PER_THREAD: usize = 16_384;
 
 /// How a query scores one key.
 pub(crate) struct Scorer {
+    /// The query, matched ignoring case.
     pattern: Pattern,
-    /// Per atom, whether its path score is taken greedily (see [`Scorer::score`]).
-    greedy: Vec<Option<bool>>,
+    /// The query matched with its case, when it has capitals: a key it matches too gets
+    /// [`CASE_BOOST_PERCENT`].
+    respecting_case: Option<Pattern>,
+    /// Per atom, whether its path score is taken greedily (see [`Scorer::path_score`]).
+    greedy: Vec<bool>,
     /// The characters every matching key contains (the positive atoms' needles), or 0 when a
     /// needle is not ASCII and nothing can be ruled out this way.
     mask: u64,
@@ -193,16 +204,18 @@ pub(crate) struct Scorer {
 
 impl Scorer {
     pub(crate) fn new(query: &str) -> Scorer {
-        let pattern = Pattern::parse(query, CaseMatching::Smart, Normalization::Smart);
+        let pattern = Pattern::parse(query, CaseMatching::Ignore, Normalization::Smart);
+        let respecting_case = query
+            .chars()
+            .any(char::is_uppercase)
+            .then(|| Pattern::parse(query, CaseMatching::Respect, Normalization::Smart));
         let greedy = pattern
             .atoms
             .iter()
-            .map(|atom| match atom.needle_text() {
-                Utf32Str::Ascii(needle) if atom.kind == AtomKind::Fuzzy && !atom.negative => {
-                    // Smart case: a word without capitals ignores case.
-                    Some(!needle.iter().any(u8::is_ascii_uppercase))
-                }
-                _ => None,
+            .map(|atom| {
+                matches!(atom.needle_text(), Utf32Str::Ascii(_))
+                    && atom.kind == AtomKind::Fuzzy
+                    && !atom.negative
             })
             .collect();
         let name_cap = pattern
@@ -227,6 +240,7 @@ impl Scorer {
         // A mask of 0 must mean "no filtering": every key contains the empty set anyway.
         Scorer {
             pattern,
+            respecting_case,
             greedy,
             mask,
             name_cap,
@@ -260,17 +274,34 @@ impl Scorer {
         };
         let mut total = 0;
         for (atom, greedy) in self.pattern.atoms.iter().zip(&self.greedy) {
-            total += u32::from(match greedy {
-                Some(ignore_case) => {
-                    // What `Atom::score` sets for an ASCII atom under smart case.
-                    matcher.config.ignore_case = *ignore_case;
-                    matcher.config.normalize = true;
-                    matcher.fuzzy_match_greedy(path, atom.needle_text())?
-                }
-                None => atom.score(path, matcher)?,
+            total += u32::from(if *greedy {
+                // What `Atom::score` sets for an ASCII atom that ignores case.
+                matcher.config.ignore_case = true;
+                matcher.config.normalize = true;
+                matcher.fuzzy_match_greedy(path, atom.needle_text())?
+            } else {
+                atom.score(path, matcher)?
             });
         }
         Some(total)
+    }
+
+    /// [`CASE_BOOST_PERCENT`] when the query has capitals and `key` matches it with its case
+    /// too, else 0.
+    fn case_percent(&self, key: Key<'_>, matcher: &mut Matcher, buf: &mut Vec<char>) -> u32 {
+        let Some(respecting_case) = &self.respecting_case else {
+            return 0;
+        };
+        let path = if key.facts.ascii {
+            Utf32Str::Ascii(key.text.as_bytes())
+        } else {
+            Utf32Str::new(key.text, buf)
+        };
+        let matches = respecting_case
+            .atoms
+            .iter()
+            .all(|atom| atom.score(path, matcher).is_some());
+        if matches { CASE_BOOST_PERCENT } else { 0 }
     }
 
     /// What the file name adds: half of its own score.
@@ -304,12 +335,11 @@ impl Scorer {
         // dropped without scoring its name.
         let mut best_scores: BinaryHeap<Reverse<u32>> = BinaryHeap::with_capacity(limit + 1);
         for key in keys {
-            let percent = if with_boosts {
+            let mut percent = if with_boosts {
                 boosts.percent(split_key(key.text).0)
             } else {
                 0
             };
-            let boosted = |score: u32| score * (100 + percent) / 100;
             let score = if match_all {
                 // With an empty query every score is 0; the boost alone orders the keys.
                 percent
@@ -318,6 +348,8 @@ impl Scorer {
                     continue;
                 };
                 matched.push(key.slot);
+                percent += self.case_percent(key, &mut matcher, &mut path_buf);
+                let boosted = |score: u32| score * (100 + percent) / 100;
                 let threshold = match best_scores.peek() {
                     Some(&Reverse(lowest)) if best_scores.len() >= limit => lowest,
                     _ => 0,
@@ -572,9 +604,41 @@ mod tests {
     }
 
     #[test]
-    fn smart_case_and_fzf_syntax() {
+    fn case_never_hides_a_path_and_capitals_prefer_the_paths_they_match() {
         let keys = ["src/Parser.rs", "src/parser_test.rs", "README.md"];
-        check(&keys, "Parser", &Boosts::default(), &["src/Parser.rs"]);
+        // Capitals: both match, the one whose case matches first.
+        check(
+            &keys,
+            "Parser",
+            &Boosts::default(),
+            &["src/Parser.rs", "src/parser_test.rs"],
+        );
+        // No capitals: case is ignored, so the shorter file name wins the tie of shape.
+        check(
+            &keys,
+            "parser",
+            &Boosts::default(),
+            &["src/Parser.rs", "src/parser_test.rs"],
+        );
+        // All capitals match paths written in lowercase.
+        check(&keys, "PARSER_T", &Boosts::default(), &["src/parser_test.rs"]);
+        check(
+            &["rich/console.py", "rich/_console_x.py", "rich/table.py"],
+            "CONS",
+            &Boosts::default(),
+            &["rich/console.py", "rich/_console_x.py"],
+        );
+        check(
+            &["rich/console.py", "tests/test_console.py"],
+            "RICH/Cons",
+            &Boosts::default(),
+            &["rich/console.py"],
+        );
+    }
+
+    #[test]
+    fn fzf_syntax() {
+        let keys = ["src/Parser.rs", "src/parser_test.rs", "README.md"];
         check(
             &keys,
             "parser !test",
@@ -582,10 +646,7 @@ mod tests {
             &["src/Parser.rs"],
         );
         check(&keys, "^read", &Boosts::default(), &["README.md"]);
-        // FIXME: nucleo-matcher 0.3.1 compares a case-sensitive ASCII `^prefix` or `suffix$`
-        // with the whole path (`exact_match_impl`), so an uppercase prefix only matches a path
-        // equal to it. Lowercase (case-insensitive) prefixes work.
-        check(&keys, "^READ", &Boosts::default(), &[]);
+        check(&keys, "^READ", &Boosts::default(), &["README.md"]);
         check(&keys, ".md$", &Boosts::default(), &["README.md"]);
     }
 
@@ -639,17 +700,23 @@ mod tests {
                 let path = Utf32Str::new(key, &mut a);
                 let mut score = 0;
                 for (atom, greedy) in scorer.pattern.atoms.iter().zip(&scorer.greedy) {
-                    score += u32::from(match greedy {
-                        Some(ignore_case) => {
-                            matcher.config.ignore_case = *ignore_case;
-                            matcher.config.normalize = true;
-                            matcher.fuzzy_match_greedy(path, atom.needle_text())?
-                        }
-                        None => atom.score(path, &mut matcher)?,
+                    score += u32::from(if *greedy {
+                        matcher.config.ignore_case = true;
+                        matcher.config.normalize = true;
+                        matcher.fuzzy_match_greedy(path, atom.needle_text())?
+                    } else {
+                        atom.score(path, &mut matcher)?
                     });
                 }
                 let name = Utf32Str::new(basename(key), &mut b);
                 score += scorer.pattern.score(name, &mut matcher).unwrap_or(0) / 2;
+                let path = Utf32Str::new(key, &mut a);
+                let case_matches = scorer.respecting_case.as_ref().is_some_and(|pattern| {
+                    pattern.atoms.iter().all(|atom| atom.score(path, &mut matcher).is_some())
+                });
+                if case_matches {
+                    score = score * (100 + CASE_BOOST_PERCENT) / 100;
+                }
                 Some((score, key.as_str()))
             })
             .collect();

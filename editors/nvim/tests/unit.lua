@@ -93,9 +93,25 @@ test("the context view groups segments by role with token sums", function()
   eq(context.render({ segments = {} }), { "The context is empty: ask the agent something first." })
 end)
 
+test("cmd is the whole command; the old form without serve still works, with a note", function()
+  local warned = {}
+  local warn = function(message)
+    table.insert(warned, message)
+  end
+  eq(ext.server_command({ "agent-lsp", "serve" }, warn), { "agent-lsp", "serve" })
+  eq(ext.server_command({ "/opt/agent-lsp", "--workspace", "/w", "serve", "--stdio" }, warn),
+    { "/opt/agent-lsp", "--workspace", "/w", "serve", "--stdio" })
+  eq(#warned, 0)
+  eq(ext.server_command({ "/opt/agent-lsp" }, warn), { "/opt/agent-lsp", "serve" })
+  eq(#warned, 1)
+  assert(warned[1]:find('cmd = { "/opt/agent-lsp", "serve" }', 1, true), warned[1])
+  -- A binary that happens to be called `serve` is not the subcommand.
+  eq(ext.server_command({ "serve" }, warn), { "serve", "serve" })
+end)
+
 test("setup options: lists replace the defaults", function()
   local plugin = require("agent_lsp")
-  plugin.setup({ cmd = { "/opt/agent-lsp" }, root_markers = { ".hg" }, model = "m", api_key = function() return "k" end })
+  plugin.setup({ cmd = { "/opt/agent-lsp", "serve" }, root_markers = { ".hg" }, model = "m", api_key = function() return "k" end })
   local config = plugin.config(0)
   eq(config.cmd, { "/opt/agent-lsp", "serve" })
   eq(plugin.options.root_markers, { ".hg" })

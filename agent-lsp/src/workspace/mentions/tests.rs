@@ -155,13 +155,17 @@ fn completion_entries_keep_the_index_order_and_survive_editor_filtering() {
             CompletionEntry {
                 label: "src/main.rs".into(),
                 insert_text: "@src/main.rs".into(),
+                snippet: "@src/main.rs".into(),
                 filter_text: "@mn".into(),
                 sort_text: "00000".into(),
                 kind: EntryKind::File,
             },
             CompletionEntry {
                 label: "my docs/".into(),
-                insert_text: "@\"my docs/\"".into(),
+                // Left open: the next completion continues inside the folder.
+                insert_text: "@\"my docs/".into(),
+                // As a snippet: closed, with the cursor inside.
+                snippet: "@\"my docs/$0\"".into(),
                 filter_text: "@mn".into(),
                 sort_text: "00001".into(),
                 kind: EntryKind::Directory,
@@ -169,6 +173,27 @@ fn completion_entries_keep_the_index_order_and_survive_editor_filtering() {
         ]
     );
     assert_eq!(typed.start, 4);
+}
+
+#[test]
+fn snippets_keep_dollars_braces_and_backslashes_literal() {
+    let candidates = vec![
+        Candidate {
+            path: "a $b}/c\\\"d".into(),
+            kind: EntryKind::File,
+            score: 1,
+        },
+        Candidate {
+            path: "$x y".into(),
+            kind: EntryKind::Directory,
+            score: 1,
+        },
+    ];
+    let typed = bare_mention_at("@a", 2).unwrap();
+    let entries = completion_entries(&typed, &candidates);
+    assert_eq!(entries[0].insert_text, "@\"a $b}/c\\\\\\\"d\"");
+    assert_eq!(entries[0].snippet, "@\"a \\$b\\}/c\\\\\\\\\\\\\"d\"");
+    assert_eq!(entries[1].snippet, "@\"\\$x y/$0\"");
 }
 
 #[test]

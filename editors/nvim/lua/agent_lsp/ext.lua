@@ -41,6 +41,28 @@ function M.is_unknown_command(err)
     or (type(err.message) == "string" and err.message:lower():find("unknown command", 1, true) ~= nil)
 end
 
+--- The command that starts the server, from the `cmd` option: the whole command, as
+--- `vim.lsp.config` and nvim-lspconfig take it (`{ "agent-lsp", "serve" }`). The older form
+--- without `serve` (`{ "agent-lsp" }`, to which `serve` was appended) still works: `serve` is
+--- appended and `warn` is called once with how to update. A function (an RPC connector) is
+--- passed through.
+function M.server_command(cmd, warn)
+  if type(cmd) ~= "table" then
+    return cmd
+  end
+  for i = 2, #cmd do
+    if cmd[i] == "serve" then
+      return vim.deepcopy(cmd)
+    end
+  end
+  local fixed = vim.list_extend(vim.deepcopy(cmd), { "serve" })
+  warn(string.format(
+    "agent-lsp: `cmd` is the whole command now; `serve` was added for you. Write cmd = %s in your setup.",
+    vim.inspect(fixed, { newline = " ", indent = "" })
+  ))
+  return fixed
+end
+
 --- `initializationOptions` from the setup options: camelCase, empty values left out; `nil` when
 --- nothing is set (an empty Lua table would be sent as a JSON array).
 function M.init_options(opts, api_key)

@@ -28,7 +28,7 @@ function M.check()
     health.ok(string.format("`%s` found: %s (%s)", binary, vim.fn.exepath(binary), vim.trim(out)))
   else
     health.error(string.format("`%s` is not executable", binary), {
-      "Install agent-lsp (cargo install --path agent-lsp) or set cmd = { '/path/to/agent-lsp' } in setup()",
+      "Install agent-lsp (cargo install --path agent-lsp) or set cmd = { '/path/to/agent-lsp', 'serve' } in setup()",
     })
   end
 

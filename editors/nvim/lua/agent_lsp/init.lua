@@ -9,8 +9,9 @@ local M = {}
 
 ---@class agent_lsp.Options
 local defaults = {
-  --- The server's command; `serve` is appended to it.
-  cmd = { "agent-lsp" },
+  --- The server's whole command, as `vim.lsp.config` and nvim-lspconfig take it. (A command
+  --- without `serve`, the form of older versions, still works: `serve` is appended, with a note.)
+  cmd = { "agent-lsp", "serve" },
   --- Filetypes whose buffers go through agent-lsp (it brokers their language servers);
   --- `nil` means every normal file buffer. Prompt documents (`*.agent.md`) always do.
   filetypes = nil,
@@ -26,6 +27,11 @@ local defaults = {
   api_key = nil,
   --- Echo the agent's progress in the message area (off if you use fidget.nvim or a statusline).
   progress = true,
+  --- In prompt documents, turn on Neovim's own LSP completion (`vim.lsp.completion`, 0.11+):
+  --- typing `@` offers paths, and an accepted item is applied as the server's edit, which the
+  --- omnifunc cannot do for quoted paths (it cuts an item at its first space). Set to false if
+  --- nvim-cmp or blink.cmp completes there.
+  prompt_completion = true,
   --- Extra fields for `vim.lsp.start` (capabilities from nvim-cmp or blink, handlers, ...).
   lsp = {},
 }
@@ -65,7 +71,9 @@ function M.config(buf)
   if type(api_key) == "function" then
     api_key = api_key()
   end
-  local cmd = vim.list_extend(vim.deepcopy(opts.cmd), { "serve" })
+  local cmd = ext.server_command(opts.cmd, function(message)
+    vim.notify_once(message, vim.log.levels.WARN, { title = "agent-lsp" })
+  end)
   return vim.tbl_deep_extend("force", {
     name = M.name,
     cmd = cmd,
@@ -80,7 +88,11 @@ function M.attach(buf)
   if not wanted(buf) then
     return nil
   end
-  return vim.lsp.start(M.config(buf), { bufnr = buf })
+  local client_id = vim.lsp.start(M.config(buf), { bufnr = buf })
+  if client_id and is_prompt_document(buf) and M.options.prompt_completion and vim.lsp.completion then
+    vim.lsp.completion.enable(true, client_id, buf, { autotrigger = true })
+  end
+  return client_id
 end
 
 --- The agent-lsp client of `buf` (else of any buffer).
