@@ -267,6 +267,13 @@ impl Agent {
         ui: &mut dyn TurnUi,
     ) -> anyhow::Result<TurnOutcome> {
         let turn = session.history().next_turn();
+        // A window the provider stated in an earlier process of this session still holds.
+        if let Some(learned) = learned_context_window(session.history()) {
+            self.stated_window = Some(
+                self.stated_window
+                    .map_or(learned, |known| known.min(learned)),
+            );
+        }
         self.emit(&AgentEvent::SessionStart { turn }, session, ui)?;
         // `@path` mentions become references (paths and kinds, never contents): the model
         // reads what it needs through `read`, so every read is guarded and recorded.
@@ -340,6 +347,12 @@ impl Agent {
                     index: request.index,
                     class: error_class(&error).into(),
                     message: error.to_string(),
+                    context_window: match &error {
+                        ProviderError::ContextOverflow { message } => {
+                            stated_context_window(message)
+                        }
+                        _ => None,
+                    },
                 };
                 session.append(NewEvent::new(turn, step, EventBody::RequestError(record)))?;
                 if matches!(error, ProviderError::Cancelled) {
@@ -351,7 +364,8 @@ impl Agent {
                 {
                     compacted_for_overflow = true;
                     if let Some(window) = stated_context_window(message) {
-                        self.stated_window = Some(window);
+                        self.stated_window =
+                            Some(self.stated_window.map_or(window, |known| known.min(window)));
                     }
                     let outcome = self
                         .compact(
@@ -507,6 +521,18 @@ fn stated_context_window(message: &str) -> Option<u64> {
         .take_while(char::is_ascii_digit)
         .collect::<String>();
     digits.parse().ok()
+}
+
+/// The smallest context window the session's `request/error` events recorded.
+fn learned_context_window(history: &crate::session::History) -> Option<u64> {
+    history
+        .events()
+        .iter()
+        .filter_map(|event| match &event.body {
+            EventBody::RequestError(error) => error.context_window,
+            _ => None,
+        })
+        .min()
 }
 
 /// The class recorded in `request/error`.

@@ -93,7 +93,10 @@ impl Config {
         let from_env = std::env::var_os(CONFIG_ENV).is_some_and(|value| !value.is_empty());
         let missing = !path.exists();
         match (from_env, missing) {
-            (true, true) => format!("{} (named by {CONFIG_ENV}; it does not exist)", path.display()),
+            (true, true) => format!(
+                "{} (named by {CONFIG_ENV}; it does not exist)",
+                path.display()
+            ),
             (true, false) => format!("{} (named by {CONFIG_ENV})", path.display()),
             (false, true) => format!("{} (it does not exist yet)", path.display()),
             (false, false) => path.display().to_string(),

@@ -391,6 +391,39 @@ async fn context_overflow_compacts_and_retries_the_request_once() {
         main_bodies(&endpoint).len() + overflows
     );
     assert_main_requests_replay(&history, &endpoint);
+    let learned = events.iter().find_map(|event| match &event.body {
+        EventBody::RequestError(error) => error.context_window,
+        _ => None,
+    });
+    assert_eq!(
+        learned,
+        Some(5000),
+        "the stated window is recorded with the error"
+    );
+
+    // A new process continuing the session (`agent-lsp run --session`) knows the window from
+    // the log: it compacts before a step instead of overflowing once more first.
+    harness.new_process(&endpoint, preset_for_new_process());
+    push_responders(&endpoint, &script, 40);
+    let outcome = harness.turn("Read the files again.").await;
+    assert!(
+        matches!(outcome, TurnOutcome::Answered { .. }),
+        "{outcome:?}"
+    );
+    assert_eq!(endpoint.take_violations(), [], "no second overflow");
+    let history = harness.store().load(harness.session.id()).unwrap();
+    let overflows = history
+        .events()
+        .iter()
+        .filter(|event| matches!(&event.body, EventBody::RequestError(error) if error.class == "context_overflow"))
+        .count();
+    assert_eq!(overflows, 1);
+}
+
+/// The preset of [`context_overflow_compacts_and_retries_the_request_once`], as a new process
+/// would load it again (it still believes in a huge window).
+fn preset_for_new_process() -> agent_lsp::preset::Preset {
+    preset(1_000_000, "keep_recent_steps = 2", "")
 }
 
 #[tokio::test]

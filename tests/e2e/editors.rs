@@ -58,7 +58,10 @@ pub(crate) fn nvim_command(script: &Path, home: &Path, typing: bool) -> Command 
 }
 
 /// Wait for `child` for at most `limit`; kill it after that.
-pub(crate) fn wait_bounded(child: &mut std::process::Child, limit: Duration) -> std::process::ExitStatus {
+pub(crate) fn wait_bounded(
+    child: &mut std::process::Child,
+    limit: Duration,
+) -> std::process::ExitStatus {
     let deadline = Instant::now() + limit;
     loop {
         if let Some(status) = child.try_wait().unwrap() {

@@ -68,7 +68,11 @@ fn run_nvim(mode: &str, endpoint: Option<&ModelEndpoint>) -> Value {
         .unwrap_or_else(|error| panic!("no results from nvim ({status}): {error}"));
     let results: Value = serde_json::from_str(&text).unwrap();
     assert!(results.get("error").is_none(), "{results:#}");
-    assert_eq!(results["steps"].as_array().unwrap().last().unwrap(), "done", "{results:#}");
+    assert_eq!(
+        results["steps"].as_array().unwrap().last().unwrap(),
+        "done",
+        "{results:#}"
+    );
     assert_eq!(results["attached"], true, "{results:#}");
     results
 }
@@ -96,7 +100,10 @@ fn in_neovim_answers_stream_without_echo_waits_or_labels_and_folders_complete_in
     // `cmd` is the whole command, as given.
     assert_eq!(
         strings(&results["cmd"]),
-        [agent_tests::workspace_bin("agent-lsp").to_str().unwrap(), "serve"],
+        [
+            agent_tests::workspace_bin("agent-lsp").to_str().unwrap(),
+            "serve"
+        ],
         "{show}"
     );
 
@@ -104,7 +111,10 @@ fn in_neovim_answers_stream_without_echo_waits_or_labels_and_folders_complete_in
     // closing quote, inside the mention, and the next completion offers the files inside it.
     let rounds = results["completion_rounds"].as_array().unwrap();
     assert_eq!(rounds.len(), 2, "{show}");
-    assert!(strings(&rounds[0]["words"]).contains(&"@\"docs with spaces/$0\""), "{show}");
+    assert!(
+        strings(&rounds[0]["words"]).contains(&"@\"docs with spaces/$0\""),
+        "{show}"
+    );
     assert_eq!(rounds[1]["line"], "See @\"docs with spaces/\"", "{show}");
     assert_eq!(rounds[1]["col"], "See @\"docs with spaces/".len(), "{show}");
     let inside = strings(&rounds[1]["words"]);
@@ -135,24 +145,31 @@ fn in_neovim_answers_stream_without_echo_waits_or_labels_and_folders_complete_in
 
     // The server's log lines reach Neovim's LSP log with their level, not as stderr errors.
     assert!(
-        log.lines().any(|line| line.starts_with("[INFO]") && line.contains("language server initialized")),
+        log.lines()
+            .any(|line| line.starts_with("[INFO]") && line.contains("language server initialized")),
         "{log}"
     );
     let from_stderr: Vec<&str> = log
         .lines()
-        .filter(|line| line.contains("\"stderr\"") && (line.contains(" INFO ") || line.contains(" WARN ")))
+        .filter(|line| {
+            line.contains("\"stderr\"") && (line.contains(" INFO ") || line.contains(" WARN "))
+        })
         .collect();
     assert!(from_stderr.is_empty(), "{from_stderr:#?}");
     endpoint.assert_no_violations();
 }
 
 #[test]
-fn in_neovim_the_old_cmd_form_works_with_a_note_and_asking_without_a_model_fails_once_and_makes_nothing() {
+fn in_neovim_the_old_cmd_form_works_with_a_note_and_asking_without_a_model_fails_once_and_makes_nothing()
+ {
     let results = run_nvim("no_model", None);
     let show = format!("{results:#}");
     assert_eq!(
         strings(&results["cmd"]),
-        [agent_tests::workspace_bin("agent-lsp").to_str().unwrap(), "serve"],
+        [
+            agent_tests::workspace_bin("agent-lsp").to_str().unwrap(),
+            "serve"
+        ],
         "{show}"
     );
     let notifications: Vec<&str> = results["notifications"]
@@ -162,7 +179,10 @@ fn in_neovim_the_old_cmd_form_works_with_a_note_and_asking_without_a_model_fails
         .filter_map(|notification| notification["message"].as_str())
         .collect();
     assert_eq!(
-        notifications.iter().filter(|message| message.contains("`cmd` is the whole command")).count(),
+        notifications
+            .iter()
+            .filter(|message| message.contains("`cmd` is the whole command"))
+            .count(),
         1,
         "{show}"
     );
@@ -203,7 +223,10 @@ fn without_a_model_serve_names_the_config_file_it_read_and_says_it_is_missing() 
     let message = response["error"]["message"].as_str().unwrap();
     assert!(message.contains("no model is configured"), "{message}");
     assert!(
-        message.contains(&format!("{} (named by AGENT_LSP_CONFIG; it does not exist)", missing.display())),
+        message.contains(&format!(
+            "{} (named by AGENT_LSP_CONFIG; it does not exist)",
+            missing.display()
+        )),
         "{message}"
     );
     assert!(!message.contains("~/.config"), "{message}");

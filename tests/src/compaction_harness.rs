@@ -226,22 +226,7 @@ impl Harness {
         let session = store
             .create_session(&preset, Durability::Batched)
             .expect("session");
-        let options = ProviderOptions {
-            base_url: Some(endpoint.base_url()),
-            model: Some("deepseek-v4-flash".into()),
-            backoff_base_ms: Some(10),
-            backoff_cap_ms: Some(100),
-            ..ProviderOptions::default()
-        };
-        let config = ProviderConfig::resolve(&options, |_| None).expect("provider config");
-        let provider = Provider::new(config).expect("provider");
-        let mut registry = ToolRegistry::standard();
-        registry.register(RecallHistory);
-        let registry = registry
-            .only(&preset.file.tools.enabled)
-            .expect("tools of the preset");
-        let tools = ToolRuntime::new(Workspace::new(workspace.path()).expect("ws"), registry);
-        let agent = Agent::new(provider, tools, preset);
+        let agent = agent_for(endpoint, preset, workspace.path());
         Harness {
             workspace,
             state,
@@ -249,6 +234,11 @@ impl Harness {
             agent,
             notices: Notices::default(),
         }
+    }
+
+    /// Replace the agent by a new one, as a new process continuing the session would make.
+    pub fn new_process(&mut self, endpoint: &ModelEndpoint, preset: Preset) {
+        self.agent = agent_for(endpoint, preset, self.workspace.path());
     }
 
     pub async fn turn(&mut self, prompt: &str) -> TurnOutcome {
@@ -271,6 +261,26 @@ impl Harness {
     pub fn session_path(&self) -> PathBuf {
         self.session.path().to_owned()
     }
+}
+
+/// An agent of `preset` on `workspace`, whose model is `endpoint`.
+fn agent_for(endpoint: &ModelEndpoint, preset: Preset, workspace: &Path) -> Agent {
+    let options = ProviderOptions {
+        base_url: Some(endpoint.base_url()),
+        model: Some("deepseek-v4-flash".into()),
+        backoff_base_ms: Some(10),
+        backoff_cap_ms: Some(100),
+        ..ProviderOptions::default()
+    };
+    let config = ProviderConfig::resolve(&options, |_| None).expect("provider config");
+    let provider = Provider::new(config).expect("provider");
+    let mut registry = ToolRegistry::standard();
+    registry.register(RecallHistory);
+    let registry = registry
+        .only(&preset.file.tools.enabled)
+        .expect("tools of the preset");
+    let tools = ToolRuntime::new(Workspace::new(workspace).expect("ws"), registry);
+    Agent::new(provider, tools, preset)
 }
 
 /// `src/file{i}.txt` for `i < files`, each about `bytes` bytes of distinct words.

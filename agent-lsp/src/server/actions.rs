@@ -172,9 +172,17 @@ pub(super) async fn complete_mention(shared: &Arc<Shared>, params: &Value) -> Re
         .into_iter()
         .map(|entry| {
             let snippet = snippets && entry.insert_text.starts_with("@\"");
-            let text = if snippet { entry.snippet } else { entry.insert_text };
+            let text = if snippet {
+                entry.snippet
+            } else {
+                entry.insert_text
+            };
             let closes = text.len() > 2 && text.ends_with('"');
-            let range = if paired_quote && closes { &closing_range } else { &range };
+            let range = if paired_quote && closes {
+                &closing_range
+            } else {
+                &range
+            };
             json!({
                 "label": entry.label,
                 "kind": match entry.kind { EntryKind::File => 17, EntryKind::Directory => 19 },

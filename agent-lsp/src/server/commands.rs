@@ -570,14 +570,21 @@ fn describe_left(diagnostics: &serde_json::Map<String, Value>) -> String {
             _ => notes += 1,
         }
     }
-    let plural = |n: usize, one: &str, many: &str| format!("{n} {}", if n == 1 { one } else { many });
+    let plural =
+        |n: usize, one: &str, many: &str| format!("{n} {}", if n == 1 { one } else { many });
     let problems = match problems {
         0 => "no errors or warnings left in the changed files".to_owned(),
-        n => format!("{} left in the changed files", plural(n, "error or warning", "errors or warnings")),
+        n => format!(
+            "{} left in the changed files",
+            plural(n, "error or warning", "errors or warnings")
+        ),
     };
     match notes {
         0 => problems,
-        n => format!("{problems}; {}", plural(n, "hint or note", "hints or notes")),
+        n => format!(
+            "{problems}; {}",
+            plural(n, "hint or note", "hints or notes")
+        ),
     }
 }
 
@@ -846,9 +853,15 @@ mod tests {
             map.insert("app.py".into(), serde_json::json!(diagnostics));
             super::describe_left(&map)
         };
-        assert_eq!(left(&[4, 4]), "no errors or warnings left in the changed files; 2 hints or notes");
+        assert_eq!(
+            left(&[4, 4]),
+            "no errors or warnings left in the changed files; 2 hints or notes"
+        );
         assert_eq!(left(&[]), "no errors or warnings left in the changed files");
-        assert_eq!(left(&[1, 2, 3]), "2 errors or warnings left in the changed files; 1 hint or note");
+        assert_eq!(
+            left(&[1, 2, 3]),
+            "2 errors or warnings left in the changed files; 1 hint or note"
+        );
         assert_eq!(left(&[2]), "1 error or warning left in the changed files");
     }
 

@@ -423,6 +423,11 @@ pub struct RequestError {
     /// The error class (`auth`, `rate_limit`, `context_overflow`, `cancelled`, …).
     pub class: String,
     pub message: String,
+    /// The context window a `context_overflow` message states, in tokens: what the session
+    /// learned about its model, kept here so that every later process that continues the
+    /// session compacts before the provider refuses, instead of overflowing once first.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub context_window: Option<u64>,
 }
 
 /// A compaction began (log only). It holds the session's compaction lock until the matching

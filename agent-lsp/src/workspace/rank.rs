@@ -621,7 +621,12 @@ mod tests {
             &["src/Parser.rs", "src/parser_test.rs"],
         );
         // All capitals match paths written in lowercase.
-        check(&keys, "PARSER_T", &Boosts::default(), &["src/parser_test.rs"]);
+        check(
+            &keys,
+            "PARSER_T",
+            &Boosts::default(),
+            &["src/parser_test.rs"],
+        );
         check(
             &["rich/console.py", "rich/_console_x.py", "rich/table.py"],
             "CONS",
@@ -712,7 +717,10 @@ mod tests {
                 score += scorer.pattern.score(name, &mut matcher).unwrap_or(0) / 2;
                 let path = Utf32Str::new(key, &mut a);
                 let case_matches = scorer.respecting_case.as_ref().is_some_and(|pattern| {
-                    pattern.atoms.iter().all(|atom| atom.score(path, &mut matcher).is_some())
+                    pattern
+                        .atoms
+                        .iter()
+                        .all(|atom| atom.score(path, &mut matcher).is_some())
                 });
                 if case_matches {
                     score = score * (100 + CASE_BOOST_PERCENT) / 100;
