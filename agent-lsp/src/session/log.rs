@@ -7,7 +7,10 @@
 //!   `append` returns only after the whole line is written, and after `fsync` in
 //!   [`Durability::Sync`]);
 //! - any other line that does not parse is corruption, reported with its line number, never
-//!   skipped silently.
+//!   skipped silently;
+//! - a write that fails (a full disk) is cut back to the last whole line before anything else is
+//!   written, so a process that goes on after the error (`serve`) never glues its next line
+//!   onto a partial one.
 //!
 //! Exclusivity: the writer holds an exclusive advisory lock on the file (`flock`) for its whole
 //! life, so two processes never append to one session. Readers (`session show`, `replay`) take no
@@ -102,6 +105,10 @@ pub struct LogWriter {
     path: PathBuf,
     durability: Durability,
     pending: Vec<u8>,
+    /// Length of the file's whole lines: where a failed write is cut back to.
+    len: u64,
+    /// Why the file could not be cut back after a failed write; nothing is written after it.
+    broken: Option<String>,
 }
 
 impl LogWriter {
@@ -120,6 +127,8 @@ impl LogWriter {
             path: path.to_owned(),
             durability,
             pending: Vec::new(),
+            len: 0,
+            broken: None,
         })
     }
 
@@ -149,6 +158,8 @@ impl LogWriter {
                 path: path.to_owned(),
                 durability,
                 pending: Vec::new(),
+                len: log.valid_len,
+                broken: None,
             },
             log,
         ))
@@ -163,13 +174,9 @@ impl LogWriter {
         let mut line = event.to_json_line().context("failed to serialize event")?;
         line.push('\n');
         match self.durability {
-            Durability::Sync => self
-                .file
-                .write_all(line.as_bytes())
-                .and_then(|()| self.file.sync_data())
-                .with_context(|| {
-                    format!("failed to append to session log {}", self.path.display())
-                }),
+            Durability::Sync => self.write_lines(line.as_bytes()).with_context(|| {
+                format!("failed to append to session log {}", self.path.display())
+            }),
             Durability::Batched => {
                 self.pending.extend_from_slice(line.as_bytes());
                 Ok(())
@@ -177,17 +184,45 @@ impl LogWriter {
         }
     }
 
-    /// Write and `fsync` everything buffered by [`Durability::Batched`] appends.
+    /// Write and `fsync` everything buffered by [`Durability::Batched`] appends. When it
+    /// fails, what was buffered stays buffered for the next flush.
     pub fn flush(&mut self) -> anyhow::Result<()> {
         if self.pending.is_empty() {
             return Ok(());
         }
-        self.file
-            .write_all(&self.pending)
-            .and_then(|()| self.file.sync_data())
-            .with_context(|| format!("failed to flush session log {}", self.path.display()))?;
-        self.pending.clear();
-        Ok(())
+        let pending = std::mem::take(&mut self.pending);
+        let written = self.write_lines(&pending);
+        if written.is_err() {
+            self.pending = pending;
+        }
+        written.with_context(|| format!("failed to flush session log {}", self.path.display()))
+    }
+
+    /// Write whole lines and `fsync` them; on failure, cut the file back to the lines it had,
+    /// so that it still ends with a whole line.
+    fn write_lines(&mut self, lines: &[u8]) -> anyhow::Result<()> {
+        if let Some(broken) = &self.broken {
+            bail!("{broken}");
+        }
+        let written = self
+            .file
+            .write_all(lines)
+            .and_then(|()| self.file.sync_data());
+        match written {
+            Ok(()) => {
+                self.len += lines.len() as u64;
+                Ok(())
+            }
+            Err(error) => {
+                if let Err(cut) = self.file.set_len(self.len) {
+                    self.broken = Some(format!(
+                        "a write failed ({error}) and the partial line could not be cut ({cut}); \
+                         nothing more is written to this session until it is opened again"
+                    ));
+                }
+                Err(error.into())
+            }
+        }
     }
 }
 
