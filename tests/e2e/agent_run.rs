@@ -730,3 +730,43 @@ fn the_agent_navigates_with_a_real_language_server_and_sees_its_edit_checked() {
         results[1].meta
     );
 }
+
+#[test]
+fn progress_lines_on_a_pipe_are_cut_to_one_line() {
+    let fixture = Fixture::new();
+    let wide = "w".repeat(2_000);
+    std::fs::write(
+        fixture.workspace.path().join("wide.txt"),
+        format!("{wide}\n"),
+    )
+    .unwrap();
+    let endpoint = ModelEndpoint::start(EndpointConfig::default()).unwrap();
+    endpoint.push_all([
+        Reply::tool_call("read", r#"{"path":"wide.txt"}"#),
+        Reply::text("It is one wide line."),
+    ]);
+    let output = fixture.run(&[
+        "run",
+        "--base-url",
+        &endpoint.base_url(),
+        "What is in wide.txt?",
+    ]);
+    assert!(output.status.success(), "{}", stderr(&output));
+    let progress = stderr(&output);
+    let read = progress
+        .lines()
+        .find(|line| line.starts_with("✓ read"))
+        .unwrap_or_else(|| panic!("no progress line for the read: {progress}"));
+    assert!(read.ends_with('…'), "{read}");
+    for line in progress.lines() {
+        assert!(
+            line.chars().count() <= 120,
+            "{} characters: {line}",
+            line.chars().count()
+        );
+    }
+    // The model got the whole line: only the progress display is cut.
+    let requests = endpoint.chat_requests();
+    let last = requests.last().unwrap().body.as_ref().unwrap().to_string();
+    assert!(last.contains(&wide));
+}

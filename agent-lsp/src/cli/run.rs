@@ -289,11 +289,16 @@ impl TurnUi for JsonUi {
 }
 
 /// Human output: the answer on stdout; progress on stderr (a spinner on a terminal, plain
-/// lines on a pipe).
+/// lines on a pipe), each progress line cut to one line of the terminal (or [`PIPE_WIDTH`]
+/// columns on a pipe): a tool result's first line can be thousands of characters.
 struct TextUi {
     spinner: Option<indicatif::ProgressBar>,
     step: u32,
+    width: usize,
 }
+
+/// How wide progress lines are on a pipe (a log file, CI output), where no terminal says.
+const PIPE_WIDTH: usize = 120;
 
 impl TextUi {
     fn new(terminal: bool) -> TextUi {
@@ -302,13 +307,44 @@ impl TextUi {
             spinner.enable_steady_tick(Duration::from_millis(120));
             spinner
         });
-        TextUi { spinner, step: 0 }
+        let width = match console::Term::stderr().size_checked() {
+            Some((_, columns)) if terminal => usize::from(columns),
+            _ => PIPE_WIDTH,
+        };
+        TextUi {
+            spinner,
+            step: 0,
+            width,
+        }
+    }
+
+    /// `line` cut to the progress width, with `…` where it was cut; a tab (the `read` tool's
+    /// line numbers end in one) counts as the one space it is shown as here.
+    fn fit(&self, line: &str) -> String {
+        console::truncate_str(&line.replace('\t', " "), self.width, "…").into_owned()
     }
 
     fn status(&self, message: String) {
         match &self.spinner {
-            Some(spinner) => spinner.set_message(message),
-            None => eprintln!("· {message}"),
+            // The spinner's own two columns come before the message.
+            Some(spinner) => spinner.set_message(
+                console::truncate_str(
+                    &message.replace('\t', " "),
+                    self.width.saturating_sub(2),
+                    "…",
+                )
+                .into_owned(),
+            ),
+            None => eprintln!("{}", self.fit(&format!("· {message}"))),
+        }
+    }
+
+    /// One progress line above the spinner, or on its own on a pipe.
+    fn progress_line(&self, line: &str) {
+        let line = self.fit(line);
+        match &self.spinner {
+            Some(spinner) => spinner.println(line),
+            None => eprintln!("{line}"),
         }
     }
 
@@ -361,14 +397,10 @@ impl TurnUi for TextUi {
                 } else {
                     "✓"
                 };
-                let line = format!(
+                self.progress_line(&format!(
                     "{mark} {} {} → {}",
                     outcome.call.name, outcome.call.arguments, first
-                );
-                match &self.spinner {
-                    Some(spinner) => spinner.println(line),
-                    None => eprintln!("{line}"),
-                }
+                ));
             }
             AgentEvent::SessionEnd { .. } => {
                 if let Some(spinner) = &self.spinner {
@@ -377,10 +409,7 @@ impl TurnUi for TextUi {
             }
             AgentEvent::Compaction { outcome, .. } => {
                 if let Some(line) = crate::compaction::describe_outcome(outcome) {
-                    match &self.spinner {
-                        Some(spinner) => spinner.println(format!("agent-lsp: {line}")),
-                        None => eprintln!("agent-lsp: {line}"),
-                    }
+                    self.progress_line(&format!("agent-lsp: {line}"));
                 }
             }
             _ => {}
