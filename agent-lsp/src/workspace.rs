@@ -29,10 +29,14 @@
 //! Architecture Invariant: the returned path is the physical path (symlinks inside the root
 //! resolved) and lies under the canonical root.
 //!
-//! What this does not defend against: another process swapping a directory for a symlink
-//! between `resolve` and the tool's use of the path. The agent is not racing an adversary on
-//! the same machine; it is keeping a model's mistakes and injected instructions inside.
+//! A check is not a guarantee on its own: another process (or a command the agent started) can
+//! swap a file or directory on the path for a symlink between `resolve` and the tool's use of
+//! the path. So the tools open, create and replace files through [`Workspace::open_read`] and
+//! [`Workspace::write_atomically`], which hand the physical path to the kernel relative to a
+//! descriptor of the root and refuse any symlink or step out of it at the moment of the open
+//! (see `confined`).
 
+mod confined;
 pub mod files;
 pub mod mentions;
 pub mod rank;
@@ -108,6 +112,8 @@ pub struct Workspace {
     /// The root as given, when it differs from the canonical one, so that absolute paths
     /// written through a symlinked root (e.g. `/tmp` → `/private/tmp`) are still recognised.
     given_root: Option<PathBuf>,
+    /// The root opened as a directory: what files are opened beneath.
+    beneath: confined::Root,
 }
 
 impl Workspace {
@@ -122,10 +128,25 @@ impl Workspace {
             canonical.display()
         );
         let given_root = (given.is_absolute() && given != canonical).then(|| given.to_owned());
+        let beneath = confined::Root::open(&canonical)
+            .with_context(|| format!("workspace root {} cannot be opened", canonical.display()))?;
         Ok(Workspace {
             root: canonical,
             given_root,
+            beneath,
         })
+    }
+
+    /// Open a path `resolve` returned for reading, refusing it if a link was swapped onto it
+    /// since (see `confined`). FIFOs and devices open without blocking.
+    pub fn open_read(&self, path: &Path) -> io::Result<std::fs::File> {
+        self.beneath.open_read(path)
+    }
+
+    /// Replace the file at a path `resolve` returned with `bytes`, atomically (readers see the
+    /// old or the new content), in the directory that was checked. Its directory must exist.
+    pub fn write_atomically(&self, path: &Path, bytes: &[u8]) -> io::Result<()> {
+        self.beneath.write_atomically(path, bytes)
     }
 
     /// The canonical root.

@@ -7,6 +7,7 @@ mod context_editor;
 mod editors;
 mod file_search;
 mod first_contact;
+mod hardening;
 mod lsp_tools;
 mod model_endpoint;
 mod serve;

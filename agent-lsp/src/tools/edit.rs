@@ -11,7 +11,6 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 use similar::{ChangeTag, TextDiff};
 
-use super::fs::write_atomically;
 use super::{Tool, ToolContext, ToolOutput, blocking, parse_args};
 use crate::llm::ToolDef;
 
@@ -103,7 +102,11 @@ fn edit_on_disk(ctx: &ToolContext, args: &EditArgs) -> Result<ToolOutput, ToolOu
             "`{shown}` is a directory; give the path of a file"
         ))));
     }
-    let bytes = std::fs::read(&path).map_err(|err| {
+    let bytes = ctx.workspace.open_read(&path).and_then(|mut file| {
+        let mut bytes = Vec::new();
+        std::io::Read::read_to_end(&mut file, &mut bytes).map(|_| bytes)
+    });
+    let bytes = bytes.map_err(|err| {
         source(ToolOutput::error(match err.kind() {
             std::io::ErrorKind::NotFound => {
                 format!("`{shown}` does not exist; use `write` to create it")
@@ -117,12 +120,14 @@ fn edit_on_disk(ctx: &ToolContext, args: &EditArgs) -> Result<ToolOutput, ToolOu
         )))
     })?;
     let planned = plan(ctx, args, &path, content)?;
-    write_atomically(&path, planned.updated.as_bytes()).map_err(|err| {
-        planned.source(ToolOutput::error(format!(
-            "`{}` could not be written: {err}",
-            planned.shown
-        )))
-    })?;
+    ctx.workspace
+        .write_atomically(&path, planned.updated.as_bytes())
+        .map_err(|err| {
+            planned.source(ToolOutput::error(format!(
+                "`{}` could not be written: {err}",
+                planned.shown
+            )))
+        })?;
     Ok(planned.report(""))
 }
 

@@ -4,9 +4,7 @@
 //! workspace. Their outputs are sized for a model's context: `read` numbers lines and stops at
 //! a line count or a byte budget, saying how to get the rest; `list` caps its entries.
 
-use std::fs::{File, Permissions};
-use std::io::{self, BufRead, BufReader, Write as _};
-use std::os::unix::fs::PermissionsExt;
+use std::io::{self, BufRead, BufReader};
 use std::path::Path;
 
 use futures_util::future::BoxFuture;
@@ -105,7 +103,14 @@ fn read(ctx: &ToolContext, args: &ReadArgs) -> Result<ToolOutput, ToolOutput> {
             .map(|output| source(output.with_meta("buffer", true)))
             .map_err(source);
     }
-    let metadata = std::fs::metadata(&path).map_err(|err| source(io_error(&shown, &err)))?;
+    // Opened first, then looked at: what is read is what was checked.
+    let file = ctx
+        .workspace
+        .open_read(&path)
+        .map_err(|err| source(io_error(&shown, &err)))?;
+    let metadata = file
+        .metadata()
+        .map_err(|err| source(io_error(&shown, &err)))?;
     if metadata.is_dir() {
         return Err(source(ToolOutput::error(format!(
             "`{shown}` is a directory; use `list` to see its entries"
@@ -117,7 +122,6 @@ fn read(ctx: &ToolContext, args: &ReadArgs) -> Result<ToolOutput, ToolOutput> {
             "`{shown}` is not a regular file (a device, socket or pipe) and cannot be read"
         ))));
     }
-    let file = File::open(&path).map_err(|err| source(io_error(&shown, &err)))?;
     read_lines(BufReader::new(file), metadata.len(), &shown, args)
         .map(source)
         .map_err(source)
@@ -272,6 +276,10 @@ fn io_error(shown: &str, err: &io::Error) -> ToolOutput {
         io::ErrorKind::NotFound => ToolOutput::error(format!(
             "`{shown}` does not exist; use `list` or `glob` to find the right path"
         )),
+        // A refusal of our own (a link swapped in) says why; the system's says only this.
+        io::ErrorKind::PermissionDenied if err.get_ref().is_some() => {
+            ToolOutput::error(format!("`{shown}` cannot be accessed: {err}"))
+        }
         io::ErrorKind::PermissionDenied => {
             ToolOutput::error(format!("`{shown}` cannot be accessed: permission denied"))
         }
@@ -461,11 +469,13 @@ fn write(ctx: &ToolContext, args: &WriteArgs) -> Result<ToolOutput, ToolOutput> 
             "cancelled before the file was written",
         )));
     }
-    write_atomically(&path, args.content.as_bytes()).map_err(|err| {
-        source(ToolOutput::error(format!(
-            "`{shown}` could not be written: {err}"
-        )))
-    })?;
+    ctx.workspace
+        .write_atomically(&path, args.content.as_bytes())
+        .map_err(|err| {
+            source(ToolOutput::error(format!(
+                "`{shown}` could not be written: {err}"
+            )))
+        })?;
     let n_bytes = args.content.len();
     let n_lines = args.content.lines().count();
     tracing::info!(path = %shown, n_bytes, "wrote file");
@@ -482,37 +492,25 @@ fn write(ctx: &ToolContext, args: &WriteArgs) -> Result<ToolOutput, ToolOutput> 
     ))
 }
 
-/// Replace `path`'s content with `bytes` so that readers see the old or the new file, never a
-/// mix: write a temporary file in the same directory (same file system, so the rename is
-/// atomic), flush it to disk, then rename it over `path`. An existing file keeps its
-/// permissions; a new one gets `0644`.
+/// Replace `path`'s content with `bytes` atomically, for files the server writes itself (a
+/// prompt document the editor does not have open), which may lie outside the workspace: the
+/// same write as [`crate::workspace::Workspace::write_atomically`], confined to the file's own
+/// directory.
 pub(crate) fn write_atomically(path: &Path, bytes: &[u8]) -> io::Result<()> {
     let dir = path
         .parent()
         .ok_or_else(|| io::Error::other("the path has no parent directory"))?;
-    let permissions = match std::fs::metadata(path) {
-        Ok(metadata) => metadata.permissions(),
-        Err(_) => Permissions::from_mode(0o644),
-    };
-    let mut temp = tempfile::Builder::new()
-        .prefix(".agent-lsp-write-")
-        .suffix(".tmp")
-        .tempfile_in(dir)?;
-    temp.write_all(bytes)?;
-    temp.as_file().set_permissions(permissions)?;
-    temp.as_file().sync_all()?;
-    temp.persist(path).map_err(|err| err.error)?;
-    // Make the rename itself durable; a failure here does not undo the write, so it is ignored.
-    if let Ok(dir) = File::open(dir) {
-        let _ = dir.sync_all();
-    }
-    Ok(())
+    crate::workspace::Workspace::new(dir)
+        .map_err(io::Error::other)?
+        .write_atomically(path, bytes)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::tools::testing::{Fixture, run};
+    use std::fs::Permissions;
+    use std::os::unix::fs::PermissionsExt;
 
     #[tokio::test]
     async fn read_numbers_lines_and_says_what_remains() {

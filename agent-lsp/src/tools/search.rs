@@ -329,9 +329,13 @@ fn search_file(
     target: &Path,
     tally: &mut GrepTally,
 ) {
-    let Ok(mut file) = std::fs::File::open(target) else {
+    let Ok(mut file) = ctx.workspace.open_read(target) else {
         return;
     };
+    // Only regular files: a FIFO or device swapped in would block or never end.
+    if !file.metadata().is_ok_and(|metadata| metadata.is_file()) {
+        return;
+    }
     if file
         .metadata()
         .is_ok_and(|metadata| metadata.len() > GREP_MAX_FILE_BYTES)
