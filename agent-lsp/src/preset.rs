@@ -137,7 +137,11 @@ impl Preset {
         if !file.permissions.contains_key("default") {
             bail!("preset {origin}: [permissions] needs a `default` entry (allow, ask or deny)");
         }
-        for tool in file.permissions.keys().filter(|key| *key != "default") {
+        for tool in file
+            .permissions
+            .keys()
+            .filter(|key| !crate::tools::POLICY_KEYS.contains(&key.as_str()))
+        {
             if !file.tools.enabled.contains(tool) {
                 bail!(
                     "preset {origin}: [permissions] names `{tool}`, which is not in tools.enabled"

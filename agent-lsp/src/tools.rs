@@ -24,6 +24,7 @@ pub mod buffers;
 pub mod edit;
 pub mod fs;
 pub mod lsp;
+mod protected;
 pub mod search;
 pub mod shell;
 pub mod web;
@@ -247,8 +248,9 @@ impl ToolRegistry {
     }
 }
 
-/// What a call to a tool may do without asking.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+/// What a call to a tool may do without asking, from least to most strict (the order `Ord`
+/// compares by).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Permission {
     Allow,
@@ -271,7 +273,13 @@ impl Permission {
 pub struct PermissionPolicy {
     pub default: Permission,
     pub tools: BTreeMap<String, Permission>,
+    /// What a writing tool needs for a protected path (`tools::protected`), when stricter than
+    /// its own permission: the preset's `protected_paths`, `ask` when it says nothing.
+    pub protected_paths: Permission,
 }
+
+/// The preset keys of `[permissions]` that are not tool names.
+pub const POLICY_KEYS: [&str; 2] = ["default", "protected_paths"];
 
 impl Default for PermissionPolicy {
     /// The `standard` preset's policy: everything allowed, the shell asked for.
@@ -285,6 +293,7 @@ impl PermissionPolicy {
         PermissionPolicy {
             default,
             tools: BTreeMap::new(),
+            protected_paths: Permission::Ask,
         }
     }
 
@@ -296,8 +305,11 @@ impl PermissionPolicy {
     /// The policy of a preset's `[permissions]` table (`default` plus one entry per tool).
     pub fn from_preset(preset: &Preset) -> PermissionPolicy {
         let mut policy = PermissionPolicy::new(preset.permission("default"));
+        if let Some(protected) = preset.file.permissions.get("protected_paths") {
+            policy.protected_paths = *protected;
+        }
         for (tool, setting) in &preset.file.permissions {
-            if tool != "default" {
+            if !POLICY_KEYS.contains(&tool.as_str()) {
                 policy.tools.insert(tool.clone(), *setting);
             }
         }
@@ -672,6 +684,16 @@ impl ToolRuntime {
         Ok(outcomes)
     }
 
+    /// The `path` argument of a call, when it names a protected path: as shown to the model,
+    /// and why it is protected. Judged on the physical path, so `a/../.git/config` and a link
+    /// into `.git/` count too; a path that does not resolve is refused by the tool itself.
+    fn protected_path(&self, args: &Value) -> Option<(String, &'static str)> {
+        let path = self.workspace.resolve(args.get("path")?.as_str()?).ok()?;
+        let relative = path.strip_prefix(self.workspace.root()).ok()?;
+        let (_, why) = protected::protected_reason(relative)?;
+        Some((self.workspace.display(&path), why))
+    }
+
     /// Parse the arguments, find the tool, apply the permission policy.
     async fn prepare(&self, call: &ToolCallRef, cancel: &CancellationToken) -> Prepared {
         let args = match parse_raw_arguments(&call.arguments) {
@@ -688,16 +710,31 @@ impl ToolRuntime {
                 .with_meta("unknown_tool", true),
             );
         };
-        let permission = self.policy.permission(&call.name);
+        let mut permission = self.policy.permission(&call.name);
+        let protected = (!tool.read_only())
+            .then(|| self.protected_path(&args))
+            .flatten();
+        if let Some((shown, _)) = &protected
+            && self.policy.protected_paths > permission
+        {
+            tracing::info!(tool = %call.name, path = %shown, "a protected path: {}", self.policy.protected_paths.as_str());
+            permission = self.policy.protected_paths;
+        }
+        let refused = |default: String| match &protected {
+            Some((shown, why)) => format!(
+                "`{shown}` is a protected path ({why}), and this session may not write it without the user's approval; do not retry, tell the user what you wanted to change there"
+            ),
+            None => default,
+        };
         let allowed = match permission {
             Permission::Allow => true,
             Permission::Deny => {
                 tracing::info!(tool = %call.name, call_id = %call.id, "call denied by policy");
                 return Prepared::Done(
-                    ToolOutput::error(format!(
+                    ToolOutput::error(refused(format!(
                         "the call to `{}` was refused by the preset's permission policy (`{}` is denied in this session); do not retry it, find another way or tell the user",
                         call.name, call.name
-                    ))
+                    )))
                     .with_meta("refused", permission.as_str()),
                 );
             }
@@ -711,7 +748,7 @@ impl ToolRuntime {
         if !allowed {
             tracing::info!(tool = %call.name, call_id = %call.id, "call not approved");
             return Prepared::Done(
-                ToolOutput::error(self.asker.refusal(call))
+                ToolOutput::error(refused(self.asker.refusal(call)))
                     .with_meta("refused", permission.as_str()),
             );
         }

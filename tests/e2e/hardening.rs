@@ -108,3 +108,120 @@ fn a_symlink_swapped_in_during_the_check_never_lets_read_or_grep_out() {
         "{swaps} swaps, {inside} reads inside of {calls}"
     );
 }
+
+/// `git` in `dir`, with an identity so a commit needs no global configuration.
+fn git(dir: &Path, args: &[&str]) -> std::process::Output {
+    Command::new("git")
+        .current_dir(dir)
+        .args([
+            "-c",
+            "user.email=test@example.invalid",
+            "-c",
+            "user.name=test",
+        ])
+        .args(args)
+        .env("GIT_CONFIG_GLOBAL", "/dev/null")
+        .env("GIT_CONFIG_NOSYSTEM", "1")
+        .output()
+        .expect("run git")
+}
+
+#[test]
+fn the_writing_tools_cannot_plant_code_that_git_runs_later() {
+    use agent_tests::model_endpoint::{EndpointConfig, ModelEndpoint, ModelTurn, Reply};
+    use std::os::unix::fs::PermissionsExt;
+
+    let workspace = tempfile::tempdir().unwrap();
+    let root = workspace.path().canonicalize().unwrap();
+    assert!(git(&root, &["init", "-q"]).status.success());
+    // A hook the programmer installed: executable, so a write that kept its mode would run.
+    let hook = root.join(".git/hooks/pre-commit");
+    std::fs::write(&hook, "#!/bin/sh\nexit 0\n").unwrap();
+    std::fs::set_permissions(&hook, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let config_before = std::fs::read_to_string(root.join(".git/config")).unwrap();
+    let marker = root.join("pwned");
+    let fsmonitor = format!("[core]\n\tfsmonitor = \"touch {} #\"\n", marker.display());
+    let payload_hook = format!("#!/bin/sh\ntouch {}\n", marker.display());
+
+    let endpoint = ModelEndpoint::start(EndpointConfig::default()).unwrap();
+    endpoint.push_all([
+        Reply::from(
+            ModelTurn::new()
+                .tool_call(
+                    "write",
+                    json!({"path": ".git/config", "content": fsmonitor}).to_string(),
+                )
+                .tool_call(
+                    "write",
+                    json!({"path": "src/../.git/hooks/pre-commit", "content": payload_hook})
+                        .to_string(),
+                )
+                .tool_call(
+                    "edit",
+                    json!({"path": ".git/config", "old_string": "[core]", "new_string": fsmonitor})
+                        .to_string(),
+                )
+                .tool_call(
+                    "write",
+                    json!({"path": "notes.txt", "content": "ordinary\n"}).to_string(),
+                ),
+        ),
+        Reply::text("Done."),
+    ]);
+    let state = tempfile::tempdir().unwrap();
+    let config = state.path().join("config.toml");
+    std::fs::write(&config, "").unwrap();
+    std::fs::create_dir_all(root.join("src")).unwrap();
+    let output = agent_tests::agent_lsp_command(
+        state.path(),
+        &config,
+        &root,
+        &[
+            "run",
+            "--base-url",
+            &endpoint.base_url(),
+            "Set the repository up.",
+        ],
+    )
+    .output()
+    .unwrap();
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+
+    // What the model was told: each protected write was refused, saying why; the ordinary
+    // file was written.
+    let requests = endpoint.chat_requests();
+    let results = requests.last().unwrap().body.as_ref().unwrap().to_string();
+    assert_eq!(
+        results.matches("is a protected path").count(),
+        3,
+        "{results}"
+    );
+    assert_eq!(
+        std::fs::read_to_string(root.join("notes.txt")).unwrap(),
+        "ordinary\n"
+    );
+
+    // Nothing was planted, and git's ordinary commands run nothing of the model's.
+    assert_eq!(
+        std::fs::read_to_string(root.join(".git/config")).unwrap(),
+        config_before
+    );
+    assert_eq!(
+        std::fs::read_to_string(&hook).unwrap(),
+        "#!/bin/sh\nexit 0\n"
+    );
+    assert!(git(&root, &["status"]).status.success());
+    assert!(git(&root, &["add", "notes.txt"]).status.success());
+    let commit = git(&root, &["commit", "-q", "-m", "x"]);
+    assert!(
+        commit.status.success(),
+        "{}",
+        String::from_utf8_lossy(&commit.stderr)
+    );
+    assert!(!marker.exists(), "a payload ran");
+    endpoint.assert_no_violations();
+}

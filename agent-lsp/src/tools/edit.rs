@@ -37,8 +37,9 @@ impl Tool for Edit {
             description: "Replace text in a workspace file: `old_string` must occur exactly once in the file, \
                           character for character (whitespace and indentation included), and is replaced by \
                           `new_string`. Include enough surrounding lines to make `old_string` unique. Returns a \
-                          unified diff of the change. Use `write` to create a file."
-                .into(),
+                          unified diff of the change. Use `write` to create a file. "
+                .to_owned()
+                + super::protected::DESCRIPTION_NOTE,
             parameters: json!({
                 "type": "object",
                 "properties": {

@@ -395,9 +395,11 @@ impl Tool for Write {
     fn def(&self) -> ToolDef {
         ToolDef {
             name: "write".into(),
-            description: "Create a file in the workspace, or replace its whole content. Missing parent directories are \
-                          created. The file is replaced atomically. Prefer `edit` to change part of an existing file."
-                .into(),
+            description: format!(
+                "Create a file in the workspace, or replace its whole content. Missing parent directories are \
+                 created. The file is replaced atomically. Prefer `edit` to change part of an existing file. {}",
+                super::protected::DESCRIPTION_NOTE
+            ),
             parameters: json!({
                 "type": "object",
                 "properties": {
