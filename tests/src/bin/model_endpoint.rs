@@ -36,7 +36,8 @@ struct ScriptedReply {
     tool_calls: Vec<ScriptedToolCall>,
     #[serde(default)]
     chunk_delay_ms: u64,
-    /// A check on the request, so that a reply meant for one turn never answers another.
+    /// A check on the request (a text some user message of it must contain), so that a reply
+    /// meant for one turn never answers another.
     #[serde(default)]
     expect_user: Option<String>,
 }
@@ -95,7 +96,15 @@ fn reply(index: usize, scripted: ScriptedReply) -> anyhow::Result<Reply> {
     }
     let expect = scripted.expect_user;
     Ok(Reply::from_fn(move |request| {
-        let user = request.last_user_text().unwrap_or_default();
+        // The user's words, wherever the agent put them (runtime context comes as a user
+        // message of its own).
+        let user: String = request
+            .messages
+            .iter()
+            .filter(|message| message.role == "user")
+            .filter_map(|message| message.content.as_deref())
+            .collect::<Vec<_>>()
+            .join("\n");
         eprintln!(
             "model-endpoint: request #{} ({} messages) gets reply {index}",
             request.index,
@@ -150,6 +159,9 @@ fn run() -> anyhow::Result<bool> {
 }
 
 fn main() -> ExitCode {
+    // A failed `expect_user` check is a panic in the reply closure, which the endpoint records
+    // as a violation; one line says which, without a backtrace.
+    std::panic::set_hook(Box::new(|info| eprintln!("model-endpoint: {info}")));
     match run() {
         Ok(true) => ExitCode::SUCCESS,
         Ok(false) => ExitCode::FAILURE,
