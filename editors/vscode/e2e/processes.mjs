@@ -82,7 +82,7 @@ export async function startModelEndpoint(scriptFile, apiKey, log) {
 /** Close the endpoint's stdin and read its verdict: every reply spent, no request refused. */
 export async function stopModelEndpoint(endpoint, log) {
   endpoint.child.stdin.end();
-  const { code } = await endpoint.exited;
+  const { code } = await endpoint.child.exited;
   if (code !== 0) {
     throw new Error(`the model endpoint reports a problem (exit ${code}):\n${fs.readFileSync(log, "utf8")}`);
   }
