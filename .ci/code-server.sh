@@ -26,10 +26,14 @@ command -v rg >/dev/null 2>&1 || need_apt+=(ripgrep)
 command -v chromium >/dev/null 2>&1 || need_apt+=(chromium)
 command -v g++ >/dev/null 2>&1 || need_apt+=(g++)
 command -v make >/dev/null 2>&1 || need_apt+=(make)
-[ -f /usr/include/node/node_api.h ] || need_apt+=(libnode-dev)
 if [ ${#need_apt[@]} -gt 0 ]; then
     apt-get update -qq
     DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need_apt[@]}" >/dev/null
+fi
+
+if [ ! -f /usr/include/node/node_api.h ]; then
+    echo "code-server.sh: the Node headers (/usr/include/node, shipped with this machine's nodejs) are missing; the native modules cannot be built" >&2
+    exit 1
 fi
 
 rm -rf "$root"

@@ -26,6 +26,7 @@ const checks = [
   ["Send to agent streams the answer in", send],
   ["Fix with agent changes the buffer, unsaved, and the problem goes", fix],
   ["opening a README or a prompt document shows no error", noErrors],
+  ["a server that cannot start is reported once, with its reason and its output", startFailure],
 ];
 
 async function activation(ui, run) {
@@ -114,7 +115,10 @@ async function send(ui) {
       if (shown === undefined || shown.trim() === "") {
         return false;
       }
-      return shown.includes(answer) ? "whole" : "partial";
+      if (shown.includes(answer)) {
+        return "whole";
+      }
+      return shown.includes(answer.slice(0, 60)) && "partial";
     },
     ANSWER,
     { timeout: WAIT, polling: "raf" },
@@ -179,12 +183,37 @@ async function noErrors(ui) {
   assert.deepEqual(errors, [], "error notifications were shown");
 }
 
+async function startFailure(ui, run) {
+  // A binary that fails as a wrong one would: a reason on stderr, exit 2.
+  const broken = path.join(run.temp, "broken-agent-lsp");
+  fs.writeFileSync(broken, '#!/bin/sh\necho "error: this agent-lsp refuses to serve (a test double)" >&2\nexit 2\n', { mode: 0o755 });
+  // Changing agentLsp.serverPath in the Settings editor restarts the server.
+  await ui.setSetting("agentLsp.serverPath", broken, "Remote");
+  await ui.waitForServerState("agent-lsp failed");
+  // A toast, or a row of the notification centre when that is open.
+  const toast = ui.page.locator(".notification-list-item", { hasText: "agent-lsp could not start" }).first();
+  await toast.waitFor({ timeout: WAIT });
+  const text = await toast.textContent();
+  assert.match(text, /this agent-lsp refuses to serve/, "the notification has the server's own reason");
+  assert.doesNotMatch(text, /EPIPE/);
+  await ui.screenshot("start-failed");
+  const errors = async () => (await ui.notifications()).filter((notification) => notification.error);
+  assert.equal((await errors()).length, 1, `one error notification: ${JSON.stringify(await errors())}`);
+  await toast.locator(".monaco-button", { hasText: "Show Output" }).click();
+  await ui.page.locator(".output-view .view-lines", { hasText: "this agent-lsp refuses to serve" }).waitFor({ timeout: WAIT });
+  await ui.screenshot("start-failed-output");
+  // The button took its notification away, and no other came (no retries, no second message).
+  assert.deepEqual(await errors(), []);
+  await ui.setSetting("agentLsp.serverPath", "", "Remote");
+  await ui.waitForServerState("agent-lsp ready");
+}
+
 async function main() {
   processes.checkPieces();
   fs.rmSync(paths.artifacts, { recursive: true, force: true });
   fs.mkdirSync(paths.artifacts, { recursive: true });
   const temp = fs.mkdtempSync(path.join(os.tmpdir(), "agent-lsp-ui-"));
-  const run = { workspace: path.join(temp, "workspace"), userDataDir: path.join(temp, "user-data") };
+  const run = { temp, workspace: path.join(temp, "workspace"), userDataDir: path.join(temp, "user-data") };
   fs.mkdirSync(run.workspace);
   writeWorkspace(run.workspace);
   const scriptFile = path.join(temp, "model-script.json");
@@ -240,7 +269,8 @@ async function main() {
       } catch (error) {
         await ui.screenshot("failed").catch(() => {});
         console.log(`not ok - ${name}\n${error.stack ?? error}`);
-        console.log(`${passed} passed, 1 failed`);
+        console.log(`${checks.length - passed - 1} checks after it were not run`);
+        console.log(`vscode-ui: ${passed} passed, 1 failed`);
         console.log(`artifacts: ${paths.artifacts}`);
         return 1;
       }
@@ -253,7 +283,8 @@ async function main() {
     await processes.stopModelEndpoint(endpoint, logs.endpoint);
     endpoint = undefined;
     console.log(`screenshots: ${paths.artifacts}`);
-    console.log(`vscode ui: ${passed} passed, 0 failed (${((Date.now() - started) / 1000).toFixed(1)} s)`);
+    console.log(`the VS Code UI test took ${((Date.now() - started) / 1000).toFixed(1)} s`);
+    console.log(`vscode-ui: ${passed} passed, 0 failed`);
     return 0;
   } finally {
     await browser?.close().catch(() => {});
@@ -265,6 +296,6 @@ async function main() {
 }
 
 process.exitCode = await main().catch((error) => {
-  console.log(`vscode ui: ${error.stack ?? error}`);
+  console.log(`vscode-ui: ${error.stack ?? error}`);
   return 1;
 });

@@ -54,6 +54,23 @@ export class Workbench {
     await this.page.keyboard.press("Enter");
   }
 
+  /**
+   * Set a text setting in the Settings editor, as a user types it; the editor stays open (the
+   * caller waits for what the change does, then closes it). `tab` is the scope's tab:
+   * machine-scoped settings such as agentLsp.serverPath are set under "Remote" in
+   * code-server, as in any remote window.
+   */
+  async setSetting(id, value, tab = "User") {
+    await this.command("Preferences: Open User Settings");
+    await this.page.locator(".settings-editor .settings-header .monaco-editor.focused").waitFor({ timeout: WAIT });
+    await this.page.keyboard.type(id);
+    await this.page.locator(".settings-editor .settings-tabs-widget .action-label", { hasText: tab }).first().click();
+    const input = this.page.locator(`.settings-editor .setting-item-contents[data-key="${id}"] .setting-item-control input`);
+    await input.waitFor({ state: "visible", timeout: WAIT });
+    await input.fill(value);
+    await input.press("Enter");
+  }
+
   /** Open a workspace file through Quick Open and wait for its editor. */
   async open(name) {
     await this.page.keyboard.press("Control+P");
