@@ -200,12 +200,34 @@ async function startFailure(ui, run) {
   const errors = async () => (await ui.notifications()).filter((notification) => notification.error);
   assert.equal((await errors()).length, 1, `one error notification: ${JSON.stringify(await errors())}`);
   await toast.locator(".monaco-button", { hasText: "Show Output" }).click();
+  // The channel holds every start's lines; Find in the output scrolls to the reason.
+  const output = ui.page.locator(".output-view .monaco-editor .overflow-guard");
+  await output.waitFor({ timeout: WAIT });
+  // Its text still grows while the client logs the failure, so the click does not wait for
+  // it to hold still; the top left corner is clear of the notifications.
+  await output.click({ position: { x: 40, y: 8 }, force: true });
+  await ui.page.locator(".output-view .monaco-editor.focused").waitFor({ timeout: WAIT });
+  await ui.page.keyboard.press("Control+F");
+  await ui.page.locator(".output-view .find-widget.visible").waitFor({ timeout: WAIT });
+  await ui.page.keyboard.type("refuses to serve");
+  await ui.page.locator(".output-view .find-widget .matchesCount", { hasText: /\d+ of \d+/ }).waitFor({ timeout: WAIT });
   await ui.page.locator(".output-view .view-lines", { hasText: "this agent-lsp refuses to serve" }).waitFor({ timeout: WAIT });
   await ui.screenshot("start-failed-output");
   // The button took its notification away, and no other came (no retries, no second message).
   assert.deepEqual(await errors(), []);
   await ui.setSetting("agentLsp.serverPath", "", "Remote");
   await ui.waitForServerState("agent-lsp ready");
+}
+
+/** The agent-lsp output channel (the extension's and the server's lines), kept with the screenshots. */
+function copyExtensionLog(userDataDir, artifacts) {
+  const logs = path.join(userDataDir, "logs");
+  for (const session of fs.existsSync(logs) ? fs.readdirSync(logs) : []) {
+    const log = path.join(logs, session, "exthost1/agent-lsp.agent-lsp/agent-lsp.log");
+    if (fs.existsSync(log)) {
+      fs.copyFileSync(log, path.join(artifacts, "agent-lsp-output.log"));
+    }
+  }
 }
 
 async function main() {
@@ -268,6 +290,7 @@ async function main() {
         await check(ui, run);
       } catch (error) {
         await ui.screenshot("failed").catch(() => {});
+        copyExtensionLog(run.userDataDir, paths.artifacts);
         console.log(`not ok - ${name}\n${error.stack ?? error}`);
         console.log(`${checks.length - passed - 1} checks after it were not run`);
         console.log(`vscode-ui: ${passed} passed, 1 failed`);
@@ -279,6 +302,7 @@ async function main() {
     }
     await browser.close();
     browser = undefined;
+    copyExtensionLog(run.userDataDir, paths.artifacts);
     await processes.stop(codeServer.child);
     await processes.stopModelEndpoint(endpoint, logs.endpoint);
     endpoint = undefined;
@@ -291,7 +315,11 @@ async function main() {
     await processes.stop(codeServer?.child);
     endpoint?.child.stdin.end();
     await endpoint?.child.exited;
-    fs.rmSync(temp, { recursive: true, force: true });
+    if (process.env.UI_TEST_KEEP) {
+      console.log(`kept the test's folder: ${temp}`);
+    } else {
+      fs.rmSync(temp, { recursive: true, force: true });
+    }
   }
 }
 
