@@ -81,5 +81,8 @@ ln -sfn node_modules "$vscode/node_modules.asar"
 ln -sf code-linux.sh "$vscode/bin/remote-cli/code-server"
 ln -sf browser-linux.sh "$vscode/bin/helpers/browser.sh"
 
-"$package/out/node/entry.js" --config "$root/config.yaml" --version >/dev/null
+# It runs; with a home of its own, so that it leaves nothing in the user's.
+home="$(mktemp -d)"
+HOME="$home" "$package/out/node/entry.js" --config "$root/config.yaml" --version >/dev/null
+rm -rf "$home"
 touch "$stamp"

@@ -88,12 +88,12 @@ export async function stopModelEndpoint(endpoint, log) {
   }
 }
 
-/** `code-server --install-extension` into a fresh extensions folder. */
-export function installExtension(extensionsDir, configFile) {
+/** `code-server --install-extension` into a fresh extensions folder, touching nothing of the user's. */
+export function installExtension({ extensionsDir, userDataDir, configFile, env }) {
   const result = spawnSync(
     process.execPath,
-    [paths.codeServer, "--config", configFile, "--extensions-dir", extensionsDir, "--install-extension", paths.vsix],
-    { encoding: "utf8" },
+    [paths.codeServer, "--config", configFile, "--user-data-dir", userDataDir, "--extensions-dir", extensionsDir, "--install-extension", paths.vsix],
+    { encoding: "utf8", env },
   );
   if (result.status !== 0 || !/was successfully installed/.test(result.stdout)) {
     throw new Error(`installing ${paths.vsix} failed:\n${result.stdout}${result.stderr}`);

@@ -264,7 +264,6 @@ async function main() {
     fs.writeFileSync(path.join(run.userDataDir, "User/settings.json"), JSON.stringify(settings, null, 2));
     const configFile = path.join(temp, "code-server.yaml");
     const extensionsDir = path.join(temp, "extensions");
-    processes.installExtension(extensionsDir, configFile);
     // VS Code takes the extension host's environment from the user's login shell, so agent-lsp
     // and pyright are put on PATH where a user would: in the shell profile.
     fs.writeFileSync(path.join(home, ".bash_profile"), `export PATH="${paths.binaries}:${paths.tools}:$PATH"\n`);
@@ -276,6 +275,7 @@ async function main() {
       AGENT_LSP_STATE_DIR: path.join(temp, "state"),
       AGENT_LSP_CONFIG: path.join(temp, "agent-lsp.toml"),
     };
+    processes.installExtension({ extensionsDir, userDataDir: run.userDataDir, configFile, env });
     codeServer = await processes.startCodeServer({ userDataDir: run.userDataDir, extensionsDir, configFile, env, log: logs.codeServer });
     browser = await chromium.launch({ executablePath: paths.chromium, args: ["--no-sandbox", "--disable-gpu"] });
     const page = await browser.newPage({ viewport: { width: 1400, height: 860 } });
