@@ -44,18 +44,51 @@ fn requests_about_documents_no_server_handles_get_empty_results_not_errors() {
         editor.open(&path, language);
         let document = json!({"uri": url(&path)});
         let at = json!({"textDocument": document, "position": {"line": 0, "character": 3}});
-        let range = json!({"start": {"line": 0, "character": 0}, "end": {"line": 0, "character": 1}});
+        let range =
+            json!({"start": {"line": 0, "character": 0}, "end": {"line": 0, "character": 1}});
         let requests = [
-            ("textDocument/documentSymbol", json!({"textDocument": document}), Value::Null),
+            (
+                "textDocument/documentSymbol",
+                json!({"textDocument": document}),
+                Value::Null,
+            ),
             ("textDocument/definition", at.clone(), Value::Null),
             ("textDocument/hover", at.clone(), Value::Null),
-            ("textDocument/references", json!({"textDocument": document, "position": at["position"], "context": {"includeDeclaration": true}}), Value::Null),
-            ("textDocument/foldingRange", json!({"textDocument": document}), Value::Null),
-            ("textDocument/documentLink", json!({"textDocument": document}), Value::Null),
-            ("textDocument/documentColor", json!({"textDocument": document}), json!([])),
-            ("textDocument/diagnostic", json!({"textDocument": document}), json!({"kind": "full", "items": []})),
-            ("textDocument/semanticTokens/full", json!({"textDocument": document}), Value::Null),
-            ("textDocument/inlayHint", json!({"textDocument": document, "range": range}), Value::Null),
+            (
+                "textDocument/references",
+                json!({"textDocument": document, "position": at["position"], "context": {"includeDeclaration": true}}),
+                Value::Null,
+            ),
+            (
+                "textDocument/foldingRange",
+                json!({"textDocument": document}),
+                Value::Null,
+            ),
+            (
+                "textDocument/documentLink",
+                json!({"textDocument": document}),
+                Value::Null,
+            ),
+            (
+                "textDocument/documentColor",
+                json!({"textDocument": document}),
+                json!([]),
+            ),
+            (
+                "textDocument/diagnostic",
+                json!({"textDocument": document}),
+                json!({"kind": "full", "items": []}),
+            ),
+            (
+                "textDocument/semanticTokens/full",
+                json!({"textDocument": document}),
+                Value::Null,
+            ),
+            (
+                "textDocument/inlayHint",
+                json!({"textDocument": document, "range": range}),
+                Value::Null,
+            ),
         ];
         for (method, params, empty) in requests {
             let response = editor.request(method, params);
@@ -89,12 +122,19 @@ fn requests_about_documents_no_server_handles_get_empty_results_not_errors() {
 #[test]
 fn serve_accepts_stdio_and_refuses_it_with_listen() {
     let state = tempfile::tempdir().unwrap();
-    let output = serve_command(state.path(), state.path(), &["--stdio", "--listen", "127.0.0.1:0"])
-        .output()
-        .unwrap();
+    let output = serve_command(
+        state.path(),
+        state.path(),
+        &["--stdio", "--listen", "127.0.0.1:0"],
+    )
+    .output()
+    .unwrap();
     assert_eq!(output.status.code(), Some(2), "{output:?}");
     let stderr = String::from_utf8_lossy(&output.stderr);
-    assert!(stderr.contains("--stdio") && stderr.contains("--listen"), "{stderr}");
+    assert!(
+        stderr.contains("--stdio") && stderr.contains("--listen"),
+        "{stderr}"
+    );
     let help = serve_command(state.path(), state.path(), &["--help"])
         .output()
         .unwrap();
