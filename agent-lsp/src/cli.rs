@@ -37,8 +37,13 @@ enum Command {
     Serve {
         /// Listen on this address (e.g. 127.0.0.1:7658; port 0 picks one and prints it on
         /// stderr) and serve each editor that connects, one after another.
-        #[arg(long, value_name = "ADDR")]
+        #[arg(long, value_name = "ADDR", conflicts_with = "stdio")]
         listen: Option<String>,
+        /// Serve over stdin and stdout, the default. Accepted because language clients add it
+        /// (vscode-languageclient's `TransportKind.stdio` appends `--stdio`, as every Node-based
+        /// server expects); it changes nothing.
+        #[arg(long)]
+        stdio: bool,
     },
     /// Run one agent turn: the answer streams to stdout, progress to stderr.
     Run(run::RunArgs),
@@ -81,7 +86,7 @@ pub fn run() -> anyhow::Result<ExitCode> {
         Command::Run(args) => run::run(&Store::for_workspace(&workspace)?, args),
         Command::Tool(args) => tool::run(&Store::for_workspace(&workspace)?, args),
         Command::Models { model, json } => run::models(&model, json),
-        Command::Serve { listen } => {
+        Command::Serve { listen, stdio: _ } => {
             match listen {
                 Some(address) => crate::server::run_tcp(&address, explicit_workspace)?,
                 None => crate::server::run_stdio(explicit_workspace)?,

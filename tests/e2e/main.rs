@@ -12,6 +12,7 @@ mod lsp_tools;
 mod model_endpoint;
 mod serve;
 mod serve_agent;
+mod serve_unserved;
 mod session_crash;
 mod session_props;
 mod session_replay;

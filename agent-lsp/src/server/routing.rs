@@ -138,13 +138,18 @@ pub(super) async fn forward_raw(
             .map_err(error_reply);
     }
     if let Some(path) = document_path(&params) {
-        let child = shared.child_for(&path).await.map_err(|error| match error {
-            Error::NoServer { reason, .. } => (
-                codes::METHOD_NOT_FOUND,
-                format!("no language server for {}: {reason}", path.display()),
-            ),
-            other => error_reply(other),
-        })?;
+        let child = match shared.child_for(&path).await {
+            Ok(child) => child,
+            // No child serves the document (a README, a prompt document, a JSON file): the
+            // editor asked about a document, not for a method nobody has, so it gets the
+            // method's empty result. An error here is shown to the user by editors (VS Code
+            // pops up every failed documentSymbol), for a file they merely opened.
+            Err(Error::NoServer { reason, .. }) => {
+                tracing::debug!(method, path = %path.display(), "answered empty: {reason}");
+                return Ok(empty_result(method));
+            }
+            Err(other) => return Err(error_reply(other)),
+        };
         // The intake forwards the next requests about this document itself, found by the
         // URI as the editor spells it (no parsing, no path on its hot path).
         if let Some(uri) = params["textDocument"]["uri"].as_str()
@@ -164,6 +169,17 @@ pub(super) async fn forward_raw(
         return Ok(answer);
     }
     Err(no_child(method))
+}
+
+/// The result meaning "nothing here" for a request about a document: `null` where the
+/// method's result type allows it (LSP 3.17), else its empty value.
+fn empty_result(method: &str) -> RawResult {
+    let empty = match method {
+        "textDocument/documentColor" | "textDocument/colorPresentation" => "[]",
+        "textDocument/diagnostic" => r#"{"kind":"full","items":[]}"#,
+        _ => "null",
+    };
+    serde_json::value::RawValue::from_string(empty.to_owned()).expect("the empty results are JSON")
 }
 
 fn no_child(method: &str) -> (i64, String) {

@@ -1,16 +1,10 @@
-// The VS Code side of agent-lsp: starts `agent-lsp serve` with vscode-languageclient, keeps the
-// API key in SecretStorage (passed as `initializationOptions.apiKey`, never written to
-// settings), and adds palette commands, a status bar item and the context view. The logic
-// worth testing lives in `logic/`, which does not import `vscode`.
+// The VS Code side of agent-lsp: starts `agent-lsp serve` (through `server.ts`), keeps the API
+// key in SecretStorage (passed as `initializationOptions.apiKey`, never written to settings),
+// and adds palette commands, the status bar item and the context view. The logic worth testing
+// lives in `logic/`, which does not import `vscode`.
 
 import * as vscode from "vscode";
-import {
-  ExecuteCommandRequest,
-  LanguageClient,
-  LanguageClientOptions,
-  ServerOptions,
-  TransportKind,
-} from "vscode-languageclient/node";
+import { ExecuteCommandRequest, LanguageClientOptions } from "vscode-languageclient/node";
 
 import { ContextNode, contextTree, unavailableContext } from "./logic/context";
 import {
@@ -28,14 +22,18 @@ import {
   sendArgument,
   toolArgument,
 } from "./logic/protocol";
-import { Settings, RESTART_SETTINGS, initializationOptions, serverCommand } from "./logic/settings";
-import { formatStatus } from "./logic/status";
+import { Settings, RESTART_SETTINGS, initializationOptions } from "./logic/settings";
+import { ServerController } from "./server";
 
 const SECRET_KEY = "agentLsp.apiKey";
 
-let client: LanguageClient | undefined;
-let statusItem: vscode.StatusBarItem;
+let server: ServerController;
 let contextView: ContextTreeProvider;
+
+/** The running client, if the server started. */
+function running() {
+  return server?.client;
+}
 
 function settings(): Settings {
   const config = vscode.workspace.getConfiguration("agentLsp");
@@ -50,9 +48,7 @@ function settings(): Settings {
 
 async function startClient(context: vscode.ExtensionContext): Promise<void> {
   const current = settings();
-  const { command, args } = serverCommand(current);
   const apiKey = await context.secrets.get(SECRET_KEY);
-  const serverOptions: ServerOptions = { command, args, transport: TransportKind.stdio };
   const languages = vscode.workspace.getConfiguration("agentLsp").get<string[]>("languages") ?? [];
   const documentSelector =
     languages.length === 0
@@ -62,11 +58,12 @@ async function startClient(context: vscode.ExtensionContext): Promise<void> {
     documentSelector,
     initializationOptions: initializationOptions(current, apiKey),
     middleware: {
-      // Turns started anywhere (palette, code actions) refresh the status bar when they end.
+      // Turns started anywhere (palette, code actions, Ctrl+Enter) show in the status bar,
+      // which cancels them on a click, and refresh it when they end.
       executeCommand: async (name, commandArgs, next) => {
         const turn = TURN_COMMANDS.has(name);
         if (turn) {
-          showStatus({ session: null, running: true, context_tokens: null, cache_hit_share: null });
+          server.show({ kind: "turn" });
         }
         try {
           return await next(name, commandArgs);
@@ -79,35 +76,18 @@ async function startClient(context: vscode.ExtensionContext): Promise<void> {
       },
     },
   };
-  client = new LanguageClient("agentLsp", "agent-lsp", serverOptions, clientOptions);
-  try {
-    await client.start();
-  } catch (error) {
-    void vscode.window
-      .showErrorMessage(
-        `agent-lsp could not start \`${command}\`: ${String(error)}. Install agent-lsp or set agentLsp.serverPath.`,
-        "Open Settings",
-      )
-      .then((choice) => {
-        if (choice) {
-          void vscode.commands.executeCommand("workbench.action.openSettings", "agentLsp.serverPath");
-        }
-      });
-    return;
+  if (await server.start({ settings: current, clientOptions })) {
+    void refreshStatus();
   }
-  void refreshStatus();
 }
 
 async function stopClient(): Promise<void> {
-  const running = client;
-  client = undefined;
-  if (running) {
-    await running.stop();
-  }
+  await server.stop();
 }
 
 /** Send a server command; errors are shown, not thrown. */
 async function execute<T>(command: string, argument?: unknown): Promise<T | undefined> {
+  const client = running();
   if (!client) {
     void vscode.window.showErrorMessage("agent-lsp is not running (Agent: Restart Server starts it).");
     return undefined;
@@ -126,7 +106,7 @@ async function execute<T>(command: string, argument?: unknown): Promise<T | unde
 
 /** A turn command through the client's command path, so the middleware sees it too. */
 async function turn(command: string, argument: unknown): Promise<void> {
-  if (!client) {
+  if (!running()) {
     void vscode.window.showErrorMessage("agent-lsp is not running (Agent: Restart Server starts it).");
     return;
   }
@@ -141,14 +121,8 @@ async function turn(command: string, argument: unknown): Promise<void> {
   }
 }
 
-function showStatus(status: Status | undefined): void {
-  const { text, tooltip } = formatStatus(status);
-  statusItem.text = text;
-  statusItem.tooltip = tooltip;
-  statusItem.show();
-}
-
 async function refreshStatus(): Promise<void> {
+  const client = running();
   if (!client) {
     return;
   }
@@ -157,10 +131,10 @@ async function refreshStatus(): Promise<void> {
       command: SERVER_COMMANDS.status,
       arguments: [],
     })) as Status;
-    showStatus(status);
+    server.show({ kind: "ready", status });
   } catch {
-    // An older server without agent.status: keep the plain item.
-    showStatus(undefined);
+    // An older server without agent.status: ready, without figures.
+    server.show({ kind: "ready" });
   }
 }
 
@@ -216,6 +190,7 @@ class ContextTreeProvider implements vscode.TreeDataProvider<ContextNode> {
     if (node) {
       return node.children;
     }
+    const client = running();
     if (!client) {
       return [];
     }
@@ -235,9 +210,13 @@ class ContextTreeProvider implements vscode.TreeDataProvider<ContextNode> {
 }
 
 export async function activate(context: vscode.ExtensionContext): Promise<void> {
-  statusItem = vscode.window.createStatusBarItem(vscode.StatusBarAlignment.Right, 100);
-  statusItem.command = "agentLsp.showContext";
+  const statusItem = vscode.window.createStatusBarItem("agentLsp.status", vscode.StatusBarAlignment.Right, 100);
+  statusItem.name = "agent-lsp";
   context.subscriptions.push(statusItem);
+  const output = vscode.window.createOutputChannel("agent-lsp", { log: true });
+  context.subscriptions.push(output);
+  server = new ServerController(output, statusItem);
+  context.subscriptions.push(server);
   contextView = new ContextTreeProvider();
   context.subscriptions.push(vscode.window.registerTreeDataProvider("agentLsp.context", contextView));
 
@@ -331,6 +310,7 @@ export async function activate(context: vscode.ExtensionContext): Promise<void> 
     await vscode.commands.executeCommand("agentLsp.context.focus");
   });
   register("agentLsp.refreshStatus", () => refreshStatus());
+  register("agentLsp.showOutput", () => output.show(true));
   register("agentLsp.setApiKey", async () => {
     const key = await vscode.window.showInputBox({
       prompt: "API key of the model endpoint (kept in VS Code's secret storage)",
@@ -363,7 +343,6 @@ export async function activate(context: vscode.ExtensionContext): Promise<void> 
     }),
   );
 
-  showStatus(undefined);
   await startClient(context);
 }
 

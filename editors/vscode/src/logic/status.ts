@@ -28,7 +28,7 @@ export function formatStatus(status: Status | null | undefined): StatusText {
     return { text: "$(hubot) agent", tooltip: "agent-lsp: no session yet" };
   }
   if (status.running) {
-    return { text: "$(sync~spin) agent", tooltip: "agent-lsp: a turn is running (Agent: Cancel stops it)" };
+    return { text: "$(sync~spin) agent $(close)", tooltip: "agent-lsp: a turn is running; click to cancel it" };
   }
   const parts = ["$(hubot)"];
   const tooltip: string[] = [];
@@ -51,4 +51,60 @@ export function formatStatus(status: Status | null | undefined): StatusText {
     tooltip.push("no model request yet");
   }
   return { text: parts.join(" "), tooltip: `agent-lsp: ${tooltip.join("; ")}` };
+}
+
+/** The server as the status bar shows it. */
+export type ServerState =
+  | { kind: "starting" }
+  | { kind: "ready"; status?: Status }
+  | { kind: "turn" }
+  | { kind: "failed"; reason: string }
+  | { kind: "stopped" };
+
+export interface StatusItem extends StatusText {
+  /** What a click does: cancel a running turn, show the output of a failed start, ... */
+  command: string;
+  /** The screen reader's label; it starts with the state's name (`agent-lsp ready`). */
+  label: string;
+}
+
+/** The status bar item for a state: its text, tooltip, click command and label. */
+export function formatState(state: ServerState): StatusItem {
+  switch (state.kind) {
+    case "starting":
+      return {
+        text: "$(loading~spin) agent",
+        tooltip: "agent-lsp: starting the server (click for its output)",
+        command: "agentLsp.showOutput",
+        label: "agent-lsp starting",
+      };
+    case "ready": {
+      if (state.status?.running) {
+        return formatState({ kind: "turn" });
+      }
+      const shown = formatStatus(state.status);
+      return { ...shown, command: "agentLsp.showContext", label: `agent-lsp ready: ${shown.tooltip}` };
+    }
+    case "turn":
+      return {
+        text: "$(sync~spin) agent $(close)",
+        tooltip: "agent-lsp: a turn is running; click to cancel it",
+        command: "agentLsp.cancel",
+        label: "agent-lsp turn running, click to cancel",
+      };
+    case "failed":
+      return {
+        text: "$(error) agent",
+        tooltip: `agent-lsp failed: ${state.reason} (click for the output)`,
+        command: "agentLsp.showOutput",
+        label: `agent-lsp failed: ${state.reason}`,
+      };
+    case "stopped":
+      return {
+        text: "$(debug-stop) agent",
+        tooltip: "agent-lsp: the server is stopped (click to start it)",
+        command: "agentLsp.restart",
+        label: "agent-lsp stopped",
+      };
+  }
 }

@@ -1,20 +1,34 @@
 import { strict as assert } from "node:assert";
 import { test } from "node:test";
 
-import { RESTART_SETTINGS, initializationOptions, serverCommand } from "../logic/settings";
+import { RESTART_SETTINGS, initializationOptions, resolveServer } from "../logic/settings";
 
-test("the server is agent-lsp from PATH unless a path is set", () => {
-  assert.deepEqual(serverCommand({}), { command: "agent-lsp", args: ["serve"] });
-  assert.deepEqual(serverCommand({ serverPath: "  " }), { command: "agent-lsp", args: ["serve"] });
-  assert.deepEqual(serverCommand({ serverPath: "/opt/agent-lsp" }), { command: "/opt/agent-lsp", args: ["serve"] });
-  assert.deepEqual(serverCommand({ serverPath: "~/bin/agent-lsp" }, "/home/me"), {
-    command: "/home/me/bin/agent-lsp",
-    args: ["serve"],
-  });
-  assert.deepEqual(serverCommand({ serverArgs: ["--workspace", "/w"] }), {
-    command: "agent-lsp",
+const installed = (files: string[]) => ({ isExecutable: (file: string) => files.includes(file) });
+
+test("the server path setting wins, with ~ expanded", () => {
+  const lookup = { ...installed(["/opt/agent-lsp", "/home/me/bin/agent-lsp", "/usr/bin/agent-lsp"]), path: "/usr/bin", home: "/home/me" };
+  assert.deepEqual(resolveServer({ serverPath: "/opt/agent-lsp" }, lookup), { command: "/opt/agent-lsp", args: ["serve"] });
+  assert.deepEqual(resolveServer({ serverPath: "~/bin/agent-lsp" }, lookup), { command: "/home/me/bin/agent-lsp", args: ["serve"] });
+  assert.deepEqual(resolveServer({ serverPath: "/opt/agent-lsp", serverArgs: ["--workspace", "/w"] }, lookup), {
+    command: "/opt/agent-lsp",
     args: ["--workspace", "/w", "serve"],
   });
+});
+
+test("without the setting, agent-lsp is found on PATH", () => {
+  const lookup = { ...installed(["/b/agent-lsp", "/c/agent-lsp"]), path: "/a::/b:/c" };
+  assert.deepEqual(resolveServer({}, lookup), { command: "/b/agent-lsp", args: ["serve"] });
+  assert.deepEqual(resolveServer({ serverPath: "  " }, lookup), { command: "/b/agent-lsp", args: ["serve"] });
+});
+
+test("a missing binary is a message that says how to install it", () => {
+  const missing = resolveServer({}, { ...installed([]), path: "/usr/bin" });
+  assert.ok("problem" in missing);
+  assert.match(missing.problem, /not on the PATH/);
+  assert.match(missing.problem, /cargo install --path agent-lsp/);
+  const wrong = resolveServer({ serverPath: "/nope/agent-lsp" }, { ...installed(["/usr/bin/agent-lsp"]), path: "/usr/bin" });
+  assert.ok("problem" in wrong);
+  assert.match(wrong.problem, /agentLsp.serverPath is `\/nope\/agent-lsp`, which is not an executable file/);
 });
 
 test("initializationOptions are camelCase and leave out empty settings", () => {

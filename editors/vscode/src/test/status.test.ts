@@ -1,7 +1,7 @@
 import { strict as assert } from "node:assert";
 import { test } from "node:test";
 
-import { compactTokens, formatStatus, shortSession } from "../logic/status";
+import { compactTokens, formatState, formatStatus, shortSession } from "../logic/status";
 
 test("token counts are compact", () => {
   assert.equal(compactTokens(0), "0");
@@ -31,6 +31,23 @@ test("before the first request only the session is shown", () => {
 });
 
 test("a running turn and a missing status have their own text", () => {
-  assert.equal(formatStatus({ session: null, running: true, context_tokens: null, cache_hit_share: null }).text, "$(sync~spin) agent");
+  assert.equal(formatStatus({ session: null, running: true, context_tokens: null, cache_hit_share: null }).text, "$(sync~spin) agent $(close)");
   assert.equal(formatStatus(undefined).text, "$(hubot) agent");
+});
+
+test("each server state has its text, click command and label", () => {
+  assert.equal(formatState({ kind: "starting" }).label, "agent-lsp starting");
+  const ready = formatState({ kind: "ready", status: { session: "s-ab12", context_tokens: null, cache_hit_share: null } });
+  assert.equal(ready.text, "$(hubot) ab12");
+  assert.equal(ready.command, "agentLsp.showContext");
+  assert.match(ready.label, /^agent-lsp ready/);
+  // A turn can be cancelled from the item, whether the extension or the server says it runs.
+  assert.equal(formatState({ kind: "turn" }).command, "agentLsp.cancel");
+  const running = formatState({ kind: "ready", status: { session: "s", running: true, context_tokens: null, cache_hit_share: null } });
+  assert.equal(running.command, "agentLsp.cancel");
+  assert.match(running.label, /^agent-lsp turn running/);
+  const failed = formatState({ kind: "failed", reason: "exited with code 2" });
+  assert.equal(failed.command, "agentLsp.showOutput");
+  assert.equal(failed.label, "agent-lsp failed: exited with code 2");
+  assert.equal(formatState({ kind: "stopped" }).command, "agentLsp.restart");
 });
