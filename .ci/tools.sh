@@ -32,3 +32,10 @@ if ! command -v chromium >/dev/null 2>&1; then
     DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null
 fi
 export PATH="$tools/node_modules/.bin:$PATH"
+# The VS Code extension's npm packages (from its lock file, again only when the lock changed) and
+# code-server, a real VS Code, for its test (tests/e2e/vscode.rs).
+vscode="$here/../editors/vscode"
+if [ ! -f "$vscode/node_modules/.ci-installed" ] || [ "$vscode/package-lock.json" -nt "$vscode/node_modules/.ci-installed" ]; then
+    (cd "$vscode" && npm ci --no-audit --no-fund --loglevel=error && touch node_modules/.ci-installed)
+fi
+bash "$here/code-server.sh"

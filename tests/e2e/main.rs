@@ -16,4 +16,5 @@ mod serve_unserved;
 mod session_crash;
 mod session_props;
 mod session_replay;
+mod vscode;
 mod web;
