@@ -14,4 +14,5 @@ mod serve_agent;
 mod session_crash;
 mod session_props;
 mod session_replay;
+mod session_resume;
 mod web;
