@@ -85,7 +85,10 @@ impl History {
         for event in events {
             history
                 .check(&event)
-                .with_context(|| format!("event {} cannot be replayed", event.seq))?;
+                .with_context(|| {
+                    // Logs are read only when their seqs are 1, 2, 3, …: a seq is its line.
+                    format!("event {} (line {}) cannot be replayed", event.seq, event.seq)
+                })?;
             history.push_checked(event);
         }
         Ok(history)
