@@ -9,6 +9,7 @@ mod file_search;
 mod first_contact;
 mod lsp_tools;
 mod model_endpoint;
+mod provider_faults;
 mod serve;
 mod serve_agent;
 mod session_crash;
