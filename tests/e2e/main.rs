@@ -16,4 +16,5 @@ mod session_crash;
 mod session_props;
 mod session_replay;
 mod session_resume;
+mod shell_tool;
 mod web;
