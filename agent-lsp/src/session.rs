@@ -83,12 +83,13 @@ impl History {
         let mut history = History::empty();
         history.events.reserve(events.len());
         for event in events {
-            history
-                .check(&event)
-                .with_context(|| {
-                    // Logs are read only when their seqs are 1, 2, 3, …: a seq is its line.
-                    format!("event {} (line {}) cannot be replayed", event.seq, event.seq)
-                })?;
+            history.check(&event).with_context(|| {
+                // Logs are read only when their seqs are 1, 2, 3, …: a seq is its line.
+                format!(
+                    "event {} (line {}) cannot be replayed",
+                    event.seq, event.seq
+                )
+            })?;
             history.push_checked(event);
         }
         Ok(history)

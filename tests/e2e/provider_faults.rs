@@ -32,7 +32,12 @@ impl Fixture {
     fn command(&self, endpoint: &ModelEndpoint) -> Command {
         let base_url = endpoint.base_url();
         let args = ["run", "--preset", "minimal", "--base-url", &base_url, "hi"];
-        agent_tests::agent_lsp_command(self.state.path(), &self.config, self.workspace.path(), &args)
+        agent_tests::agent_lsp_command(
+            self.state.path(),
+            &self.config,
+            self.workspace.path(),
+            &args,
+        )
     }
 }
 
@@ -176,6 +181,10 @@ fn a_rate_limit_with_retry_after_is_waited_out_even_with_a_short_backoff_cap() {
     endpoint.push(Reply::rate_limited(Some(3600)));
     let run = watch(fixture.command(&endpoint));
     assert_eq!(run.status.code(), Some(1), "{}", run.stderr);
-    assert!(run.stderr.contains("HTTP 429") && run.stderr.contains("wait 3600s"), "{}", run.stderr);
+    assert!(
+        run.stderr.contains("HTTP 429") && run.stderr.contains("wait 3600s"),
+        "{}",
+        run.stderr
+    );
     assert_eq!(endpoint.chat_requests().len(), 3);
 }

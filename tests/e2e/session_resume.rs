@@ -200,7 +200,7 @@ fn every_continuation_of_a_randomly_killed_session_succeeds() {
         }
         args.push(&prompt);
         let mut child = fixture.spawn(&args);
-        if seed % 3 == 0 {
+        if seed.is_multiple_of(3) {
             // Kill while the shell call runs.
             let deadline = Instant::now() + Duration::from_secs(30);
             let before = fixture.events().len();

@@ -596,7 +596,10 @@ impl Event {
             step: raw.step,
             ts: raw.ts,
             body: EventBody::from_payload(kind, raw.payload).map_err(|error| {
-                anyhow::anyhow!("the payload of event {} (`{kind}`) does not parse ({error})", raw.seq)
+                anyhow::anyhow!(
+                    "the payload of event {} (`{kind}`) does not parse ({error})",
+                    raw.seq
+                )
             })?,
             surface_op: raw.surface_op,
             source_event_seqs: raw.source_event_seqs,

@@ -120,11 +120,7 @@ fn parse_lines(whole_lines: &[u8], path: &Path) -> anyhow::Result<Vec<Event>> {
                     event.seq
                 )
             } else {
-                format!(
-                    "seq {} does not follow seq {}",
-                    event.seq,
-                    expected - 1
-                )
+                format!("seq {} does not follow seq {}", event.seq, expected - 1)
             };
             return Err(corrupt(what));
         }
@@ -320,12 +316,18 @@ mod tests {
         let path = dir.path().join("s.jsonl");
         std::fs::write(&path, bytes).unwrap();
         let read = format!("{:#}", read_log(&path).err().expect("corruption found"));
-        let open = LogWriter::open(&path, Durability::Sync).err().expect("open refused");
+        let open = LogWriter::open(&path, Durability::Sync)
+            .err()
+            .expect("open refused");
         assert_eq!(read, format!("{open:#}"));
         for part in expected {
             assert!(read.contains(part), "`{part}` missing from: {read}");
         }
-        assert_eq!(std::fs::read(&path).unwrap(), bytes, "a refused log is left as it was");
+        assert_eq!(
+            std::fs::read(&path).unwrap(),
+            bytes,
+            "a refused log is left as it was"
+        );
     }
 
     fn lines(bytes: &[u8]) -> Vec<Vec<u8>> {
@@ -342,7 +344,11 @@ mod tests {
         lines.remove(2);
         check(
             &lines.concat(),
-            &["corrupt at line 3", "seq 4 where seq 3 belongs", "a line is missing"],
+            &[
+                "corrupt at line 3",
+                "seq 4 where seq 3 belongs",
+                "a line is missing",
+            ],
         );
     }
 
@@ -351,10 +357,16 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let mut lines = lines(&log_bytes(dir.path()));
         let last = String::from_utf8(lines.pop().unwrap()).unwrap();
-        lines.push(last.replacen("\"seq\":4", "\"seq\":18446744073709551615", 1).into_bytes());
+        lines.push(
+            last.replacen("\"seq\":4", "\"seq\":18446744073709551615", 1)
+                .into_bytes(),
+        );
         check(
             &lines.concat(),
-            &["corrupt at line 4", "seq 18446744073709551615 where seq 4 belongs"],
+            &[
+                "corrupt at line 4",
+                "seq 18446744073709551615 where seq 4 belongs",
+            ],
         );
     }
 
@@ -366,7 +378,11 @@ mod tests {
         lines[2][at] = 0xff;
         check(
             &lines.concat(),
-            &["corrupt at line 3", "not UTF-8", &format!("column {}", at + 1)],
+            &[
+                "corrupt at line 3",
+                "not UTF-8",
+                &format!("column {}", at + 1),
+            ],
         );
     }
 
@@ -382,14 +398,21 @@ mod tests {
         let whole = lines(&log_bytes(dir.path()));
         let mut with_blank = whole.clone();
         with_blank.insert(2, b"\n".to_vec());
-        check(&with_blank.concat(), &["corrupt at line 3", "the line is empty"]);
+        check(
+            &with_blank.concat(),
+            &["corrupt at line 3", "the line is empty"],
+        );
 
         let mut bad_payload = whole;
         let line = String::from_utf8(bad_payload[1].clone()).unwrap();
         bad_payload[1] = line.replacen("\"text\"", "\"txet\"", 1).into_bytes();
         check(
             &bad_payload.concat(),
-            &["corrupt at line 2", "payload of event 2 (`user/message`)", "text"],
+            &[
+                "corrupt at line 2",
+                "payload of event 2 (`user/message`)",
+                "text",
+            ],
         );
     }
 }

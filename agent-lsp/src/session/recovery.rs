@@ -147,6 +147,10 @@ mod tests {
 
         let before = std::fs::read(&path).unwrap();
         drop(Session::open(&path, Durability::Batched).unwrap());
-        assert_eq!(std::fs::read(&path).unwrap(), before, "a second open appends nothing");
+        assert_eq!(
+            std::fs::read(&path).unwrap(),
+            before,
+            "a second open appends nothing"
+        );
     }
 }

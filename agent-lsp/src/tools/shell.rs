@@ -195,9 +195,9 @@ fn kill_marked(marker: &str) -> usize {
             .filter(|pid| {
                 let mut environ = std::fs::read(format!("/proc/{pid}/environ")).unwrap_or_default();
                 environ.insert(0, 0);
-                environ.windows(entry.len() + 1).any(|window| {
-                    window[0] == 0 && window[1..] == entry[..]
-                })
+                environ
+                    .windows(entry.len() + 1)
+                    .any(|window| window[0] == 0 && window[1..] == entry[..])
             })
             .collect::<Vec<_>>();
         if marked.is_empty() {

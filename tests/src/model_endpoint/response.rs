@@ -271,7 +271,11 @@ pub(super) fn huge_line(bytes: usize) -> Body {
     let (sender, receiver) = mpsc::channel::<Frame>(4);
     tokio::spawn(async move {
         let head = r#"data: {"choices":[{"index":0,"delta":{"content":""#;
-        if sender.send(Ok(Bytes::from_static(head.as_bytes()))).await.is_err() {
+        if sender
+            .send(Ok(Bytes::from_static(head.as_bytes())))
+            .await
+            .is_err()
+        {
             return;
         }
         let block = Bytes::from(vec![b'x'; 64 * 1024]);

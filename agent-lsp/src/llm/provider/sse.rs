@@ -70,7 +70,10 @@ impl SseDecoder {
                 bytes = &bytes[1..];
                 continue;
             }
-            let Some(end) = bytes.iter().position(|&byte| byte == b'\n' || byte == b'\r') else {
+            let Some(end) = bytes
+                .iter()
+                .position(|&byte| byte == b'\n' || byte == b'\r')
+            else {
                 if self.line.len() + bytes.len() > MAX_LINE_BYTES {
                     return Err(SseError::LineTooLong);
                 }
@@ -124,7 +127,8 @@ impl SseDecoder {
             None => (line, &b""[..]),
         };
         let number = self.lines;
-        let text = |value| std::str::from_utf8(value).map_err(|_| SseError::NotUtf8 { line: number });
+        let text =
+            |value| std::str::from_utf8(value).map_err(|_| SseError::NotUtf8 { line: number });
         match field {
             b"data" => {
                 if self.data.len() + value.len() + 1 > MAX_EVENT_BYTES {
@@ -171,7 +175,11 @@ mod tests {
             event("message", ""),
         ];
         for piece in [1, 2, 3, 7, stream.len()] {
-            assert_eq!(decode(stream, piece).unwrap(), expected, "pieces of {piece}");
+            assert_eq!(
+                decode(stream, piece).unwrap(),
+                expected,
+                "pieces of {piece}"
+            );
         }
     }
 

@@ -363,11 +363,11 @@ where
         match next {
             None => return Ok(()),
             Some(Ok(bytes)) => {
-                decoder
-                    .push(bytes.as_ref(), &mut events)
-                    .map_err(|error| ProviderError::Protocol {
+                decoder.push(bytes.as_ref(), &mut events).map_err(|error| {
+                    ProviderError::Protocol {
                         message: format!("the event stream does not parse: {error}"),
-                    })?;
+                    }
+                })?;
             }
             Some(Err(BodyError::Idle(after))) => {
                 return Err(ProviderError::Timeout {
