@@ -13,6 +13,7 @@
 
 pub mod event;
 pub mod log;
+mod recovery;
 pub mod store;
 pub mod surface;
 
@@ -82,9 +83,13 @@ impl History {
         let mut history = History::empty();
         history.events.reserve(events.len());
         for event in events {
-            history
-                .check(&event)
-                .with_context(|| format!("event {} cannot be replayed", event.seq))?;
+            history.check(&event).with_context(|| {
+                // Logs are read only when their seqs are 1, 2, 3, …: a seq is its line.
+                format!(
+                    "event {} (line {}) cannot be replayed",
+                    event.seq, event.seq
+                )
+            })?;
             history.push_checked(event);
         }
         Ok(history)
@@ -367,7 +372,9 @@ impl Session {
         Ok(session)
     }
 
-    /// Open an existing session for appending. A torn last line from a crash is cut.
+    /// Open an existing session for appending. A torn last line from a crash is cut, and the
+    /// tool calls a dead writer left without results get results saying they were
+    /// interrupted (see [`recovery`]), so the session can go on.
     pub fn open(path: &Path, durability: Durability) -> anyhow::Result<Session> {
         let (log, read) = LogWriter::open(path, durability)?;
         let history = History::from_events(read.events)
@@ -376,7 +383,20 @@ impl Session {
             .header()
             .map(|header| header.session_id.clone())
             .with_context(|| format!("session log {} has no session/header", path.display()))?;
-        Ok(Session { id, history, log })
+        let mut session = Session { id, history, log };
+        let interrupted = recovery::interrupted_results(&session.history);
+        if !interrupted.is_empty() {
+            tracing::warn!(
+                path = %path.display(),
+                calls = interrupted.len(),
+                "answering tool calls left without a result by a process that ended mid-call"
+            );
+            for event in interrupted {
+                session.append(event)?;
+            }
+            session.flush()?;
+        }
+        Ok(session)
     }
 
     pub fn id(&self) -> &str {

@@ -234,10 +234,21 @@ fn run(actions: Vec<Action>) -> Result<(), TestCaseError> {
         );
     }
     let final_messages = session.derive_messages().to_vec();
+    let waiting = session.history().surface().pending_calls().count();
     session.flush().unwrap();
     drop(session);
+    // The next writer answers the calls this one left waiting, as interrupted, and changes
+    // nothing else.
     let mut reopened = Session::open(&path, Durability::Sync).unwrap();
-    prop_assert_eq!(reopened.derive_messages(), final_messages.as_slice());
+    let messages = reopened.derive_messages();
+    prop_assert_eq!(&messages[..final_messages.len()], final_messages.as_slice());
+    prop_assert_eq!(messages.len() - final_messages.len(), waiting);
+    for message in &messages[final_messages.len()..] {
+        prop_assert!(
+            matches!(message, Message::Tool { text, .. } if text.starts_with("interrupted:")),
+            "{message:?}"
+        );
+    }
     let _ = n_refused;
     Ok(())
 }

@@ -177,6 +177,10 @@ pub enum Reply {
     /// The request is never answered: no byte at all, or only keep-alive lines when
     /// [`EndpointConfig::keep_alive`] is set, until the client gives up.
     Hang,
+    /// A stream whose first line never ends: `data: {"choices":[{"delta":{"content":"` and
+    /// then `bytes` bytes of `x` as fast as the client reads them, without a line break, and
+    /// then silence until the client gives up (a broken or hostile server).
+    HugeLine { bytes: usize },
     /// The reply is chosen when the request arrives, from the parsed request (for instance from
     /// the tool results it carries). It runs on the endpoint's thread; a panic in it becomes a
     /// 500 and a [`Rule::ReplyPanicked`] violation.
@@ -200,6 +204,10 @@ impl Reply {
 
     pub fn hang() -> Reply {
         Reply::Hang
+    }
+
+    pub fn huge_line(bytes: usize) -> Reply {
+        Reply::HugeLine { bytes }
     }
 
     /// 429, with `Retry-After: seconds` when given.
@@ -239,6 +247,7 @@ impl fmt::Debug for Reply {
             Reply::Turn(turn) => f.debug_tuple("Turn").field(turn).finish(),
             Reply::Failure(failure) => f.debug_tuple("Failure").field(failure).finish(),
             Reply::Hang => f.write_str("Hang"),
+            Reply::HugeLine { bytes } => write!(f, "HugeLine({bytes})"),
             Reply::Compute(_) => f.write_str("Compute(..)"),
         }
     }
@@ -787,6 +796,9 @@ enum Plan {
     Hang {
         stream: bool,
     },
+    HugeLine {
+        bytes: usize,
+    },
 }
 
 struct TurnPlan {
@@ -799,7 +811,7 @@ impl Plan {
     fn status(&self) -> u16 {
         match self {
             Plan::Json { status, .. } => *status,
-            Plan::Turn(_) | Plan::Hang { .. } => 200,
+            Plan::Turn(_) | Plan::Hang { .. } | Plan::HugeLine { .. } => 200,
         }
     }
 }
@@ -955,6 +967,7 @@ fn chat(shared: &Shared, index: usize, raw: &[u8]) -> Result<Plan, Rejection> {
         Reply::Hang => Ok(Plan::Hang {
             stream: chat.stream,
         }),
+        Reply::HugeLine { bytes } => Ok(Plan::HugeLine { bytes }),
         Reply::Turn(turn) => {
             let usage = {
                 let mut state = shared.lock();
@@ -1048,6 +1061,7 @@ async fn answer(config: &EndpointConfig, plan: Plan) -> Response {
             ),
             None => std::future::pending().await,
         },
+        Plan::HugeLine { bytes } => ok_response(true, response::huge_line(bytes)),
         Plan::Turn(plan) => {
             let turn = &plan.completion.turn;
             // Without keep-alive lines the wait comes before the headers: nothing at all arrives.

@@ -11,15 +11,22 @@
 //! after a partial answer would show the programmer the same text twice. Every await also
 //! watches the turn's cancellation token.
 //!
-//! Timeouts are per phase rather than one total: a long reasoning answer may legitimately
-//! stream for many minutes, so the limits are on connecting, on waiting for the response
-//! headers, and on silence between two pieces of the body.
+//! Timeouts are per phase: on connecting, on waiting for the response headers, and on silence
+//! between two pieces of the body. Over them, a generous total deadline bounds the whole
+//! request, retries included, because the phases alone can be kept alive forever by an
+//! endpoint that sends `: keep-alive` comments or a trickle of bytes; a long reasoning answer
+//! may legitimately stream for many minutes, so the default is far above any real answer.
+//! The SSE decoder (`sse.rs`) bounds what one line or event may hold, so an endless line is
+//! refused at a few MiB rather than read until memory runs out.
 
 mod error;
+mod sse;
 mod stream;
 
 use std::hash::{BuildHasher, Hasher};
 use std::time::{Duration, SystemTime};
+
+use tokio::time::Instant;
 
 use anyhow::Context;
 use futures_util::StreamExt;
@@ -38,6 +45,10 @@ pub const DEFAULT_BASE_URL: &str = "https://api.deepseek.com";
 pub const DEFAULT_MODEL: &str = "deepseek-v4-flash";
 /// Where the API key is read from unless the configuration names another variable.
 pub const DEFAULT_API_KEY_ENV: &str = "DEEPSEEK_API_KEY";
+/// The longest `Retry-After` always waited out (when `backoff_cap` is shorter): rate limits
+/// ask for a few seconds, and a short backoff cap chosen for fast retries of failures should
+/// not turn a polite "try again in 1 s" into an error.
+pub const MAX_RETRY_AFTER: Duration = Duration::from_secs(60);
 
 /// Provider settings as written in configuration files: every field optional, durations in
 /// plain numbers. [`ProviderConfig::resolve`] fills in the defaults. The key itself is never
@@ -52,6 +63,7 @@ pub struct ProviderOptions {
     pub request_timeout_secs: Option<u64>,
     pub connect_timeout_secs: Option<u64>,
     pub idle_timeout_secs: Option<u64>,
+    pub total_timeout_secs: Option<u64>,
     pub max_retries: Option<u32>,
     pub backoff_base_ms: Option<u64>,
     pub backoff_cap_ms: Option<u64>,
@@ -75,12 +87,16 @@ pub struct ProviderConfig {
     /// Longest silence between two pieces of a streamed body (keep-alive comments count as
     /// life, so a request queued on the server does not time out while the server says so).
     pub idle_timeout: Duration,
+    /// Longest a whole request may take, from the first attempt to the end of the last
+    /// answer, retries and their waits included.
+    pub total_timeout: Duration,
     /// Retries after the first attempt, for transient errors only.
     pub max_retries: u32,
     /// First backoff step; each retry doubles it, up to `backoff_cap`, with jitter.
     pub backoff_base: Duration,
-    /// Longest backoff wait. A `Retry-After` longer than this is not waited out: the error
-    /// is returned so the programmer sees how long the server asked to wait.
+    /// Longest backoff wait. A 429's `Retry-After` is waited out up to this or
+    /// [`MAX_RETRY_AFTER`], whichever is longer; a longer one is not: the error is returned so
+    /// the programmer sees how long the server asked to wait.
     pub backoff_cap: Duration,
 }
 
@@ -94,6 +110,7 @@ impl Default for ProviderConfig {
             request_timeout: Duration::from_secs(120),
             connect_timeout: Duration::from_secs(15),
             idle_timeout: Duration::from_secs(120),
+            total_timeout: Duration::from_secs(900),
             max_retries: 3,
             backoff_base: Duration::from_millis(500),
             backoff_cap: Duration::from_secs(30),
@@ -112,6 +129,7 @@ impl std::fmt::Debug for ProviderConfig {
             .field("request_timeout", &self.request_timeout)
             .field("connect_timeout", &self.connect_timeout)
             .field("idle_timeout", &self.idle_timeout)
+            .field("total_timeout", &self.total_timeout)
             .field("max_retries", &self.max_retries)
             .field("backoff_base", &self.backoff_base)
             .field("backoff_cap", &self.backoff_cap)
@@ -160,6 +178,7 @@ impl ProviderConfig {
             request_timeout: secs(options.request_timeout_secs, defaults.request_timeout),
             connect_timeout: secs(options.connect_timeout_secs, defaults.connect_timeout),
             idle_timeout: secs(options.idle_timeout_secs, defaults.idle_timeout),
+            total_timeout: secs(options.total_timeout_secs, defaults.total_timeout),
             max_retries: options.max_retries.unwrap_or(defaults.max_retries),
             backoff_base: millis(options.backoff_base_ms, defaults.backoff_base),
             backoff_cap: millis(options.backoff_cap_ms, defaults.backoff_cap),
@@ -207,6 +226,7 @@ impl Provider {
     ) -> Result<Completion, ProviderError> {
         let body = wire::chat_completions_body(request);
         let url = self.config.endpoint("chat/completions");
+        let deadline = Instant::now() + self.config.total_timeout;
         let mut attempt = 0;
         loop {
             tracing::debug!(
@@ -218,10 +238,13 @@ impl Provider {
                 "sending model request"
             );
             let mut assembler = Assembler::default();
-            let error = match self
-                .attempt_stream(&url, &body, cancel, &mut assembler, &mut on_delta)
-                .await
-            {
+            let attempt_stream =
+                self.attempt_stream(&url, &body, cancel, &mut assembler, &mut on_delta);
+            let result = match tokio::time::timeout_at(deadline, attempt_stream).await {
+                Ok(result) => result,
+                Err(_elapsed) => Err(self.total_timeout()),
+            };
+            let error = match result {
                 Ok(()) => {
                     let completion = assembler.finish()?;
                     tracing::debug!(
@@ -240,7 +263,7 @@ impl Provider {
                 tracing::warn!(index = request.index, %error, "model stream failed after partial answer");
                 return Err(error);
             }
-            let Some(wait) = self.retry_delay(attempt, &error) else {
+            let Some(wait) = self.retry_delay(attempt, &error, deadline) else {
                 return Err(error);
             };
             tracing::warn!(
@@ -306,9 +329,10 @@ impl Provider {
         }
 
         let url = self.config.endpoint("models");
+        let deadline = Instant::now() + self.config.total_timeout;
         let mut attempt = 0;
         loop {
-            let result = async {
+            let list = async {
                 let response = self.send(self.client.get(&url), cancel).await?;
                 let bytes = self.read_whole(response, cancel).await?;
                 let list: ModelList =
@@ -316,13 +340,16 @@ impl Provider {
                         message: format!("the model list does not parse: {error}"),
                     })?;
                 Ok(list.data.into_iter().map(|model| model.id).collect())
-            }
-            .await;
+            };
+            let result = match tokio::time::timeout_at(deadline, list).await {
+                Ok(result) => result,
+                Err(_elapsed) => Err(self.total_timeout()),
+            };
             let error = match result {
                 Ok(models) => return Ok(models),
                 Err(error) => error,
             };
-            let Some(wait) = self.retry_delay(attempt, &error) else {
+            let Some(wait) = self.retry_delay(attempt, &error, deadline) else {
                 return Err(error);
             };
             tracing::warn!(%error, attempt = attempt + 1, "retrying model list request");
@@ -416,24 +443,41 @@ impl Provider {
         }
     }
 
-    /// How long to wait before retry number `attempt + 1`, or `None` not to retry.
-    fn retry_delay(&self, attempt: u32, error: &ProviderError) -> Option<Duration> {
+    fn total_timeout(&self) -> ProviderError {
+        ProviderError::Timeout {
+            phase: TimeoutPhase::Total,
+            after: self.config.total_timeout,
+        }
+    }
+
+    /// How long to wait before retry number `attempt + 1`, or `None` not to retry: the error
+    /// is not transient, the retries are spent, the server asked for a longer wait than we
+    /// wait out, or the retry could not start before the deadline.
+    fn retry_delay(
+        &self,
+        attempt: u32,
+        error: &ProviderError,
+        deadline: Instant,
+    ) -> Option<Duration> {
         if attempt >= self.config.max_retries || !error.is_transient() {
             return None;
         }
-        if let ProviderError::RateLimit {
-            retry_after: Some(after),
-            ..
-        } = error
-        {
-            return (*after <= self.config.backoff_cap).then_some(*after);
-        }
-        Some(backoff(
-            self.config.backoff_base,
-            self.config.backoff_cap,
-            attempt,
-            random_unit(),
-        ))
+        let wait = match error {
+            ProviderError::RateLimit {
+                retry_after: Some(after),
+                ..
+            } => {
+                let longest = self.config.backoff_cap.max(MAX_RETRY_AFTER);
+                (*after <= longest).then_some(*after)?
+            }
+            _ => backoff(
+                self.config.backoff_base,
+                self.config.backoff_cap,
+                attempt,
+                random_unit(),
+            ),
+        };
+        (Instant::now() + wait < deadline).then_some(wait)
     }
 }
 

@@ -586,14 +586,21 @@ impl Event {
         serde_json::to_string(&raw)
     }
 
-    pub fn from_json_line(line: &str) -> serde_json::Result<Event> {
-        let raw: RawEvent = serde_json::from_str(line)?;
+    pub fn from_json_line(line: &str) -> anyhow::Result<Event> {
+        let raw: RawEvent = serde_json::from_str(line)
+            .map_err(|error| anyhow::anyhow!("the line is not an event ({error})"))?;
+        let kind = raw.kind;
         Ok(Event {
             seq: raw.seq,
             turn: raw.turn,
             step: raw.step,
             ts: raw.ts,
-            body: EventBody::from_payload(raw.kind, raw.payload)?,
+            body: EventBody::from_payload(kind, raw.payload).map_err(|error| {
+                anyhow::anyhow!(
+                    "the payload of event {} (`{kind}`) does not parse ({error})",
+                    raw.seq
+                )
+            })?,
             surface_op: raw.surface_op,
             source_event_seqs: raw.source_event_seqs,
         })

@@ -6,8 +6,9 @@
 //! - on open for writing, such a torn tail is detected and cut (it was never acknowledged:
 //!   `append` returns only after the whole line is written, and after `fsync` in
 //!   [`Durability::Sync`]);
-//! - any other line that does not parse is corruption, reported with its line number, never
-//!   skipped silently;
+//! - any other line that does not parse (not UTF-8, not an event, a seq that is not one more
+//!   than the line before's, as a deleted line leaves), and an empty file, is corruption,
+//!   reported with its line number, never skipped silently;
 //! - a write that fails (a full disk) is cut back to the last whole line before anything else is
 //!   written, so a process that goes on after the error (`serve`) never glues its next line
 //!   onto a partial one.
@@ -20,7 +21,7 @@ use std::fs::{File, OpenOptions, TryLockError};
 use std::io::{Read, Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};
 
-use anyhow::{Context, bail};
+use anyhow::{Context, anyhow, bail};
 
 use super::event::Event;
 
@@ -67,36 +68,65 @@ fn read_from(file: &mut File, path: &Path) -> anyhow::Result<ReadLog> {
     let torn_tail = (valid_len < bytes.len()).then(|| TornTail {
         bytes: (bytes.len() - valid_len) as u64,
     });
-    let text = std::str::from_utf8(&bytes[..valid_len])
-        .with_context(|| format!("session log {} is not UTF-8", path.display()))?;
-
-    let mut events = Vec::with_capacity(text.len() / 256);
-    let mut last_seq = 0;
-    for (index, line) in text.lines().enumerate() {
-        let event = Event::from_json_line(line).with_context(|| {
-            format!(
-                "session log {} is corrupt at line {}",
-                path.display(),
-                index + 1
-            )
-        })?;
-        if event.seq <= last_seq {
-            bail!(
-                "session log {} is corrupt at line {}: seq {} does not follow seq {}",
-                path.display(),
-                index + 1,
-                event.seq,
-                last_seq
-            );
-        }
-        last_seq = event.seq;
-        events.push(event);
-    }
+    let events = parse_lines(&bytes[..valid_len], path)?;
     Ok(ReadLog {
         events,
         torn_tail,
         valid_len: valid_len as u64,
     })
+}
+
+/// Parse the whole lines of a log. Every line is checked on its own, so any corruption is
+/// reported with the number of the line it is on: bytes that are not UTF-8, a line that is not
+/// an event, and a seq that is not exactly one more than the line before (the log is written
+/// with seqs 1, 2, 3, …, so a deleted line or an edited seq shows as a gap).
+fn parse_lines(whole_lines: &[u8], path: &Path) -> anyhow::Result<Vec<Event>> {
+    if whole_lines.is_empty() {
+        bail!(
+            "session log {} is empty: it has no line, not even its session/header (a crash \
+             while it was being created?); delete it or start a new session",
+            path.display()
+        );
+    }
+    let mut events: Vec<Event> = Vec::with_capacity(whole_lines.len() / 256);
+    for (index, line) in whole_lines
+        .strip_suffix(b"\n")
+        .unwrap_or(whole_lines)
+        .split(|&byte| byte == b'\n')
+        .enumerate()
+    {
+        let corrupt = |what: String| {
+            anyhow!(
+                "session log {} is corrupt at line {}: {what}",
+                path.display(),
+                index + 1
+            )
+        };
+        let text = std::str::from_utf8(line).map_err(|error| {
+            corrupt(format!(
+                "it is not UTF-8 (an invalid byte at column {})",
+                error.valid_up_to() + 1
+            ))
+        })?;
+        if text.trim().is_empty() {
+            return Err(corrupt("the line is empty".into()));
+        }
+        let event = Event::from_json_line(text).map_err(|error| corrupt(format!("{error:#}")))?;
+        let expected = events.last().map_or(1, |last| last.seq + 1);
+        if event.seq != expected {
+            let what = if event.seq > expected {
+                format!(
+                    "seq {} where seq {expected} belongs: a line is missing or its seq was changed",
+                    event.seq
+                )
+            } else {
+                format!("seq {} does not follow seq {}", event.seq, expected - 1)
+            };
+            return Err(corrupt(what));
+        }
+        events.push(event);
+    }
+    Ok(events)
 }
 
 /// The single writer of one session file.
@@ -255,5 +285,134 @@ fn sync_parent_dir(path: &Path) {
         && let Ok(dir) = File::open(parent)
     {
         let _ = dir.sync_all();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::session::event::{EventBody, SessionHeader, UserMessage};
+    use crate::session::{NewEvent, Session};
+
+    /// A session of a header and three prompts, as bytes.
+    fn log_bytes(dir: &Path) -> Vec<u8> {
+        let path = dir.join("whole.jsonl");
+        let header = SessionHeader::for_test("s1", "standard");
+        let mut session = Session::create(&path, header, Durability::Sync).unwrap();
+        for text in ["one", "two", "three"] {
+            let body = EventBody::UserMessage(UserMessage {
+                text: text.into(),
+                origin: "prompt".into(),
+            });
+            session.append(NewEvent::new(1, 0, body)).unwrap();
+        }
+        drop(session);
+        std::fs::read(&path).unwrap()
+    }
+
+    /// The error reading `bytes` gives, both as a reader and as the writer opening it.
+    fn check(bytes: &[u8], expected: &[&str]) {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("s.jsonl");
+        std::fs::write(&path, bytes).unwrap();
+        let read = format!("{:#}", read_log(&path).err().expect("corruption found"));
+        let open = LogWriter::open(&path, Durability::Sync)
+            .err()
+            .expect("open refused");
+        assert_eq!(read, format!("{open:#}"));
+        for part in expected {
+            assert!(read.contains(part), "`{part}` missing from: {read}");
+        }
+        assert_eq!(
+            std::fs::read(&path).unwrap(),
+            bytes,
+            "a refused log is left as it was"
+        );
+    }
+
+    fn lines(bytes: &[u8]) -> Vec<Vec<u8>> {
+        bytes
+            .split_inclusive(|&byte| byte == b'\n')
+            .map(<[u8]>::to_vec)
+            .collect()
+    }
+
+    #[test]
+    fn a_deleted_middle_line_is_a_seq_gap_named_by_its_line() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut lines = lines(&log_bytes(dir.path()));
+        lines.remove(2);
+        check(
+            &lines.concat(),
+            &[
+                "corrupt at line 3",
+                "seq 4 where seq 3 belongs",
+                "a line is missing",
+            ],
+        );
+    }
+
+    #[test]
+    fn a_huge_seq_on_the_last_line_is_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut lines = lines(&log_bytes(dir.path()));
+        let last = String::from_utf8(lines.pop().unwrap()).unwrap();
+        lines.push(
+            last.replacen("\"seq\":4", "\"seq\":18446744073709551615", 1)
+                .into_bytes(),
+        );
+        check(
+            &lines.concat(),
+            &[
+                "corrupt at line 4",
+                "seq 18446744073709551615 where seq 4 belongs",
+            ],
+        );
+    }
+
+    #[test]
+    fn invalid_utf8_names_the_line_and_the_column() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut lines = lines(&log_bytes(dir.path()));
+        let at = lines[2].windows(3).position(|w| w == b"two").unwrap();
+        lines[2][at] = 0xff;
+        check(
+            &lines.concat(),
+            &[
+                "corrupt at line 3",
+                "not UTF-8",
+                &format!("column {}", at + 1),
+            ],
+        );
+    }
+
+    #[test]
+    fn an_empty_file_or_a_lone_torn_line_is_refused_as_empty() {
+        check(b"", &["is empty", "no line, not even its session/header"]);
+        check(b"{\"seq\":1,\"ki", &["is empty"]);
+    }
+
+    #[test]
+    fn an_empty_line_and_a_bad_payload_name_their_line() {
+        let dir = tempfile::tempdir().unwrap();
+        let whole = lines(&log_bytes(dir.path()));
+        let mut with_blank = whole.clone();
+        with_blank.insert(2, b"\n".to_vec());
+        check(
+            &with_blank.concat(),
+            &["corrupt at line 3", "the line is empty"],
+        );
+
+        let mut bad_payload = whole;
+        let line = String::from_utf8(bad_payload[1].clone()).unwrap();
+        bad_payload[1] = line.replacen("\"text\"", "\"txet\"", 1).into_bytes();
+        check(
+            &bad_payload.concat(),
+            &[
+                "corrupt at line 2",
+                "payload of event 2 (`user/message`)",
+                "text",
+            ],
+        );
     }
 }

@@ -5,6 +5,15 @@
 //! running and holding the output pipes open). For the same reason, processes the command left
 //! in the background are killed when it exits.
 //!
+//! A process group is not enough: `setsid`, a double fork or a daemon leaves the group, and
+//! its orphan is adopted by init, where nothing links it to the command any more. So every
+//! command also carries an environment variable with a token of its own, which every
+//! descendant inherits whatever group, session or parent it ends up in; when the command ends,
+//! every process whose environment holds the token is killed, again until none is left (one
+//! may fork while the others are being killed). Only a process that replaced its whole
+//! environment (`env -i`) escapes this. A subreaper would also need a live ancestor that reaps
+//! what it adopts, and cgroups need a delegated hierarchy, which a user's editor seldom has.
+//!
 //! This is not a sandbox: the permission policy (`ask` by default) is the guard. The deny-list
 //! below only catches a few commands that are destructive beyond any task (`rm -rf /`, `mkfs`,
 //! writing to a disk device, a fork bomb), so that a slip or an injected instruction does not
@@ -137,10 +146,15 @@ impl Tool for Shell {
     }
 }
 
-/// Kills the command's process group when dropped, unless already done: this is what stops
-/// the processes when the runtime drops the call on a timeout or a cancelled turn.
+/// The variable whose value marks every process of one command (see the module docs).
+const CALL_TOKEN_VAR: &str = "AGENT_LSP_SHELL_CALL";
+
+/// Kills the command's process group, and every process carrying its token, when dropped,
+/// unless already done: this is what stops the processes when the runtime drops the call on a
+/// timeout or a cancelled turn.
 struct GroupGuard {
     pgid: Option<Pid>,
+    token: String,
 }
 
 impl GroupGuard {
@@ -148,8 +162,54 @@ impl GroupGuard {
         if let Some(pgid) = self.pgid.take() {
             // ESRCH (the group is already gone) is the usual, harmless outcome.
             let _ = killpg(pgid, Signal::SIGKILL);
+            let killed = kill_marked(&format!("{CALL_TOKEN_VAR}={}", self.token));
+            if killed > 0 {
+                tracing::info!(killed, "killed processes that had left the command's group");
+            }
         }
     }
+}
+
+/// A token no other command of any agent-lsp process has.
+fn call_token() -> String {
+    static CALLS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let call = CALLS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    format!("{}-{call}", std::process::id())
+}
+
+/// SIGKILL every process whose environment holds the entry `marker` (`NAME=value`), scanning
+/// `/proc` again until a scan finds none; returns how many were killed.
+fn kill_marked(marker: &str) -> usize {
+    let mut entry = marker.as_bytes().to_vec();
+    entry.push(0);
+    let own = std::process::id();
+    let mut killed = 0;
+    for _ in 0..20 {
+        let Ok(processes) = std::fs::read_dir("/proc") else {
+            return killed;
+        };
+        let marked = processes
+            .filter_map(Result::ok)
+            .filter_map(|process| process.file_name().to_str()?.parse::<i32>().ok())
+            .filter(|&pid| pid as u32 != own)
+            .filter(|pid| {
+                let mut environ = std::fs::read(format!("/proc/{pid}/environ")).unwrap_or_default();
+                environ.insert(0, 0);
+                environ
+                    .windows(entry.len() + 1)
+                    .any(|window| window[0] == 0 && window[1..] == entry[..])
+            })
+            .collect::<Vec<_>>();
+        if marked.is_empty() {
+            break;
+        }
+        for pid in marked {
+            if nix::sys::signal::kill(Pid::from_raw(pid), Signal::SIGKILL).is_ok() {
+                killed += 1;
+            }
+        }
+    }
+    killed
 }
 
 impl Drop for GroupGuard {
@@ -175,9 +235,11 @@ async fn run_command(ctx: &ToolContext, args: &ShellArgs) -> ToolOutput {
         .unwrap_or(SHELL_DEFAULT_TIMEOUT_SECS)
         .clamp(1, SHELL_MAX_TIMEOUT_SECS);
     let started = Instant::now();
+    let token = call_token();
     let mut child = match tokio::process::Command::new("sh")
         .arg("-c")
         .arg(command)
+        .env(CALL_TOKEN_VAR, &token)
         .current_dir(ctx.workspace.root())
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
@@ -195,6 +257,7 @@ async fn run_command(ctx: &ToolContext, args: &ShellArgs) -> ToolOutput {
             .id()
             .and_then(|pid| i32::try_from(pid).ok())
             .map(Pid::from_raw),
+        token,
     };
     tracing::info!(command, pid = ?child.id(), timeout_secs, "shell command started");
     let stdout = tokio::spawn(capture(child.stdout.take().expect("piped stdout")));

@@ -265,6 +265,34 @@ pub(super) fn keep_alive_forever(line: &'static str, every: Duration) -> Body {
     body_from(receiver)
 }
 
+/// A body whose first line never ends: the start of a `data:` chunk, then `bytes` bytes of `x`
+/// in 64 KiB pieces as fast as the client takes them, then silence until the client goes away.
+pub(super) fn huge_line(bytes: usize) -> Body {
+    let (sender, receiver) = mpsc::channel::<Frame>(4);
+    tokio::spawn(async move {
+        let head = r#"data: {"choices":[{"index":0,"delta":{"content":""#;
+        if sender
+            .send(Ok(Bytes::from_static(head.as_bytes())))
+            .await
+            .is_err()
+        {
+            return;
+        }
+        let block = Bytes::from(vec![b'x'; 64 * 1024]);
+        let mut sent = 0;
+        while sent < bytes {
+            let piece = block.slice(..block.len().min(bytes - sent));
+            sent += piece.len();
+            if sender.send(Ok(piece)).await.is_err() {
+                tracing::debug!(sent, "the client left during the huge line");
+                return;
+            }
+        }
+        sender.closed().await;
+    });
+    body_from(receiver)
+}
+
 #[cfg(test)]
 mod tests {
     use super::pieces;

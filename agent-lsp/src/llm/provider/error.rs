@@ -58,11 +58,7 @@ pub enum ProviderError {
     )]
     Http { status: u16, message: String },
     /// The endpoint did not answer in time.
-    #[error(
-        "no answer from the endpoint within {} while {phase}: check the network, or raise the provider's {} timeout",
-        format_duration(*.after),
-        phase.option_name()
-    )]
+    #[error("{}", timeout_message(*.phase, *.after))]
     Timeout {
         phase: TimeoutPhase,
         after: Duration,
@@ -91,6 +87,9 @@ pub enum TimeoutPhase {
     Response,
     /// Waiting for the next piece of a streamed body.
     Idle,
+    /// The whole request, retries and their waits included: the deadline that bounds a
+    /// request whatever the endpoint sends (keep-alive comments forever, a trickle of bytes).
+    Total,
 }
 
 impl TimeoutPhase {
@@ -99,7 +98,24 @@ impl TimeoutPhase {
             TimeoutPhase::Connect => "connect",
             TimeoutPhase::Response => "request",
             TimeoutPhase::Idle => "idle",
+            TimeoutPhase::Total => "total",
         }
+    }
+}
+
+fn timeout_message(phase: TimeoutPhase, after: Duration) -> String {
+    match phase {
+        TimeoutPhase::Total => format!(
+            "the endpoint did not finish its answer within {}, the deadline of a whole request \
+             (retries included): check the endpoint, or raise the provider's total_timeout_secs",
+            format_duration(after)
+        ),
+        _ => format!(
+            "no answer from the endpoint within {} while {phase}: check the network, or raise \
+             the provider's {} timeout",
+            format_duration(after),
+            phase.option_name()
+        ),
     }
 }
 
@@ -109,6 +125,7 @@ impl fmt::Display for TimeoutPhase {
             TimeoutPhase::Connect => "connecting",
             TimeoutPhase::Response => "waiting for the response",
             TimeoutPhase::Idle => "waiting for the next part of the stream",
+            TimeoutPhase::Total => "receiving the whole answer",
         })
     }
 }

@@ -8,17 +8,17 @@
 //! last choice chunk). This module is pure apart from the byte stream it reads, so it is
 //! tested on recorded streams without a server.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, VecDeque};
 use std::pin::pin;
 use std::time::Duration;
 
-use eventsource_stream::{EventStreamError, Eventsource};
 use futures_util::{Stream, StreamExt};
 use serde::Deserialize;
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
 use super::error::{ProviderError, TimeoutPhase, classify_inline_error};
+use super::sse::{SseDecoder, SseEvent};
 use crate::session::event::{AssistantMessage, ToolCallRef, Usage};
 
 /// A piece of the answer, handed to the caller as soon as it arrives (for progress display).
@@ -345,42 +345,54 @@ where
     S: Stream<Item = Result<B, BodyError>>,
     B: AsRef<[u8]>,
 {
-    let mut events = pin!(body.eventsource());
+    let mut body = pin!(body);
+    let mut decoder = SseDecoder::default();
+    let mut events = VecDeque::new();
     loop {
+        while let Some(event) = events.pop_front() {
+            if take_event(event, assembler, on_delta)? == Flow::Done {
+                tracing::trace!("stream finished with [DONE]");
+                return Ok(());
+            }
+        }
         let next = tokio::select! {
             biased;
             () = cancel.cancelled() => return Err(ProviderError::Cancelled),
-            next = events.next() => next,
+            next = body.next() => next,
         };
-        let event = match next {
+        match next {
             None => return Ok(()),
-            Some(Ok(event)) => event,
-            Some(Err(EventStreamError::Transport(BodyError::Idle(after)))) => {
+            Some(Ok(bytes)) => {
+                decoder.push(bytes.as_ref(), &mut events).map_err(|error| {
+                    ProviderError::Protocol {
+                        message: format!("the event stream does not parse: {error}"),
+                    }
+                })?;
+            }
+            Some(Err(BodyError::Idle(after))) => {
                 return Err(ProviderError::Timeout {
                     phase: TimeoutPhase::Idle,
                     after,
                 });
             }
-            Some(Err(EventStreamError::Transport(BodyError::Transport(error)))) => {
-                return Err(error);
-            }
-            Some(Err(error)) => {
-                return Err(ProviderError::Protocol {
-                    message: format!("the event stream does not parse: {error}"),
-                });
-            }
-        };
-        if event.event == "error" {
-            let value = serde_json::from_str::<Value>(&event.data)
-                .unwrap_or_else(|_| Value::String(event.data.clone()));
-            let error = value.get("error").cloned().unwrap_or(value);
-            return Err(classify_inline_error(&error));
-        }
-        if assembler.push_data(&event.data, on_delta)? == Flow::Done {
-            tracing::trace!("stream finished with [DONE]");
-            return Ok(());
+            Some(Err(BodyError::Transport(error))) => return Err(error),
         }
     }
+}
+
+/// Hand one decoded event to the assembler; an `error` event is the endpoint's error.
+fn take_event(
+    event: SseEvent,
+    assembler: &mut Assembler,
+    on_delta: &mut impl FnMut(StreamDelta),
+) -> Result<Flow, ProviderError> {
+    if event.event == "error" {
+        let value = serde_json::from_str::<Value>(&event.data)
+            .unwrap_or_else(|_| Value::String(event.data.clone()));
+        let error = value.get("error").cloned().unwrap_or(value);
+        return Err(classify_inline_error(&error));
+    }
+    assembler.push_data(&event.data, on_delta)
 }
 
 fn preview(text: &str) -> String {
