@@ -388,10 +388,6 @@ pub async fn serve(
                 queued.fetch_sub(1, Ordering::AcqRel);
                 flow
             }
-            intake::Input::Unreadable(problem) => {
-                server.unreadable(&problem);
-                Flow::Continue
-            }
             intake::Input::Failed(error) => {
                 ended = Err(error).context("failed to read from the editor");
                 Flow::Exit

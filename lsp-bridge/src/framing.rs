@@ -159,6 +159,9 @@ pub fn frame_is_partial(reader: &mut impl BufRead) -> std::io::Result<Option<boo
 #[derive(Default)]
 struct Headers {
     content_length: Option<usize>,
+    /// Whether a header line came yet: a blank line before any is a stray line break between
+    /// two messages, skipped; after some, it ends the header.
+    started: bool,
 }
 
 enum HeaderLine {
@@ -187,6 +190,10 @@ impl Headers {
         let text = std::str::from_utf8(line)
             .map_err(|_| ReadError::Protocol(format!("header is not UTF-8: {}", preview(line))))?
             .trim_end_matches(['\r', '\n']);
+        if text.is_empty() && !self.started {
+            return Ok(HeaderLine::More);
+        }
+        self.started = true;
         if text.is_empty() {
             let Some(length) = self.content_length else {
                 return Err(ReadError::Protocol("message without Content-Length".into()));
@@ -198,7 +205,18 @@ impl Headers {
             }
             return Ok(HeaderLine::Body(length));
         }
-        let Some((name, value)) = text.split_once(':') else {
+        // A header name is a token (RFC 7230): a body without the blank line before it, or a
+        // body longer than its Content-Length, shows up here as a "name" with `{` or `"` in it.
+        let is_token = |name: &str| {
+            !name.is_empty()
+                && name
+                    .bytes()
+                    .all(|byte| byte.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&byte))
+        };
+        let Some((name, value)) = text
+            .split_once(':')
+            .filter(|(name, _)| is_token(name.trim()))
+        else {
             return Err(ReadError::Protocol(format!(
                 "expected a header, got {}",
                 preview(line)
@@ -208,6 +226,12 @@ impl Headers {
             let length = value.trim().parse::<usize>().map_err(|_| {
                 ReadError::Protocol(format!("invalid Content-Length {:?}", value.trim()))
             })?;
+            if self.content_length.is_some_and(|earlier| earlier != length) {
+                return Err(ReadError::Protocol(format!(
+                    "conflicting Content-Length headers ({} and {length})",
+                    self.content_length.unwrap_or_default()
+                )));
+            }
             self.content_length = Some(length);
         }
         // `Content-Type` (and any other header) carries nothing we need: the body is UTF-8 JSON.
@@ -593,6 +617,15 @@ mod tests {
     }
 
     #[tokio::test]
+    async fn stray_line_breaks_between_messages_are_skipped() {
+        let input = b"\r\n\nContent-Length: 2\r\n\r\n{}\r\nContent-Length: 2\r\nContent-Length: 2\r\n\r\n{}";
+        assert_eq!(
+            read_all(input).await,
+            [Ok(Some(json!({}))), Ok(Some(json!({}))), Ok(None)]
+        );
+    }
+
+    #[tokio::test]
     async fn frames_with_content_type_and_odd_header_case_are_read() {
         let body = r#"{"jsonrpc":"2.0","id":1,"result":"grüße"}"#;
         let input = format!(
@@ -610,12 +643,25 @@ mod tests {
 
     #[tokio::test]
     async fn garbage_is_a_protocol_error_and_truncation_is_end_of_output() {
-        let cases: [(&[u8], &str); 5] = [
+        let cases: [(&[u8], &str); 9] = [
             (b"hello world\r\n\r\n", "expected a header"),
             (b"Content-Length: ten\r\n\r\n", "invalid Content-Length"),
+            (b"Content-Length: -1\r\n\r\n", "invalid Content-Length"),
+            (
+                b"Content-Length: 18446744073709551617\r\n\r\n",
+                "invalid Content-Length",
+            ),
             (b"Content-Length: 5\r\n\r\n{oops", "invalid JSON"),
             (b"Content-Type: x\r\n\r\n{}", "without Content-Length"),
             (b"Content-Length: 99999999999\r\n\r\n", "too large"),
+            (
+                b"Content-Length: 2\r\nContent-Length: 3\r\n\r\n{}",
+                "conflicting",
+            ),
+            (
+                b"Content-Length: 2\r\n{}Content-Length: 2\r\n\r\n{}",
+                "expected a header",
+            ),
         ];
         for (input, expected) in cases {
             let messages = read_all(input).await;

@@ -225,3 +225,105 @@ fn the_writing_tools_cannot_plant_code_that_git_runs_later() {
     assert!(!marker.exists(), "a payload ran");
     endpoint.assert_no_violations();
 }
+
+/// Start stdio `serve`, initialize it, write `garbage`, and return how it ended and its stderr.
+fn serve_fed(garbage: &[u8]) -> (std::process::ExitStatus, String) {
+    use std::io::{Read, Write};
+    let workspace = tempfile::tempdir().unwrap();
+    let state = tempfile::tempdir().unwrap();
+    let config = state.path().join("config.toml");
+    std::fs::write(&config, "").unwrap();
+    let mut child =
+        agent_tests::agent_lsp_command(state.path(), &config, workspace.path(), &["serve"])
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    let initialize = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize",
+        "params": {"processId": null, "rootUri": null, "capabilities": {}}})
+    .to_string();
+    write!(
+        stdin,
+        "Content-Length: {}\r\n\r\n{initialize}",
+        initialize.len()
+    )
+    .unwrap();
+    stdin.write_all(garbage).unwrap();
+    // A well-formed request after the garbage: a server that recovered would answer it.
+    let hover = r#"{"jsonrpc":"2.0","id":2,"method":"nobody/knows","params":{}}"#;
+    write!(stdin, "Content-Length: {}\r\n\r\n{hover}", hover.len()).unwrap();
+    stdin.flush().unwrap();
+    // The editor keeps its end open, as editors do: the server must end on its own.
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let status = loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            break status;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "serve stayed alive after {garbage:?}"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    drop(stdin);
+    let mut stderr = String::new();
+    child
+        .stderr
+        .take()
+        .unwrap()
+        .read_to_string(&mut stderr)
+        .unwrap();
+    (status, stderr)
+}
+
+#[test]
+fn broken_framing_ends_serve_with_the_reason_and_stray_line_breaks_do_not() {
+    let broken: [(&[u8], &str); 11] = [
+        (b"Content-Type: x\r\n\r\n{}", "without Content-Length"),
+        (b"Content-Length: -1\r\n\r\n{}", "invalid Content-Length"),
+        (b"Content-Length: 1000000000000\r\n\r\n{}", "too large"),
+        (
+            b"Content-Length: 18446744073709551617\r\n\r\n{}",
+            "invalid Content-Length",
+        ),
+        (b"Content-Length: ten\r\n\r\n{}", "invalid Content-Length"),
+        (
+            b"Content-Length: 2\r\nContent-Length: 3\r\n\r\n{}",
+            "conflicting",
+        ),
+        (b"Content-Length: 2\r\n{}", "expected a header"),
+        (b"this is not a header\r\n", "expected a header"),
+        (b"Content-Length: \xff\r\n\r\n{}", "not UTF-8"),
+        (&[b'x'; 10_000], "longer than"),
+        (b"Content-Length: 1\r\n\r\n{}", "expected a header"),
+    ];
+    for (garbage, reason) in broken {
+        let (status, stderr) = serve_fed(garbage);
+        assert!(!status.success(), "{status} after {garbage:?}");
+        assert!(
+            stderr.contains("framing is broken") && stderr.contains(reason),
+            "after {:?}: {stderr}",
+            String::from_utf8_lossy(&garbage[..garbage.len().min(60)])
+        );
+    }
+
+    // Stray line breaks between messages are skipped: the request after them is answered.
+    let workspace = tempfile::tempdir().unwrap();
+    let root = workspace.path().canonicalize().unwrap();
+    let state = tempfile::tempdir().unwrap();
+    let config = state.path().join("config.toml");
+    std::fs::write(&config, "").unwrap();
+    let mut editor = Editor::start(agent_tests::agent_lsp_command(
+        state.path(),
+        &config,
+        &root,
+        &["serve"],
+    ));
+    editor.initialize(&root);
+    editor.send_raw(b"\r\n\n\r\n");
+    let answer = editor.request("nobody/knows", json!({}));
+    assert_eq!(answer["error"]["code"], -32601, "{answer}");
+    editor.shutdown();
+}

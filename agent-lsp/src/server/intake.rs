@@ -34,9 +34,8 @@ use super::{CHILD_REQUEST_TIMEOUT, Shared, routing};
 pub(super) enum Input {
     /// A message body (JSON text, not yet parsed).
     Message(Vec<u8>),
-    /// A frame that could not be read; the stream goes on.
-    Unreadable(String),
-    /// Reading failed; nothing more comes.
+    /// Reading failed, or the framing broke so that where the next message starts is unknown;
+    /// nothing more comes.
     Failed(std::io::Error),
 }
 
@@ -156,7 +155,17 @@ impl Intake {
                 Input::Message(body)
             }
             Ok(None) => return false,
-            Err(ReadError::Protocol(problem)) => Input::Unreadable(problem),
+            // A broken header leaves no way to find where the next message starts: reading on
+            // would glue every later message to garbage and leave the server deaf. End the
+            // connection instead, saying why, so the editor restarts the server.
+            Err(ReadError::Protocol(problem)) => {
+                let error = std::io::Error::new(
+                    std::io::ErrorKind::InvalidData,
+                    format!("the editor's message framing is broken ({problem})"),
+                );
+                let _ = self.to_loop.send(Input::Failed(error));
+                return false;
+            }
             Err(ReadError::Io(error)) => {
                 let _ = self.to_loop.send(Input::Failed(error));
                 return false;
