@@ -65,8 +65,6 @@ pub mod codes {
 const CHILD_REQUEST_TIMEOUT: Duration = Duration::from_secs(60);
 /// How long the server, on its way out, waits for the editor to read what is left to send.
 const WRITER_DRAIN: Duration = Duration::from_secs(5);
-/// How long `initialize` waits for the children it starts before answering without them.
-const INITIALIZE_WAIT: Duration = Duration::from_secs(10);
 
 /// Whether the editor that sent these `initialize` params is known to read a frame header
 /// whose first line is not `Content-Length` (docs/decisions/0003-announcing-frames.md): the

@@ -194,7 +194,8 @@ impl Intake {
             // The agent's own code actions are resolved on the loop.
             Some(_) if method == "codeAction/resolve" => None,
             // Resolving an item goes to the child that produced it.
-            Some(origin) => routing::resolve_route(shared, origin),
+            Some(origin) => routing::resolve_route(shared, origin)
+                .filter(|child| routing::resolves(child, origin)),
             None => self.document_route(params),
         };
         let Some(child) = child.filter(|child| child.is_healthy()) else {

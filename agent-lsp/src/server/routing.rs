@@ -64,6 +64,22 @@ pub(super) fn resolve_route(shared: &Shared, origin: &str) -> Option<Arc<Child>>
         .cloned()
 }
 
+/// Whether `child` resolves the items of `origin` (its provider says `resolveProvider`). The
+/// editor is told at `initialize` that completion items resolve, before any child runs; the
+/// item of a child that does not resolve is answered as it is, which is what resolving it
+/// would give.
+pub(super) fn resolves(child: &Child, origin: &str) -> bool {
+    let provider = match origin {
+        "textDocument/completion" => "completionProvider",
+        "textDocument/codeAction" => "codeActionProvider",
+        "textDocument/codeLens" => "codeLensProvider",
+        "textDocument/inlayHint" => "inlayHintProvider",
+        "textDocument/documentLink" => "documentLinkProvider",
+        _ => return true,
+    };
+    child.initialize_result()["capabilities"][provider]["resolveProvider"] == true
+}
+
 /// The request whose items `method` (a `*/resolve` request) resolves.
 pub(super) fn resolve_origin(method: &str) -> Option<&'static str> {
     RESOLVES
@@ -118,6 +134,10 @@ pub(super) async fn forward_raw(
                 format!("`{method}` for an item no server produced"),
             ));
         };
+        if !resolves(&child, origin) {
+            return serde_json::value::to_raw_value(&params)
+                .map_err(|error| (codes::INTERNAL_ERROR, error.to_string()));
+        }
         return child
             .request_raw_with(method, params, CHILD_REQUEST_TIMEOUT, cancel)
             .await
