@@ -27,6 +27,9 @@ use crate::error::{Error, Result};
 use crate::position::{PositionEncoding, to_char_index, to_server_offset};
 use crate::registry::Bridge;
 
+mod workspace_symbols;
+pub use workspace_symbols::ServerSymbols;
+
 /// A position as the model gives it.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct SymbolPosition {
@@ -172,6 +175,9 @@ pub struct Queries {
     pub documents: Arc<DocumentMirror>,
     /// How long to wait for a server to get ready, and for diagnostics of a new version.
     pub wait: Duration,
+    /// How long after its start a server that answers a workspace-wide query with nothing,
+    /// and reports no indexing progress, is asked again (see [`workspace_symbols`]).
+    pub index_wait: Duration,
 }
 
 impl Queries {
@@ -180,6 +186,7 @@ impl Queries {
             bridge,
             documents,
             wait: Duration::from_secs(20),
+            index_wait: Duration::from_secs(10),
         }
     }
 
@@ -281,46 +288,6 @@ impl Queries {
         .await;
         self.documents.release(lease).await?;
         result
-    }
-
-    /// Symbols matching `query` from every running server, merged and ranked: exact name
-    /// first, then prefix, then substring, then what the servers' fuzzy matching found.
-    pub async fn workspace_symbols(&self, query: &str) -> Vec<Result<Vec<WorkspaceSymbol>>> {
-        let children = self.bridge.running();
-        let mut answers = Vec::new();
-        for child in children {
-            let supported = child.capabilities().workspace_symbol_provider.is_some();
-            if !supported {
-                continue;
-            }
-            let answer = child
-                .request("workspace/symbol", json!({ "query": query }))
-                .await
-                .map(|value| {
-                    let mut files = FileCache::new(&self.documents);
-                    value
-                        .as_array()
-                        .into_iter()
-                        .flatten()
-                        .filter_map(|symbol| {
-                            let (uri, range) = location_of(&symbol["location"])?;
-                            let location = files.location(&uri, range.start, child.encoding());
-                            Some(WorkspaceSymbol {
-                                name: symbol["name"].as_str()?.to_owned(),
-                                kind: symbol_kind(symbol["kind"].as_u64().unwrap_or(0)).to_owned(),
-                                container: symbol["containerName"]
-                                    .as_str()
-                                    .filter(|c| !c.is_empty())
-                                    .map(str::to_owned),
-                                location,
-                                server: child.name().to_owned(),
-                            })
-                        })
-                        .collect::<Vec<_>>()
-                });
-            answers.push(answer);
-        }
-        answers
     }
 
     /// Incoming or outgoing calls of the symbol at a position.
