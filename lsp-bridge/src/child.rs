@@ -395,7 +395,9 @@ impl Child {
             Some(Closed::Exited) => return ChildState::Exited,
             None => {}
         }
-        if self.transport.has_exited() {
+        // A closed input pipe means the process is gone, though its output may not have
+        // ended yet: nothing sent to it now arrives.
+        if self.transport.has_exited() || self.transport.input_closed() {
             return ChildState::Exited;
         }
         if let Some(hung) = self.transport.hung() {

@@ -60,6 +60,14 @@ pub enum Error {
         "language server `{server}` broke the protocol ({message}); it was stopped and is restarted on the next request"
     )]
     Protocol { server: String, message: String },
+    /// The request never reached the server: it was gone (its output ended, or its input pipe
+    /// was closed) when the request was to be written. Unlike a request the server received
+    /// and then died on, such a request can be sent again to a restarted server as it is: a
+    /// delivery retry, not a repetition of something the server may have done.
+    #[error(
+        "language server `{server}` was gone before the request reached it; it is restarted on the next request"
+    )]
+    NotDelivered { server: String },
     #[error("language server `{server}` answered with error {code}: {message}")]
     Response {
         server: String,
@@ -121,6 +129,16 @@ impl Error {
                 | Error::ServerFailed { .. }
                 | Error::Protocol { .. }
                 | Error::NotReady { .. }
+                | Error::NotDelivered { .. }
+        )
+    }
+
+    /// Whether the server instance is gone (it died, or was stopped for breaking the
+    /// protocol, before or while answering): a restarted instance may answer.
+    pub fn is_server_gone(&self) -> bool {
+        matches!(
+            self,
+            Error::ServerExited { .. } | Error::Protocol { .. } | Error::NotDelivered { .. }
         )
     }
 
@@ -133,6 +151,7 @@ impl Error {
             | Error::ServerFailed { server, .. }
             | Error::Protocol { server, .. }
             | Error::Response { server, .. }
+            | Error::NotDelivered { server }
             | Error::NotReady { server } => Some(server),
             Error::NoServer { .. } | Error::Cancelled => None,
         }
@@ -193,6 +212,9 @@ impl Clone for Error {
                 message: message.clone(),
             },
             Error::NotReady { server } => Error::NotReady {
+                server: server.clone(),
+            },
+            Error::NotDelivered { server } => Error::NotDelivered {
                 server: server.clone(),
             },
             Error::NoServer { path, reason } => Error::NoServer {

@@ -144,32 +144,58 @@ pub(super) async fn forward_raw(
             .map_err(error_reply);
     }
     if let Some(path) = document_path(&params) {
-        let child = shared.child_for(&path).await.map_err(|error| match error {
-            Error::NoServer { reason, .. } => (
-                codes::METHOD_NOT_FOUND,
-                format!("no language server for {}: {reason}", path.display()),
-            ),
-            other => error_reply(other),
-        })?;
-        // The intake forwards the next requests about this document itself, found by the
-        // URI as the editor spells it (no parsing, no path on its hot path).
-        if let Some(uri) = params["textDocument"]["uri"].as_str()
-            && !shared.prompt_documents.matches(&path)
-        {
-            shared
-                .document_routes
-                .lock()
-                .expect("document routes")
-                .insert(uri.to_owned(), child.clone());
+        // At most two sends: the second only when the first never reached the child, which
+        // was gone (killed, crashed) before the request was written. That is a delivery retry:
+        // the restarted child is asked what the dead one never saw. A request the child
+        // received and then died on is answered with the error, never sent again (it may
+        // have had effects, and the editor decides what to ask again).
+        let mut delivery_retried = false;
+        loop {
+            let child = document_child(shared, &path, &params).await?;
+            match child
+                .request_raw_with(method, params.clone(), CHILD_REQUEST_TIMEOUT, cancel)
+                .await
+            {
+                Err(Error::NotDelivered { server }) if !delivery_retried => {
+                    tracing::info!(%server, method, "the child was gone before the request reached it: restarting it and sending the request there");
+                    delivery_retried = true;
+                }
+                answer => {
+                    let answer = answer.map_err(error_reply)?;
+                    remember_resolve_route(shared, method, &child);
+                    return Ok(answer);
+                }
+            }
         }
-        let answer = child
-            .request_raw_with(method, params, CHILD_REQUEST_TIMEOUT, cancel)
-            .await
-            .map_err(error_reply)?;
-        remember_resolve_route(shared, method, &child);
-        return Ok(answer);
     }
     Err(no_child(method))
+}
+
+/// The child of the document at `path` (started, or restarted, if need be); the intake
+/// forwards the next requests about the document to it itself, found by the URI as the editor
+/// spells it (no parsing, no path on its hot path).
+async fn document_child(
+    shared: &Arc<Shared>,
+    path: &std::path::Path,
+    params: &Value,
+) -> Result<Arc<Child>, (i64, String)> {
+    let child = shared.child_for(path).await.map_err(|error| match error {
+        Error::NoServer { reason, .. } => (
+            codes::METHOD_NOT_FOUND,
+            format!("no language server for {}: {reason}", path.display()),
+        ),
+        other => error_reply(other),
+    })?;
+    if let Some(uri) = params["textDocument"]["uri"].as_str()
+        && !shared.prompt_documents.matches(path)
+    {
+        shared
+            .document_routes
+            .lock()
+            .expect("document routes")
+            .insert(uri.to_owned(), child.clone());
+    }
+    Ok(child)
 }
 
 fn no_child(method: &str) -> (i64, String) {

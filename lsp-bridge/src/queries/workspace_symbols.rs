@@ -43,11 +43,28 @@ impl Queries {
     /// need be), one answer per server instance; see the module doc for servers that are
     /// still indexing.
     pub async fn workspace_symbols(&self, query: &str) -> Vec<Result<ServerSymbols>> {
+        let answers = self.workspace_symbols_once(query).await;
+        if answers
+            .iter()
+            .any(|answer| answer.as_ref().is_err_and(|error| error.is_server_gone()))
+        {
+            // A server died under the query: once more, which restarts it.
+            tracing::info!("a language server was gone during workspace/symbol: asking again");
+            return self.workspace_symbols_once(query).await;
+        }
+        answers
+    }
+
+    async fn workspace_symbols_once(&self, query: &str) -> Vec<Result<ServerSymbols>> {
         let (mut answers, started) = self.start_workspace_servers().await;
         let children = self.bridge.running();
         let asked = children
             .iter()
-            .filter(|child| child.capabilities().workspace_symbol_provider.is_some())
+            // The raw capability: lsp-types reads `false` as an offer too.
+            .filter(|child| {
+                let offered = &child.initialize_result()["capabilities"]["workspaceSymbolProvider"];
+                !offered.is_null() && *offered != Value::Bool(false)
+            })
             .map(|child| {
                 // A file of this very instance, for the canary.
                 let sample = started
@@ -111,15 +128,15 @@ impl Queries {
             if !symbols.is_empty() {
                 child.set_workspace_indexed();
             }
-            let mut settled =
-                !symbols.is_empty() || child.workspace_indexed() || child.progress_done();
+            let settled = !symbols.is_empty() || child.workspace_indexed() || child.progress_done();
             if !settled && let Some(canary) = sample.and_then(canary_name) {
                 let found = child
                     .request("workspace/symbol", json!({ "query": canary }))
                     .await?;
                 if !self.convert(child, &found).is_empty() {
+                    // Indexed, maybe just now, between the two questions: ask again.
                     child.set_workspace_indexed();
-                    settled = true;
+                    continue;
                 }
             }
             let now = Instant::now();
