@@ -282,6 +282,14 @@ impl Child {
                 // Let the last stderr lines (often the reason) arrive.
                 child.transport.wait_closed(Duration::from_secs(1)).await;
                 let tail = child.stderr_tail();
+                let error = match error {
+                    // A server that is gone before it could read `initialize` has exited.
+                    Error::NotDelivered { server } => Error::ServerExited {
+                        server,
+                        stderr_tail: tail.clone(),
+                    },
+                    other => other,
+                };
                 (Err(error), tail)
             }
         }

@@ -312,6 +312,7 @@ fn main() {
                             "positionEncoding": if offered_utf8 { "utf-8" } else { "utf-16" },
                             "hoverProvider": true,
                             "definitionProvider": true,
+                            "completionProvider": {"resolveProvider": true},
                             "textDocumentSync": 1,
                             "workspaceSymbolProvider": script.no_symbols,
                         },
