@@ -5,7 +5,7 @@
 //! Then, the time until the first C file opened has clangd's diagnostics (children start
 //! when a document they serve is opened), and how many child processes run then.
 //!
-//! Run: `bash .ci/tools.sh && cargo build --release -p agent-lsp && cargo bench -p agent-tests --bench initialize`
+//! Run: `bash .ci/tools.sh && cargo bench -p agent-tests --bench initialize --profile dev`
 //! (the release binary is used when present, else the debug one; `INIT_BENCH_BIN=PATH` times
 //! another build, e.g. an older commit's; `INIT_BENCH_TREE=DIR` picks the tree, made once by
 //! gen.py).
@@ -111,7 +111,10 @@ fn main() {
     println!("|---|---|---|---|");
     for (what, samples) in [
         ("`initialize` answered", &initialize),
-        ("first C file opened → clangd's diagnostics", &to_diagnostics),
+        (
+            "first C file opened → clangd's diagnostics",
+            &to_diagnostics,
+        ),
     ] {
         println!(
             "| {what} | {} | {} | {} |",
@@ -120,5 +123,8 @@ fn main() {
             ms(samples[RUNS - 1])
         );
     }
-    println!("| child processes once the C file has diagnostics | {:?} | | |", children);
+    println!(
+        "| child processes once the C file has diagnostics | {:?} | | |",
+        children
+    );
 }
