@@ -2,11 +2,11 @@
 
 mod agent_run;
 mod bridge_faults;
+mod bridge_first_contact;
 mod compaction;
 mod context_editor;
 mod editors;
 mod file_search;
-mod first_contact;
 mod lsp_tools;
 mod model_endpoint;
 mod restarts;
