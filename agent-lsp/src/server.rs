@@ -65,8 +65,6 @@ pub mod codes {
 const CHILD_REQUEST_TIMEOUT: Duration = Duration::from_secs(60);
 /// How long the server, on its way out, waits for the editor to read what is left to send.
 const WRITER_DRAIN: Duration = Duration::from_secs(5);
-/// How long `initialize` waits for the children it starts before answering without them.
-const INITIALIZE_WAIT: Duration = Duration::from_secs(10);
 
 /// Whether the editor that sent these `initialize` params is known to read a frame header
 /// whose first line is not `Content-Length` (docs/decisions/0003-announcing-frames.md): the
@@ -126,6 +124,9 @@ pub struct Shared {
     /// Capability methods announced at `initialize`; a child starting later gets the others
     /// registered dynamically.
     announced: Mutex<std::collections::HashSet<String>>,
+    /// Servers whose failure to start the editor was shown, so it is shown once per server
+    /// (every document of theirs that opens would fail the same way).
+    start_failures_shown: Mutex<std::collections::HashSet<String>>,
     /// Where commands (agent turns, with their model streaming, tool runs and log writes)
     /// run: off the proxy's thread, so a turn never delays the editor's requests.
     agent_runtime: tokio::runtime::Handle,
@@ -364,6 +365,7 @@ pub async fn serve(
         prompt_documents,
         files: OnceLock::new(),
         announced: Mutex::new(Default::default()),
+        start_failures_shown: Mutex::new(Default::default()),
         agent_runtime: agent_runtime.handle().clone(),
     });
     let mut server = Server {

@@ -207,6 +207,9 @@ pub struct Child {
     notifications: broadcast::Sender<(String, Value)>,
     handler: RwLock<Option<RequestHandler>>,
     registrations: Mutex<Vec<lsp_types::Registration>>,
+    /// Whether a workspace-wide query (`workspace/symbol`) has had a non-empty answer: from
+    /// then on an empty answer means nothing matched, not that the index is still being built.
+    workspace_indexed: AtomicBool,
 }
 
 impl std::fmt::Debug for Child {
@@ -263,6 +266,7 @@ impl Child {
             notifications: broadcast::channel(NOTIFICATION_BUFFER).0,
             handler: RwLock::new(None),
             registrations: Mutex::new(Vec::new()),
+            workspace_indexed: AtomicBool::new(false),
             config,
         });
         // The loop holds a weak reference: dropping the last `Arc<Child>` kills the process,
@@ -278,6 +282,14 @@ impl Child {
                 // Let the last stderr lines (often the reason) arrive.
                 child.transport.wait_closed(Duration::from_secs(1)).await;
                 let tail = child.stderr_tail();
+                let error = match error {
+                    // A server that is gone before it could read `initialize` has exited.
+                    Error::NotDelivered { server } => Error::ServerExited {
+                        server,
+                        stderr_tail: tail.clone(),
+                    },
+                    other => other,
+                };
                 (Err(error), tail)
             }
         }
@@ -391,7 +403,9 @@ impl Child {
             Some(Closed::Exited) => return ChildState::Exited,
             None => {}
         }
-        if self.transport.has_exited() {
+        // A closed input pipe means the process is gone, though its output may not have
+        // ended yet: nothing sent to it now arrives.
+        if self.transport.has_exited() || self.transport.input_closed() {
             return ChildState::Exited;
         }
         if let Some(hung) = self.transport.hung() {
@@ -461,6 +475,28 @@ impl Child {
                 _ = self.transport.wait_closed(deadline.saturating_duration_since(Instant::now())) => {}
             }
         }
+    }
+
+    /// When `initialized` was sent: how long the server has had to index.
+    pub fn initialized_at(&self) -> Option<Instant> {
+        self.readiness.borrow().initialized_at
+    }
+
+    /// Whether the server reported work-done progress and all of it has ended: a server that
+    /// reports its indexing has finished it (an empty answer is then a real one).
+    pub fn progress_done(&self) -> bool {
+        let readiness = self.readiness.borrow();
+        readiness.progress_seen && readiness.active_progress.is_empty()
+    }
+
+    /// Whether the server has indexed the workspace, as far as we can tell (see the field).
+    pub fn workspace_indexed(&self) -> bool {
+        self.workspace_indexed.load(Ordering::Relaxed)
+    }
+
+    /// The server gave a non-empty answer to a workspace-wide query.
+    pub fn set_workspace_indexed(&self) {
+        self.workspace_indexed.store(true, Ordering::Relaxed);
     }
 
     /// A request bounded by the configured `request_timeout`.

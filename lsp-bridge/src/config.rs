@@ -28,6 +28,13 @@ use std::time::Duration;
 use serde::Deserialize;
 use serde_json::Value;
 
+mod matcher;
+mod probe;
+
+pub use matcher::FileMatcher;
+pub use probe::ProbeFailure;
+pub(crate) use probe::probe;
+
 /// How to run one language server and what it serves.
 #[derive(Clone, Debug, PartialEq)]
 pub struct ServerConfig {
@@ -71,6 +78,12 @@ pub struct ServerConfig {
     /// reader is known to take header lines in any order: on for the built-in servers whose
     /// readers do, `announce_frames = true` in a `[server.NAME]` table for others.
     pub announce_frames: bool,
+    /// Arguments that make the server print its version and exit (`--version`): run once
+    /// before the server is used, so a command that exists but cannot run (rustup's shim
+    /// without the component) is reported and not used. `None`: not probed (pyright's
+    /// language server has no such flag; a server of unknown arguments); a failed start
+    /// reports such a server instead.
+    pub probe_args: Option<Vec<String>>,
 }
 
 impl ServerConfig {
@@ -96,33 +109,19 @@ impl ServerConfig {
             ],
             output_thread: false,
             announce_frames: false,
+            probe_args: None,
         }
     }
 
-    /// Whether this server handles `path`, by file pattern or by its languageId.
+    /// Whether this server handles `path`, by file pattern or by its languageId. Compiles the
+    /// patterns each time: for one-off questions; the [`Bridge`](crate::Bridge) keeps a
+    /// [`FileMatcher`] per server.
     pub fn matches(&self, path: &Path) -> bool {
-        let name = path
-            .file_name()
-            .map(|name| name.to_string_lossy())
-            .unwrap_or_default();
-        let whole = path.to_string_lossy();
-        let by_pattern = self.file_patterns.iter().any(|pattern| {
-            let Ok(glob) = globset::Glob::new(pattern) else {
-                return false;
-            };
-            let matcher = glob.compile_matcher();
-            if pattern.contains('/') {
-                matcher.is_match(whole.as_ref())
-            } else {
-                matcher.is_match(name.as_ref())
-            }
-        });
-        by_pattern
-            || language_id(path)
-                .is_some_and(|id| self.languages.iter().any(|language| language == id))
+        FileMatcher::new(self).is_match(path)
     }
 
-    /// Whether the command can be run: an existing path, or a name found on PATH.
+    /// Whether the command is found: an existing path, or a name found on PATH. Whether it can
+    /// also run is the probe's question ([`Bridge::probe_failure`](crate::Bridge::probe_failure)).
     pub fn is_available(&self) -> bool {
         find_program(&self.command).is_some()
     }
@@ -165,6 +164,7 @@ impl BridgeConfig {
                 .map(|item| item.to_string())
                 .collect::<Vec<_>>()
         };
+        let version = Some(strings(&["--version"]));
         let python_markers = strings(&[
             "pyproject.toml",
             "setup.py",
@@ -197,6 +197,7 @@ impl BridgeConfig {
                 ]),
                 root_markers: strings(&["tsconfig.json", "jsconfig.json", "package.json"]),
                 announce_frames: true,
+                probe_args: version.clone(),
                 ..ServerConfig::new("typescript-language-server", "typescript-language-server")
             },
             ServerConfig {
@@ -207,6 +208,7 @@ impl BridgeConfig {
                 ]),
                 root_markers: strings(&["compile_commands.json", "compile_flags.txt", ".clangd"]),
                 announce_frames: true,
+                probe_args: version.clone(),
                 ..ServerConfig::new("clangd", "clangd")
             },
             ServerConfig {
@@ -216,6 +218,7 @@ impl BridgeConfig {
                 // rust-analyzer answers ContentModified or nothing useful until it has indexed.
                 startup_timeout: Duration::from_secs(120),
                 announce_frames: true,
+                probe_args: version.clone(),
                 ..ServerConfig::new("rust-analyzer", "rust-analyzer")
             },
             ServerConfig {
@@ -223,6 +226,7 @@ impl BridgeConfig {
                 file_patterns: strings(&["*.go"]),
                 root_markers: strings(&["go.work", "go.mod"]),
                 announce_frames: true,
+                probe_args: Some(strings(&["version"])),
                 ..ServerConfig::new("gopls", "gopls")
             },
             ServerConfig {
@@ -232,6 +236,7 @@ impl BridgeConfig {
                 // python-lsp-jsonrpc takes `Content-Length` from the first header line only:
                 // an announced message leaves pylsp waiting for the end of input.
                 announce_frames: false,
+                probe_args: version,
                 ..ServerConfig::new("pylsp", "pylsp")
             },
         ];
@@ -299,6 +304,7 @@ pub struct ServerOptions {
     pub startup_timeout_secs: Option<f64>,
     pub cancel_grace_secs: Option<f64>,
     pub announce_frames: Option<bool>,
+    pub probe_args: Option<Vec<String>>,
 }
 
 impl ServerOptions {
@@ -339,6 +345,10 @@ impl ServerOptions {
         }
         if let Some(announce) = self.announce_frames {
             server.announce_frames = announce;
+        }
+        if let Some(args) = self.probe_args {
+            // `probe_args = []` turns the probe off.
+            server.probe_args = (!args.is_empty()).then_some(args);
         }
     }
 }

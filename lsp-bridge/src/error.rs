@@ -60,6 +60,14 @@ pub enum Error {
         "language server `{server}` broke the protocol ({message}); it was stopped and is restarted on the next request"
     )]
     Protocol { server: String, message: String },
+    /// The request never reached the server: it was gone (its output ended, or its input pipe
+    /// was closed) when the request was to be written. Unlike a request the server received
+    /// and then died on, such a request can be sent again to a restarted server as it is: a
+    /// delivery retry, not a repetition of something the server may have done.
+    #[error(
+        "language server `{server}` was gone before the request reached it; it is restarted on the next request"
+    )]
+    NotDelivered { server: String },
     #[error("language server `{server}` answered with error {code}: {message}")]
     Response {
         server: String,
@@ -76,7 +84,64 @@ pub enum Error {
 
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
+/// At most this many characters of a server's stderr line go into [`Error::brief`].
+const BRIEF_LINE_CHARS: usize = 160;
+
 impl Error {
+    /// The error in one line (two with the server's last stderr line), for the model: the
+    /// full text, with every stderr line, goes to the log and `agent-lsp servers`, while a
+    /// tool result that carried a 20-line backtrace crowded the model's context for nothing.
+    pub fn brief(&self) -> String {
+        let text = self.to_string();
+        let first = text.lines().next().unwrap_or_default();
+        // The tail suffix starts with "; its last stderr lines:" on the first line.
+        let head = first
+            .split("; its last stderr lines:")
+            .next()
+            .unwrap_or(first);
+        let tail = match self {
+            Error::ServerExited { stderr_tail, .. } | Error::ServerFailed { stderr_tail, .. } => {
+                stderr_tail
+                    .iter()
+                    .rev()
+                    .map(|line| line.trim())
+                    .find(|line| !line.is_empty())
+            }
+            _ => None,
+        };
+        match tail {
+            Some(line) => format!(
+                "{head}\n  last stderr line: {}",
+                line.chars().take(BRIEF_LINE_CHARS).collect::<String>()
+            ),
+            None => head.to_owned(),
+        }
+    }
+
+    /// Whether the server itself failed (could not start, died, broke the protocol, hung, is
+    /// not ready), as opposed to answering: then a tool can fall back to tree-sitter.
+    pub fn is_server_failure(&self) -> bool {
+        matches!(
+            self,
+            Error::Spawn { .. }
+                | Error::Timeout { .. }
+                | Error::ServerExited { .. }
+                | Error::ServerFailed { .. }
+                | Error::Protocol { .. }
+                | Error::NotReady { .. }
+                | Error::NotDelivered { .. }
+        )
+    }
+
+    /// Whether the server instance is gone (it died, or was stopped for breaking the
+    /// protocol, before or while answering): a restarted instance may answer.
+    pub fn is_server_gone(&self) -> bool {
+        matches!(
+            self,
+            Error::ServerExited { .. } | Error::Protocol { .. } | Error::NotDelivered { .. }
+        )
+    }
+
     /// The name of the server this error is about, if any.
     pub fn server(&self) -> Option<&str> {
         match self {
@@ -86,6 +151,7 @@ impl Error {
             | Error::ServerFailed { server, .. }
             | Error::Protocol { server, .. }
             | Error::Response { server, .. }
+            | Error::NotDelivered { server }
             | Error::NotReady { server } => Some(server),
             Error::NoServer { .. } | Error::Cancelled => None,
         }
@@ -148,6 +214,9 @@ impl Clone for Error {
             Error::NotReady { server } => Error::NotReady {
                 server: server.clone(),
             },
+            Error::NotDelivered { server } => Error::NotDelivered {
+                server: server.clone(),
+            },
             Error::NoServer { path, reason } => Error::NoServer {
                 path: path.clone(),
                 reason: reason.clone(),
@@ -203,6 +272,23 @@ mod tests {
             stderr_tail: vec![],
         };
         assert!(quiet.to_string().ends_with("(it wrote nothing to stderr)"));
+    }
+
+    #[test]
+    fn the_brief_form_is_one_line_plus_the_last_stderr_line() {
+        let error = Error::ServerExited {
+            server: "rust-analyzer".into(),
+            stderr_tail: (0..20).map(|n| format!("  {n}: frame")).collect(),
+        };
+        assert_eq!(
+            error.brief(),
+            "language server `rust-analyzer` exited; it is restarted on the next request\n  last stderr line: 19: frame"
+        );
+        let quiet = Error::ServerExited {
+            server: "clangd".into(),
+            stderr_tail: vec![],
+        };
+        assert_eq!(quiet.brief(), quiet.to_string(), "one line already");
     }
 
     #[test]

@@ -427,6 +427,12 @@ impl FrameWriter {
             .store(on, std::sync::atomic::Ordering::Relaxed);
     }
 
+    /// Whether a write found the peer gone (its end of the pipe closed): what was sent since
+    /// was not delivered.
+    pub fn is_broken(&self) -> bool {
+        self.state.lock().expect("frame writer").broken
+    }
+
     /// No more frames: the writing task ends once the queue is written (await its handle to
     /// know the peer has everything).
     pub fn close(&self) {

@@ -27,6 +27,9 @@ use crate::error::{Error, Result};
 use crate::position::{PositionEncoding, to_char_index, to_server_offset};
 use crate::registry::Bridge;
 
+mod workspace_symbols;
+pub use workspace_symbols::ServerSymbols;
+
 /// A position as the model gives it.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct SymbolPosition {
@@ -172,6 +175,9 @@ pub struct Queries {
     pub documents: Arc<DocumentMirror>,
     /// How long to wait for a server to get ready, and for diagnostics of a new version.
     pub wait: Duration,
+    /// How long after its start a server that answers a workspace-wide query with nothing,
+    /// and reports no indexing progress, is asked again (see [`workspace_symbols`]).
+    pub index_wait: Duration,
 }
 
 impl Queries {
@@ -180,6 +186,26 @@ impl Queries {
             bridge,
             documents,
             wait: Duration::from_secs(20),
+            index_wait: Duration::from_secs(10),
+        }
+    }
+
+    /// Run `query`, and once more if the server was gone (died before or while answering):
+    /// the second run restarts it. The agent's queries only read, so asking again is safe,
+    /// and the model gets the answer instead of "it is restarted on the next request".
+    async fn once_more<T, Fut>(&self, what: &str, query: impl Fn() -> Fut) -> Result<T>
+    where
+        Fut: std::future::Future<Output = Result<T>>,
+    {
+        match query().await {
+            Err(error) if error.is_server_gone() => {
+                tracing::info!(
+                    query = what,
+                    "the language server was gone ({error}): restarting it and asking again"
+                );
+                query().await
+            }
+            outcome => outcome,
         }
     }
 
@@ -208,6 +234,15 @@ impl Queries {
 
     /// Definition, declaration, type definition, implementation or references of a symbol.
     pub async fn navigate(
+        &self,
+        kind: Navigation,
+        position: &SymbolPosition,
+    ) -> Result<Answer<Vec<Location>>> {
+        self.once_more("navigate", || self.navigate_once(kind, position))
+            .await
+    }
+
+    async fn navigate_once(
         &self,
         kind: Navigation,
         position: &SymbolPosition,
@@ -244,6 +279,10 @@ impl Queries {
 
     /// Hover text (types, docs) at a symbol.
     pub async fn hover(&self, position: &SymbolPosition) -> Result<Answer<String>> {
+        self.once_more("hover", || self.hover_once(position)).await
+    }
+
+    async fn hover_once(&self, position: &SymbolPosition) -> Result<Answer<String>> {
         let lease = self.lease(&position.path).await?;
         let result = async {
             let child = lease.child();
@@ -265,6 +304,11 @@ impl Queries {
 
     /// The outline of a document, as a tree.
     pub async fn document_symbols(&self, path: &Path) -> Result<Answer<Vec<OutlineSymbol>>> {
+        self.once_more("document_symbols", || self.document_symbols_once(path))
+            .await
+    }
+
+    async fn document_symbols_once(&self, path: &Path) -> Result<Answer<Vec<OutlineSymbol>>> {
         let lease = self.lease(path).await?;
         let result = async {
             let child = lease.child();
@@ -283,48 +327,19 @@ impl Queries {
         result
     }
 
-    /// Symbols matching `query` from every running server, merged and ranked: exact name
-    /// first, then prefix, then substring, then what the servers' fuzzy matching found.
-    pub async fn workspace_symbols(&self, query: &str) -> Vec<Result<Vec<WorkspaceSymbol>>> {
-        let children = self.bridge.running();
-        let mut answers = Vec::new();
-        for child in children {
-            let supported = child.capabilities().workspace_symbol_provider.is_some();
-            if !supported {
-                continue;
-            }
-            let answer = child
-                .request("workspace/symbol", json!({ "query": query }))
-                .await
-                .map(|value| {
-                    let mut files = FileCache::new(&self.documents);
-                    value
-                        .as_array()
-                        .into_iter()
-                        .flatten()
-                        .filter_map(|symbol| {
-                            let (uri, range) = location_of(&symbol["location"])?;
-                            let location = files.location(&uri, range.start, child.encoding());
-                            Some(WorkspaceSymbol {
-                                name: symbol["name"].as_str()?.to_owned(),
-                                kind: symbol_kind(symbol["kind"].as_u64().unwrap_or(0)).to_owned(),
-                                container: symbol["containerName"]
-                                    .as_str()
-                                    .filter(|c| !c.is_empty())
-                                    .map(str::to_owned),
-                                location,
-                                server: child.name().to_owned(),
-                            })
-                        })
-                        .collect::<Vec<_>>()
-                });
-            answers.push(answer);
-        }
-        answers
-    }
-
     /// Incoming or outgoing calls of the symbol at a position.
     pub async fn call_hierarchy(
+        &self,
+        position: &SymbolPosition,
+        direction: CallDirection,
+    ) -> Result<Answer<Vec<Call>>> {
+        self.once_more("call_hierarchy", || {
+            self.call_hierarchy_once(position, direction)
+        })
+        .await
+    }
+
+    async fn call_hierarchy_once(
         &self,
         position: &SymbolPosition,
         direction: CallDirection,
@@ -395,6 +410,17 @@ impl Queries {
         position: &SymbolPosition,
         new_name: &str,
     ) -> Result<Answer<Vec<FileEdit>>> {
+        self.once_more("rename_preview", || {
+            self.rename_preview_once(position, new_name)
+        })
+        .await
+    }
+
+    async fn rename_preview_once(
+        &self,
+        position: &SymbolPosition,
+        new_name: &str,
+    ) -> Result<Answer<Vec<FileEdit>>> {
         let lease = self.lease(&position.path).await?;
         let result = async {
             let child = lease.child();
@@ -415,6 +441,11 @@ impl Queries {
     /// Diagnostics of a file as it is now (on disk, or in the editor's buffer). Waits for the
     /// diagnostics of the current version, up to the bound.
     pub async fn diagnostics(&self, path: &Path) -> Result<Answer<DocumentDiagnostics>> {
+        self.once_more("diagnostics", || self.diagnostics_once(path))
+            .await
+    }
+
+    async fn diagnostics_once(&self, path: &Path) -> Result<Answer<DocumentDiagnostics>> {
         let since = *self
             .bridge
             .child_for(path)
@@ -438,6 +469,11 @@ impl Queries {
     /// After the agent changed `path` on disk: tell the servers, then return the diagnostics of
     /// the new version (or "pending").
     pub async fn after_write(&self, path: &Path) -> Result<Answer<DocumentDiagnostics>> {
+        self.once_more("after_write", || self.after_write_once(path))
+            .await
+    }
+
+    async fn after_write_once(&self, path: &Path) -> Result<Answer<DocumentDiagnostics>> {
         let child = self.bridge.child_for(path).await?;
         let generation = *child.diagnostics().subscribe().borrow();
         let running = self.bridge.running();

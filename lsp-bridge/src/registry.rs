@@ -17,8 +17,10 @@ use serde::Serialize;
 use tokio::time::Instant;
 
 use crate::child::{Child, ChildState};
-use crate::config::{BridgeConfig, RestartPolicy, ServerConfig, language_id};
+use crate::config::{BridgeConfig, ProbeFailure, RestartPolicy, ServerConfig};
 use crate::error::{Error, Result};
+
+mod catalog;
 
 /// Longest pause before a restart, however many came before.
 const MAX_BACKOFF: Duration = Duration::from_secs(30);
@@ -47,8 +49,8 @@ pub struct Bridge {
 
 struct Inner {
     config: BridgeConfig,
-    /// Servers whose command was found when the bridge was made, in preference order.
-    available: Vec<Arc<ServerConfig>>,
+    /// Every configured server with its compiled matcher, found program and probe.
+    catalog: catalog::Catalog,
     workspace_folders: Vec<PathBuf>,
     slots: Mutex<BTreeMap<(String, PathBuf), Arc<Slot>>>,
     /// Called once for every child that starts (restarts included), e.g. so the editor proxy
@@ -86,16 +88,7 @@ struct SlotState {
 
 impl Bridge {
     pub fn new(config: BridgeConfig, workspace_folders: Vec<PathBuf>) -> Bridge {
-        let available: Vec<_> = config
-            .servers
-            .iter()
-            .filter(|server| server.is_available())
-            .map(|server| Arc::new(server.clone()))
-            .collect();
-        tracing::info!(
-            available = ?available.iter().map(|server| server.name.as_str()).collect::<Vec<_>>(),
-            "language servers found"
-        );
+        let catalog = catalog::Catalog::new(&config);
         let workspace_folders = workspace_folders
             .iter()
             .map(|folder| normalize(folder))
@@ -103,7 +96,7 @@ impl Bridge {
         Bridge {
             inner: Arc::new(Inner {
                 config,
-                available,
+                catalog,
                 workspace_folders,
                 slots: Mutex::new(BTreeMap::new()),
                 on_start: Mutex::new(None),
@@ -144,9 +137,14 @@ impl Bridge {
 
     /// One file for each (server, root) the workspace folders have files for, from an
     /// ignore-aware walk of at most `max_files` files: opening these starts every server the
-    /// workspace needs (`agent-lsp servers --start`, the editor server's `initialize`).
+    /// workspace has files for (`agent-lsp servers --start`, and the agent's workspace-wide
+    /// queries, which need them all). The editor-facing server does not use it: a child starts
+    /// when a document it serves is opened.
     pub fn sample_files(&self, max_files: usize) -> Vec<PathBuf> {
         let mut seen = std::collections::BTreeSet::new();
+        // The root of (server, directory): files of one directory share it, and finding it
+        // costs a `stat` per marker per ancestor.
+        let mut roots = std::collections::HashMap::new();
         let mut samples = Vec::new();
         for folder in &self.inner.workspace_folders {
             for entry in ignore::WalkBuilder::new(folder)
@@ -157,9 +155,15 @@ impl Bridge {
                 if !entry.file_type().is_some_and(|kind| kind.is_file()) {
                     continue;
                 }
-                if let Some(server) = self.config_for(entry.path())
-                    && seen.insert((server.name.clone(), self.root_for(&server, entry.path())))
-                {
+                let Some(server) = self.config_for(entry.path()) else {
+                    continue;
+                };
+                let directory = entry.path().parent().map(Path::to_path_buf);
+                let root = roots
+                    .entry((server.name.clone(), directory))
+                    .or_insert_with(|| self.root_for(&server, entry.path()))
+                    .clone();
+                if seen.insert((server.name.clone(), root)) {
                     samples.push(entry.into_path());
                 }
             }
@@ -167,13 +171,30 @@ impl Bridge {
         samples
     }
 
-    /// The first available server whose file patterns or languages match `path`.
+    /// The first server whose file patterns or languages match `path` and that is installed
+    /// and can run. The first question about a server runs its probe (see
+    /// [`ServerConfig::probe_args`]), which blocks for at most a few seconds, once.
     pub fn config_for(&self, path: &Path) -> Option<Arc<ServerConfig>> {
-        self.inner
-            .available
-            .iter()
-            .find(|server| server.matches(path))
-            .cloned()
+        self.inner.catalog.serving(path)
+    }
+
+    /// [`Bridge::config_for`] without blocking the runtime: a probe still to run runs on the
+    /// blocking pool.
+    pub async fn config_for_async(&self, path: &Path) -> Option<Arc<ServerConfig>> {
+        if !self.inner.catalog.needs_probe(path) {
+            return self.config_for(path);
+        }
+        let bridge = self.clone();
+        let path = path.to_owned();
+        tokio::task::spawn_blocking(move || bridge.config_for(&path))
+            .await
+            .unwrap_or(None)
+    }
+
+    /// Why server `name` is not used although it is installed: its probe failed (running the
+    /// probe if it has not run).
+    pub fn probe_failure(&self, name: &str) -> Option<ProbeFailure> {
+        self.inner.catalog.probe_failure(name)
     }
 
     /// The nearest ancestor of `path` that holds one of the server's root markers, not looking
@@ -210,7 +231,7 @@ impl Bridge {
     /// The server instance for `path`, started (or restarted) if need be. See the module doc
     /// for sharing, backoff and the restart limit.
     pub async fn child_for(&self, path: &Path) -> Result<Arc<Child>> {
-        let Some(config) = self.config_for(path) else {
+        let Some(config) = self.config_for_async(path).await else {
             return Err(Error::NoServer {
                 path: path.to_path_buf(),
                 reason: self.no_server_reason(path),
@@ -248,30 +269,10 @@ impl Bridge {
         Ok(child)
     }
 
-    fn no_server_reason(&self, path: &Path) -> String {
-        let kind = language_id(path).map(str::to_owned).unwrap_or_else(|| {
-            path.extension().map_or("these".to_owned(), |extension| {
-                format!(".{}", extension.to_string_lossy())
-            })
-        });
-        let candidates: Vec<_> = self
-            .inner
-            .config
-            .servers
-            .iter()
-            .filter(|server| server.matches(path))
-            .map(|server| format!("`{}` (command `{}`)", server.name, server.command))
-            .collect();
-        if candidates.is_empty() {
-            format!(
-                "no configured language server handles {kind} files; add a [server.NAME] table for one"
-            )
-        } else {
-            format!(
-                "{} would serve {kind} files but none is installed (not found on PATH); install one or set its `command`",
-                candidates.join(", ")
-            )
-        }
+    /// Why no server serves `path`, in one line (none configured, none installed, or the
+    /// installed one cannot run).
+    pub fn no_server_reason(&self, path: &Path) -> String {
+        self.inner.catalog.no_server_reason(path)
     }
 
     /// The instances that are running and usable.

@@ -302,7 +302,20 @@ impl Transport {
             );
         }
         tracing::trace!(server = %self.shared.server, id, method, "request");
-        self.shared.send_frame(request_body(id, method, params));
+        if !self.shared.writer.send(&request_body(id, method, params))
+            && self
+                .shared
+                .pending
+                .lock()
+                .unwrap()
+                .requests
+                .remove(&id)
+                .is_some()
+        {
+            // The server's input is closed: it never gets this request. (Had the connection
+            // been closed meanwhile, the request would have its error already.)
+            return Err(self.shared.not_delivered());
+        }
         Ok((id, receiver))
     }
 
@@ -369,8 +382,26 @@ impl Transport {
         } else if sooner {
             self.shared.sweep.notify_one();
         }
-        self.shared.writer.send(body);
+        if !self.shared.writer.send(body)
+            && self
+                .shared
+                .pending
+                .lock()
+                .unwrap()
+                .forwarded
+                .remove(&id)
+                .is_some()
+        {
+            // Never delivered: the caller may send it elsewhere (to a restarted server). Had
+            // the connection been closed meanwhile, the editor would have its answer already.
+            return Err(self.shared.not_delivered());
+        }
         Ok(())
+    }
+
+    /// Whether the server's input pipe was found closed: it gets nothing more.
+    pub(crate) fn input_closed(&self) -> bool {
+        self.shared.writer.is_broken()
     }
 
     /// See [`Child::announce`](crate::Child::announce).
@@ -487,6 +518,12 @@ impl Shared {
 
     fn stderr_tail(&self) -> Vec<String> {
         self.stderr_tail.lock().unwrap().iter().cloned().collect()
+    }
+
+    fn not_delivered(&self) -> Error {
+        Error::NotDelivered {
+            server: self.server.clone(),
+        }
     }
 
     fn closed_error(&self, closed: &Closed) -> Error {

@@ -412,7 +412,7 @@ async fn without_a_server_symbols_come_from_tree_sitter_labelled_approximate() {
     let output = call("lsp_document_symbols", json!({"path": "lib.go"})).await;
     assert_has(
         &output.text,
-        "approximate (tree-sitter; no language server handles this file)",
+        "approximate (tree-sitter; no configured language server handles go files",
     );
     assert_has(&output.text, "Größe (4:6)");
     let output = call("lsp_workspace_symbols", json!({"query": "größe"})).await;

@@ -2,6 +2,7 @@
 
 mod agent_run;
 mod bridge_faults;
+mod bridge_first_contact;
 mod compaction;
 mod context_editor;
 mod editors;
@@ -11,6 +12,7 @@ mod hardening;
 mod lsp_tools;
 mod model_endpoint;
 mod provider_faults;
+mod restarts;
 mod serve;
 mod serve_agent;
 mod serve_unserved;

@@ -67,13 +67,10 @@ fn proxied_answers_equal_the_direct_ones_and_diagnostics_are_forwarded() {
     let caps = &init["capabilities"];
     assert_eq!(caps["positionEncoding"], "utf-16");
     assert_eq!(caps["textDocumentSync"]["change"], 1);
-    for provider in ["definitionProvider", "hoverProvider", "referencesProvider"] {
-        assert!(
-            caps.get(provider)
-                .is_some_and(|value| value != &Value::Bool(false)),
-            "{provider} missing: {caps}"
-        );
-    }
+    // No child runs yet (pyright starts when main.py is opened, and registers its features
+    // with editors that take dynamic registrations): completion is announced up front.
+    assert_eq!(caps["completionProvider"]["resolveProvider"], true);
+    assert!(caps.get("definitionProvider").is_none(), "{caps}");
     assert!(
         caps["executeCommandProvider"]["commands"]
             .as_array()

@@ -639,6 +639,8 @@ fn a_server_that_fails_to_start_is_reported_and_the_others_keep_working() {
     command.env("AGENT_LSP_CONFIG", &config);
     let mut editor = Editor::start(command);
     editor.initialize(&workspace.root);
+    // The server starts (and fails) when a document of its opens.
+    editor.open(&workspace.root.join("data.brk"), "plaintext");
     let shown = editor.wait_for("the failed start", |message| {
         message["method"] == "window/showMessage" && message["params"]["type"] == 1
     });

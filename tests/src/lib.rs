@@ -4,6 +4,7 @@
 pub mod compaction_harness;
 pub mod editor;
 pub mod model_endpoint;
+pub mod processes;
 pub mod relay;
 
 use std::path::{Path, PathBuf};

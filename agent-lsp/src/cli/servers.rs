@@ -40,6 +40,14 @@ pub fn run(store: &Store, start: bool, json_output: bool) -> anyhow::Result<Exit
             "languages": server.languages,
             "used_by_workspace": samples.contains_key(&server.name),
         });
+        // Found but unable to run (its probe failed): the whole output is shown here, while
+        // the model is told one line.
+        if server.is_available()
+            && let Some(failure) = bridge.probe_failure(&server.name)
+        {
+            row["probe_error"] = json!(failure.brief());
+            row["probe_stderr"] = json!(failure.stderr);
+        }
         if start && let Some(sample) = samples.get(&server.name) {
             let started = Instant::now();
             let result = runtime.block_on(async {
@@ -75,6 +83,12 @@ pub fn run(store: &Store, start: bool, json_output: bool) -> anyhow::Result<Exit
     )?;
     for row in &rows {
         let state = match (&row["health"], &row["error"]) {
+            _ if row["probe_error"].is_string() => {
+                format!(
+                    "cannot run: {}",
+                    row["probe_error"].as_str().unwrap_or_default()
+                )
+            }
             (_, serde_json::Value::String(error)) => format!("failed: {error}"),
             (health, _) if health.is_object() => format!(
                 "{} (pid {}, {} ms to ready)",
@@ -102,9 +116,11 @@ pub fn run(store: &Store, start: bool, json_output: bool) -> anyhow::Result<Exit
                 "-"
             },
         )?;
-        if let Some(tail) = row["health"]["stderr_tail"]
+        if let Some(tail) = row["probe_stderr"]
             .as_array()
-            .filter(|_| row["error"].is_string())
+            .or(row["health"]["stderr_tail"]
+                .as_array()
+                .filter(|_| row["error"].is_string()))
         {
             for line in tail {
                 writeln!(out, "    | {}", line.as_str().unwrap_or_default())?;

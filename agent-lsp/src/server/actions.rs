@@ -17,6 +17,9 @@ pub(super) const KINDS: [&str; 3] = ["quickfix.agent", "agent.explain", "agent.s
 
 /// Candidates offered per `@` completion.
 const COMPLETION_LIMIT: usize = 50;
+/// How long `@` completion waits for the file index's first walk (about a second on 100,000
+/// files), which `initialize` starts and no longer outlasts.
+const MENTION_INDEX_WAIT: std::time::Duration = std::time::Duration::from_secs(2);
 
 /// The child's code actions for the document (if it has a child), then the agent's: "Fix with
 /// agent" per diagnostic in the request's context, "Explain with agent" and "Ask agent about
@@ -136,11 +139,11 @@ pub(super) async fn complete_mention(shared: &Arc<Shared>, params: &Value) -> Re
     let query = {
         let (shared, query) = (shared.clone(), typed.query.clone());
         tokio::task::spawn_blocking(move || {
-            shared
-                .files
-                .get()
-                .expect("checked above")
-                .query(&query, COMPLETION_LIMIT)
+            let index = shared.files.get().expect("checked above");
+            // Right after `initialize` the first walk may still run; the answer is marked
+            // incomplete, so the next keystroke asks again if it is not done by then.
+            index.wait_ready(MENTION_INDEX_WAIT);
+            index.query(&query, COMPLETION_LIMIT)
         })
         .await
     };

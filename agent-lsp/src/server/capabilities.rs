@@ -1,4 +1,10 @@
-//! `initialize`: start the children the workspace needs and merge their capabilities with ours.
+//! `initialize`: our capabilities, and those of any child already running; children start
+//! later, when the editor opens a document one serves (or the agent needs one), and bring
+//! their features by dynamic registration.
+//!
+//! Starting every server the workspace has files for at `initialize` walked up to 20,000
+//! files first (11 s on the Linux kernel's tree) and started servers for languages nobody
+//! opened (two pyrights for a kernel where only C files were edited).
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -7,12 +13,14 @@ use lsp_bridge::Bridge;
 use serde_json::{Map, Value, json};
 
 use super::host::EditorOptions;
-use super::{
-    INITIALIZE_WAIT, Reply, Shared, actions, codes, commands, editor_bridge_config, routing,
-};
+use super::{Reply, Shared, actions, codes, commands, editor_bridge_config, routing};
 
-/// At most this many files are looked at to find the workspace's languages.
-const MAX_SCAN: usize = 20_000;
+/// Completion trigger characters announced before any child runs: those of the built-in
+/// servers (pyright, typescript-language-server, clangd, rust-analyzer, gopls). A child
+/// starts after `initialize`, and a client takes trigger characters from `initialize` only
+/// (a dynamic registration would add a second completion provider, so every item would show
+/// twice); a character a child does not trigger on gets its ordinary answer.
+const COMPLETION_TRIGGERS: [&str; 10] = [".", ":", ">", "<", "\"", "'", "/", "*", "[", "@"];
 
 pub(super) async fn initialize(shared: &Arc<Shared>, params: Value) -> Reply {
     if shared.bridge.get().is_some() {
@@ -55,34 +63,6 @@ pub(super) async fn initialize(shared: &Arc<Shared>, params: Value) -> Reply {
     }
     start_file_index(shared, &folders[0]);
 
-    // Start one child per server the workspace has files for, in parallel, for a bounded time.
-    let samples = {
-        let bridge = bridge.clone();
-        tokio::task::spawn_blocking(move || bridge.sample_files(MAX_SCAN))
-            .await
-            .unwrap_or_default()
-    };
-    let starts = samples.iter().map(|path| {
-        let bridge = bridge.clone();
-        let path = path.clone();
-        async move { tokio::time::timeout(INITIALIZE_WAIT, bridge.child_for(&path)).await }
-    });
-    for (path, started) in samples
-        .iter()
-        .zip(futures_util::future::join_all(starts).await)
-    {
-        match started {
-            Ok(Ok(_)) => {}
-            Ok(Err(error)) => shared.show_error(&format!(
-                "a language server for {} failed to start: {error}",
-                path.display()
-            )),
-            Err(_) => {
-                tracing::warn!(path = %path.display(), "a language server is still starting; its features arrive later")
-            }
-        }
-    }
-
     let mut capabilities = Map::new();
     for child in bridge.running() {
         merge(
@@ -114,11 +94,18 @@ pub(super) async fn initialize(shared: &Arc<Shared>, params: Value) -> Reply {
         let triggers = completion
             .entry("triggerCharacters")
             .or_insert_with(|| json!([]));
-        if let Some(triggers) = triggers.as_array_mut()
-            && !triggers.contains(&json!("@"))
-        {
-            triggers.push(json!("@"));
+        if let Some(triggers) = triggers.as_array_mut() {
+            for trigger in COMPLETION_TRIGGERS {
+                if !triggers.contains(&json!(trigger)) {
+                    triggers.push(json!(trigger));
+                }
+            }
         }
+        // Items of a child that starts later may need resolving (documentation, edits): the
+        // editor only sends `completionItem/resolve` when `initialize` said so.
+        completion
+            .entry("resolveProvider")
+            .or_insert(Value::Bool(true));
     }
     capabilities.insert("positionEncoding".into(), json!("utf-16"));
     capabilities.insert(
@@ -179,7 +166,7 @@ fn start_file_index(shared: &Arc<Shared>, root: &std::path::Path) {
 
 /// Server capabilities, the methods they stand for, and where the client says it can register
 /// them dynamically.
-const REGISTRABLE: [(&str, &str, &str); 16] = [
+const REGISTRABLE: [(&str, &str, &str); 24] = [
     ("hoverProvider", "textDocument/hover", "/textDocument/hover"),
     (
         "definitionProvider",
@@ -255,6 +242,48 @@ const REGISTRABLE: [(&str, &str, &str); 16] = [
         "workspaceSymbolProvider",
         "workspace/symbol",
         "/workspace/symbol",
+    ),
+    // Since children start when their first document opens, after `initialize`, these too
+    // reach the editor only by registration.
+    (
+        "semanticTokensProvider",
+        "textDocument/semanticTokens",
+        "/textDocument/semanticTokens",
+    ),
+    (
+        "codeLensProvider",
+        "textDocument/codeLens",
+        "/textDocument/codeLens",
+    ),
+    (
+        "documentLinkProvider",
+        "textDocument/documentLink",
+        "/textDocument/documentLink",
+    ),
+    (
+        "selectionRangeProvider",
+        "textDocument/selectionRange",
+        "/textDocument/selectionRange",
+    ),
+    (
+        "documentOnTypeFormattingProvider",
+        "textDocument/onTypeFormatting",
+        "/textDocument/onTypeFormatting",
+    ),
+    (
+        "linkedEditingRangeProvider",
+        "textDocument/linkedEditingRange",
+        "/textDocument/linkedEditingRange",
+    ),
+    (
+        "typeHierarchyProvider",
+        "textDocument/prepareTypeHierarchy",
+        "/textDocument/typeHierarchy",
+    ),
+    (
+        "diagnosticProvider",
+        "textDocument/diagnostic",
+        "/textDocument/diagnostic",
     ),
 ];
 

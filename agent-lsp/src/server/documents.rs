@@ -32,7 +32,28 @@ pub(super) async fn sync(
     })?;
     let documents = shared.documents();
     let child = match routing::document_path(&params) {
-        Some(path) => shared.child_for(&path).await.ok(),
+        // Children start here, when the editor opens a document one serves.
+        Some(path) => match shared.child_for(&path).await {
+            Ok(child) => Some(child),
+            Err(lsp_bridge::Error::NoServer { .. }) => None,
+            Err(error) => {
+                tracing::warn!(path = %path.display(), "language server unavailable: {error}");
+                let server = error.server().unwrap_or_default().to_owned();
+                if shared
+                    .start_failures_shown
+                    .lock()
+                    .expect("start failures shown")
+                    .insert(server)
+                {
+                    shared.show_error(&format!(
+                        "a language server for {} failed to start: {}",
+                        path.display(),
+                        error.brief()
+                    ));
+                }
+                None
+            }
+        },
         None => None,
     };
     match method {

@@ -211,7 +211,8 @@ impl Intake {
                 None
             }
             // Resolving an item goes to the child that produced it.
-            Some(origin) => routing::resolve_route(shared, origin),
+            Some(origin) => routing::resolve_route(shared, origin)
+                .filter(|child| routing::resolves(child, origin)),
             None => self.document_route(params),
         };
         let Some(child) = child.filter(|child| child.is_healthy()) else {

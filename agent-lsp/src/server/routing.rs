@@ -73,6 +73,22 @@ pub(super) fn is_own_item(item: &Value) -> bool {
     item["data"][OWN_ITEM_KEY].is_string()
 }
 
+/// Whether `child` resolves the items of `origin` (its provider says `resolveProvider`). The
+/// editor is told at `initialize` that completion items resolve, before any child runs; the
+/// item of a child that does not resolve is answered as it is, which is what resolving it
+/// would give.
+pub(super) fn resolves(child: &Child, origin: &str) -> bool {
+    let provider = match origin {
+        "textDocument/completion" => "completionProvider",
+        "textDocument/codeAction" => "codeActionProvider",
+        "textDocument/codeLens" => "codeLensProvider",
+        "textDocument/inlayHint" => "inlayHintProvider",
+        "textDocument/documentLink" => "documentLinkProvider",
+        _ => return true,
+    };
+    child.initialize_result()["capabilities"][provider]["resolveProvider"] == true
+}
+
 /// The request whose items `method` (a `*/resolve` request) resolves.
 pub(super) fn resolve_origin(method: &str) -> Option<&'static str> {
     RESOLVES
@@ -132,41 +148,45 @@ pub(super) async fn forward_raw(
                 format!("`{method}` for an item no server produced"),
             ));
         };
+        if !resolves(&child, origin) {
+            return serde_json::value::to_raw_value(&params)
+                .map_err(|error| (codes::INTERNAL_ERROR, error.to_string()));
+        }
         return child
             .request_raw_with(method, params, CHILD_REQUEST_TIMEOUT, cancel)
             .await
             .map_err(error_reply);
     }
     if let Some(path) = document_path(&params) {
-        let child = match shared.child_for(&path).await {
-            Ok(child) => child,
+        // At most two sends: the second only when the first never reached the child, which
+        // was gone (killed, crashed) before the request was written. That is a delivery retry:
+        // the restarted child is asked what the dead one never saw. A request the child
+        // received and then died on is answered with the error, never sent again (it may
+        // have had effects, and the editor decides what to ask again).
+        let mut delivery_retried = false;
+        loop {
             // No child serves the document (a README, a prompt document, a JSON file): the
             // editor asked about a document, not for a method nobody has, so it gets the
             // method's empty result. An error here is shown to the user by editors (VS Code
             // pops up every failed documentSymbol), for a file they merely opened.
-            Err(Error::NoServer { reason, .. }) => {
-                tracing::debug!(method, path = %path.display(), "answered empty: {reason}");
+            let Some(child) = document_child(shared, &path, &params, method).await? else {
                 return Ok(empty_result(method));
+            };
+            match child
+                .request_raw_with(method, params.clone(), CHILD_REQUEST_TIMEOUT, cancel)
+                .await
+            {
+                Err(Error::NotDelivered { server }) if !delivery_retried => {
+                    tracing::info!(%server, method, "the child was gone before the request reached it: restarting it and sending the request there");
+                    delivery_retried = true;
+                }
+                answer => {
+                    let answer = answer.map_err(error_reply)?;
+                    remember_resolve_route(shared, method, &child);
+                    return Ok(answer);
+                }
             }
-            Err(other) => return Err(error_reply(other)),
-        };
-        // The intake forwards the next requests about this document itself, found by the
-        // URI as the editor spells it (no parsing, no path on its hot path).
-        if let Some(uri) = params["textDocument"]["uri"].as_str()
-            && !shared.prompt_documents.matches(&path)
-        {
-            shared
-                .document_routes
-                .lock()
-                .expect("document routes")
-                .insert(uri.to_owned(), child.clone());
         }
-        let answer = child
-            .request_raw_with(method, params, CHILD_REQUEST_TIMEOUT, cancel)
-            .await
-            .map_err(error_reply)?;
-        remember_resolve_route(shared, method, &child);
-        return Ok(answer);
     }
     Err(no_child(method))
 }
@@ -180,6 +200,35 @@ fn empty_result(method: &str) -> RawResult {
         _ => "null",
     };
     serde_json::value::RawValue::from_string(empty.to_owned()).expect("the empty results are JSON")
+}
+
+/// The child of the document at `path` (started, or restarted, if need be), or `None` when no
+/// server handles it; the intake forwards the next requests about the document to it itself,
+/// found by the URI as the editor spells it (no parsing, no path on its hot path).
+async fn document_child(
+    shared: &Arc<Shared>,
+    path: &std::path::Path,
+    params: &Value,
+    method: &str,
+) -> Result<Option<Arc<Child>>, (i64, String)> {
+    let child = match shared.child_for(path).await {
+        Ok(child) => child,
+        Err(Error::NoServer { reason, .. }) => {
+            tracing::debug!(method, path = %path.display(), "answered empty: {reason}");
+            return Ok(None);
+        }
+        Err(other) => return Err(error_reply(other)),
+    };
+    if let Some(uri) = params["textDocument"]["uri"].as_str()
+        && !shared.prompt_documents.matches(path)
+    {
+        shared
+            .document_routes
+            .lock()
+            .expect("document routes")
+            .insert(uri.to_owned(), child.clone());
+    }
+    Ok(Some(child))
 }
 
 fn no_child(method: &str) -> (i64, String) {

@@ -102,7 +102,10 @@ impl WriteObserver for LspTools {
             tools.queries.bridge.config_for(&path)?;
             Some(match tools.queries.after_write(&path).await {
                 Ok(answer) => render_diagnostics(&shown, &answer.value, &answer.server),
-                Err(error) => format!("diagnostics of {shown}: unavailable ({error})"),
+                Err(error) => {
+                    tracing::warn!("diagnostics after a write: {error}");
+                    format!("diagnostics of {shown}: unavailable ({})", error.brief())
+                }
             })
         })
     }
@@ -307,27 +310,15 @@ struct QueryArgs {
     limit: Option<usize>,
 }
 
-/// The error output for a query that failed, with what the model can do about it and the
-/// health of the servers.
+/// The error output for a query that failed: one line (two with the server's last stderr
+/// line) for the model, and what to do; the full error, with the server's stderr, goes to the
+/// log, and the servers' health into the result's meta (the session log keeps it; the model
+/// does not see it).
 fn failure(tools: &LspTools, tool: &str, error: &lsp_bridge::error::Error) -> ToolOutput {
-    let mut text = format!("{tool} could not be answered: {error}");
-    let health = tools.queries.bridge.health();
-    if !health.is_empty() {
-        text.push_str("\nlanguage servers:");
-        for server in &health {
-            let _ = write!(
-                text,
-                "\n  {} ({}): {}",
-                server.name,
-                server.root.display(),
-                server.state
-            );
-            if let Some(last) = &server.last_error {
-                let _ = write!(text, ", last error: {last}");
-            }
-        }
-    }
-    ToolOutput::error(text)
+    tracing::warn!(tool, "language server query failed: {error}");
+    let health = serde_json::to_value(tools.queries.bridge.health()).unwrap_or(Value::Null);
+    ToolOutput::error(format!("{tool} could not be answered: {}", error.brief()))
+        .with_meta("servers", health)
 }
 
 async fn positional(
@@ -358,7 +349,8 @@ async fn positional(
     };
     if let Some(navigation) = navigation {
         if !has_server && kind == LspKind::Definition {
-            return Ok(approximate_definition(tools, ctx, &args.symbol, &shown));
+            let why = queries.bridge.no_server_reason(&path);
+            return Ok(approximate_definition(tools, ctx, &args.symbol, &why));
         }
         return match queries.navigate(navigation, &position).await {
             Ok(answer) => {
@@ -379,9 +371,12 @@ async fn positional(
                     args.limit,
                 ))
             }
-            Err(error) if kind == LspKind::Definition && !has_server => {
-                Ok(approximate_definition(tools, ctx, &args.symbol, &shown))
-                    .map(|output: ToolOutput| output.with_meta("server_error", error.to_string()))
+            // The server failed rather than answered: tree-sitter tags stand in, labelled.
+            Err(error) if kind == LspKind::Definition && error.is_server_failure() => {
+                tracing::warn!("lsp_definition: the language server failed: {error}");
+                let why = format!("the language server failed: {}", error.brief());
+                Ok(approximate_definition(tools, ctx, &args.symbol, &why)
+                    .with_meta("server_error", error.to_string()))
             }
             Err(error) => Err(failure(tools, kind.name(), &error)),
         };
@@ -504,8 +499,11 @@ async fn document_symbols(
         }
         other => {
             let why = match &other {
-                Some(Err(error)) => format!("the language server failed ({error})"),
-                _ => "no language server handles this file".to_owned(),
+                Some(Err(error)) => {
+                    tracing::warn!("lsp_document_symbols: the language server failed: {error}");
+                    format!("the language server failed: {}", error.brief())
+                }
+                _ => tools.queries.bridge.no_server_reason(&path),
             };
             let text = std::fs::read_to_string(&path)
                 .map_err(|error| ToolOutput::error(format!("cannot read {shown}: {error}")))?;
@@ -529,10 +527,19 @@ async fn workspace_symbols(
     let args: QueryArgs = parse_args("lsp_workspace_symbols", args)?;
     let mut symbols = Vec::new();
     let mut errors = Vec::new();
+    let mut indexing = Vec::new();
     for answer in tools.queries.workspace_symbols(&args.query).await {
         match answer {
-            Ok(found) => symbols.extend(found),
-            Err(error) => errors.push(error.to_string()),
+            Ok(found) => {
+                if found.still_indexing {
+                    indexing.push(found.server.clone());
+                }
+                symbols.extend(found.symbols)
+            }
+            Err(error) => {
+                tracing::warn!("lsp_workspace_symbols: a language server failed: {error}");
+                errors.push(error.brief())
+            }
         }
     }
     let query = args.query.to_lowercase();
@@ -602,6 +609,16 @@ async fn workspace_symbols(
         .map(|child| child.name().to_owned())
         .collect::<Vec<_>>()
         .join(", ");
+    if locations.is_empty() && !indexing.is_empty() {
+        // An empty answer from a server that has not finished indexing is not "no results".
+        return Ok(ToolOutput::ok(format!(
+            "workspace symbols matching `{}`: none yet, {} still indexing the workspace; call again in a few seconds (or look in a file with lsp_document_symbols)",
+            args.query,
+            indexing.join(", ")
+        ))
+        .with_meta("total", 0)
+        .with_meta("still_indexing", indexing));
+    }
     let what = format!("workspace symbols matching `{}`", args.query);
     Ok(render_locations(
         ctx,
@@ -679,11 +696,12 @@ pub fn render_diagnostics(shown: &str, value: &DocumentDiagnostics, server: &str
     }
 }
 
+/// Definitions from tree-sitter tags, labelled approximate with `why` no server answered.
 fn approximate_definition(
     tools: &LspTools,
     ctx: &ToolContext,
     symbol: &str,
-    shown: &str,
+    why: &str,
 ) -> ToolOutput {
     let root = ctx.workspace.root().to_owned();
     let found = tools.with_index(&root, |index| index.definitions(symbol));
@@ -691,9 +709,7 @@ fn approximate_definition(
         .iter()
         .map(|(path, symbol)| syntax_location(&root, path, symbol, false))
         .collect::<Vec<_>>();
-    let what = format!(
-        "approximate definition of `{symbol}` (tree-sitter tags; no language server handles {shown})"
-    );
+    let what = format!("approximate definition of `{symbol}` (tree-sitter tags; {why})");
     render_locations(ctx, &what, &locations, "tree-sitter", &[], &[], &None, None)
         .with_meta("approximate", true)
 }

@@ -20,7 +20,12 @@
 //!   PATH as JSON lines;
 //! - `record-headers PATH`: appends every header line received other than `Content-Length`
 //!   to PATH, one per line, and before each message's body the line `(body)`;
-//! - `split MILLIS`: writes each message's header, then its body MILLIS later.
+//! - `split MILLIS`: writes each message's header, then its body MILLIS later;
+//! - `deaf-on METHOD`: answers METHOD, then closes its input and stays alive with its output
+//!   open, as a dying server does for a moment (what is written to it fails with `EPIPE`, and
+//!   no end of output says it is gone);
+//! - `no-symbols`: offers `workspace/symbol` and answers it with `[]`, always, reporting no
+//!   progress (a server that may be indexing, as far as anyone can tell).
 //!
 //! Any other request is answered with `{"echo": METHOD, "params": PARAMS}`. Two notifications
 //! drive it from a test: `fake/poke` is echoed back as the notification `fake/poked`, and
@@ -47,6 +52,8 @@ struct Script {
     record: Option<String>,
     record_headers: Option<String>,
     split: Option<Duration>,
+    no_symbols: bool,
+    deaf_on: HashSet<String>,
 }
 
 impl Script {
@@ -63,6 +70,10 @@ impl Script {
                 "silent" => script.silent = true,
                 "exit" => script.exit = true,
                 "chatty" => script.chatty = true,
+                "no-symbols" => script.no_symbols = true,
+                "deaf-on" => {
+                    script.deaf_on.insert(value("deaf-on", "METHOD", &mut args));
+                }
                 "garbage-on" => {
                     script
                         .garbage_on
@@ -268,6 +279,17 @@ fn main() {
         if script.hang_on.contains(&method) {
             continue;
         }
+        if script.deaf_on.contains(&method) {
+            out.answer(&id, json!({"deaf": true}));
+            eprintln!("fake-lsp: closing my input on {method}, as asked");
+            // /dev/null takes fd 0's place, which closes our end of the input pipe.
+            let null =
+                std::fs::File::open("/dev/null").unwrap_or_else(|error| die(&error.to_string()));
+            nix::unistd::dup2_stdin(&null).unwrap_or_else(|error| die(&error.to_string()));
+            loop {
+                std::thread::park();
+            }
+        }
         if let Some(left) = content_modified.get_mut(&method).filter(|left| **left > 0) {
             *left -= 1;
             out.error(&id, -32801, "content modified");
@@ -290,13 +312,16 @@ fn main() {
                             "positionEncoding": if offered_utf8 { "utf-8" } else { "utf-16" },
                             "hoverProvider": true,
                             "definitionProvider": true,
+                            "completionProvider": {"resolveProvider": true},
                             "textDocumentSync": 1,
+                            "workspaceSymbolProvider": script.no_symbols,
                         },
                         "serverInfo": {"name": "fake-lsp"},
                     }),
                 );
             }
             "shutdown" => out.answer(&id, Value::Null),
+            "workspace/symbol" if script.no_symbols => out.answer(&id, json!([])),
             method => match script.slow.get(method) {
                 Some(&millis) => {
                     let out = out.clone();

@@ -1,0 +1,158 @@
+//! A child that dies between requests is restarted and the request that found it dead is
+//! answered by the new instance, not failed: real pyright killed with SIGKILL, asked through
+//! the agent's tools and through `serve` by a scripted editor, and (for the moment between a
+//! child's death and the end of its output, which a real server gives on no cue) `fake-lsp`
+//! closing its input.
+
+use std::process::Command;
+
+use agent_lsp::preset::Preset;
+use agent_lsp::session::Session;
+use agent_lsp::session::event::{SCHEMA_VERSION, SessionHeader};
+use agent_lsp::session::log::Durability;
+use agent_lsp::tools::runtime_for;
+use agent_tests::editor::{Editor, url};
+use agent_tests::processes::{descendants_running, kill_and_wait};
+use serde_json::json;
+use tokio_util::sync::CancellationToken;
+
+/// `größe_von` on line 5 of the Python fixture's main.py is defined in pkg/geometry.py.
+const DEFINITION: &str = "pkg/geometry.py\n  14:5  def größe_von(fläche: Fläche) -> float:";
+
+#[tokio::test]
+async fn the_agents_query_after_its_server_was_killed_is_answered_by_a_restarted_one() {
+    let workspace = agent_tests::fixture("python");
+    let state = tempfile::tempdir().unwrap();
+    let preset = Preset::load("standard").unwrap();
+    let (runtime, bridge) =
+        runtime_for(workspace.path(), &preset, agent_tests::bridge_config()).unwrap();
+    let header = SessionHeader {
+        schema: SCHEMA_VERSION,
+        session_id: "restart".into(),
+        workspace: workspace.path().display().to_string(),
+        preset: "standard".into(),
+        preset_text: None,
+        agent_version: "test".into(),
+    };
+    let mut session =
+        Session::create(&state.path().join("s.jsonl"), header, Durability::Batched).unwrap();
+    let args = json!({"path": "main.py", "line": 5, "symbol": "größe_von"}).to_string();
+    let cancel = CancellationToken::new();
+    let first = runtime
+        .run_one(&mut session, "lsp_definition", &args, &cancel)
+        .await
+        .unwrap()
+        .output;
+    assert!(first.text.contains(DEFINITION), "{}", first.text);
+
+    let running = bridge.running();
+    let [pyright] = running.as_slice() else {
+        panic!("{running:?}")
+    };
+    let pid = pyright.pid().unwrap();
+    // Killed while the bridge is not looking: the runtime does not run until the next call,
+    // so that call is the first to find the server dead.
+    kill_and_wait(pid);
+
+    let second = runtime
+        .run_one(&mut session, "lsp_definition", &args, &cancel)
+        .await
+        .unwrap()
+        .output;
+    assert!(!second.is_error, "{}", second.text);
+    assert!(second.text.contains(DEFINITION), "{}", second.text);
+    let running = bridge.running();
+    assert_eq!(running.len(), 1);
+    assert_ne!(running[0].pid(), Some(pid), "a new instance answered");
+    assert_eq!(bridge.health()[0].restarts, 1);
+    bridge.shutdown_all().await;
+}
+
+#[test]
+fn an_editor_request_after_its_child_was_killed_is_answered_by_a_restarted_one() {
+    let workspace = agent_tests::fixture("python");
+    let root = workspace.path().canonicalize().unwrap();
+    let state = tempfile::tempdir().unwrap();
+    std::fs::write(state.path().join("config.toml"), "").unwrap();
+    let mut command = Command::new(agent_tests::workspace_bin("agent-lsp"));
+    command
+        .env("PATH", agent_tests::tools_path())
+        .env("AGENT_LSP_STATE_DIR", state.path())
+        .env("AGENT_LSP_CONFIG", state.path().join("config.toml"))
+        .args(["--workspace", root.to_str().unwrap(), "serve"]);
+    let mut editor = Editor::start(command);
+    editor.initialize(&root);
+    let main = root.join("main.py");
+    editor.open(&main, "python");
+    editor.wait_for("diagnostics of main.py", |message| {
+        message["method"] == "textDocument/publishDiagnostics"
+            && message["params"]["uri"] == url(&main)
+    });
+    // `größe_von` on line 5 (0-based 4), character 13.
+    let definition =
+        json!({"textDocument": {"uri": url(&main)}, "position": {"line": 4, "character": 14}});
+    let expected = {
+        let answer = editor.request("textDocument/definition", definition.clone());
+        assert!(answer["result"][0]["uri"].is_string(), "{answer}");
+        answer["result"].clone()
+    };
+
+    for round in 0..2 {
+        let pids = descendants_running(editor.pid(), "pyright");
+        let [pid] = pids.as_slice() else {
+            panic!("round {round}: {pids:?}")
+        };
+        kill_and_wait(*pid);
+        // The first request after the death: sent to no dead child, it reaches the new one.
+        let answer = editor.request("textDocument/definition", definition.clone());
+        assert_eq!(answer["result"], expected, "round {round}: {answer}");
+        let now = descendants_running(editor.pid(), "pyright");
+        assert_eq!(now.len(), 1, "round {round}: {now:?}");
+        assert_ne!(now[0], *pid, "round {round}");
+    }
+    editor.shutdown();
+}
+
+/// `serve` forwards an editor request to a child whose input is already closed (it is dying;
+/// its output has not ended yet): the request never reached it, so it goes to a restarted
+/// child, which answers. A delivery retry: nothing the dead child saw is asked again.
+#[test]
+fn an_editor_request_that_never_reached_its_dying_child_is_sent_to_a_restarted_one() {
+    let workspace = tempfile::tempdir().unwrap();
+    let root = workspace.path().canonicalize().unwrap();
+    let file = root.join("a.fake");
+    std::fs::write(&file, "text\n").unwrap();
+    let state = tempfile::tempdir().unwrap();
+    let config = format!(
+        "[server.fake]\ncommand = {:?}\nargs = [\"deaf-on\", \"fake/deafen\"]\nfile_patterns = [\"*.fake\"]\n",
+        agent_tests::workspace_bin("fake-lsp").display().to_string()
+    );
+    std::fs::write(state.path().join("config.toml"), config).unwrap();
+    let mut command = Command::new(agent_tests::workspace_bin("agent-lsp"));
+    command
+        .env("AGENT_LSP_STATE_DIR", state.path())
+        .env("AGENT_LSP_CONFIG", state.path().join("config.toml"))
+        .args(["--workspace", root.to_str().unwrap(), "serve"]);
+    let mut editor = Editor::start(command);
+    editor.initialize(&root);
+    editor.open(&file, "fake");
+    let params =
+        json!({"textDocument": {"uri": url(&file)}, "position": {"line": 0, "character": 0}});
+    let answer = editor.request("fake/custom", params.clone());
+    assert_eq!(answer["result"]["echo"], "fake/custom", "{answer}");
+    let [first] = descendants_running(editor.pid(), "fake-lsp")[..] else {
+        panic!("{:?}", agent_tests::processes::descendants(editor.pid()))
+    };
+
+    let deaf = editor.request("fake/deafen", params.clone());
+    assert_eq!(deaf["result"]["deaf"], true, "{deaf}");
+    let answer = editor.request("fake/custom", params);
+    assert_eq!(answer["result"]["echo"], "fake/custom", "{answer}");
+    // The deaf one is being stopped (it gets its shutdown grace); a new one answered.
+    let now = descendants_running(editor.pid(), "fake-lsp");
+    assert!(
+        now.iter().any(|pid| *pid != first),
+        "a new child answered: {now:?}, first {first}"
+    );
+    editor.shutdown();
+}

@@ -1,0 +1,87 @@
+//! The processes a test's server started, read from `/proc`: tests count and kill real child
+//! language servers by what they run, not by asking the code under test.
+
+/// Every live descendant of `pid` as `(pid, command line)`, the command line's arguments
+/// joined by spaces. Zombies (dead, not yet reaped) are left out.
+pub fn descendants(pid: u32) -> Vec<(u32, String)> {
+    let mut found = Vec::new();
+    let mut parents = vec![pid];
+    while let Some(parent) = parents.pop() {
+        for child in children(parent) {
+            parents.push(child);
+            if is_zombie(child) {
+                continue;
+            }
+            let cmdline = std::fs::read(format!("/proc/{child}/cmdline")).unwrap_or_default();
+            let cmdline = String::from_utf8_lossy(&cmdline).replace('\0', " ");
+            found.push((child, cmdline.trim().to_owned()));
+        }
+    }
+    found
+}
+
+/// The live descendants of `pid` whose command line contains `needle`.
+pub fn descendants_running(pid: u32, needle: &str) -> Vec<u32> {
+    descendants(pid)
+        .into_iter()
+        .filter(|(_, cmdline)| cmdline.contains(needle))
+        .map(|(pid, _)| pid)
+        .collect()
+}
+
+fn children(pid: u32) -> Vec<u32> {
+    let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
+        return Vec::new();
+    };
+    tasks
+        .filter_map(Result::ok)
+        .filter_map(|task| std::fs::read_to_string(task.path().join("children")).ok())
+        .flat_map(|text| {
+            text.split_whitespace()
+                .filter_map(|pid| pid.parse().ok())
+                .collect::<Vec<_>>()
+        })
+        .collect()
+}
+
+fn is_zombie(pid: u32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .ok()
+        .and_then(|stat| {
+            // The state follows the parenthesised command name, which may hold spaces.
+            let after = stat.rsplit_once(')')?.1;
+            after.split_whitespace().next().map(|state| state == "Z")
+        })
+        .unwrap_or(true)
+}
+
+/// `kill -KILL pid`, and wait (bounded) until it can receive nothing more: its files are
+/// closed. (The thread group leader of a multi-threaded process such as node shows as a zombie
+/// while its other threads are still exiting and its pipes still open.)
+pub fn kill_and_wait(pid: u32) {
+    let status = std::process::Command::new("kill")
+        .args(["-KILL", &pid.to_string()])
+        .status()
+        .expect("run kill");
+    assert!(status.success(), "kill -KILL {pid} failed");
+    let deadline = std::time::Instant::now() + crate::editor::WAIT;
+    while has_open_files(pid) {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "process {pid} did not die"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    }
+}
+
+/// Whether any thread of `pid` still has a file open. Each thread is looked at: the leader of
+/// a multi-threaded process drops its files when it exits, while the others keep them open
+/// until they have exited too.
+fn has_open_files(pid: u32) -> bool {
+    let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
+        return false;
+    };
+    tasks.filter_map(Result::ok).any(|task| {
+        std::fs::read_dir(task.path().join("fd")).is_ok_and(|mut entries| entries.next().is_some())
+    })
+}
