@@ -681,7 +681,10 @@ impl Child {
                 .await;
             return;
         }
-        if self.transport.closed().is_none() && !self.is_hung() {
+        // A child that hangs, or whose input is closed (it can read no `shutdown`), is killed
+        // at once: waiting out the handshake would outlive a `serve` that exits meanwhile and
+        // leave the process behind.
+        if self.transport.closed().is_none() && !self.is_hung() && !self.transport.input_closed() {
             let answered = self
                 .request_with(
                     "shutdown",

@@ -336,8 +336,9 @@ impl Slot {
                 };
                 tracing::warn!(server = %self.config.name, root = %self.root.display(), "language server is {reason}: restarting");
                 state.last_tail = previous.stderr_tail();
-                let previous = previous.clone();
-                tokio::spawn(async move { previous.shutdown().await });
+                // What is replaced is gone or broken: no handshake to wait for. Killed here,
+                // not in a task a runtime shutting down may drop first.
+                previous.kill();
             }
             if previous.is_some() || state.attempts > 0 {
                 let now = Instant::now();

@@ -148,11 +148,24 @@ fn an_editor_request_that_never_reached_its_dying_child_is_sent_to_a_restarted_o
     assert_eq!(deaf["result"]["deaf"], true, "{deaf}");
     let answer = editor.request("fake/custom", params);
     assert_eq!(answer["result"]["echo"], "fake/custom", "{answer}");
-    // The deaf one is being stopped (it gets its shutdown grace); a new one answered.
+    // The deaf one is killed (it can read no shutdown); a new one answered.
     let now = descendants_running(editor.pid(), "fake-lsp");
     assert!(
         now.iter().any(|pid| *pid != first),
         "a new child answered: {now:?}, first {first}"
     );
     editor.shutdown();
+    // Nothing is left behind: not the new child, and not the deaf one, whose input was closed
+    // (it once outlived `serve`, adopted by init).
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+    while std::path::Path::new(&format!("/proc/{first}")).exists()
+        && std::fs::read_to_string(format!("/proc/{first}/stat"))
+            .is_ok_and(|stat| !stat.contains(") Z "))
+    {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the deaf child {first} outlived serve"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
 }
