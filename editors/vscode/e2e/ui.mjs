@@ -86,8 +86,8 @@ export class Workbench {
     await this.page.locator(".editor-group-container.active .monaco-editor.focused").waitFor({ timeout: WAIT });
   }
 
-  async waitForActiveTab(name) {
-    await this.page.locator(".editor-group-container.active .tab.active", { hasText: name }).first().waitFor({ timeout: WAIT });
+  async waitForActiveTab(name, timeout = WAIT) {
+    await this.page.locator(".editor-group-container.active .tab.active", { hasText: name }).first().waitFor({ timeout });
   }
 
   /** Whether the active tab shows unsaved changes. */
