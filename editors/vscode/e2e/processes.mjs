@@ -117,7 +117,9 @@ export async function startCodeServer({ userDataDir, extensionsDir, configFile, 
       "--disable-getting-started-override",
       "--ignore-last-opened",
     ],
-    { env },
+    // A process group of its own, so that stopping it stops every process it started (the
+    // extension host, the file watcher, agent-lsp) and none outlives the test.
+    { env, detached: true },
     log,
   );
   const [, url] = await firstLine(child, child.stdout, /HTTP server listening on (http:\/\/\S+?)\/?\s/, "code-server", 60_000);
@@ -143,7 +145,12 @@ export function serverProcesses() {
 
 export async function stop(child) {
   if (child && child.exitCode === null && child.signalCode === null) {
-    child.kill("SIGTERM");
+    try {
+      // The whole group when the child leads one (code-server), else the child alone.
+      process.kill(-child.pid, "SIGTERM");
+    } catch {
+      child.kill("SIGTERM");
+    }
     await child.exited;
   }
 }

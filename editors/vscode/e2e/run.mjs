@@ -331,7 +331,9 @@ async function main() {
     if (process.env.UI_TEST_KEEP) {
       console.log(`kept the test's folder: ${temp}`);
     } else {
-      fs.rmSync(temp, { recursive: true, force: true });
+      // The editor's processes (extension host, agent-lsp, pyright) end just after
+      // code-server and may still write their last files: retry, as `rm -rf` racing them would.
+      fs.rmSync(temp, { recursive: true, force: true, maxRetries: 10, retryDelay: 100 });
     }
   }
 }
