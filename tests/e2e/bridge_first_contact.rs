@@ -13,11 +13,7 @@ use agent_tests::processes::descendants_running;
 use serde_json::json;
 
 fn write(root: &Path, files: &[(&str, &str)]) {
-    for (path, text) in files {
-        let path = root.join(path);
-        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
-        std::fs::write(path, text).unwrap();
-    }
+    agent_tests::write_tree(root, files);
 }
 
 /// `agent-lsp --workspace ROOT ARGS…` with `path` as PATH, no config file, its own state.

@@ -102,19 +102,18 @@ const APP: &str = "from lib import greet\ncount = 1\nprint(cuont)\ngreet('x')\n"
 fn nvim_plugin_drives_agent_lsp_with_pyright_behind_it() {
     let dir = tempfile::tempdir().unwrap();
     let root = dir.path().canonicalize().unwrap();
-    for (path, text) in [
-        ("pyrightconfig.json", "{}"),
-        ("lib.py", LIB),
-        ("app.py", APP),
-        ("src/app_util.py", "X = 1\n"),
-        ("src/apple_pie.py", "PIE = 3\n"),
-        ("docs/guide.md", "# guide\n"),
-        ("notes.agent.md", "What does @src/ap"),
-    ] {
-        let path = root.join(path);
-        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
-        std::fs::write(path, text).unwrap();
-    }
+    agent_tests::write_tree(
+        &root,
+        &[
+            ("pyrightconfig.json", "{}"),
+            ("lib.py", LIB),
+            ("app.py", APP),
+            ("src/app_util.py", "X = 1\n"),
+            ("src/apple_pie.py", "PIE = 3\n"),
+            ("docs/guide.md", "# guide\n"),
+            ("notes.agent.md", "What does @src/ap"),
+        ],
+    );
     let state = tempfile::tempdir().unwrap();
     let config = state.path().join("config.toml");
     std::fs::write(&config, "").unwrap();

@@ -25,17 +25,16 @@ const ANSWER: &str = "Hello! This answer arrives in small pieces, forty millisec
 fn run_nvim(mode: &str, endpoint: Option<&ModelEndpoint>) -> Value {
     let dir = tempfile::tempdir().unwrap();
     let root = dir.path().canonicalize().unwrap();
-    for (path, text) in [
-        ("pyrightconfig.json", "{}"),
-        ("app.py", "count = 1\nprint(count)\n"),
-        ("docs with spaces/guide.md", "# guide\n"),
-        ("docs with spaces/setup.md", "# setup\n"),
-        ("notes.agent.md", "\n"),
-    ] {
-        let path = root.join(path);
-        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
-        std::fs::write(path, text).unwrap();
-    }
+    agent_tests::write_tree(
+        &root,
+        &[
+            ("pyrightconfig.json", "{}"),
+            ("app.py", "count = 1\nprint(count)\n"),
+            ("docs with spaces/guide.md", "# guide\n"),
+            ("docs with spaces/setup.md", "# setup\n"),
+            ("notes.agent.md", "\n"),
+        ],
+    );
     let state = tempfile::tempdir().unwrap();
     let config = state.path().join("config.toml");
     std::fs::write(&config, "").unwrap();

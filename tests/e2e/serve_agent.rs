@@ -28,11 +28,7 @@ impl Workspace {
         let dir = tempfile::tempdir().unwrap();
         let root = dir.path().canonicalize().unwrap();
         std::fs::write(root.join("pyrightconfig.json"), "{}").unwrap();
-        for (path, text) in files {
-            let path = root.join(path);
-            std::fs::create_dir_all(path.parent().unwrap()).unwrap();
-            std::fs::write(path, text).unwrap();
-        }
+        agent_tests::write_tree(&root, files);
         Workspace {
             _dir: dir,
             root,

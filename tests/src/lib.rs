@@ -95,6 +95,17 @@ pub fn tools_path() -> std::ffi::OsString {
     std::env::join_paths(paths).expect("PATH entries without separators")
 }
 
+/// Write `files` (`/`-separated paths relative to `root`, and their text) under `root`,
+/// making the folders they need.
+pub fn write_tree(root: &Path, files: &[(&str, &str)]) {
+    for (path, text) in files {
+        let path = root.join(path);
+        std::fs::create_dir_all(path.parent().expect("a file path has a parent"))
+            .expect("make the folders");
+        std::fs::write(path, text).expect("write the file");
+    }
+}
+
 /// A copy of one of `tests/fixtures/`'s projects in a fresh temporary directory.
 pub fn fixture(name: &str) -> tempfile::TempDir {
     let source = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
