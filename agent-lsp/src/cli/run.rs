@@ -318,30 +318,23 @@ impl TextUi {
         }
     }
 
-    /// `line` cut to the progress width, with `…` where it was cut; a tab (the `read` tool's
-    /// line numbers end in one) counts as the one space it is shown as here.
-    fn fit(&self, line: &str) -> String {
-        console::truncate_str(&line.replace('\t', " "), self.width, "…").into_owned()
+    /// `line` cut to `width` columns, with `…` where it was cut; a tab (the `read` tool's line
+    /// numbers end in one) counts as the one space it is shown as here.
+    fn fit(line: &str, width: usize) -> String {
+        console::truncate_str(&line.replace('\t', " "), width, "…").into_owned()
     }
 
     fn status(&self, message: String) {
         match &self.spinner {
             // The spinner's own two columns come before the message.
-            Some(spinner) => spinner.set_message(
-                console::truncate_str(
-                    &message.replace('\t', " "),
-                    self.width.saturating_sub(2),
-                    "…",
-                )
-                .into_owned(),
-            ),
-            None => eprintln!("{}", self.fit(&format!("· {message}"))),
+            Some(spinner) => spinner.set_message(Self::fit(&message, self.width.saturating_sub(2))),
+            None => eprintln!("{}", Self::fit(&format!("· {message}"), self.width)),
         }
     }
 
     /// One progress line above the spinner, or on its own on a pipe.
     fn progress_line(&self, line: &str) {
-        let line = self.fit(line);
+        let line = Self::fit(line, self.width);
         match &self.spinner {
             Some(spinner) => spinner.println(line),
             None => eprintln!("{line}"),

@@ -158,15 +158,14 @@ impl Intake {
             // A broken header leaves no way to find where the next message starts: reading on
             // would glue every later message to garbage and leave the server deaf. End the
             // connection instead, saying why, so the editor restarts the server.
-            Err(ReadError::Protocol(problem)) => {
-                let error = std::io::Error::new(
-                    std::io::ErrorKind::InvalidData,
-                    format!("the editor's message framing is broken ({problem})"),
-                );
-                let _ = self.to_loop.send(Input::Failed(error));
-                return false;
-            }
-            Err(ReadError::Io(error)) => {
+            Err(error) => {
+                let error = match error {
+                    ReadError::Protocol(problem) => std::io::Error::new(
+                        std::io::ErrorKind::InvalidData,
+                        format!("the editor's message framing is broken ({problem})"),
+                    ),
+                    ReadError::Io(error) => error,
+                };
                 let _ = self.to_loop.send(Input::Failed(error));
                 return false;
             }
