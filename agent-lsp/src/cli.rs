@@ -89,7 +89,16 @@ pub fn run() -> anyhow::Result<ExitCode> {
         Command::Serve { listen, stdio: _ } => {
             match listen {
                 Some(address) => crate::server::run_tcp(&address, explicit_workspace)?,
-                None => crate::server::run_stdio(explicit_workspace)?,
+                None => {
+                    let ending = crate::server::run_stdio(explicit_workspace)?;
+                    if ending
+                        == (crate::server::Ending::Exit {
+                            after_shutdown: false,
+                        })
+                    {
+                        return Ok(ExitCode::from(1));
+                    }
+                }
             }
             Ok(ExitCode::SUCCESS)
         }

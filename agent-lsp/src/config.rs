@@ -32,6 +32,7 @@
 //! prompt_documents = "*.agent.md"
 //! chat_file = ".agent-lsp/chat.agent.md"
 //! # announce_frames = true   # default: for the editors known to read it (docs/decisions/0003)
+//! # allow_broad_workspace = true   # let `/` or the home directory be the workspace
 //!
 //! # `web_search` and `web_fetch` (see `web.rs`): the search provider and the fetch limits.
 //! [web]
@@ -146,6 +147,10 @@ pub struct EditorOptions {
     /// unset, it is done for the editors known to read an announced header (VS Code and its
     /// forks, Neovim, Helix, Emacs), by `clientInfo.name`.
     pub announce_frames: Option<bool>,
+    /// Whether the file system root or the home directory may be the workspace. Off: the
+    /// agent's file tools are confined to the workspace, and either of those confines them to
+    /// nothing (every key, every dotfile), so an editor that names one is refused.
+    pub allow_broad_workspace: bool,
 }
 
 impl Default for EditorOptions {
@@ -154,6 +159,7 @@ impl Default for EditorOptions {
             prompt_documents: "*.agent.md".into(),
             chat_file: ".agent-lsp/chat.agent.md".into(),
             announce_frames: None,
+            allow_broad_workspace: false,
         }
     }
 }

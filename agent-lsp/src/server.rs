@@ -39,7 +39,8 @@ use std::time::Duration;
 
 use anyhow::Context;
 use lsp_bridge::documents::DocumentMirror;
-use lsp_bridge::framing::{FrameWriter, RawResult, parse_message};
+use lsp_bridge::framing::{FrameWriter, RawResult};
+use lsp_bridge::jsonrpc;
 use lsp_bridge::position::PositionEncoding;
 use lsp_bridge::{Bridge, Child};
 use serde_json::{Value, json};
@@ -50,16 +51,8 @@ use tracing::Instrument;
 use crate::config::Config;
 pub use intake::EditorInput;
 
-/// JSON-RPC error codes used here.
-pub mod codes {
-    pub const PARSE_ERROR: i64 = -32700;
-    pub const INVALID_REQUEST: i64 = -32600;
-    pub const METHOD_NOT_FOUND: i64 = -32601;
-    pub const INVALID_PARAMS: i64 = -32602;
-    pub const INTERNAL_ERROR: i64 = -32603;
-    pub const SERVER_NOT_INITIALIZED: i64 = -32002;
-    pub const REQUEST_CANCELLED: i64 = -32800;
-}
+/// JSON-RPC error codes, by their names.
+pub use lsp_bridge::jsonrpc::code as codes;
 
 /// How long an editor waits at most for a forwarded child request.
 const CHILD_REQUEST_TIMEOUT: Duration = Duration::from_secs(60);
@@ -258,7 +251,7 @@ impl Shared {
 }
 
 /// Run the server on stdin/stdout until the editor says `exit` or closes the pipe.
-pub fn run_stdio(workspace: Option<PathBuf>) -> anyhow::Result<()> {
+pub fn run_stdio(workspace: Option<PathBuf>) -> anyhow::Result<Ending> {
     let runtime = server_runtime()?;
     runtime.block_on(async {
         let config = Config::load()?;
@@ -326,8 +319,12 @@ pub fn run_tcp(address: &str, workspace: Option<PathBuf>) -> anyhow::Result<()> 
             let (reader, writer) = stream.into_split();
             let input = EditorInput::Async(Box::new(reader));
             let output = FrameWriter::queued("editor", writer);
-            if let Err(error) = serve(input, output, Config::load()?, workspace.clone()).await {
-                tracing::warn!(%peer, "connection ended: {error:#}");
+            match serve(input, output, Config::load()?, workspace.clone()).await {
+                Ok(Ending::Exit { after_shutdown: false }) => {
+                    tracing::warn!(%peer, "the editor said `exit` without `shutdown`")
+                }
+                Ok(_) => {}
+                Err(error) => tracing::warn!(%peer, "connection ended: {error:#}"),
             }
         }
     })
@@ -340,7 +337,7 @@ pub async fn serve(
     (out, writer): (Arc<FrameWriter>, tokio::task::JoinHandle<()>),
     config: Config,
     default_workspace: Option<PathBuf>,
-) -> anyhow::Result<()> {
+) -> anyhow::Result<Ending> {
     let prompt_documents = chat::PromptDocuments::new(&config.editor.prompt_documents)?;
     let agent_runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
@@ -375,14 +372,14 @@ pub async fn serve(
     };
     let (mut from_intake, queued) = intake::Intake::start(shared.clone(), input)
         .context("cannot start reading from the editor")?;
-    let mut ended = Ok(());
+    let mut ended = Ok(Ending::InputClosed);
     while let Some(input) = from_intake.recv().await {
         let flow = match input {
             intake::Input::Message(body) => {
-                let flow = match parse_message(&body) {
+                let flow = match jsonrpc::decode(&body) {
                     Ok(message) => server.handle(message).await,
-                    Err(problem) => {
-                        server.unreadable(&problem);
+                    Err(refusal) => {
+                        server.unreadable(refusal);
                         Flow::Continue
                     }
                 };
@@ -396,6 +393,11 @@ pub async fn serve(
             }
         };
         if flow == Flow::Exit {
+            if ended.is_ok() {
+                ended = Ok(Ending::Exit {
+                    after_shutdown: server.shutdown_requested,
+                });
+            }
             break;
         }
     }
@@ -416,6 +418,16 @@ pub async fn serve(
     ended
 }
 
+/// How an editor connection ended.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Ending {
+    /// The editor said `exit`: the process then exits with 0 if `shutdown` came first and
+    /// with 1 if not, as the protocol says.
+    Exit { after_shutdown: bool },
+    /// The editor closed its end.
+    InputClosed,
+}
+
 #[derive(PartialEq, Eq)]
 enum Flow {
     Continue,
@@ -431,46 +443,24 @@ struct Server {
 }
 
 impl Server {
-    fn unreadable(&self, problem: &str) {
-        tracing::warn!("unreadable message from the editor: {problem}");
-        self.shared.respond(
-            Value::Null,
-            Err((codes::PARSE_ERROR, format!("unreadable message: {problem}"))),
-        );
+    /// A message the envelope reader refused: its answer (addressed to the request's id when
+    /// that could be read, so no request waits forever), and the reason in the log.
+    fn unreadable(&self, refusal: jsonrpc::Refusal) {
+        tracing::warn!("unreadable message from the editor: {}", refusal.problem);
+        if let Some(answer) = refusal.answer {
+            self.shared.send(answer);
+        }
     }
 
     /// The dispatch table: what runs on the loop, what runs as a task, what is forwarded.
-    async fn handle(&mut self, message: Value) -> Flow {
-        let shared = &self.shared;
-        let Value::Object(object) = &message else {
-            shared.respond(
-                Value::Null,
-                Err((
-                    codes::INVALID_REQUEST,
-                    "a message must be a JSON object".into(),
-                )),
-            );
-            return Flow::Continue;
-        };
-        let method = object
-            .get("method")
-            .and_then(Value::as_str)
-            .map(str::to_owned);
-        let id = object.get("id").cloned();
-        let params = object.get("params").cloned().unwrap_or(Value::Null);
-        match (method, id) {
+    async fn handle(&mut self, message: jsonrpc::Message) -> Flow {
+        match message {
             // A response to one of our requests to the editor.
-            (None, Some(id)) => {
-                let reply = match (object.get("result"), object.get("error")) {
-                    (_, Some(error)) => Err((
-                        error["code"].as_i64().unwrap_or(codes::INTERNAL_ERROR),
-                        error["message"].as_str().unwrap_or_default().to_owned(),
-                    )),
-                    (result, None) => Ok(result.cloned().unwrap_or(Value::Null)),
-                };
+            jsonrpc::Message::Response { id, outcome } => {
+                let reply = outcome.map_err(|error| (error.code, error.message));
                 let waiter = id
                     .as_i64()
-                    .and_then(|id| shared.to_editor.lock().expect("pending").remove(&id));
+                    .and_then(|id| self.shared.to_editor.lock().expect("pending").remove(&id));
                 match waiter {
                     Some(waiter) => {
                         let _ = waiter.send(reply);
@@ -481,31 +471,13 @@ impl Server {
                 }
                 Flow::Continue
             }
-            (None, None) => {
-                shared.respond(
-                    Value::Null,
-                    Err((
-                        codes::INVALID_REQUEST,
-                        "a message needs a `method` or an `id`".into(),
-                    )),
-                );
-                Flow::Continue
-            }
-            (Some(method), Some(id)) => {
-                if !(id.is_i64() || id.is_u64() || id.is_string()) {
-                    shared.respond(
-                        Value::Null,
-                        Err((
-                            codes::INVALID_REQUEST,
-                            "a request id must be a number or a string".into(),
-                        )),
-                    );
-                    return Flow::Continue;
-                }
+            jsonrpc::Message::Request { id, method, params } => {
                 self.request(id, method, params).await;
                 Flow::Continue
             }
-            (Some(method), None) => self.notification(&method, params).await,
+            jsonrpc::Message::Notification { method, params } => {
+                self.notification(&method, params).await
+            }
         }
     }
 
@@ -624,8 +596,19 @@ impl Server {
             | "textDocument/didChange"
             | "textDocument/didClose"
             | "textDocument/didSave" => {
-                actions::document_event(&shared, method, &params);
-                if let Err((_, problem)) = documents::sync(&shared, method, params).await {
+                let synced = match documents::DocumentEvent::decode(method, params) {
+                    Ok(event) => {
+                        actions::document_event(&shared, &event);
+                        documents::sync(&shared, event).await
+                    }
+                    Err(refused) => {
+                        // No answer goes back to a notification: the person at the editor is
+                        // told, since their buffer and ours may now differ.
+                        shared.show_error(&refused.1);
+                        Err(refused)
+                    }
+                };
+                if let Err((_, problem)) = synced {
                     tracing::warn!(method, "{problem}");
                 }
             }

@@ -9,16 +9,10 @@ use std::fmt;
 use std::path::PathBuf;
 use std::time::Duration;
 
-/// The LSP `RequestCancelled` error code: the server gave up on a request we cancelled.
-pub const REQUEST_CANCELLED: i64 = -32800;
-/// The LSP `ContentModified` error code: the answer was invalidated by an edit; ask again.
-pub const CONTENT_MODIFIED: i64 = -32801;
-/// JSON-RPC `MethodNotFound`.
-pub const METHOD_NOT_FOUND: i64 = -32601;
-/// JSON-RPC `InvalidParams`.
-pub const INVALID_PARAMS: i64 = -32602;
-/// JSON-RPC `InternalError`.
-pub const INTERNAL_ERROR: i64 = -32603;
+/// The codes are JSON-RPC's, defined in one place.
+pub use crate::jsonrpc::code::{
+    CONTENT_MODIFIED, INTERNAL_ERROR, INVALID_PARAMS, METHOD_NOT_FOUND, REQUEST_CANCELLED,
+};
 
 #[derive(Debug, thiserror::Error)]
 pub enum Error {

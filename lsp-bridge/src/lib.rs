@@ -13,6 +13,7 @@ pub mod config;
 pub mod documents;
 pub mod error;
 pub mod framing;
+pub mod jsonrpc;
 pub mod position;
 pub mod queries;
 pub mod registry;

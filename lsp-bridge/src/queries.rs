@@ -567,7 +567,7 @@ fn require(child: &Child, capability: &str, method: &str) -> Result<()> {
     match &capabilities[capability] {
         Value::Null | Value::Bool(false) => Err(Error::Response {
             server: child.name().to_owned(),
-            code: -32601,
+            code: crate::jsonrpc::code::METHOD_NOT_FOUND,
             message: format!("{} does not support {method}", child.name()),
         }),
         _ => Ok(()),

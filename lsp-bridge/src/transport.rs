@@ -46,9 +46,7 @@ pub(crate) const STDERR_TAIL_LINES: usize = 20;
 /// 2^31: the LSP `integer` is 32-bit, and servers built on `lsp-server` (rust-analyzer, ruff)
 /// refuse a larger id as a malformed message.
 pub const FIRST_OWN_ID: i64 = 1 << 30;
-/// JSON-RPC codes of the answers written for forwarded requests.
-const INTERNAL_ERROR: i64 = -32603;
-const REQUEST_CANCELLED: i64 = -32800;
+use crate::jsonrpc::code::{INTERNAL_ERROR, REQUEST_CANCELLED};
 /// Once stdout has ended, how long to wait for the rest of stderr (the reason it died).
 const STDERR_DRAIN: Duration = Duration::from_millis(500);
 /// Once the process has exited, how long its stdout may stay open (held by a grandchild)

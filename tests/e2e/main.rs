@@ -4,6 +4,7 @@ mod agent_run;
 mod bridge_faults;
 mod bridge_first_contact;
 mod compaction;
+mod conformance;
 mod context_editor;
 mod editors;
 mod file_search;

@@ -231,24 +231,24 @@ pub(super) fn watched_files_changed(shared: &Arc<Shared>, params: &Value) {
 }
 
 /// Open documents and the ones being edited rank higher in `@path` completion.
-pub(super) fn document_event(shared: &Arc<Shared>, method: &str, params: &Value) {
+pub(super) fn document_event(shared: &Arc<Shared>, event: &super::documents::DocumentEvent) {
+    use super::documents::DocumentEvent;
     let Some(index) = shared.files.get() else {
         return;
     };
-    let Some(path) = routing::document_path(params) else {
+    let Some(path) = event.path() else {
         return;
     };
-    match method {
-        "textDocument/didChange" | "textDocument/didSave" => index.boost_recent(&path),
-        "textDocument/didOpen" | "textDocument/didClose" => {
+    match event {
+        DocumentEvent::Change(_) | DocumentEvent::Save(_) => index.boost_recent(&path),
+        DocumentEvent::Open(_) | DocumentEvent::Close(_) => {
             // The mirror is updated after this, so the document itself is added or removed.
             let mut open = shared.documents().editor_open_paths();
             open.retain(|open| *open != path);
-            if method == "textDocument/didOpen" {
+            if matches!(event, DocumentEvent::Open(_)) {
                 open.push(path);
             }
             index.set_open(open);
         }
-        _ => {}
     }
 }

@@ -10,6 +10,8 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use lsp_bridge::Bridge;
+use lsp_bridge::lsp_types::{self as lsp, Url};
+use serde::Deserialize;
 use serde_json::{Map, Value, json};
 
 use super::host::EditorOptions;
@@ -22,6 +24,27 @@ use super::{Reply, Shared, actions, codes, commands, editor_bridge_config, routi
 /// twice); a character a child does not trigger on gets its ordinary answer.
 const COMPLETION_TRIGGERS: [&str; 10] = [".", ":", ">", "<", "\"", "'", "/", "*", "[", "@"];
 
+/// The parts of `initialize` the server reads, typed: a value of the wrong shape
+/// (`processId: "x"`, `rootUri: 5`) is refused with `InvalidParams`, never read as absent.
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub(super) struct InitializeParams {
+    /// Checked for its type only.
+    #[serde(default, rename = "processId")]
+    _process_id: Option<u32>,
+    #[serde(default)]
+    root_uri: Option<Url>,
+    /// Checked for its type only (deprecated for `rootUri`).
+    #[serde(default, rename = "rootPath")]
+    _root_path: Option<String>,
+    #[serde(default)]
+    workspace_folders: Option<Vec<lsp::WorkspaceFolder>>,
+    #[serde(default)]
+    capabilities: Map<String, Value>,
+    #[serde(default)]
+    initialization_options: Option<Value>,
+}
+
 pub(super) async fn initialize(shared: &Arc<Shared>, params: Value) -> Reply {
     if shared.bridge.get().is_some() {
         return Err((
@@ -29,9 +52,12 @@ pub(super) async fn initialize(shared: &Arc<Shared>, params: Value) -> Reply {
             "`initialize` was already received".into(),
         ));
     }
-    let _ = shared
-        .client_capabilities
-        .set(params["capabilities"].clone());
+    let params: InitializeParams = serde_json::from_value(params).map_err(|error| {
+        (
+            codes::INVALID_PARAMS,
+            format!("`initialize` refused, its params are malformed: {error}"),
+        )
+    })?;
     let folders = workspace_folders(&params)
         .or_else(|| shared.default_workspace.clone().map(|dir| vec![dir]));
     let Some(folders) = folders.filter(|folders| !folders.is_empty()) else {
@@ -40,6 +66,21 @@ pub(super) async fn initialize(shared: &Arc<Shared>, params: Value) -> Reply {
             "no workspace: send rootUri or workspaceFolders (or start with --workspace)".into(),
         ));
     };
+    if !shared.config.editor.allow_broad_workspace
+        && let Some(broad) = folders.iter().find_map(|folder| broad_folder(folder))
+    {
+        return Err((
+            codes::INVALID_PARAMS,
+            format!(
+                "refusing {broad} as the workspace: the agent's tools would reach every file under it. \
+                 Open a project folder, or set `allow_broad_workspace = true` under [editor] in {}",
+                crate::config::Config::path_for_messages()
+            ),
+        ));
+    }
+    let _ = shared
+        .client_capabilities
+        .set(Value::Object(params.capabilities.clone()));
     let bridge_config = editor_bridge_config(&shared.config)
         .map_err(|error| (codes::INVALID_PARAMS, format!("{error:#}")))?;
     let bridge = Bridge::new(bridge_config, folders.clone());
@@ -53,10 +94,10 @@ pub(super) async fn initialize(shared: &Arc<Shared>, params: Value) -> Reply {
     let _ = shared.bridge.set(bridge.clone());
     shared.host.set_workspace(folders[0].clone());
     if let Some(options) = params
-        .get("initializationOptions")
+        .initialization_options
         .filter(|options| options.is_object())
     {
-        match serde_json::from_value::<EditorOptions>(options.clone()) {
+        match serde_json::from_value::<EditorOptions>(options) {
             Ok(options) => shared.host.set_options(options),
             Err(error) => shared.show_error(&format!("initializationOptions ignored: {error}")),
         }
@@ -129,25 +170,30 @@ pub(super) async fn initialize(shared: &Arc<Shared>, params: Value) -> Reply {
     }))
 }
 
-fn workspace_folders(params: &Value) -> Option<Vec<PathBuf>> {
-    let from_uri = |uri: &Value| {
-        uri.as_str().and_then(|uri| {
-            lsp_bridge::lsp_types::Url::parse(uri)
-                .ok()?
-                .to_file_path()
-                .ok()
-        })
-    };
-    if let Some(folders) = params["workspaceFolders"].as_array() {
+fn workspace_folders(params: &InitializeParams) -> Option<Vec<PathBuf>> {
+    if let Some(folders) = &params.workspace_folders {
         let folders = folders
             .iter()
-            .filter_map(|folder| from_uri(&folder["uri"]))
+            .filter_map(|folder| folder.uri.to_file_path().ok())
             .collect::<Vec<_>>();
         if !folders.is_empty() {
             return Some(folders);
         }
     }
-    from_uri(&params["rootUri"]).map(|root| vec![root])
+    let root = params.root_uri.as_ref()?.to_file_path().ok()?;
+    Some(vec![root])
+}
+
+/// `folder` shown as the file system root or the home directory, if it is one of them (also
+/// through a link or a `..`).
+fn broad_folder(folder: &std::path::Path) -> Option<String> {
+    let folder = folder.canonicalize().unwrap_or_else(|_| folder.to_owned());
+    if folder.parent().is_none() {
+        return Some(folder.display().to_string());
+    }
+    let home = dirs::home_dir()?;
+    let home = home.canonicalize().unwrap_or(home);
+    (folder == home).then(|| format!("the home directory ({})", home.display()))
 }
 
 /// Index the workspace's paths in the background for `@path` completion, kept current by a

@@ -7,31 +7,78 @@
 
 use std::sync::Arc;
 
-use lsp_bridge::lsp_types::Url;
+use lsp_bridge::lsp_types::{self as lsp, Url};
 use lsp_bridge::position::PositionEncoding;
 use lsp_bridge::queries::apply_text_edits;
 use serde_json::{Value, json};
 
-use super::{Shared, codes, routing};
+use super::{Shared, codes};
 
-pub(super) async fn sync(
-    shared: &Arc<Shared>,
-    method: &str,
-    params: Value,
-) -> Result<(), (i64, String)> {
+/// A document sync notification, decoded: a malformed one (a `didOpen` without `text`, a
+/// version that is not a number) is refused whole, never read with defaults, since a default
+/// text would silently empty the agent's copy of the buffer and the child's.
+pub(super) enum DocumentEvent {
+    Open(lsp::DidOpenTextDocumentParams),
+    Change(lsp::DidChangeTextDocumentParams),
+    Close(lsp::DidCloseTextDocumentParams),
+    Save(lsp::DidSaveTextDocumentParams),
+}
+
+impl DocumentEvent {
+    pub(super) fn decode(method: &str, params: Value) -> Result<DocumentEvent, (i64, String)> {
+        fn typed<T: serde::de::DeserializeOwned>(
+            method: &str,
+            params: Value,
+        ) -> Result<T, (i64, String)> {
+            serde_json::from_value(params).map_err(|error| {
+                (
+                    codes::INVALID_PARAMS,
+                    format!("`{method}` refused, its params are malformed: {error}"),
+                )
+            })
+        }
+        Ok(match method {
+            "textDocument/didOpen" => DocumentEvent::Open(typed(method, params)?),
+            "textDocument/didChange" => DocumentEvent::Change(typed(method, params)?),
+            "textDocument/didClose" => DocumentEvent::Close(typed(method, params)?),
+            "textDocument/didSave" => DocumentEvent::Save(typed(method, params)?),
+            other => {
+                return Err((
+                    codes::METHOD_NOT_FOUND,
+                    format!("`{other}` is not document sync"),
+                ));
+            }
+        })
+    }
+
+    pub(super) fn method(&self) -> &'static str {
+        match self {
+            DocumentEvent::Open(_) => "textDocument/didOpen",
+            DocumentEvent::Change(_) => "textDocument/didChange",
+            DocumentEvent::Close(_) => "textDocument/didClose",
+            DocumentEvent::Save(_) => "textDocument/didSave",
+        }
+    }
+
+    pub(super) fn uri(&self) -> &Url {
+        match self {
+            DocumentEvent::Open(params) => &params.text_document.uri,
+            DocumentEvent::Change(params) => &params.text_document.uri,
+            DocumentEvent::Close(params) => &params.text_document.uri,
+            DocumentEvent::Save(params) => &params.text_document.uri,
+        }
+    }
+
+    pub(super) fn path(&self) -> Option<std::path::PathBuf> {
+        self.uri().to_file_path().ok()
+    }
+}
+
+pub(super) async fn sync(shared: &Arc<Shared>, event: DocumentEvent) -> Result<(), (i64, String)> {
     shared.bridge()?;
-    let uri_text = params["textDocument"]["uri"].as_str().ok_or((
-        codes::INVALID_PARAMS,
-        format!("`{method}` without textDocument.uri"),
-    ))?;
-    let uri = Url::parse(uri_text).map_err(|error| {
-        (
-            codes::INVALID_PARAMS,
-            format!("bad uri {uri_text:?}: {error}"),
-        )
-    })?;
     let documents = shared.documents();
-    let child = match routing::document_path(&params) {
+    let method = event.method();
+    let child = match event.path() {
         // Children start here, when the editor opens a document one serves.
         Some(path) => match shared.child_for(&path).await {
             Ok(child) => Some(child),
@@ -56,72 +103,83 @@ pub(super) async fn sync(
         },
         None => None,
     };
-    match method {
-        "textDocument/didOpen" => {
-            let document = &params["textDocument"];
-            let text = document["text"].as_str().unwrap_or_default().to_owned();
-            let version = document["version"].as_i64().unwrap_or(0) as i32;
-            let language = document["languageId"].as_str().unwrap_or("plaintext");
+    let notify = |child: Arc<lsp_bridge::Child>, method: &'static str, params: Value| async move {
+        child
+            .notify(method, params)
+            .await
+            .map_err(|error| (codes::INTERNAL_ERROR, error.to_string()))
+    };
+    match event {
+        DocumentEvent::Open(params) => {
+            let document = &params.text_document;
+            let (uri, version, text) = (&document.uri, document.version, &document.text);
             let Some(child) = child else {
-                documents.editor_opened(None, uri, language, version, text);
+                documents.editor_opened(
+                    None,
+                    uri.clone(),
+                    &document.language_id,
+                    version,
+                    text.clone(),
+                );
                 return Ok(());
             };
-            let already_open =
-                documents.editor_opened(Some(&child), uri.clone(), language, version, text.clone());
+            let already_open = documents.editor_opened(
+                Some(&child),
+                uri.clone(),
+                &document.language_id,
+                version,
+                text.clone(),
+            );
             if already_open {
-                let change = json!({"textDocument": {"uri": uri, "version": version}, "contentChanges": [{"text": text}]});
-                child.notify("textDocument/didChange", change).await
+                notify(
+                    child,
+                    "textDocument/didChange",
+                    full_change(uri, version, text),
+                )
+                .await
             } else {
-                child.notify(method, params).await
+                notify(child, method, json!(params)).await
             }
-            .map_err(|error| (codes::INTERNAL_ERROR, error.to_string()))
         }
-        "textDocument/didChange" => {
-            let version = params["textDocument"]["version"].as_i64().unwrap_or(0) as i32;
+        DocumentEvent::Change(params) => {
+            let (uri, version) = (&params.text_document.uri, params.text_document.version);
             let mut text = documents
-                .snapshot(&uri)
+                .snapshot(uri)
                 .map(|snapshot| snapshot.text)
                 .unwrap_or_default();
-            for change in params["contentChanges"].as_array().into_iter().flatten() {
-                match change.get("range") {
-                    Some(_) => {
+            for change in params.content_changes {
+                match change.range {
+                    Some(range) => {
                         text = apply_text_edits(
                             &text,
-                            &[json!({"range": change["range"], "newText": change["text"]})],
+                            &[json!({"range": range, "newText": change.text})],
                             PositionEncoding::Utf16,
                         )
                     }
-                    None => text = change["text"].as_str().unwrap_or_default().to_owned(),
+                    None => text = change.text,
                 }
             }
-            documents.editor_changed(&uri, version, text.clone());
-            if let Some(child) = child {
-                let change = json!({"textDocument": {"uri": uri, "version": version}, "contentChanges": [{"text": text}]});
-                child
-                    .notify(method, change)
-                    .await
-                    .map_err(|error| (codes::INTERNAL_ERROR, error.to_string()))?;
+            documents.editor_changed(uri, version, text.clone());
+            match child {
+                Some(child) => notify(child, method, full_change(uri, version, &text)).await,
+                None => Ok(()),
             }
-            Ok(())
         }
-        "textDocument/didClose" => {
-            documents.editor_closed(&uri);
-            if let Some(child) = child {
-                child
-                    .notify(method, params)
-                    .await
-                    .map_err(|error| (codes::INTERNAL_ERROR, error.to_string()))?;
+        DocumentEvent::Close(params) => {
+            documents.editor_closed(&params.text_document.uri);
+            match child {
+                Some(child) => notify(child, method, json!(params)).await,
+                None => Ok(()),
             }
-            Ok(())
         }
-        _ => {
-            if let Some(child) = child {
-                child
-                    .notify(method, params)
-                    .await
-                    .map_err(|error| (codes::INTERNAL_ERROR, error.to_string()))?;
-            }
-            Ok(())
-        }
+        DocumentEvent::Save(params) => match child {
+            Some(child) => notify(child, method, json!(params)).await,
+            None => Ok(()),
+        },
     }
+}
+
+/// A full-text change: what every child gets, since we keep the whole buffer.
+fn full_change(uri: &Url, version: i32, text: &str) -> Value {
+    json!({"textDocument": {"uri": uri, "version": version}, "contentChanges": [{"text": text}]})
 }
