@@ -31,7 +31,6 @@
 //! [editor]
 //! prompt_documents = "*.agent.md"
 //! chat_file = ".agent-lsp/chat.agent.md"
-//! # announce_frames = true   # default: for the editors known to read it (docs/decisions/0003)
 //! # allow_broad_workspace = true   # let `/` or the home directory be the workspace
 //!
 //! # `web_search` and `web_fetch` (see `web.rs`): the search provider and the fetch limits.
@@ -143,10 +142,6 @@ pub struct EditorOptions {
     /// The workspace's chat document, relative to its root: where `agent.ask` and "Explain
     /// with agent" write.
     pub chat_file: String,
-    /// Whether to announce an answer to the editor before it is whole (docs/decisions/0003):
-    /// unset, it is done for the editors known to read an announced header (VS Code and its
-    /// forks, Neovim, Helix, Emacs), by `clientInfo.name`.
-    pub announce_frames: Option<bool>,
     /// Whether the file system root or the home directory may be the workspace. Off: the
     /// agent's file tools are confined to the workspace, and either of those confines them to
     /// nothing (every key, every dotfile), so an editor that names one is refused.
@@ -158,7 +153,6 @@ impl Default for EditorOptions {
         EditorOptions {
             prompt_documents: "*.agent.md".into(),
             chat_file: ".agent-lsp/chat.agent.md".into(),
-            announce_frames: None,
             allow_broad_workspace: false,
         }
     }

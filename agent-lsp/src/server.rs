@@ -59,29 +59,6 @@ const CHILD_REQUEST_TIMEOUT: Duration = Duration::from_secs(60);
 /// How long the server, on its way out, waits for the editor to read what is left to send.
 const WRITER_DRAIN: Duration = Duration::from_secs(5);
 
-/// Whether the editor that sent these `initialize` params is known to read a frame header
-/// whose first line is not `Content-Length` (docs/decisions/0003-announcing-frames.md): the
-/// readers of `vscode-jsonrpc` (VS Code and its forks), Neovim, Helix and Emacs (Eglot,
-/// lsp-mode) take header lines in any order. Editors not on the list get whole frames only.
-fn reads_announcements(params: &Value) -> bool {
-    const KNOWN: [&str; 9] = [
-        "visual studio code",
-        "code - oss",
-        "vscodium",
-        "cursor",
-        "windsurf",
-        "neovim",
-        "helix",
-        "eglot",
-        "emacs",
-    ];
-    let name = params["clientInfo"]["name"]
-        .as_str()
-        .unwrap_or_default()
-        .to_lowercase();
-    KNOWN.iter().any(|known| name.starts_with(known))
-}
-
 /// What a request handler returns: a result, or a JSON-RPC error code and message.
 pub type Reply = Result<Value, (i64, String)>;
 
@@ -485,12 +462,6 @@ impl Server {
         let shared = self.shared.clone();
         match method.as_str() {
             "initialize" => {
-                let announce = shared
-                    .config
-                    .editor
-                    .announce_frames
-                    .unwrap_or_else(|| reads_announcements(&params));
-                shared.out.set_announcing(announce);
                 // From now on the editor may be sent log messages (the protocol allows them
                 // while `initialize` is answered), and reads them better than stderr.
                 let out = shared.out.clone();

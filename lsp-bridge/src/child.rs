@@ -624,13 +624,6 @@ impl Child {
         self.transport.forward(id, method, body, editor, timeout)
     }
 
-    /// A message for this server has begun to arrive from the editor: announce it
-    /// ([`FrameWriter::announce`]) so the server wakes while the rest comes. Harmless if the
-    /// message goes elsewhere: the server's next message completes the header.
-    pub fn announce(&self) {
-        self.transport.announce();
-    }
-
     /// The editor cancelled forwarded request `id`: it is answered with `RequestCancelled` at
     /// once and the server gets `$/cancelRequest` (not acknowledging it within the configured
     /// grace makes the server hung). `false` when `id` is not a pending forwarded request.

@@ -72,12 +72,6 @@ pub struct ServerConfig {
     /// another thread per answer. Set by the editor-facing server; the agent alone keeps the
     /// task.
     pub output_thread: bool,
-    /// Whether the editor-facing server may announce a message to this server before it has
-    /// all of it ([`FrameWriter::announce`](crate::framing::FrameWriter::announce): a
-    /// `Content-Type` header line written ahead of `Content-Length`). Off unless the server's
-    /// reader is known to take header lines in any order: on for the built-in servers whose
-    /// readers do, `announce_frames = true` in a `[server.NAME]` table for others.
-    pub announce_frames: bool,
     /// Arguments that make the server print its version and exit (`--version`): run once
     /// before the server is used, so a command that exists but cannot run (rustup's shim
     /// without the component) is reported and not used. `None`: not probed (pyright's
@@ -108,7 +102,6 @@ impl ServerConfig {
                 crate::position::PositionEncoding::Utf16,
             ],
             output_thread: false,
-            announce_frames: false,
             probe_args: None,
         }
     }
@@ -181,7 +174,6 @@ impl BridgeConfig {
                 // `vscode-jsonrpc` reads any header lines in any order (so do the readers of
                 // typescript-language-server, clangd, rust-analyzer's `lsp-server` and gopls'
                 // `jsonrpc2`, below).
-                announce_frames: true,
                 ..ServerConfig::new("pyright", "pyright-langserver")
             },
             ServerConfig {
@@ -196,7 +188,6 @@ impl BridgeConfig {
                     "*.ts", "*.tsx", "*.js", "*.jsx", "*.mts", "*.cts", "*.mjs", "*.cjs",
                 ]),
                 root_markers: strings(&["tsconfig.json", "jsconfig.json", "package.json"]),
-                announce_frames: true,
                 probe_args: version.clone(),
                 ..ServerConfig::new("typescript-language-server", "typescript-language-server")
             },
@@ -207,7 +198,6 @@ impl BridgeConfig {
                     "*.h++", "*.m", "*.mm",
                 ]),
                 root_markers: strings(&["compile_commands.json", "compile_flags.txt", ".clangd"]),
-                announce_frames: true,
                 probe_args: version.clone(),
                 ..ServerConfig::new("clangd", "clangd")
             },
@@ -217,7 +207,6 @@ impl BridgeConfig {
                 root_markers: strings(&["Cargo.toml", "rust-project.json"]),
                 // rust-analyzer answers ContentModified or nothing useful until it has indexed.
                 startup_timeout: Duration::from_secs(120),
-                announce_frames: true,
                 probe_args: version.clone(),
                 ..ServerConfig::new("rust-analyzer", "rust-analyzer")
             },
@@ -225,7 +214,6 @@ impl BridgeConfig {
                 languages: strings(&["go"]),
                 file_patterns: strings(&["*.go"]),
                 root_markers: strings(&["go.work", "go.mod"]),
-                announce_frames: true,
                 probe_args: Some(strings(&["version"])),
                 ..ServerConfig::new("gopls", "gopls")
             },
@@ -233,9 +221,6 @@ impl BridgeConfig {
                 languages: strings(&["python"]),
                 file_patterns: strings(&["*.py", "*.pyi"]),
                 root_markers: python_markers,
-                // python-lsp-jsonrpc takes `Content-Length` from the first header line only:
-                // an announced message leaves pylsp waiting for the end of input.
-                announce_frames: false,
                 probe_args: version,
                 ..ServerConfig::new("pylsp", "pylsp")
             },
@@ -303,7 +288,6 @@ pub struct ServerOptions {
     pub request_timeout_secs: Option<f64>,
     pub startup_timeout_secs: Option<f64>,
     pub cancel_grace_secs: Option<f64>,
-    pub announce_frames: Option<bool>,
     pub probe_args: Option<Vec<String>>,
 }
 
@@ -342,9 +326,6 @@ impl ServerOptions {
         }
         if let Some(secs) = self.cancel_grace_secs {
             server.cancel_grace = seconds(secs);
-        }
-        if let Some(announce) = self.announce_frames {
-            server.announce_frames = announce;
         }
         if let Some(args) = self.probe_args {
             // `probe_args = []` turns the probe off.
@@ -497,7 +478,6 @@ mod tests {
             args = ["--stdio", "--verbose"]
             settings = { python = { analysis = { typeCheckingMode = "strict" } } }
             request_timeout_secs = 5
-            announce_frames = false
 
             [server.foo-ls]
             command = "/opt/foo-ls"
@@ -516,21 +496,7 @@ mod tests {
             "strict"
         );
         assert_eq!(pyright.request_timeout, Duration::from_secs(5));
-        assert!(!pyright.announce_frames, "turned off by its table");
-        assert!(
-            BridgeConfig::builtin().servers[0].announce_frames,
-            "pyright, built in, reads announcements"
-        );
-        let pylsp = config.servers.iter().find(|server| server.name == "pylsp");
-        assert!(
-            !pylsp.unwrap().announce_frames,
-            "pylsp reads only the first header line"
-        );
         let foo = config.servers.last().unwrap();
-        assert!(
-            !foo.announce_frames,
-            "a server of unknown reading is not announced to"
-        );
         assert_eq!(
             (foo.name.as_str(), foo.command.as_str()),
             ("foo-ls", "/opt/foo-ls")

@@ -20,11 +20,6 @@ pub use crate::transport::RawResult;
 const MAX_HEADER_LINE: u64 = 8 * 1024;
 /// A body larger than this is not a message we want to buffer.
 const MAX_BODY: usize = 256 * 1024 * 1024;
-/// The header line [`FrameWriter::announce`] writes ahead of a frame: LSP's `Content-Type`
-/// field with its default value. The base protocol allows it before `Content-Length`; not every
-/// reader does ([`FrameWriter::set_announcing`]).
-pub const ANNOUNCEMENT: &[u8] = b"Content-Type: application/vscode-jsonrpc; charset=utf-8\r\n";
-
 /// Why a frame could not be read.
 #[derive(Debug)]
 pub enum ReadError {
@@ -109,50 +104,6 @@ pub fn read_frame_blocking(reader: &mut impl BufRead) -> Result<Option<Vec<u8>>,
             }
         }
     }
-}
-
-/// [`read_frame_blocking`], calling `announce` first if the frame has begun to arrive but is
-/// not all here yet ([`frame_is_partial`]): the proxy's readers announce such a message to its
-/// likely peer ([`FrameWriter::announce`]) before they wait for the rest. The end of input and
-/// a failed read while waiting for the frame to begin are returned as they are (a socket's
-/// `ECONNRESET` comes once, and a terminal's end of input too).
-pub fn read_frame_announcing(
-    reader: &mut impl BufRead,
-    announce: impl FnOnce(),
-) -> Result<Option<Vec<u8>>, ReadError> {
-    match frame_is_partial(reader)? {
-        None => Ok(None),
-        Some(partial) => {
-            if partial {
-                announce();
-            }
-            read_frame_blocking(reader)
-        }
-    }
-}
-
-/// Wait for the next frame to begin; whether it has begun but is not all here yet (its writer
-/// wrote the header and the body apart, as `vscode-jsonrpc` does, or the body is still on its
-/// way), or `None` at the end of input. `Some(false)` when the whole frame is buffered, and
-/// when the header is not valid framing (the read that follows says why).
-pub fn frame_is_partial(reader: &mut impl BufRead) -> std::io::Result<Option<bool>> {
-    let buffered = reader.fill_buf()?;
-    if buffered.is_empty() {
-        return Ok(None);
-    }
-    let mut headers = Headers::default();
-    let mut at = 0;
-    while let Some(end) = buffered[at..].iter().position(|&byte| byte == b'\n') {
-        let line = &buffered[at..at + end + 1];
-        at += end + 1;
-        match headers.line(line, line.len()) {
-            Ok(HeaderLine::More) => {}
-            Ok(HeaderLine::Body(length)) => return Ok(Some(buffered.len() - at < length)),
-            Ok(HeaderLine::End) | Err(_) => return Ok(Some(false)),
-        }
-    }
-    // The header itself is not all here.
-    Ok(Some(true))
 }
 
 /// The header block of one frame, one line at a time.
@@ -289,9 +240,6 @@ pub struct FrameWriter {
     queued: Notify,
     /// The peer's pipe or socket (non-blocking) when frames may be written directly.
     pipe: Option<Arc<OwnedFd>>,
-    /// Whether [`FrameWriter::announce`] writes anything: only for a peer known to read an
-    /// announced header ([`FrameWriter::set_announcing`]).
-    announcing: std::sync::atomic::AtomicBool,
 }
 
 #[derive(Default)]
@@ -301,8 +249,6 @@ struct WriterState {
     broken: bool,
     /// No more frames will come: the task ends once the queue is written.
     closing: bool,
-    /// [`ANNOUNCEMENT`] went out and no frame has followed it yet.
-    announced: bool,
 }
 
 impl FrameWriter {
@@ -327,7 +273,6 @@ impl FrameWriter {
             state: Mutex::default(),
             queued: Notify::new(),
             pipe: Some(pipe.clone()),
-            announcing: Default::default(),
         });
         let task = tokio::spawn(drain_pipe(writer.clone(), pipe, socket));
         Ok((writer, task))
@@ -343,7 +288,6 @@ impl FrameWriter {
             state: Mutex::default(),
             queued: Notify::new(),
             pipe: None,
-            announcing: Default::default(),
         });
         let task = tokio::spawn(drain_async(writer.clone(), output));
         (writer, task)
@@ -356,8 +300,6 @@ impl FrameWriter {
         if state.broken || state.closing {
             return false;
         }
-        // This frame completes an announced header, whoever announced it.
-        state.announced = false;
         if let (true, Some(pipe)) = (state.queue.is_empty(), &self.pipe) {
             match write_some(pipe.as_ref(), &frame) {
                 Ok(written) if written == frame.len() => return true,
@@ -375,56 +317,6 @@ impl FrameWriter {
         drop(state);
         self.queued.notify_one();
         true
-    }
-
-    /// Tell the peer that a frame is coming, before it is here: write the first line of a
-    /// frame header ([`ANNOUNCEMENT`]), which the next frame sent, from any thread, completes.
-    ///
-    /// A proxy reads a message whole before it writes it on (it cannot route what it has not
-    /// read), so a peer that waits for it would otherwise wake only once the whole message is
-    /// written to it. When the message arrives in pieces, announcing it as its first piece
-    /// comes in wakes the peer's reader while the rest is on its way, as a relay that copies
-    /// bytes would: on sub-millisecond answers that is most of a proxy's cost
-    /// (docs/decisions/0003-announcing-frames.md). Writes nothing twice in a row, behind a
-    /// backlog (the peer is busy), on a writer without a direct pipe, or to a peer not known
-    /// to read it ([`FrameWriter::set_announcing`]).
-    pub fn announce(&self) {
-        let Some(pipe) = &self.pipe else {
-            return;
-        };
-        if !self.announcing.load(std::sync::atomic::Ordering::Relaxed) {
-            return;
-        }
-        let mut state = self.state.lock().expect("frame writer");
-        if state.announced || state.broken || state.closing || !state.queue.is_empty() {
-            return;
-        }
-        match write_some(pipe.as_ref(), ANNOUNCEMENT) {
-            // The peer's buffer is full: it has enough to read.
-            Ok(0) => {}
-            Ok(written) => {
-                state.announced = true;
-                if written < ANNOUNCEMENT.len() {
-                    // The peer's buffer is full: the rest goes ahead of the next frame.
-                    state.queue.push_back(ANNOUNCEMENT[written..].to_vec());
-                    drop(state);
-                    self.queued.notify_one();
-                }
-            }
-            Err(error) => {
-                drop(state);
-                self.broke(&error);
-            }
-        }
-    }
-
-    /// Whether the peer reads an announced header, so that [`FrameWriter::announce`] may write
-    /// one (off until set). LSP's base protocol allows any header lines in any order, but some
-    /// readers take `Content-Length` from the first line only: python-lsp-jsonrpc (pylsp)
-    /// then waits for the end of input.
-    pub fn set_announcing(&self, on: bool) {
-        self.announcing
-            .store(on, std::sync::atomic::Ordering::Relaxed);
     }
 
     /// Whether a write found the peer gone (its end of the pipe closed): what was sent since
@@ -755,122 +647,5 @@ mod tests {
         drop(read_end);
         assert!(!writer.send(b"{}"));
         assert!(!writer.send(b"{}"));
-    }
-
-    #[test]
-    fn a_frame_is_partial_until_its_body_is_all_buffered() {
-        let partial = |input: &[u8]| {
-            frame_is_partial(&mut std::io::BufReader::new(input)).unwrap() == Some(true)
-        };
-        assert_eq!(
-            frame_is_partial(&mut std::io::BufReader::new(&b""[..])).unwrap(),
-            None,
-            "end of input"
-        );
-        assert!(!partial(b"Content-Length: 2\r\n\r\n{}"), "whole");
-        assert!(
-            !partial(b"Content-Length: 2\r\n\r\n{}Content-Length: 2\r\n"),
-            "whole, the next one begun"
-        );
-        assert!(partial(b"Content-Length: 2\r\n\r\n"), "the header alone");
-        assert!(
-            partial(b"Content-Length: 20\r\n\r\n{\"a\":"),
-            "a piece of the body"
-        );
-        assert!(partial(b"Content-Len"), "a piece of the header");
-        assert!(
-            partial(ANNOUNCEMENT),
-            "an announcement is the start of a header"
-        );
-        let mut announced = ANNOUNCEMENT.to_vec();
-        announced.extend_from_slice(b"Content-Length: 2\r\n\r\n{}");
-        assert!(!partial(&announced), "whole after an announcement");
-        // Broken framing is not partial: the next read reports it.
-        assert!(!partial(b"this is not a header\r\n\r\n"));
-    }
-
-    #[tokio::test]
-    async fn an_announcement_is_completed_by_the_next_frame_whoever_sends_it() {
-        let (read_end, write_end) = nix::unistd::pipe().unwrap();
-        let (writer, task) = FrameWriter::direct("test", write_end).unwrap();
-        writer.set_announcing(true);
-        writer.announce();
-        // Twice in a row writes one line: a header has one `Content-Type`.
-        writer.announce();
-        let other = writer.clone();
-        std::thread::spawn(move || assert!(other.send(b"{\"n\":1}")))
-            .join()
-            .unwrap();
-        // Not announced: a frame alone.
-        assert!(writer.send(b"{\"n\":2}"));
-        writer.announce();
-        assert!(writer.send(b"{\"n\":3}"));
-        writer.close();
-        task.await.unwrap();
-        drop(writer);
-        let mut bytes = Vec::new();
-        std::fs::File::from(read_end)
-            .read_to_end(&mut bytes)
-            .unwrap();
-        let expected = [
-            ANNOUNCEMENT,
-            b"Content-Length: 7\r\n\r\n{\"n\":1}",
-            b"Content-Length: 7\r\n\r\n{\"n\":2}",
-            ANNOUNCEMENT,
-            b"Content-Length: 7\r\n\r\n{\"n\":3}",
-        ]
-        .concat();
-        assert_eq!(
-            String::from_utf8_lossy(&bytes),
-            String::from_utf8_lossy(&expected)
-        );
-        // And a reader of the base protocol takes each announced header as one frame's.
-        let mut reader = std::io::BufReader::new(&bytes[..]);
-        for n in 1..=3 {
-            let body = read_frame_blocking(&mut reader).unwrap().unwrap();
-            assert_eq!(serde_json::from_slice::<Value>(&body).unwrap()["n"], n);
-        }
-        assert!(read_frame_blocking(&mut reader).unwrap().is_none());
-    }
-
-    #[tokio::test]
-    async fn nothing_is_announced_behind_a_backlog_to_a_queued_writer_or_unless_asked() {
-        let (read_end, write_end) = nix::unistd::pipe().unwrap();
-        let (writer, task) = FrameWriter::direct("test", write_end).unwrap();
-        // Off until asked for.
-        writer.announce();
-        assert!(!writer.state.lock().unwrap().announced);
-        writer.set_announcing(true);
-        // Fill the pipe: nobody reads yet, so the last frames queue.
-        for _ in 0..200 {
-            assert!(writer.send(&vec![b' '; 1000]));
-        }
-        assert!(!writer.state.lock().unwrap().queue.is_empty());
-        writer.announce();
-        assert!(!writer.state.lock().unwrap().announced);
-        writer.close();
-        let reader = std::thread::spawn(move || {
-            let mut reader = std::io::BufReader::new(std::fs::File::from(read_end));
-            let mut frames = 0;
-            while read_frame_blocking(&mut reader).unwrap().is_some() {
-                frames += 1;
-            }
-            frames
-        });
-        task.await.unwrap();
-        drop(writer);
-        assert_eq!(reader.join().unwrap(), 200);
-
-        // A writer without a direct pipe (TCP) never announces.
-        let (ours, mut theirs) = tokio::io::duplex(1024);
-        let (writer, task) = FrameWriter::queued("test", ours);
-        writer.set_announcing(true);
-        writer.announce();
-        assert!(writer.send(b"{}"));
-        writer.close();
-        task.await.unwrap();
-        let mut bytes = Vec::new();
-        theirs.read_to_end(&mut bytes).await.unwrap();
-        assert_eq!(bytes, b"Content-Length: 2\r\n\r\n{}");
     }
 }

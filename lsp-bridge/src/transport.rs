@@ -37,7 +37,7 @@ use tokio::time::Instant;
 use crate::config::{ServerConfig, find_program};
 use crate::error::{Error, Result};
 use crate::framing::{
-    FrameWriter, ReadError, preview, read_frame, read_frame_announcing, set_blocking,
+    FrameWriter, ReadError, preview, read_frame, read_frame_blocking, set_blocking,
 };
 
 /// How many stderr lines a server keeps for error messages and health reports.
@@ -184,7 +184,6 @@ impl Transport {
             .into_owned_fd()
             .and_then(|stdin| FrameWriter::direct(&config.name, stdin))
             .map_err(spawn_error)?;
-        writer.set_announcing(config.announce_frames);
         // On a thread, the output needs a blocking descriptor.
         let stdout = if config.output_thread {
             let fd = stdout
@@ -402,11 +401,6 @@ impl Transport {
         self.shared.writer.is_broken()
     }
 
-    /// See [`Child::announce`](crate::Child::announce).
-    pub(crate) fn announce(&self) {
-        self.shared.writer.announce();
-    }
-
     /// The editor cancelled forwarded request `id`: answer it with `RequestCancelled` now and
     /// pass the cancellation on (a server that then does not answer within the grace is hung).
     /// `false` when `id` is not pending here.
@@ -598,23 +592,6 @@ impl Shared {
         }
         for (_, pending) in drained {
             let _ = pending.reply.send(Err(self.closed_error(&reason)));
-        }
-    }
-
-    /// A message from the server has begun to arrive: while the editor waits for an answer
-    /// from it, announce the message to the editor ([`FrameWriter::announce`]). It may be
-    /// something else (a notification, an answer to the bridge's own request); then the
-    /// editor's next message completes the header, and the editor reads nothing amiss.
-    fn announce_to_editor(&self) {
-        let editor = self
-            .pending
-            .lock()
-            .unwrap()
-            .forwarded
-            .values()
-            .find_map(|forwarded| forwarded.editor.clone());
-        if let Some(editor) = editor {
-            editor.announce();
         }
     }
 
@@ -819,7 +796,7 @@ fn read_output(
     let _guard = CloseOnPanic(shared.clone());
     let mut reader = std::io::BufReader::with_capacity(64 * 1024, std::fs::File::from(stdout));
     let reason = loop {
-        let read = read_frame_announcing(&mut reader, || shared.announce_to_editor());
+        let read = read_frame_blocking(&mut reader);
         let body = match frame_or_end(&shared, read) {
             Ok(body) => body,
             Err(reason) => break reason,

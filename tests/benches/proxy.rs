@@ -2,8 +2,8 @@
 //! editor, in rounds that take turns, to `agent-lsp serve` (brokering pyright), straight to
 //! pyright, and to pyright behind three relay baselines, each doing less than a broker:
 //! `byte-relay` copies bytes as they come (the cost of one more process hop by itself),
-//! `frame-relay` reads each message whole before writing it on (store and forward, announcing
-//! a message that arrives in pieces as `serve` does; no JSON),
+//! `frame-relay` reads each message whole before writing it on (store and forward, as `serve`
+//! does; no JSON),
 //! `json-relay` also parses every message and maps ids (a broker's least per-message work).
 //! A second pyright reached directly is the control: its ratio to the first tells how far two
 //! identical setups differ in the same run, the resolution of every other ratio. Besides the
@@ -131,10 +131,8 @@ fn main() {
     let state = tempfile::tempdir().unwrap();
 
     let proxied = {
-        // The scripted editor sends no `clientInfo`, and reads any header line: answers are
-        // announced to it as to VS Code (docs/decisions/0003-announcing-frames.md).
         let config = state.path().join("config.toml");
-        std::fs::write(&config, "[editor]\nannounce_frames = true\n").unwrap();
+        std::fs::write(&config, "").unwrap();
         let mut command = Command::new(built("agent-lsp"));
         command
             .env("PATH", agent_tests::tools_path())

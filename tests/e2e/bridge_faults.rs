@@ -887,18 +887,16 @@ async fn a_forwarded_request_to_a_child_that_crashes_gets_the_reason() {
 }
 
 #[tokio::test]
-async fn an_answer_the_server_writes_in_pieces_is_announced_to_the_editor_before_its_body() {
-    use std::io::Read;
+async fn an_answer_the_server_writes_in_pieces_reaches_the_editor_whole() {
     let dir = tempfile::tempdir().unwrap();
     // The server writes each header, then its body half a second later.
     let child = start_for_editor(dir.path(), &["split", "500"])
         .await
         .unwrap();
     // The editor reads a real pipe, as over stdio.
-    let (mut editor_reads, editor_pipe) = std::io::pipe().unwrap();
+    let (editor_reads, editor_pipe) = std::io::pipe().unwrap();
     let (editor, _writing) =
         lsp_bridge::framing::FrameWriter::direct("editor", editor_pipe.into()).unwrap();
-    editor.set_announcing(true);
     forward(
         &child,
         &editor,
@@ -908,22 +906,8 @@ async fn an_answer_the_server_writes_in_pieces_is_announced_to_the_editor_before
         HANG_GUARD,
     )
     .unwrap();
-    let (first, rest) = tokio::task::spawn_blocking(move || {
-        let mut first = vec![0; 64 * 1024];
-        let read = editor_reads.read(&mut first).unwrap();
-        first.truncate(read);
-        (first, editor_reads)
-    })
-    .await
-    .unwrap();
-    // What the editor first reads is the announcement alone: the body is not written yet.
-    assert_eq!(
-        String::from_utf8_lossy(&first),
-        String::from_utf8_lossy(lsp_bridge::framing::ANNOUNCEMENT)
-    );
-    // Then the answer, which the announcement began.
     let answer = tokio::task::spawn_blocking(move || {
-        let mut reader = std::io::BufReader::new(first.chain(rest));
+        let mut reader = std::io::BufReader::new(editor_reads);
         lsp_bridge::framing::read_frame_blocking(&mut reader)
             .unwrap()
             .unwrap()
@@ -934,34 +918,4 @@ async fn an_answer_the_server_writes_in_pieces_is_announced_to_the_editor_before
     assert_eq!(answer["id"], 3);
     assert_eq!(answer["result"]["echo"], "fake/custom");
     child.shutdown().await;
-}
-
-#[tokio::test]
-async fn a_server_configured_with_announce_frames_false_is_never_announced_to() {
-    let dir = tempfile::tempdir().unwrap();
-    let announcement = std::str::from_utf8(lsp_bridge::framing::ANNOUNCEMENT)
-        .unwrap()
-        .trim_end();
-    for announce in [true, false] {
-        let headers = dir.path().join(format!("headers-{announce}.txt"));
-        let config = ServerConfig {
-            output_thread: true,
-            announce_frames: announce,
-            ..fake(&["record-headers", headers.to_str().unwrap()])
-        };
-        let child = Child::start(Arc::new(config), dir.path().to_path_buf(), vec![])
-            .await
-            .unwrap();
-        let (writer, mut editor) = editor_end();
-        child.announce();
-        forward(&child, &writer, 1, "fake/custom", json!({}), HANG_GUARD).unwrap();
-        assert_eq!(
-            editor_gets(&mut editor).await["result"]["echo"],
-            "fake/custom"
-        );
-        let seen = std::fs::read_to_string(&headers).unwrap();
-        let announced = seen.lines().filter(|line| *line == announcement).count();
-        assert_eq!(announced, usize::from(announce), "{seen}");
-        child.shutdown().await;
-    }
 }

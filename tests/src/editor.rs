@@ -4,8 +4,7 @@
 use std::collections::{HashMap, VecDeque};
 use std::io::{BufRead, BufReader, Read, Write};
 use std::process::{Child, ChildStdin, Command, Stdio};
-use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Arc, mpsc};
+use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
@@ -27,9 +26,6 @@ pub struct Editor {
     pub buffers: HashMap<String, (String, i64)>,
     /// What the editor answers to `window/showMessageRequest` (the title of the action).
     pub message_answer: Option<String>,
-    /// How many header lines other than `Content-Length` the server has written (an
-    /// announced frame begins with one, docs/decisions/0003-announcing-frames.md).
-    other_headers: Arc<AtomicUsize>,
     /// `clientInfo.name` sent in `initialize`, if any.
     pub client_name: Option<String>,
 }
@@ -51,8 +47,6 @@ impl Editor {
         let stdin = process.stdin.take().unwrap();
         let stdout = process.stdout.take().unwrap();
         let (sender, messages) = mpsc::channel();
-        let other_headers = Arc::new(AtomicUsize::new(0));
-        let seen = other_headers.clone();
         std::thread::spawn(move || {
             let mut reader = BufReader::new(stdout);
             loop {
@@ -68,8 +62,6 @@ impl Editor {
                     }
                     if let Some(value) = line.strip_prefix("Content-Length: ") {
                         length = value.parse::<usize>().ok();
-                    } else {
-                        seen.fetch_add(1, Ordering::Relaxed);
                     }
                 }
                 let Some(length) = length else { return };
@@ -94,14 +86,8 @@ impl Editor {
             server_requests: Vec::new(),
             buffers: HashMap::new(),
             message_answer: None,
-            other_headers,
             client_name: None,
         }
-    }
-
-    /// How many header lines other than `Content-Length` have arrived so far.
-    pub fn other_headers(&self) -> usize {
-        self.other_headers.load(Ordering::Relaxed)
     }
 
     pub fn send(&mut self, message: &Value) {

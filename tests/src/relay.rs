@@ -1,7 +1,7 @@
 //! What the relay baselines of the proxy benchmark (`benches/proxy.rs`) share: `byte-relay`,
 //! `frame-relay` and `json-relay` each start the command given as their arguments and stand
 //! between it and the editor, doing less than `agent-lsp serve` in different ways. The two
-//! that read whole messages announce them as `serve` does ([`announce_if_partial`]).
+//! that read whole messages write each on in one piece, as `serve` does.
 
 use std::io::{BufRead, Write};
 
@@ -68,15 +68,4 @@ pub fn write_frame(writer: &mut impl Write, body: &[u8]) -> std::io::Result<()> 
     frame.extend_from_slice(body);
     writer.write_all(&frame)?;
     writer.flush()
-}
-
-/// When the next frame has begun to arrive but is not all here, announce it to `to`, as
-/// `agent-lsp serve` does (docs/decisions/0003-announcing-frames.md), so that the baselines
-/// that read whole messages differ from `serve` only in what they do with them. The frame read
-/// next must be written on, to complete the header.
-pub fn announce_if_partial(reader: &mut impl BufRead, to: &mut impl Write) {
-    if let Ok(Some(true)) = lsp_bridge::framing::frame_is_partial(reader) {
-        let _ = to.write_all(lsp_bridge::framing::ANNOUNCEMENT);
-        let _ = to.flush();
-    }
 }

@@ -7,11 +7,6 @@
 //! hover or completion crosses `serve` on two threads that each wake once, like a byte relay,
 //! instead of the reactor, a request task and two writer tasks.
 //!
-//! A message that arrives in pieces (VS Code writes a frame's header and its body apart) is
-//! announced to the child the last forwarded request went to as its first piece comes in
-//! ([`lsp_bridge::framing::FrameWriter::announce`], docs/decisions/0003-announcing-frames.md),
-//! so that the child is awake when the rest is forwarded.
-//!
 //! Order towards a child: a request must not overtake a document change the editor sent before
 //! it, and changes go through the loop. So a request is forwarded here only while the loop
 //! holds no message of the editor's; otherwise it queues behind them.
@@ -21,7 +16,7 @@ use std::io::Read;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
-use lsp_bridge::framing::{ReadError, read_frame, read_frame_announcing};
+use lsp_bridge::framing::{ReadError, read_frame, read_frame_blocking};
 use serde::Deserialize;
 use serde_json::Value;
 use serde_json::value::RawValue;
@@ -75,8 +70,6 @@ pub(super) struct Intake {
     /// Messages handed to the loop that it has not finished handling.
     queued: Arc<AtomicUsize>,
     to_loop: mpsc::UnboundedSender<Input>,
-    /// The child the last forwarded request went to: the likely one for the next.
-    last_child: std::sync::Mutex<Option<Arc<lsp_bridge::Child>>>,
 }
 
 /// The parts of an editor message the intake looks at.
@@ -122,7 +115,6 @@ impl Intake {
             shared,
             queued: queued.clone(),
             to_loop,
-            last_child: Default::default(),
         };
         match input {
             EditorInput::Blocking(input) => {
@@ -130,8 +122,7 @@ impl Intake {
                     .name("editor-input".into())
                     .spawn(move || {
                         let mut reader = std::io::BufReader::with_capacity(64 * 1024, input);
-                        let mut next = || read_frame_announcing(&mut reader, || intake.announce());
-                        while intake.take(next()) {}
+                        while intake.take(read_frame_blocking(&mut reader)) {}
                     })?;
             }
             EditorInput::Async(input) => {
@@ -224,19 +215,7 @@ impl Intake {
             return false;
         }
         routing::remember_resolve_route(shared, method, &child);
-        *self.last_child.lock().expect("last child") = Some(child);
         true
-    }
-
-    /// An editor message has begun to arrive: while it may be forwarded here (the loop holds
-    /// nothing earlier), announce it to the child the last one went to.
-    fn announce(&self) {
-        if self.queued.load(Ordering::Acquire) != 0 {
-            return;
-        }
-        if let Some(child) = self.last_child.lock().expect("last child").as_ref() {
-            child.announce();
-        }
     }
 
     /// The child of the document the request names, if the loop has forwarded a request about

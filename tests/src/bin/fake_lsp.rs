@@ -18,8 +18,6 @@
 //!   `file:///fake/grüße.txt`;
 //! - `record PATH`: appends every message received, and every answer to its own requests, to
 //!   PATH as JSON lines;
-//! - `record-headers PATH`: appends every header line received other than `Content-Length`
-//!   to PATH, one per line, and before each message's body the line `(body)`;
 //! - `split MILLIS`: writes each message's header, then its body MILLIS later;
 //! - `deaf-on METHOD`: answers METHOD, then closes its input and stays alive with its output
 //!   open, as a dying server does for a moment (what is written to it fails with `EPIPE`, and
@@ -50,7 +48,6 @@ struct Script {
     slow: HashMap<String, u64>,
     content_modified: HashMap<String, u32>,
     record: Option<String>,
-    record_headers: Option<String>,
     split: Option<Duration>,
     no_symbols: bool,
     deaf_on: HashSet<String>,
@@ -104,9 +101,6 @@ impl Script {
                     script.content_modified.insert(method, count);
                 }
                 "record" => script.record = Some(value("record", "PATH", &mut args)),
-                "record-headers" => {
-                    script.record_headers = Some(value("record-headers", "PATH", &mut args));
-                }
                 "split" => {
                     let millis = value("split", "MILLIS", &mut args);
                     let millis = millis
@@ -183,13 +177,8 @@ impl Out {
 
 /// The next message; other header lines than `Content-Length` go to `headers` (and `(body)`
 /// when the body begins).
-fn read_message(reader: &mut impl BufRead, headers: Option<&std::fs::File>) -> Option<Value> {
+fn read_message(reader: &mut impl BufRead) -> Option<Value> {
     let mut length = None;
-    let note = |line: &str| {
-        if let Some(mut file) = headers {
-            let _ = file.write_all(format!("{line}\n").as_bytes());
-        }
-    };
     loop {
         let mut line = String::new();
         if reader.read_line(&mut line).ok()? == 0 {
@@ -197,14 +186,12 @@ fn read_message(reader: &mut impl BufRead, headers: Option<&std::fs::File>) -> O
         }
         let line = line.trim_end();
         if line.is_empty() {
-            note("(body)");
             break;
         }
-        match line.split_once(':') {
-            Some((name, value)) if name.eq_ignore_ascii_case("content-length") => {
-                length = value.trim().parse().ok();
-            }
-            _ => note(line),
+        if let Some((name, value)) = line.split_once(':')
+            && name.eq_ignore_ascii_case("content-length")
+        {
+            length = value.trim().parse().ok();
         }
     }
     let mut body = vec![0; length?];
@@ -229,12 +216,11 @@ fn main() {
         record,
         split: script.split,
     });
-    let headers = script.record_headers.as_deref().map(append_to);
     let cancelled = Arc::new(Mutex::new(HashSet::<String>::new()));
     let mut content_modified = script.content_modified.clone();
     let mut reader = BufReader::new(std::io::stdin());
     let mut next_id = 1000;
-    while let Some(message) = read_message(&mut reader, headers.as_ref()) {
+    while let Some(message) = read_message(&mut reader) {
         out.record(&message);
         if script.silent {
             continue;

@@ -1,8 +1,7 @@
 //! A proxy with agent-lsp's per-message work but the byte relay's threading: start the command
 //! given as arguments, read each side's frames on its own blocking thread, parse them, give the
 //! editor's requests ids of our own and map the answers back, forwarding a result as the server
-//! wrote it (the envelope is parsed, the result is not). A message that arrives in pieces is
-//! announced as `serve` does.
+//! wrote it (the envelope is parsed, the result is not).
 //!
 //! The proxy benchmark (`benches/proxy.rs`) puts it between the editor and pyright next to
 //! `agent-lsp serve` and `byte-relay`: it tells how much of `serve`'s overhead is the work a
@@ -18,9 +17,7 @@ use serde::Deserialize;
 use serde_json::Value;
 use serde_json::value::RawValue;
 
-use agent_tests::relay::{
-    announce_if_partial, raw_stdout, read_frame, spawn_relayed_command, write_frame,
-};
+use agent_tests::relay::{raw_stdout, read_frame, spawn_relayed_command, write_frame};
 
 /// What the server side needs of a message: whether it answers one of our ids.
 #[derive(Deserialize)]
@@ -44,11 +41,10 @@ fn main() {
         std::thread::spawn(move || {
             let mut editor = BufReader::new(std::io::stdin().lock());
             loop {
-                announce_if_partial(&mut editor, &mut child_in);
                 let Some(body) = read_frame(&mut editor) else {
                     return;
                 };
-                // What is not JSON goes on as it is (its announced header needs a frame).
+                // What is not JSON goes on as it is.
                 let body = match serde_json::from_slice::<Value>(&body) {
                     Ok(mut message) => {
                         if message.get("method").is_some()
@@ -71,11 +67,7 @@ fn main() {
 
     let mut server = BufReader::new(child_out);
     let mut editor = raw_stdout();
-    loop {
-        announce_if_partial(&mut server, &mut editor);
-        let Some(body) = read_frame(&mut server) else {
-            break;
-        };
+    while let Some(body) = read_frame(&mut server) {
         let answer = match serde_json::from_slice::<Envelope<'_>>(&body) {
             Ok(Envelope {
                 id: Some(id),
