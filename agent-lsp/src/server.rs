@@ -26,6 +26,7 @@ mod buffers;
 mod capabilities;
 mod chat;
 mod commands;
+mod dispatch;
 mod documents;
 mod host;
 mod intake;
@@ -504,23 +505,29 @@ impl Server {
                     .expect("in flight")
                     .insert(key.clone(), cancel.clone());
                 let span = tracing::info_span!("request", %method, %id);
-                let on_agent_runtime = method == "workspace/executeCommand";
+                // What goes to a child is written now, before the next message is read; only
+                // the waiting runs as a task.
+                let pending = dispatch::dispatch(&shared, &method, params)
+                    .instrument(span.clone())
+                    .await;
+                let on_agent_runtime = matches!(pending, dispatch::Pending::Own { .. })
+                    && method == "workspace/executeCommand";
                 let agent_runtime = shared.agent_runtime.clone();
                 let task = async move {
-                    let handled =
-                        std::panic::AssertUnwindSafe(answer(&shared, &method, params, &cancel));
-                    let answer = guarded(&method, handled).await;
+                    let handled = std::panic::AssertUnwindSafe(pending.finish(&shared, &cancel));
+                    let answer = dispatch::guarded(&method, handled).await;
                     shared.in_flight.lock().expect("in flight").remove(&key);
                     match answer {
-                        Answer::Raw(result) => shared.respond_raw(&id, &result),
-                        Answer::Reply(Err(error)) if cancel.is_cancelled() => shared.respond(
-                            id,
-                            Err((
-                                codes::REQUEST_CANCELLED,
-                                format!("`{method}` was cancelled: {}", error.1),
-                            )),
-                        ),
-                        Answer::Reply(reply) => shared.respond(id, reply),
+                        dispatch::Answer::Raw(result) => shared.respond_raw(&id, &result),
+                        dispatch::Answer::Reply(Err(error)) if cancel.is_cancelled() => shared
+                            .respond(
+                                id,
+                                Err((
+                                    codes::REQUEST_CANCELLED,
+                                    format!("`{method}` was cancelled: {}", error.1),
+                                )),
+                            ),
+                        dispatch::Answer::Reply(reply) => shared.respond(id, reply),
                     }
                 }
                 .instrument(span);
@@ -590,66 +597,6 @@ impl Server {
     }
 }
 
-/// What a request task answers: a child's result as it wrote it, or a reply of ours.
-enum Answer {
-    Raw(RawResult),
-    Reply(Reply),
-}
-
-/// Handle one editor request (anything but `initialize` and `shutdown`).
-async fn answer(
-    shared: &Arc<Shared>,
-    method: &str,
-    params: Value,
-    cancel: &CancellationToken,
-) -> Answer {
-    if routing::is_plain(method) && !shared.is_prompt_document(&params) {
-        // One child answers: its result goes to the editor untouched.
-        return match routing::forward_raw(shared, method, params, cancel).await {
-            Ok(result) => Answer::Raw(result),
-            Err(error) => Answer::Reply(Err(error)),
-        };
-    }
-    // The rest are boxed: the task of every request is as large as this future, and the
-    // commands' futures (agent turns) are kilobytes that the forwarded requests, the hot path,
-    // would otherwise allocate and copy on each spawn.
-    Answer::Reply(match method {
-        "workspace/executeCommand" => Box::pin(commands::execute(shared, params, cancel)).await,
-        "textDocument/codeAction" => Box::pin(actions::code_actions(shared, params, cancel)).await,
-        "textDocument/completion" if shared.is_prompt_document(&params) => {
-            Box::pin(actions::complete_mention(shared, &params)).await
-        }
-        _ => Box::pin(routing::forward_request(shared, method, params, cancel)).await,
-    })
-}
-
-/// Run a request handler so that a panic in it becomes an error reply: every request gets
-/// exactly one response, and the server goes on serving (tokio would otherwise end the task
-/// silently and leave the editor waiting).
-async fn guarded(
-    method: &str,
-    handler: impl std::future::Future<Output = Answer> + std::panic::UnwindSafe,
-) -> Answer {
-    use futures_util::FutureExt;
-    match handler.catch_unwind().await {
-        Ok(answer) => answer,
-        Err(panic) => {
-            let what = panic
-                .downcast_ref::<&str>()
-                .map(|text| (*text).to_owned())
-                .or_else(|| panic.downcast_ref::<String>().cloned())
-                .unwrap_or_else(|| "no message".to_owned());
-            tracing::error!(method, "request handler panicked: {what}");
-            Answer::Reply(Err((
-                codes::INTERNAL_ERROR,
-                format!(
-                    "agent-lsp failed while handling `{method}` ({what}); this is a bug, please report it with the log"
-                ),
-            )))
-        }
-    }
-}
-
 /// Ask every child for UTF-16 only, so positions need no conversion between editor and child,
 /// and read its output on a thread, where the editor's requests are answered.
 pub(crate) fn editor_bridge_config(config: &Config) -> anyhow::Result<lsp_bridge::BridgeConfig> {
@@ -660,27 +607,4 @@ pub(crate) fn editor_bridge_config(config: &Config) -> anyhow::Result<lsp_bridge
         server.output_thread = true;
     }
     Ok(bridge)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[tokio::test]
-    async fn a_panicking_handler_becomes_an_internal_error_reply() {
-        let answer = guarded("textDocument/hover", async {
-            panic!("index out of bounds");
-        })
-        .await;
-        match answer {
-            Answer::Reply(Err((code, message))) => {
-                assert_eq!(code, codes::INTERNAL_ERROR);
-                assert!(message.contains("`textDocument/hover`"), "{message}");
-                assert!(message.contains("index out of bounds"), "{message}");
-            }
-            _ => panic!("expected an error reply"),
-        }
-        let fine = guarded("x", async { Answer::Reply(Ok(Value::Null)) }).await;
-        assert!(matches!(fine, Answer::Reply(Ok(Value::Null))));
-    }
 }

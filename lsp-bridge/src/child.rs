@@ -578,9 +578,55 @@ impl Child {
         if cancel.is_cancelled() {
             return Err(Error::Cancelled);
         }
-        let grace = self.config.cancel_grace;
+        let sent = self.send(method, params)?;
+        self.answer_by(sent, deadline, timeout, cancel).await
+    }
+
+    /// Write a request to the server now and return the handle its answer comes through.
+    ///
+    /// The editor proxy writes each request in the order the editor sent it, before it reads
+    /// the editor's next message, and waits for the answer elsewhere: a later change must not
+    /// reach the server before an earlier request. Nothing is retried here: an editor request
+    /// gets the server's answer as the server gave it, `ContentModified` included.
+    pub fn send(&self, method: &str, params: &Value) -> Result<SentRequest> {
         let (id, reply) = self.transport.send_request(method, params)?;
-        let guard = self.transport.cancel_on_drop(id, grace);
+        let guard = self.transport.cancel_on_drop(id, self.config.cancel_grace);
+        Ok(SentRequest {
+            method: method.to_owned(),
+            id,
+            reply,
+            guard,
+        })
+    }
+
+    /// The answer to a request [`Child::send`] wrote, as the server wrote it, within `timeout`
+    /// and unless `cancel` fires first (the server then gets `$/cancelRequest`, and is marked
+    /// hung if it does not acknowledge it within the configured grace).
+    pub async fn answer(
+        &self,
+        sent: SentRequest,
+        timeout: Duration,
+        cancel: &CancellationToken,
+    ) -> Result<crate::transport::RawResult> {
+        self.answer_by(sent, deadline_after(timeout), timeout, cancel)
+            .await
+    }
+
+    async fn answer_by(
+        &self,
+        sent: SentRequest,
+        deadline: Instant,
+        timeout: Duration,
+        cancel: &CancellationToken,
+    ) -> Result<crate::transport::RawResult> {
+        let SentRequest {
+            method,
+            id,
+            reply,
+            guard,
+        } = sent;
+        let grace = self.config.cancel_grace;
+        let name = &self.config.name;
         tokio::select! {
             biased;
             reply = reply => {
@@ -588,18 +634,18 @@ impl Child {
                 // The sender only disappears without an answer if the connection is gone.
                 reply.unwrap_or_else(|_| Err(match self.transport.closed() {
                     Some(closed) => self.transport.closed_error(&closed),
-                    None => Error::ServerExited { server: self.config.name.clone(), stderr_tail: self.stderr_tail() },
+                    None => Error::ServerExited { server: name.clone(), stderr_tail: self.stderr_tail() },
                 }))
             }
             _ = tokio::time::sleep_until(deadline) => {
                 guard.disarm();
-                tracing::debug!(server = %self.config.name, id, method, "request timed out: cancelling");
+                tracing::debug!(server = %name, id, method, "request timed out: cancelling");
                 self.transport.cancel(id, grace);
-                Err(Error::Timeout { server: self.config.name.clone(), method: method.to_owned(), after: timeout })
+                Err(Error::Timeout { server: name.clone(), method, after: timeout })
             }
             _ = cancel.cancelled() => {
                 guard.disarm();
-                tracing::debug!(server = %self.config.name, id, method, "request cancelled by the caller");
+                tracing::debug!(server = %name, id, method, "request cancelled by the caller");
                 self.transport.cancel(id, grace);
                 Err(Error::Cancelled)
             }
@@ -863,6 +909,15 @@ impl Child {
             )),
         }
     }
+}
+
+/// A request written to its server, waiting for the answer ([`Child::send`],
+/// [`Child::answer`]). Dropping it before the answer cancels the request (`$/cancelRequest`).
+pub struct SentRequest {
+    method: String,
+    id: i64,
+    reply: tokio::sync::oneshot::Receiver<Result<crate::transport::RawResult>>,
+    guard: crate::transport::CancelOnDrop,
 }
 
 async fn incoming_loop(child: Weak<Child>, mut incoming: mpsc::UnboundedReceiver<Incoming>) {

@@ -23,7 +23,9 @@ mod transport;
 /// The LSP types this crate speaks, so that users name the same version.
 pub use lsp_types;
 
-pub use child::{Child, ChildState, DiagnosticsEntry, DiagnosticsStore, RequestHandler};
+pub use child::{
+    Child, ChildState, DiagnosticsEntry, DiagnosticsStore, RequestHandler, SentRequest,
+};
 pub use config::{BridgeConfig, RestartPolicy, ServerConfig, language_id};
 pub use error::{Error, Result};
 pub use registry::{Bridge, ServerHealth};

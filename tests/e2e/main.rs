@@ -13,6 +13,7 @@ mod hardening;
 mod lsp_tools;
 mod model_endpoint;
 mod provider_faults;
+mod proxy_order;
 mod restarts;
 mod serve;
 mod serve_agent;

@@ -700,3 +700,30 @@ fn garbage_from_the_editor_gets_errors_and_the_server_keeps_serving() {
     assert!(response["result"]["contents"].is_object(), "{response}");
     editor.shutdown();
 }
+
+#[test]
+fn content_modified_reaches_the_editor_and_its_request_is_sent_once() {
+    // The child answers the first three hovers with ContentModified.
+    let (mut editor, fake) =
+        FakeWorkspace::serve("one\n", &["content-modified", "textDocument/hover", "3"]);
+    let params = fake.at_start();
+    // The first goes through the loop (it finds the document's child), the second is
+    // forwarded by the intake, the third, behind a change, through the loop again.
+    for _ in 0..2 {
+        let answer = editor.request("textDocument/hover", params.clone());
+        assert_eq!(answer["error"]["code"], -32801, "{answer}");
+    }
+    editor.change(&fake.file, "two\n");
+    let answer = editor.request("textDocument/hover", params.clone());
+    assert_eq!(answer["error"]["code"], -32801, "{answer}");
+    // Each was asked once: the editor, which knows its positions, decides what to ask again.
+    let hovers = fake
+        .received()
+        .into_iter()
+        .filter(|message| message["method"] == "textDocument/hover")
+        .count();
+    assert_eq!(hovers, 3);
+    let answer = editor.request("textDocument/hover", params);
+    assert_eq!(answer["result"]["echo"], "textDocument/hover", "{answer}");
+    editor.shutdown();
+}

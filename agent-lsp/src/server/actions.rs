@@ -5,7 +5,6 @@ use std::sync::Arc;
 
 use lsp_bridge::position::PositionEncoding;
 use serde_json::{Value, json};
-use tokio_util::sync::CancellationToken;
 
 use super::chat::offset_of;
 use super::{Reply, Shared, routing};
@@ -21,30 +20,16 @@ const COMPLETION_LIMIT: usize = 50;
 /// files), which `initialize` starts and no longer outlasts.
 const MENTION_INDEX_WAIT: std::time::Duration = std::time::Duration::from_secs(2);
 
-/// The child's code actions for the document (if it has a child), then the agent's: "Fix with
+/// The child's code actions for the document (asked for by the dispatch), then the agent's: "Fix with
 /// agent" per diagnostic in the request's context, "Explain with agent" and "Ask agent about
 /// selection" on a non-empty selection, "Send to agent" in a prompt document.
-pub(super) async fn code_actions(
+pub(super) fn code_actions(
     shared: &Arc<Shared>,
-    params: Value,
-    cancel: &CancellationToken,
+    params: &Value,
+    child_actions: Vec<Value>,
 ) -> Reply {
-    let prompt_document = shared.is_prompt_document(&params);
-    let mut actions = if prompt_document {
-        Vec::new()
-    } else {
-        match routing::forward_request(shared, "textDocument/codeAction", params.clone(), cancel)
-            .await
-        {
-            Ok(Value::Array(actions)) => actions,
-            Ok(_) => Vec::new(),
-            // A document without a server still gets the agent's actions.
-            Err((_, problem)) => {
-                tracing::debug!("no child code actions: {problem}");
-                Vec::new()
-            }
-        }
-    };
+    let prompt_document = shared.is_prompt_document(params);
+    let mut actions = child_actions;
     let only: Option<Vec<String>> = params["context"]["only"].as_array().map(|kinds| {
         kinds
             .iter()

@@ -67,6 +67,20 @@ const CONTEXT_LINES: usize = 12;
 /// How long to wait for the editor to open the chat document it was asked to show.
 const SHOW_WAIT: Duration = Duration::from_secs(3);
 
+/// The running child that announced the command `params` names, unless it is one of ours: it
+/// gets the request as it is.
+pub(super) fn child_for_command(shared: &Shared, params: &Value) -> Option<Arc<lsp_bridge::Child>> {
+    let command = params["command"].as_str()?;
+    if COMMANDS.contains(&command) {
+        return None;
+    }
+    shared.bridge().ok()?.running().into_iter().find(|child| {
+        child.initialize_result()["capabilities"]["executeCommandProvider"]["commands"]
+            .as_array()
+            .is_some_and(|commands| commands.iter().any(|name| name == command))
+    })
+}
+
 pub(super) async fn execute(
     shared: &Arc<Shared>,
     params: Value,
@@ -112,31 +126,10 @@ pub(super) async fn execute(
         "agent.context.edit" => context_edit(shared, &argument, cancel).await,
         "agent.context.rollback" => context_rollback(shared, &argument).await,
         "agent.status" => status(shared).await,
-        other => {
-            // A command one of the children announced.
-            let bridge = shared.bridge()?;
-            for child in bridge.running() {
-                let announced = child.initialize_result()["capabilities"]["executeCommandProvider"]
-                    ["commands"]
-                    .as_array()
-                    .is_some_and(|commands| commands.iter().any(|name| name == other));
-                if announced {
-                    return child
-                        .request_with(
-                            "workspace/executeCommand",
-                            params.clone(),
-                            super::CHILD_REQUEST_TIMEOUT,
-                            cancel,
-                        )
-                        .await
-                        .map_err(|error| (codes::INTERNAL_ERROR, error.to_string()));
-                }
-            }
-            Err((
-                codes::METHOD_NOT_FOUND,
-                format!("unknown command `{other}`"),
-            ))
-        }
+        other => Err((
+            codes::METHOD_NOT_FOUND,
+            format!("unknown command `{other}`"),
+        )),
     }
 }
 

@@ -4,11 +4,11 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use lsp_bridge::lsp_types::Url;
-use lsp_bridge::{Child, Error};
+use lsp_bridge::{Child, Error, SentRequest};
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
-use super::{CHILD_REQUEST_TIMEOUT, Reply, Shared, codes};
+use super::{CHILD_REQUEST_TIMEOUT, Shared, codes};
 use lsp_bridge::framing::RawResult;
 
 /// Child → editor requests the editor answers (with the ids mapped); anything else the child
@@ -45,7 +45,7 @@ pub(super) fn document_path(params: &Value) -> Option<PathBuf> {
     Url::parse(uri).ok()?.to_file_path().ok()
 }
 
-fn error_reply(error: Error) -> (i64, String) {
+pub(super) fn error_reply(error: Error) -> (i64, String) {
     match error {
         Error::Response { code, message, .. } => (code, message),
         Error::Cancelled => (codes::REQUEST_CANCELLED, "cancelled".into()),
@@ -118,15 +118,39 @@ pub(super) fn is_plain(method: &str) -> bool {
     )
 }
 
-/// Forward a request to the one child it is about (by document, or for `*/resolve` the child
-/// that produced the item) and return its result as the child wrote it.
-pub(super) async fn forward_raw(
+/// An editor request on its way to one child: written to it, or answered without it.
+pub(super) enum Dispatch {
+    Sent {
+        child: Arc<Child>,
+        method: String,
+        request: SentRequest,
+    },
+    /// An item that needs no resolving, a document no server handles: the answer is known.
+    Answered(RawResult),
+}
+
+/// Write a request to `child` now.
+pub(super) fn send_to(
+    child: &Child,
+    method: &str,
+    params: &Value,
+) -> Result<SentRequest, (i64, String)> {
+    child.send(method, params).map_err(error_reply)
+}
+
+/// Write a request to the one child it is about (by document, or for `*/resolve` the child
+/// that produced the item), on the loop, before the editor's next message is read.
+pub(super) async fn dispatch_to_child(
     shared: &Arc<Shared>,
     method: &str,
-    params: Value,
-    cancel: &CancellationToken,
-) -> Result<RawResult, (i64, String)> {
+    params: &Value,
+) -> Result<Dispatch, (i64, String)> {
     shared.bridge()?;
+    let as_it_is = || {
+        serde_json::value::to_raw_value(params)
+            .map(Dispatch::Answered)
+            .map_err(|error| (codes::INTERNAL_ERROR, error.to_string()))
+    };
     if let Some(origin) = resolve_origin(method) {
         // The agent's own code actions carry their command already: nothing to resolve.
         if method == "codeAction/resolve"
@@ -134,13 +158,11 @@ pub(super) async fn forward_raw(
                 .as_str()
                 .is_some_and(|command| command.starts_with("agent."))
         {
-            return serde_json::value::to_raw_value(&params)
-                .map_err(|error| (codes::INTERNAL_ERROR, error.to_string()));
+            return as_it_is();
         }
         // The `@path` completion items are the server's own and complete as they are.
-        if is_own_item(&params) {
-            return serde_json::value::to_raw_value(&params)
-                .map_err(|error| (codes::INTERNAL_ERROR, error.to_string()));
+        if is_own_item(params) {
+            return as_it_is();
         }
         let Some(child) = resolve_route(shared, origin) else {
             return Err((
@@ -149,46 +171,71 @@ pub(super) async fn forward_raw(
             ));
         };
         if !resolves(&child, origin) {
-            return serde_json::value::to_raw_value(&params)
-                .map_err(|error| (codes::INTERNAL_ERROR, error.to_string()));
+            return as_it_is();
         }
-        return child
-            .request_raw_with(method, params, CHILD_REQUEST_TIMEOUT, cancel)
-            .await
-            .map_err(error_reply);
+        let request = send_to(&child, method, params)?;
+        return Ok(Dispatch::Sent {
+            child,
+            method: method.to_owned(),
+            request,
+        });
     }
-    if let Some(path) = document_path(&params) {
-        // At most two sends: the second only when the first never reached the child, which
-        // was gone (killed, crashed) before the request was written. That is a delivery retry:
-        // the restarted child is asked what the dead one never saw. A request the child
-        // received and then died on is answered with the error, never sent again (it may
-        // have had effects, and the editor decides what to ask again).
-        let mut delivery_retried = false;
-        loop {
-            // No child serves the document (a README, a prompt document, a JSON file): the
-            // editor asked about a document, not for a method nobody has, so it gets the
-            // method's empty result. An error here is shown to the user by editors (VS Code
-            // pops up every failed documentSymbol), for a file they merely opened.
-            let Some(child) = document_child(shared, &path, &params, method).await? else {
-                return Ok(empty_result(method));
-            };
-            match child
-                .request_raw_with(method, params.clone(), CHILD_REQUEST_TIMEOUT, cancel)
-                .await
-            {
-                Err(Error::NotDelivered { server }) if !delivery_retried => {
-                    tracing::info!(%server, method, "the child was gone before the request reached it: restarting it and sending the request there");
-                    delivery_retried = true;
-                }
-                answer => {
-                    let answer = answer.map_err(error_reply)?;
-                    remember_resolve_route(shared, method, &child);
-                    return Ok(answer);
-                }
+    let Some(path) = document_path(params) else {
+        return Err(no_child(method));
+    };
+    // At most two sends: the second only when the first never reached the child, which was
+    // gone (killed, crashed) before the request was written. That is a delivery retry: the
+    // restarted child is asked what the dead one never saw. A request the child received and
+    // then died on is answered with the error, never sent again (it may have had effects, and
+    // the editor decides what to ask again).
+    let mut delivery_retried = false;
+    loop {
+        // No child serves the document (a README, a prompt document, a JSON file): the editor
+        // asked about a document, not for a method nobody has, so it gets the method's empty
+        // result. An error here is shown to the user by editors (VS Code pops up every failed
+        // documentSymbol), for a file they merely opened.
+        let Some(child) = document_child(shared, &path, params, method).await? else {
+            return Ok(Dispatch::Answered(empty_result(method)));
+        };
+        match child.send(method, params) {
+            Err(Error::NotDelivered { server }) if !delivery_retried => {
+                tracing::info!(%server, method, "the child was gone before the request reached it: restarting it and sending the request there");
+                delivery_retried = true;
+            }
+            sent => {
+                let request = sent.map_err(error_reply)?;
+                return Ok(Dispatch::Sent {
+                    child,
+                    method: method.to_owned(),
+                    request,
+                });
             }
         }
     }
-    Err(no_child(method))
+}
+
+/// Wait for the answer to a dispatched request: as the child wrote it, `ContentModified` and
+/// every other error included (the editor decides what to ask again).
+pub(super) async fn answer(
+    shared: &Shared,
+    dispatch: Dispatch,
+    cancel: &CancellationToken,
+) -> Result<RawResult, (i64, String)> {
+    match dispatch {
+        Dispatch::Answered(raw) => Ok(raw),
+        Dispatch::Sent {
+            child,
+            method,
+            request,
+        } => {
+            let raw = child
+                .answer(request, CHILD_REQUEST_TIMEOUT, cancel)
+                .await
+                .map_err(error_reply)?;
+            remember_resolve_route(shared, &method, &child);
+            Ok(raw)
+        }
+    }
 }
 
 /// The result meaning "nothing here" for a request about a document: `null` where the
@@ -245,39 +292,13 @@ fn no_child(method: &str) -> (i64, String) {
     }
 }
 
-/// Forward an editor request to the child it is about, or fan it out, and parse the answer.
-pub(super) async fn forward_request(
-    shared: &Arc<Shared>,
-    method: &str,
-    params: Value,
-    cancel: &CancellationToken,
-) -> Reply {
-    let bridge = shared.bridge()?.clone();
-    if method == "workspace/symbol" {
-        let mut merged = Vec::new();
-        for child in bridge.running() {
-            match child
-                .request_with(method, params.clone(), CHILD_REQUEST_TIMEOUT, cancel)
-                .await
-            {
-                Ok(Value::Array(symbols)) => merged.extend(symbols),
-                Ok(_) => {}
-                Err(error) => {
-                    tracing::warn!(server = child.name(), "workspace/symbol failed: {error}")
-                }
-            }
-        }
-        return Ok(Value::Array(merged));
-    }
-    let raw = forward_raw(shared, method, params, cancel).await?;
-    serde_json::from_str(raw.get()).map_err(|error| (codes::INTERNAL_ERROR, error.to_string()))
-}
-
 /// Forward an editor notification: to the document's child, or to every child.
 pub(super) async fn forward_notification(shared: &Arc<Shared>, method: &str, params: Value) {
     let Ok(bridge) = shared.bridge() else { return };
     let children = match document_path(&params) {
-        Some(path) => bridge
+        // Through the server's lookup, which reopens the editor's documents in a restarted
+        // child before anything is said about them.
+        Some(path) => shared
             .child_for(&path)
             .await
             .into_iter()

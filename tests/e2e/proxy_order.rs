@@ -1,0 +1,180 @@
+//! The proxy's ordering rule, as a property: for random interleavings of document changes,
+//! requests of every path (forwarded by the intake, dispatched by the loop, code actions that
+//! the agent adds to) and cancellations, sent by a scripted editor through the real `serve` to
+//! a recording fake child, the child receives each document's messages in the order the editor
+//! sent them, and every request gets exactly one answer.
+
+use std::collections::HashMap;
+use std::path::Path;
+use std::process::Command;
+use std::time::Duration;
+
+use agent_tests::editor::{Editor, url};
+use serde_json::{Value, json};
+
+/// A small deterministic generator: every seed is a reproducible interleaving.
+struct Rng(u64);
+
+impl Rng {
+    fn below(&mut self, n: u64) -> u64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        self.0 % n
+    }
+}
+
+fn serve(root: &Path, state: &Path, record: &Path) -> Editor {
+    let program = agent_tests::workspace_bin("fake-lsp");
+    let config = format!(
+        "[server.fake]\ncommand = {:?}\nargs = [\"record\", {:?}]\nlanguages = [\"fake\"]\nfile_patterns = [\"*.fake\"]\nrequest_timeout_secs = 30\n",
+        program.display().to_string(),
+        record.display().to_string(),
+    );
+    let config_path = state.join("config.toml");
+    std::fs::write(&config_path, config).unwrap();
+    let mut command = Command::new(agent_tests::workspace_bin("agent-lsp"));
+    command
+        .env("PATH", agent_tests::tools_path())
+        .env("AGENT_LSP_STATE_DIR", state)
+        .env("AGENT_LSP_CONFIG", &config_path)
+        .args(["--workspace", root.to_str().unwrap(), "serve"]);
+    Editor::start(command)
+}
+
+/// What the child received about each document, in its order: each message's sequence number
+/// (a change's text, a request's position or range start character).
+fn received_per_document(record: &Path, uris: &[String]) -> HashMap<String, Vec<u64>> {
+    let mut seen: HashMap<String, Vec<u64>> = HashMap::new();
+    for message in agent_tests::fake_lsp_record(record) {
+        let params = &message["params"];
+        let Some(uri) = params["textDocument"]["uri"].as_str() else {
+            continue;
+        };
+        if !uris.iter().any(|known| known == uri) {
+            continue;
+        }
+        let seq = match message["method"].as_str().unwrap_or_default() {
+            "textDocument/didOpen" => continue,
+            "textDocument/didChange" => params["contentChanges"][0]["text"]
+                .as_str()
+                .and_then(|text| text.trim().parse().ok()),
+            _ => params["position"]["character"]
+                .as_u64()
+                .or_else(|| params["range"]["start"]["character"].as_u64()),
+        };
+        seen.entry(uri.to_owned())
+            .or_default()
+            .push(seq.unwrap_or_else(|| panic!("a message without its number: {message}")));
+    }
+    seen
+}
+
+fn one_interleaving(seed: u64) {
+    let workspace = tempfile::tempdir().unwrap();
+    let root = workspace.path().canonicalize().unwrap();
+    let state = tempfile::tempdir().unwrap();
+    let record = state.path().join("received.jsonl");
+    let documents = [root.join("a.fake"), root.join("b.fake")];
+    for document in &documents {
+        std::fs::write(document, "0\n").unwrap();
+    }
+    let uris: Vec<String> = documents.iter().map(|path| url(path)).collect();
+    let mut editor = serve(&root, state.path(), &record);
+    editor.initialize(&root);
+    for document in &documents {
+        editor.open(document, "fake");
+    }
+    // The first request about each document finds its child (the intake forwards the next).
+    for uri in &uris {
+        let params = json!({"textDocument": {"uri": uri}, "position": {"line": 0, "character": 0}});
+        editor.request("textDocument/hover", params);
+    }
+
+    let mut rng = Rng(seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1);
+    let mut expected: HashMap<String, Vec<u64>> = HashMap::new();
+    let mut versions = [1_i64; 2];
+    let mut ids = Vec::new();
+    const METHODS: [&str; 5] = [
+        "textDocument/hover",
+        "textDocument/definition",
+        "textDocument/codeAction",
+        "textDocument/completion",
+        "fake/custom",
+    ];
+    for seq in 1..=240_u64 {
+        let which = rng.below(2) as usize;
+        let uri = &uris[which];
+        match rng.below(10) {
+            0..=3 => {
+                versions[which] += 1;
+                editor.notify(
+                    "textDocument/didChange",
+                    json!({"textDocument": {"uri": uri, "version": versions[which]},
+                           "contentChanges": [{"text": format!("{seq}\n")}]}),
+                );
+                expected.entry(uri.clone()).or_default().push(seq);
+            }
+            4..=7 => {
+                let method = METHODS[rng.below(METHODS.len() as u64) as usize];
+                let at = json!({"line": 0, "character": seq});
+                let params = if method == "textDocument/codeAction" {
+                    json!({"textDocument": {"uri": uri}, "range": {"start": at, "end": at},
+                           "context": {"diagnostics": []}})
+                } else {
+                    json!({"textDocument": {"uri": uri}, "position": at})
+                };
+                ids.push(editor.request_async(method, params));
+                expected.entry(uri.clone()).or_default().push(seq);
+            }
+            8 if !ids.is_empty() => {
+                let id = ids[rng.below(ids.len() as u64) as usize];
+                editor.notify("$/cancelRequest", json!({"id": id}));
+            }
+            _ => std::thread::sleep(Duration::from_micros(200 * rng.below(10))),
+        }
+    }
+    for &id in &ids {
+        let answer = editor.response(id);
+        assert!(
+            answer.get("result").is_some() || answer.get("error").is_some(),
+            "{answer}"
+        );
+    }
+    // A last request and its answer: any second answer to an earlier one has arrived by now.
+    let last = editor.request(
+        "fake/custom",
+        json!({"textDocument": {"uri": uris[0]}, "position": {"line": 0, "character": 999}}),
+    );
+    assert!(last.get("result").is_some(), "{last}");
+    let extra: Vec<&Value> = editor
+        .backlog
+        .iter()
+        .filter(|message| message.get("method").is_none())
+        .filter(|message| message["id"].as_i64().is_some_and(|id| ids.contains(&id)))
+        .collect();
+    assert!(extra.is_empty(), "seed {seed}: second answers {extra:?}");
+    expected.entry(uris[0].clone()).or_default().push(999);
+
+    let received = received_per_document(&record, &uris);
+    for uri in &uris {
+        let got = received.get(uri).cloned().unwrap_or_default();
+        // The warm-up hover at character 0 comes first.
+        let got: Vec<u64> = got.into_iter().skip(1).collect();
+        let want = expected.get(uri).cloned().unwrap_or_default();
+        if got != want {
+            let first = got.iter().zip(&want).position(|(got, want)| got != want);
+            panic!(
+                "seed {seed}, {uri}: the child's order differs from the editor's at {first:?}\n got {got:?}\nwant {want:?}"
+            );
+        }
+    }
+    editor.shutdown();
+}
+
+#[test]
+fn every_child_gets_each_documents_messages_in_the_editors_order_and_each_request_one_answer() {
+    for seed in 1..=6 {
+        one_interleaving(seed);
+    }
+}
