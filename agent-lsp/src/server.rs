@@ -211,6 +211,18 @@ impl Shared {
         children.iter().any(|child| child.cancel_forwarded(id))
     }
 
+    /// The editor closed `uri`: its routes go (a long session opens thousands of files), and
+    /// the next request about it looks its child up again.
+    fn forget_routes(&self, uri: &lsp_bridge::lsp_types::Url) {
+        self.document_routes
+            .lock()
+            .expect("document routes")
+            .remove(uri.as_str());
+        if let Ok(path) = uri.to_file_path() {
+            self.routes.lock().expect("routes").remove(&path);
+        }
+    }
+
     pub(crate) fn documents(&self) -> &Arc<DocumentMirror> {
         &self.documents
     }
@@ -497,6 +509,16 @@ impl Server {
                 );
             }
             _ => {
+                let span = tracing::info_span!("request", %method, %id);
+                // What goes to a child is written now, before the next message is read; only
+                // the waiting runs as a task.
+                let pending = dispatch::dispatch(&shared, &id, &method, params)
+                    .instrument(span.clone())
+                    .await;
+                if matches!(pending, dispatch::Pending::Forwarded) {
+                    // The child answers the editor; a cancellation goes to the child.
+                    return;
+                }
                 let cancel = CancellationToken::new();
                 let key = id.to_string();
                 shared
@@ -504,12 +526,6 @@ impl Server {
                     .lock()
                     .expect("in flight")
                     .insert(key.clone(), cancel.clone());
-                let span = tracing::info_span!("request", %method, %id);
-                // What goes to a child is written now, before the next message is read; only
-                // the waiting runs as a task.
-                let pending = dispatch::dispatch(&shared, &method, params)
-                    .instrument(span.clone())
-                    .await;
                 let on_agent_runtime = matches!(pending, dispatch::Pending::Own { .. })
                     && method == "workspace/executeCommand";
                 let agent_runtime = shared.agent_runtime.clone();

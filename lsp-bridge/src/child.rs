@@ -670,6 +670,12 @@ impl Child {
         self.transport.forward(id, method, body, editor, timeout)
     }
 
+    /// Send the server's notifications that `wanted` accepts to `editor` as the server wrote
+    /// them, in the server's order among the answers forwarded there, none dropped.
+    pub fn notify_to(&self, editor: Arc<FrameWriter>, wanted: fn(&str) -> bool) {
+        self.transport.notify_to(editor, wanted);
+    }
+
     /// The editor cancelled forwarded request `id`: it is answered with `RequestCancelled` at
     /// once and the server gets `$/cancelRequest` (not acknowledging it within the configured
     /// grace makes the server hung). `false` when `id` is not a pending forwarded request.

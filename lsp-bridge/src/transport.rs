@@ -125,6 +125,15 @@ struct Shared {
     closed: watch::Sender<Option<Closed>>,
     exit_status: watch::Sender<Option<ExitStatus>>,
     hung: Mutex<Option<String>>,
+    /// Where the server's notifications go as the server wrote them, from the thread that
+    /// reads it, in order with the answers forwarded there ([`Transport::notify_to`]).
+    notification_sink: Mutex<Option<NotificationSink>>,
+}
+
+/// An editor that gets a server's notifications, and which of them.
+struct NotificationSink {
+    editor: Arc<FrameWriter>,
+    wanted: fn(&str) -> bool,
 }
 
 /// One running server process and its framed stdio. Dropping it kills the process.
@@ -214,6 +223,7 @@ impl Transport {
             closed: watch::channel(None).0,
             exit_status: watch::channel(None).0,
             hung: Mutex::new(None),
+            notification_sink: Mutex::new(None),
         });
         let (incoming_tx, incoming_rx) = mpsc::unbounded_channel();
         let (kill_tx, kill_rx) = oneshot::channel();
@@ -394,6 +404,14 @@ impl Transport {
             return Err(self.shared.not_delivered());
         }
         Ok(())
+    }
+
+    /// From now on the server's notifications that `wanted` accepts go to `editor` as the
+    /// server wrote them, written by whoever reads the server, right where they come among
+    /// the forwarded answers: the editor gets them in the server's order, and none is dropped
+    /// (the bridge still reads each one for itself).
+    pub(crate) fn notify_to(&self, editor: Arc<FrameWriter>, wanted: fn(&str) -> bool) {
+        *self.shared.notification_sink.lock().unwrap() = Some(NotificationSink { editor, wanted });
     }
 
     /// Whether the server's input pipe was found closed: it gets nothing more.
@@ -867,7 +885,14 @@ fn dispatch(
             let params = envelope.params.unwrap_or(Value::Null);
             let message = match id {
                 Some(id) => Incoming::Request { id, method, params },
-                None => Incoming::Notification { method, params },
+                None => {
+                    if let Some(sink) = shared.notification_sink.lock().unwrap().as_ref()
+                        && (sink.wanted)(&method)
+                    {
+                        sink.editor.send(body);
+                    }
+                    Incoming::Notification { method, params }
+                }
             };
             // The owner is gone: the process is being stopped, nothing left to tell.
             let _ = incoming.send(message);

@@ -178,3 +178,47 @@ fn every_child_gets_each_documents_messages_in_the_editors_order_and_each_reques
         one_interleaving(seed);
     }
 }
+
+#[test]
+fn the_editor_gets_a_childs_notifications_and_answers_in_the_childs_order() {
+    let workspace = tempfile::tempdir().unwrap();
+    let root = workspace.path().canonicalize().unwrap();
+    let state = tempfile::tempdir().unwrap();
+    let record = state.path().join("received.jsonl");
+    let document = root.join("a.fake");
+    std::fs::write(&document, "0\n").unwrap();
+    let mut editor = serve(&root, state.path(), &record);
+    editor.initialize(&root);
+    editor.open(&document, "fake");
+    let at = |n: u64| json!({"textDocument": {"uri": url(&document)}, "position": {"line": 0, "character": n}});
+    editor.request("textDocument/hover", at(0));
+    // The child writes `fake/poked n` (a notification), then the answer to request n.
+    let mut ids = Vec::new();
+    for n in 1..=200_u64 {
+        editor.notify(
+            "fake/poke",
+            json!({"textDocument": {"uri": url(&document)}, "n": n}),
+        );
+        ids.push(editor.request_async("textDocument/hover", at(n)));
+    }
+    let last = *ids.last().unwrap();
+    editor.response(last);
+    // Everything the child wrote has arrived: the backlog holds it in arrival order.
+    let mut order = Vec::new();
+    for message in &editor.backlog {
+        if message["method"] == "fake/poked" {
+            order.push(("poked", message["params"]["n"].as_u64().unwrap()));
+        } else if let Some(at) = message["id"]
+            .as_i64()
+            .and_then(|id| ids.iter().position(|&x| x == id))
+        {
+            order.push(("answer", at as u64 + 1));
+        }
+    }
+    order.push(("answer", 200));
+    let expected: Vec<(&str, u64)> = (1..=200)
+        .flat_map(|n| [("poked", n), ("answer", n)])
+        .collect();
+    assert_eq!(order, expected);
+    editor.shutdown();
+}

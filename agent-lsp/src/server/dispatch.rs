@@ -21,6 +21,8 @@ pub(super) enum Answer {
 
 /// A request whose child part, if any, is written: what is left is waiting and answering.
 pub(super) enum Pending {
+    /// Forwarded with the editor's id: the child answers the editor itself.
+    Forwarded,
     /// One child answers, or the answer is known already (a document no server handles).
     Child(Result<routing::Dispatch, (i64, String)>),
     /// The document's child's code actions (if it has a child), then the agent's.
@@ -34,8 +36,14 @@ pub(super) enum Pending {
     Own { method: String, params: Value },
 }
 
-/// Route `method` and write what goes to a child now, in arrival order.
-pub(super) async fn dispatch(shared: &Arc<Shared>, method: &str, params: Value) -> Pending {
+/// Route `method` and write what goes to a child now, in arrival order. A request with a
+/// numeric id for one child is forwarded as it is, like those the intake forwards.
+pub(super) async fn dispatch(
+    shared: &Arc<Shared>,
+    id: &Value,
+    method: &str,
+    params: Value,
+) -> Pending {
     let prompt_document = shared.is_prompt_document(&params);
     match method {
         "workspace/executeCommand" => match commands::child_for_command(shared, &params) {
@@ -57,7 +65,9 @@ pub(super) async fn dispatch(shared: &Arc<Shared>, method: &str, params: Value) 
             let child = if prompt_document {
                 None
             } else {
-                Some(routing::dispatch_to_child(shared, method, &params).await)
+                routing::dispatch_to_child(shared, method, &params, None)
+                    .await
+                    .transpose()
             };
             Pending::CodeActions { params, child }
         }
@@ -80,7 +90,16 @@ pub(super) async fn dispatch(shared: &Arc<Shared>, method: &str, params: Value) 
             }
             Pending::Symbols(sent)
         }
-        _ => Pending::Child(routing::dispatch_to_child(shared, method, &params).await),
+        _ => {
+            let forward_as = id
+                .as_i64()
+                .filter(|id| (0..lsp_bridge::FIRST_OWN_ID).contains(id));
+            match routing::dispatch_to_child(shared, method, &params, forward_as).await {
+                Ok(None) => Pending::Forwarded,
+                Ok(Some(dispatch)) => Pending::Child(Ok(dispatch)),
+                Err(error) => Pending::Child(Err(error)),
+            }
+        }
     }
 }
 
@@ -88,6 +107,11 @@ impl Pending {
     /// Wait for the answers and make the reply.
     pub(super) async fn finish(self, shared: &Arc<Shared>, cancel: &CancellationToken) -> Answer {
         match self {
+            // Not spawned: see `Server::request`.
+            Pending::Forwarded => Answer::Reply(Err((
+                codes::INTERNAL_ERROR,
+                "a forwarded request is answered by its child".into(),
+            ))),
             Pending::Child(dispatch) => match dispatch {
                 Ok(dispatch) => match routing::answer(shared, dispatch, cancel).await {
                     Ok(raw) => Answer::Raw(raw),

@@ -167,6 +167,7 @@ pub(super) async fn sync(shared: &Arc<Shared>, event: DocumentEvent) -> Result<(
         }
         DocumentEvent::Close(params) => {
             documents.editor_closed(&params.text_document.uri);
+            shared.forget_routes(&params.text_document.uri);
             match child {
                 Some(child) => notify(child, method, json!(params)).await,
                 None => Ok(()),

@@ -139,16 +139,38 @@ pub(super) fn send_to(
 }
 
 /// Write a request to the one child it is about (by document, or for `*/resolve` the child
-/// that produced the item), on the loop, before the editor's next message is read.
+/// that produced the item), on the loop, before the editor's next message is read. With
+/// `forward_as`, the editor's numeric id, it is forwarded (`None`: the child's answer goes to
+/// the editor as the child wrote it, from the thread that reads the child, in order with its
+/// notifications); else it gets an id of the bridge's and the answer comes back here.
 pub(super) async fn dispatch_to_child(
     shared: &Arc<Shared>,
     method: &str,
     params: &Value,
-) -> Result<Dispatch, (i64, String)> {
+    forward_as: Option<i64>,
+) -> Result<Option<Dispatch>, (i64, String)> {
+    let write = |child: Arc<Child>| -> Result<Option<Dispatch>, Error> {
+        match forward_as {
+            Some(id) => {
+                let body = serde_json::to_vec(
+                    &serde_json::json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}),
+                )
+                .expect("a Value serializes");
+                child.forward(id, method, &body, &shared.out, CHILD_REQUEST_TIMEOUT)?;
+                remember_resolve_route(shared, method, &child);
+                Ok(None)
+            }
+            None => Ok(Some(Dispatch::Sent {
+                request: child.send(method, params)?,
+                method: method.to_owned(),
+                child,
+            })),
+        }
+    };
     shared.bridge()?;
     let as_it_is = || {
         serde_json::value::to_raw_value(params)
-            .map(Dispatch::Answered)
+            .map(|raw| Some(Dispatch::Answered(raw)))
             .map_err(|error| (codes::INTERNAL_ERROR, error.to_string()))
     };
     if let Some(origin) = resolve_origin(method) {
@@ -173,12 +195,7 @@ pub(super) async fn dispatch_to_child(
         if !resolves(&child, origin) {
             return as_it_is();
         }
-        let request = send_to(&child, method, params)?;
-        return Ok(Dispatch::Sent {
-            child,
-            method: method.to_owned(),
-            request,
-        });
+        return write(child).map_err(error_reply);
     }
     let Some(path) = document_path(params) else {
         return Err(no_child(method));
@@ -195,21 +212,14 @@ pub(super) async fn dispatch_to_child(
         // result. An error here is shown to the user by editors (VS Code pops up every failed
         // documentSymbol), for a file they merely opened.
         let Some(child) = document_child(shared, &path, params, method).await? else {
-            return Ok(Dispatch::Answered(empty_result(method)));
+            return Ok(Some(Dispatch::Answered(empty_result(method))));
         };
-        match child.send(method, params) {
+        match write(child) {
             Err(Error::NotDelivered { server }) if !delivery_retried => {
                 tracing::info!(%server, method, "the child was gone before the request reached it: restarting it and sending the request there");
                 delivery_retried = true;
             }
-            sent => {
-                let request = sent.map_err(error_reply)?;
-                return Ok(Dispatch::Sent {
-                    child,
-                    method: method.to_owned(),
-                    request,
-                });
-            }
+            written => return written.map_err(error_reply),
         }
     }
 }
@@ -315,24 +325,9 @@ pub(super) async fn forward_notification(shared: &Arc<Shared>, method: &str, par
 /// Wire a newly started child to the editor: its notifications are forwarded, and the requests
 /// the editor should answer are sent there with fresh ids.
 pub(super) fn attach_child(shared: &Arc<Shared>, child: &Arc<Child>) {
-    let mut notifications = child.subscribe_notifications();
-    let weak = Arc::downgrade(shared);
-    tokio::spawn(async move {
-        loop {
-            let (method, params) = match notifications.recv().await {
-                Ok(message) => message,
-                Err(tokio::sync::broadcast::error::RecvError::Lagged(n)) => {
-                    tracing::warn!(n, "dropped child notifications");
-                    continue;
-                }
-                Err(_) => return,
-            };
-            let Some(shared) = weak.upgrade() else { return };
-            // Protocol-internal `$/` notifications stay between bridge and child, except progress.
-            if method == "$/progress" || !method.starts_with('$') {
-                shared.notify_editor(&method, params);
-            }
-        }
+    // Protocol-internal `$/` notifications stay between bridge and child, except progress.
+    child.notify_to(shared.out.clone(), |method| {
+        method == "$/progress" || !method.starts_with('$')
     });
     let weak = Arc::downgrade(shared);
     let progress = shared.client_supports("/window/workDoneProgress");
