@@ -403,7 +403,7 @@ impl Agent {
                             ui,
                         )
                         .await?;
-                    if matches!(outcome, Some(CompactionOutcome::Committed(_))) {
+                    if outcome.as_ref().is_some_and(CompactionOutcome::shrank) {
                         tracing::info!(
                             index = request.index,
                             "retrying the request after compacting for a context overflow"

@@ -15,6 +15,10 @@
 //! - A commit appends `compaction/summary`, the checkpoint `user/message` (`surface_op: replace`,
 //!   `source_event_seqs = [start, summary, shadowed…]`) and `compaction/end`. Any failure appends
 //!   only `compaction/end` with the reason: the old surface stays as it was.
+//! - Before anything is folded, every message too large for any request is elided to a stub
+//!   ([`super::elide`]): the summary request replays the prefix, so it would overflow too, and
+//!   the recent steps are never folded. Elision runs also when automatic compaction stopped, so
+//!   a session over its window always has a way back; when it is enough, nothing is folded.
 //! - A summary that would not shrink the request by `min_shrink_ratio` is a failure, so a
 //!   compaction cannot fire again and again without effect; after `max_consecutive_failures`
 //!   automatic failures, automatic compaction stops for the session (recorded in the failing
@@ -35,7 +39,7 @@ use super::range::{
 use super::summary::{Summarizer, Summary, build_summary_input, frame_checkpoint};
 use super::{
     CompactionContext, CompactionEngine, CompactionOutcome, CompactionReport, CompactionSettings,
-    CompactionStats, Trigger,
+    CompactionStats, ElisionReport, Trigger,
 };
 use crate::context::system_prompt::catalog_json;
 use crate::llm::Message;
@@ -656,6 +660,28 @@ impl BasicCompactionEngine {
         self.finish(session, ctx, begun, summary, false)
     }
 
+    /// Elide the messages too large for any request; `None` when there were none.
+    fn elide(
+        &mut self,
+        session: &mut Session,
+        ctx: &CompactionContext,
+    ) -> anyhow::Result<Option<ElisionReport>> {
+        if session.history().surface().pending_calls().next().is_some() {
+            return Ok(None);
+        }
+        let tokens_before = self.measure(session, ctx);
+        let elided =
+            super::elide::elide_oversized(session, ctx.context_window, ctx.turn, ctx.step)?;
+        if elided == 0 {
+            return Ok(None);
+        }
+        Ok(Some(ElisionReport {
+            elided,
+            tokens_before,
+            tokens_after: self.measure(session, ctx),
+        }))
+    }
+
     fn record_wait(&mut self, waited: Duration) {
         self.stats.waited += waited;
         self.stats.longest_wait = self.stats.longest_wait.max(waited);
@@ -678,11 +704,19 @@ impl CompactionEngine for BasicCompactionEngine {
     ) -> BoxFuture<'a, anyhow::Result<CompactionOutcome>> {
         Box::pin(async move {
             self.sync_state(session, ctx)?;
+            let mut tokens = self.measure(session, ctx);
+            let (soft, hard) = self.marks(ctx);
+            if tokens >= hard
+                && let Some(report) = self.elide(session, ctx)?
+            {
+                tokens = report.tokens_after;
+                if tokens < hard {
+                    return Ok(CompactionOutcome::Elided(report));
+                }
+            }
             if self.state().auto_disabled {
                 return Ok(CompactionOutcome::AutoDisabled);
             }
-            let tokens = self.measure(session, ctx);
-            let (soft, hard) = self.marks(ctx);
             if tokens >= hard {
                 let started = Instant::now();
                 let outcome = self.compact_blocking(session, ctx, Trigger::PreStep).await;
@@ -714,13 +748,23 @@ impl CompactionEngine for BasicCompactionEngine {
     ) -> BoxFuture<'a, anyhow::Result<CompactionOutcome>> {
         Box::pin(async move {
             self.sync_state(session, ctx)?;
-            if trigger.is_automatic() && self.state().auto_disabled {
-                return Ok(CompactionOutcome::AutoDisabled);
+            let elided = self.elide(session, ctx)?;
+            let (_, hard) = self.marks(ctx);
+            // A person who asks for a compaction gets the fold too; the loop only needs room.
+            let enough = trigger != Trigger::Manual
+                && elided.as_ref().is_some_and(|report| report.tokens_after < hard);
+            if enough || (trigger.is_automatic() && self.state().auto_disabled) {
+                return Ok(elided.map_or(CompactionOutcome::AutoDisabled, CompactionOutcome::Elided));
             }
             let started = Instant::now();
             let outcome = self.compact_blocking(session, ctx, trigger).await;
             self.record_wait(started.elapsed());
-            outcome
+            Ok(match (outcome?, elided) {
+                (CompactionOutcome::Failed { .. }, Some(report)) => {
+                    CompactionOutcome::Elided(report)
+                }
+                (outcome, _) => outcome,
+            })
         })
     }
 
