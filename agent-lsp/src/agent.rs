@@ -39,8 +39,8 @@ use crate::preset::Preset;
 use crate::session::event::{EventBody, RequestError, ToolCallRef, UserMessage};
 use crate::session::{NewEvent, Session};
 use crate::tools::{ToolCallOutcome, ToolOutput, ToolRuntime};
-use bounds::MessageBounds;
 use crate::workspace::mentions::resolve_mentions;
+use bounds::MessageBounds;
 
 /// The stable part of the system prompt. Nothing volatile goes here (see `context::runtime`).
 const BASE_PROMPT: &str = "\
@@ -320,7 +320,8 @@ impl Agent {
     /// provider stated in a context-overflow error.
     fn context_window(&self) -> u64 {
         let preset = self.preset.file.model.context_window;
-        self.stated_window.map_or(preset, |stated| stated.min(preset))
+        self.stated_window
+            .map_or(preset, |stated| stated.min(preset))
     }
 
     fn bounds(&self) -> MessageBounds {

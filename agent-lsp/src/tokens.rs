@@ -59,8 +59,9 @@ pub fn cut_middle(text: &str, head: u64, tail: u64) -> Option<(&str, &str)> {
     };
     let head_end = prefix_end(head, &mut text.char_indices()).unwrap_or(text.len());
     // Walking back from the end, the tail starts after the first character that no longer fits.
-    let tail_start = prefix_end(tail, &mut text.char_indices().rev())
-        .map_or(0, |at| at + text[at..].chars().next().map_or(0, char::len_utf8));
+    let tail_start = prefix_end(tail, &mut text.char_indices().rev()).map_or(0, |at| {
+        at + text[at..].chars().next().map_or(0, char::len_utf8)
+    });
     let tail_start = tail_start.max(head_end);
     Some((&text[..head_end], &text[tail_start..]))
 }

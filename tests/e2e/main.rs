@@ -11,6 +11,7 @@ mod first_contact;
 mod hardening;
 mod lsp_tools;
 mod model_endpoint;
+mod model_output_bounds;
 mod provider_faults;
 mod restarts;
 mod serve;

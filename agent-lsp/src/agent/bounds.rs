@@ -298,7 +298,10 @@ mod tests {
         bounds.check_prompt(&"x".repeat(400)).unwrap();
         let error = bounds.check_prompt(&"x".repeat(404)).unwrap_err();
         let message = format!("{error:#}");
-        assert!(message.contains("about 101 tokens (404 bytes)"), "{message}");
+        assert!(
+            message.contains("about 101 tokens (404 bytes)"),
+            "{message}"
+        );
         assert!(message.contains("about 100 tokens"), "{message}");
         assert!(message.contains("still where you typed it"), "{message}");
         assert!(message.contains("@path"), "{message}");
@@ -334,7 +337,9 @@ mod tests {
         assert!(bounded.not_run.is_empty());
         let text = &bounded.completion.text;
         assert!(
-            text.starts_with("[agent-lsp: this answer made 10000 tool calls and a step runs at most 3"),
+            text.starts_with(
+                "[agent-lsp: this answer made 10000 tool calls and a step runs at most 3"
+            ),
             "{text}"
         );
         assert!(text.contains(r#"`read` {"path":"f3"};"#), "{text}");
@@ -358,7 +363,10 @@ mod tests {
         let completion = &bounded.completion;
         assert!(size(completion) <= 10_000, "{}", size(completion));
         // The small pieces stay whole; the two huge ones are cut to the same size.
-        assert_eq!(completion.reasoning.as_deref(), Some("r".repeat(8_000).as_str()));
+        assert_eq!(
+            completion.reasoning.as_deref(),
+            Some("r".repeat(8_000).as_str())
+        );
         assert_eq!(completion.tool_calls[0].arguments, r#"{"path":"a"}"#);
         for piece in [&completion.text, &completion.tool_calls[1].arguments] {
             assert!(piece.starts_with("xxxx"), "{}", &piece[..100]);

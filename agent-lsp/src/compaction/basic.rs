@@ -752,9 +752,13 @@ impl CompactionEngine for BasicCompactionEngine {
             let (_, hard) = self.marks(ctx);
             // A person who asks for a compaction gets the fold too; the loop only needs room.
             let enough = trigger != Trigger::Manual
-                && elided.as_ref().is_some_and(|report| report.tokens_after < hard);
+                && elided
+                    .as_ref()
+                    .is_some_and(|report| report.tokens_after < hard);
             if enough || (trigger.is_automatic() && self.state().auto_disabled) {
-                return Ok(elided.map_or(CompactionOutcome::AutoDisabled, CompactionOutcome::Elided));
+                return Ok(
+                    elided.map_or(CompactionOutcome::AutoDisabled, CompactionOutcome::Elided)
+                );
             }
             let started = Instant::now();
             let outcome = self.compact_blocking(session, ctx, trigger).await;

@@ -14,7 +14,9 @@
 use serde_json::json;
 
 use crate::agent::bounds::message_budget;
-use crate::session::event::{AssistantMessage, Event, EventBody, SurfaceOp, ToolResult, UserMessage};
+use crate::session::event::{
+    AssistantMessage, Event, EventBody, SurfaceOp, ToolResult, UserMessage,
+};
 use crate::session::{NewEvent, Session, message_of};
 use crate::tokens::{cut_middle, estimate_message};
 
@@ -102,7 +104,10 @@ fn stub(event: &Event, tokens: u64, budget: u64, head: u64, tail: u64) -> EventB
             }
             EventBody::AssistantMessage(AssistantMessage {
                 text: cut(&message.text, "answer"),
-                reasoning: message.reasoning.as_deref().map(|text| cut(text, "reasoning")),
+                reasoning: message
+                    .reasoning
+                    .as_deref()
+                    .map(|text| cut(text, "reasoning")),
                 tool_calls,
             })
         }
@@ -221,7 +226,12 @@ mod tests {
         assert_eq!(tool_calls[0].id, "c1");
         assert!(tool_calls[0].arguments.starts_with("{\"content\":\"xxx"));
         assert!(tool_calls[0].arguments.contains("of this call's arguments"));
-        assert_eq!(messages[3], Message::User { text: "small".into() });
+        assert_eq!(
+            messages[3],
+            Message::User {
+                text: "small".into()
+            }
+        );
         // Once is enough: the stubs are far under the budget.
         assert_eq!(elide_oversized(&mut session, 128_000, 1, 4).unwrap(), 0);
     }
