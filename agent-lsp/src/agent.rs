@@ -15,7 +15,9 @@
 //!
 //! Every step goes through the session log: the prompt is appended as `user/message`, the
 //! request is built from the log by [`build_request`], the answer is appended as
-//! `assistant/message` with its `usage`, and tool calls are recorded by the runtime. A failed
+//! `assistant/message` with its `usage`, and tool calls are recorded by the runtime. What a
+//! prompt and an answer may bring into the log (their size, the calls of a step) is decided in
+//! [`bounds`], before they are appended. A failed
 //! request is recorded as `request/error`. Cancellation at any point leaves a consistent log:
 //! a cancelled stream appends no half answer, and cancelled tool calls get results saying so.
 
