@@ -11,7 +11,7 @@
 //!   (the one part a preset can swap alone);
 //! - the [`pruner::ToolResultPruner`] shortens old oversized tool results to head + tail;
 //! - [`elide`] replaces any message too large for a request by a stub, the way back for a
-//!   session that is over its window (the engine runs it before it folds anything);
+//!   session that is over its window (the engine runs it when a fold cannot make the room);
 //! - the [`recall::RecallHistory`] tool reads shadowed events back, verbatim, as a tool result.
 //!
 //! The engine is called by the agent loop at `agent/pre-step` (before the plugins, so the

@@ -15,10 +15,12 @@
 //! - A commit appends `compaction/summary`, the checkpoint `user/message` (`surface_op: replace`,
 //!   `source_event_seqs = [start, summary, shadowed…]`) and `compaction/end`. Any failure appends
 //!   only `compaction/end` with the reason: the old surface stays as it was.
-//! - Before anything is folded, every message too large for any request is elided to a stub
-//!   ([`super::elide`]): the summary request replays the prefix, so it would overflow too, and
-//!   the recent steps are never folded. Elision runs also when automatic compaction stopped, so
-//!   a session over its window always has a way back; when it is enough, nothing is folded.
+//! - Messages too large for any request are elided to stubs ([`super::elide`]) when a fold
+//!   cannot make the room: first thing when the next request is over the whole window (the
+//!   summary request replays the prefix, so it would overflow too), and after an overflow or a
+//!   manual compaction whose fold did not commit or left the request at the hard mark (the
+//!   recent steps are never folded). It runs also when automatic compaction stopped, so a
+//!   session over its window always has a way back.
 //! - A summary that would not shrink the request by `min_shrink_ratio` is a failure, so a
 //!   compaction cannot fire again and again without effect; after `max_consecutive_failures`
 //!   automatic failures, automatic compaction stops for the session (recorded in the failing
@@ -596,7 +598,14 @@ impl BasicCompactionEngine {
         trigger: Trigger,
     ) -> anyhow::Result<CompactionOutcome> {
         if let Some(mut candidate) = self.state().candidate.take() {
-            if !self.tail_is_long_enough(session.history(), &candidate.begun) {
+            if !still_holds(session.history(), &candidate.begun.entry_seqs) {
+                // Something took the place of an entry in its range (an elision, a context
+                // edit): its summary could not be committed, so it is not waited for.
+                candidate.abandon();
+                self.stats.discarded += 1;
+                let reason = "the surface changed inside the range since the candidate was built";
+                self.fail(session, ctx, &candidate.begun, "discarded", reason.into())?;
+            } else if !self.tail_is_long_enough(session.history(), &candidate.begun) {
                 // The hard mark came sooner than the recent steps promised; folding now would
                 // keep fewer steps than the preset asks for. A synchronous compaction picks a
                 // range that keeps them. The range is known from the start, so the candidate's
@@ -706,7 +715,9 @@ impl CompactionEngine for BasicCompactionEngine {
             self.sync_state(session, ctx)?;
             let mut tokens = self.measure(session, ctx);
             let (soft, hard) = self.marks(ctx);
-            if tokens >= hard
+            // A request over the whole window cannot be sent, and neither can the summary
+            // request that replays it: elide first. Below the window a fold makes the room.
+            if tokens >= ctx.context_window
                 && let Some(report) = self.elide(session, ctx)?
             {
                 tokens = report.tokens_after;
@@ -748,26 +759,27 @@ impl CompactionEngine for BasicCompactionEngine {
     ) -> BoxFuture<'a, anyhow::Result<CompactionOutcome>> {
         Box::pin(async move {
             self.sync_state(session, ctx)?;
-            let elided = self.elide(session, ctx)?;
-            let (_, hard) = self.marks(ctx);
-            // A person who asks for a compaction gets the fold too; the loop only needs room.
-            let enough = trigger != Trigger::Manual
-                && elided
-                    .as_ref()
-                    .is_some_and(|report| report.tokens_after < hard);
-            if enough || (trigger.is_automatic() && self.state().auto_disabled) {
-                return Ok(
-                    elided.map_or(CompactionOutcome::AutoDisabled, CompactionOutcome::Elided)
-                );
+            let outcome = if trigger.is_automatic() && self.state().auto_disabled {
+                CompactionOutcome::AutoDisabled
+            } else {
+                let started = Instant::now();
+                let outcome = self.compact_blocking(session, ctx, trigger).await?;
+                self.record_wait(started.elapsed());
+                outcome
+            };
+            if ctx.cancel.is_cancelled() {
+                return Ok(outcome);
             }
-            let started = Instant::now();
-            let outcome = self.compact_blocking(session, ctx, trigger).await;
-            self.record_wait(started.elapsed());
-            Ok(match (outcome?, elided) {
-                (CompactionOutcome::Failed { .. }, Some(report)) => {
-                    CompactionOutcome::Elided(report)
-                }
-                (outcome, _) => outcome,
+            // Elision is the last resort: when the fold did not commit (nothing to fold, or its
+            // summary request overflowed too), or left the request at the hard mark still.
+            let (_, hard) = self.marks(ctx);
+            let committed = matches!(outcome, CompactionOutcome::Committed(_));
+            if committed && self.measure(session, ctx) < hard {
+                return Ok(outcome);
+            }
+            Ok(match self.elide(session, ctx)? {
+                Some(report) if !committed => CompactionOutcome::Elided(report),
+                _ => outcome,
             })
         })
     }

@@ -46,8 +46,23 @@ pub fn elide_oversized(
             .event(entry.seq)
             .expect("surface entries point at logged events");
         let tokens = message_of(event).map_or(0, |message| estimate_message(&message));
-        if tokens > budget {
-            stubs.push((entry.seq, stub(event, tokens, budget, head, tail)));
+        if tokens <= budget {
+            continue;
+        }
+        let body = stub(event, tokens, budget, head, tail);
+        // In a tiny window a stub, marker and all, can outweigh what it replaces.
+        let stub_tokens = message_of(&Event {
+            seq: event.seq,
+            turn: event.turn,
+            step: event.step,
+            ts: String::new(),
+            body: body.clone(),
+            surface_op: None,
+            source_event_seqs: Vec::new(),
+        })
+        .map_or(0, |message| estimate_message(&message));
+        if stub_tokens < tokens {
+            stubs.push((entry.seq, body));
         }
     }
     let elided = stubs.len();
