@@ -2,8 +2,9 @@
 //! point 8): a step runs at most `model.max_tool_calls_per_step` calls, one message enters the
 //! session at most a quarter of the window (a longer prompt is refused before anything is
 //! written, a longer answer is cut with a marker and a call with cut arguments does not run), and
-//! a session that already holds a message larger than the window answers its next prompt. The
-//! loopback endpoint enforces the wire rules and the window.
+//! a session that already holds a message larger than the window answers its next prompt (and a
+//! background candidate an elision made stale is not waited for). The loopback endpoint enforces
+//! the wire rules and the window.
 
 use std::process::Output;
 
@@ -382,4 +383,102 @@ fn a_prompt_over_the_endpoints_window_is_elided_after_the_overflow_and_answered(
     assert!(output.status.success(), "{}", stderr(&output));
     assert!(String::from_utf8_lossy(&output.stdout).contains("and again"));
     endpoint.assert_no_violations();
+}
+
+#[tokio::test]
+async fn a_candidate_whose_range_was_elided_is_discarded_without_waiting_for_its_summary() {
+    use std::sync::{Arc, Mutex};
+    use std::time::Duration;
+
+    use agent_lsp::agent::TurnOutcome;
+    use agent_tests::compaction_harness::{Harness, Next, Script, is_summary_request, preset};
+
+    let endpoint =
+        ModelEndpoint::start(EndpointConfig::default().reasoning_in_tool_stretches(true)).unwrap();
+    let script = Arc::new(Mutex::new(Script::new(6, 24)));
+    // The first step reads a result over one message's budget (2500 tokens of a 10000 window);
+    // the step after the candidate's summary call went out reads one over the whole window.
+    script
+        .lock()
+        .unwrap()
+        .queued
+        .push(Next::ReadPath("mid.txt".into()));
+    let summary_seen = Arc::new(Mutex::new(false));
+    for _ in 0..40 {
+        let (script, summary_seen) = (script.clone(), summary_seen.clone());
+        endpoint.push(Reply::from_fn(move |request| {
+            let mut script = script.lock().unwrap();
+            let mut seen = summary_seen.lock().unwrap();
+            if is_summary_request(request) && script.summary_requests == 0 {
+                // The candidate's summary would take ten minutes.
+                *seen = true;
+                script.summary_delay = Duration::from_secs(600);
+                let reply = script.reply(request);
+                script.summary_delay = Duration::ZERO;
+                return reply;
+            }
+            if *seen && !is_summary_request(request) {
+                *seen = false;
+                script.queued.push(Next::ReadPath("huge.txt".into()));
+            }
+            script.reply(request)
+        }));
+    }
+    let preset = preset(
+        10_000,
+        "soft_ratio = 0.6\nhard_ratio = 0.9\nkeep_recent_steps = 1\nbackground = true",
+        "",
+    );
+    let mut harness = Harness::new(&endpoint, preset, 6, 2000);
+    let lines = |name: &str, n: usize| {
+        (0..n)
+            .map(|line| format!("{name} line {line}: one two three four five six\n"))
+            .collect::<String>()
+    };
+    std::fs::write(harness.workspace.path().join("mid.txt"), lines("mid", 300)).unwrap();
+    std::fs::write(
+        harness.workspace.path().join("huge.txt"),
+        lines("huge", 1000),
+    )
+    .unwrap();
+
+    let outcome = tokio::time::timeout(
+        Duration::from_secs(120),
+        harness.turn("Read every file and report."),
+    )
+    .await
+    .expect("the stale candidate's summary is not waited for");
+    assert!(
+        matches!(outcome, TurnOutcome::Answered { .. }),
+        "{outcome:?}"
+    );
+    endpoint.assert_no_violations();
+
+    let history = harness.store().load(harness.session.id()).unwrap();
+    let elided = history
+        .events()
+        .iter()
+        .filter(|event| matches!(&event.body, EventBody::ToolResult(result) if result.meta["elided"] == true))
+        .count();
+    assert_eq!(elided, 2, "both large results were elided");
+    let ends = history
+        .events()
+        .iter()
+        .filter_map(|event| match &event.body {
+            EventBody::CompactionEnd(end) => Some((end.outcome.as_str(), end.reason.clone())),
+            _ => None,
+        })
+        .collect::<Vec<_>>();
+    assert_eq!(
+        ends[0],
+        (
+            "discarded",
+            Some("the surface changed inside the range since the candidate was built".into())
+        ),
+        "{ends:?}"
+    );
+    assert!(
+        ends.iter().any(|(outcome, _)| *outcome == "committed"),
+        "{ends:?}"
+    );
 }
