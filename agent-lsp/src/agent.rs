@@ -15,9 +15,13 @@
 //!
 //! Every step goes through the session log: the prompt is appended as `user/message`, the
 //! request is built from the log by [`build_request`], the answer is appended as
-//! `assistant/message` with its `usage`, and tool calls are recorded by the runtime. A failed
+//! `assistant/message` with its `usage`, and tool calls are recorded by the runtime. What a
+//! prompt and an answer may bring into the log (their size, the calls of a step) is decided in
+//! [`bounds`], before they are appended. A failed
 //! request is recorded as `request/error`. Cancellation at any point leaves a consistent log:
 //! a cancelled stream appends no half answer, and cancelled tool calls get results saying so.
+
+pub mod bounds;
 
 use std::path::Path;
 
@@ -36,8 +40,9 @@ use crate::llm::provider::{Completion, Provider, ProviderError, StreamDelta};
 use crate::preset::Preset;
 use crate::session::event::{EventBody, RequestError, ToolCallRef, UserMessage};
 use crate::session::{NewEvent, Session};
-use crate::tools::{ToolCallOutcome, ToolRuntime};
+use crate::tools::{ToolCallOutcome, ToolOutput, ToolRuntime};
 use crate::workspace::mentions::resolve_mentions;
+use bounds::MessageBounds;
 
 /// The stable part of the system prompt. Nothing volatile goes here (see `context::runtime`).
 const BASE_PROMPT: &str = "\
@@ -274,14 +279,8 @@ impl Agent {
                     .map_or(learned, |known| known.min(learned)),
             );
         }
+        let text = self.prompt_text(prompt)?;
         self.emit(&AgentEvent::SessionStart { turn }, session, ui)?;
-        // `@path` mentions become references (paths and kinds, never contents): the model
-        // reads what it needs through `read`, so every read is guarded and recorded.
-        let references = resolve_mentions(self.tools.workspace(), prompt);
-        let text = match references.render() {
-            Some(note) => format!("{prompt}\n\n{note}"),
-            None => prompt.to_owned(),
-        };
         session.append(NewEvent::new(
             turn,
             0,
@@ -303,6 +302,35 @@ impl Agent {
         )?;
         session.flush()?;
         Ok(outcome)
+    }
+
+    /// The text a prompt enters the session as, or the error saying it is too long (before
+    /// anything is written, so a caller can check a prompt before it makes a session for it).
+    pub fn prompt_text(&self, prompt: &str) -> anyhow::Result<String> {
+        // `@path` mentions become references (paths and kinds, never contents): the model
+        // reads what it needs through `read`, so every read is guarded and recorded.
+        let references = resolve_mentions(self.tools.workspace(), prompt);
+        let text = match references.render() {
+            Some(note) => format!("{prompt}\n\n{note}"),
+            None => prompt.to_owned(),
+        };
+        self.bounds().check_prompt(&text)?;
+        Ok(text)
+    }
+
+    /// The context window pressure is measured against: the preset's, or the smaller one the
+    /// provider stated in a context-overflow error.
+    fn context_window(&self) -> u64 {
+        let preset = self.preset.file.model.context_window;
+        self.stated_window
+            .map_or(preset, |stated| stated.min(preset))
+    }
+
+    fn bounds(&self) -> MessageBounds {
+        MessageBounds::new(
+            self.context_window(),
+            self.preset.file.model.max_tool_calls_per_step,
+        )
     }
 
     async fn steps(
@@ -378,7 +406,7 @@ impl Agent {
                             ui,
                         )
                         .await?;
-                    if matches!(outcome, Some(CompactionOutcome::Committed(_))) {
+                    if outcome.as_ref().is_some_and(CompactionOutcome::shrank) {
                         tracing::info!(
                             index = request.index,
                             "retrying the request after compacting for a context overflow"
@@ -389,6 +417,8 @@ impl Agent {
                 return Err(anyhow::Error::new(error))
                     .context(format!("model request {} failed", request.index));
             };
+            let bounded = self.bounds().bound_answer(completion);
+            let completion = bounded.completion;
             session.append(NewEvent::new(
                 turn,
                 step,
@@ -423,9 +453,14 @@ impl Agent {
                 session,
                 ui,
             )?;
+            let not_run: std::collections::HashMap<_, _> = bounded
+                .not_run
+                .into_iter()
+                .map(|(id, reason)| (id, ToolOutput::error(reason).with_meta("not_run", true)))
+                .collect();
             let outcomes = self
                 .tools
-                .execute(session, turn, step, &calls, cancel)
+                .execute_answering(session, turn, step, &calls, &not_run, cancel)
                 .await?;
             for outcome in &outcomes {
                 self.emit(
@@ -459,6 +494,7 @@ impl Agent {
         trigger: Option<Trigger>,
         ui: &mut dyn TurnUi,
     ) -> anyhow::Result<Option<CompactionOutcome>> {
+        let context_window = self.context_window();
         let Some(engine) = self.compaction.as_mut() else {
             return Ok(None);
         };
@@ -466,11 +502,7 @@ impl Agent {
             prompt: prompt.clone(),
             model: self.provider.config().model.clone(),
             params: self.params.clone(),
-            context_window: self
-                .stated_window
-                .map_or(self.preset.file.model.context_window, |stated| {
-                    stated.min(self.preset.file.model.context_window)
-                }),
+            context_window,
             turn,
             step,
             cancel: cancel.clone(),

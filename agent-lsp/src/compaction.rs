@@ -10,6 +10,8 @@
 //!   is the implementation; a preset picks it, its thresholds, and its [`summary::Summarizer`]
 //!   (the one part a preset can swap alone);
 //! - the [`pruner::ToolResultPruner`] shortens old oversized tool results to head + tail;
+//! - [`elide`] replaces any message too large for a request by a stub, the way back for a
+//!   session that is over its window (the engine runs it when a fold cannot make the room);
 //! - the [`recall::RecallHistory`] tool reads shadowed events back, verbatim, as a tool result.
 //!
 //! The engine is called by the agent loop at `agent/pre-step` (before the plugins, so the
@@ -18,6 +20,7 @@
 //! [`crate::agent::Plugin`] because plugins are synchronous and a compaction awaits a model call.
 
 pub mod basic;
+pub mod elide;
 pub mod pruner;
 pub mod range;
 pub mod recall;
@@ -248,6 +251,15 @@ pub struct CompactionReport {
     pub background: bool,
 }
 
+/// Messages too large for any request, replaced by stubs ([`elide`]).
+#[derive(Clone, Debug, PartialEq)]
+pub struct ElisionReport {
+    /// Surface entries replaced by stubs.
+    pub elided: usize,
+    pub tokens_before: u64,
+    pub tokens_after: u64,
+}
+
 /// What one call to the engine did.
 #[derive(Clone, Debug, PartialEq)]
 pub enum CompactionOutcome {
@@ -258,6 +270,9 @@ pub enum CompactionOutcome {
         compaction_id: String,
     },
     Committed(CompactionReport),
+    /// Messages too large for any request were elided, and that was enough (or the fold that
+    /// followed failed); nothing was folded.
+    Elided(ElisionReport),
     /// Nothing changed on the surface.
     Failed {
         compaction_id: Option<String>,
@@ -267,6 +282,16 @@ pub enum CompactionOutcome {
     },
     /// Automatic compaction was stopped for this session after repeated failures.
     AutoDisabled,
+}
+
+impl CompactionOutcome {
+    /// Whether the surface is smaller than before: a request that overflowed may fit now.
+    pub fn shrank(&self) -> bool {
+        matches!(
+            self,
+            CompactionOutcome::Committed(_) | CompactionOutcome::Elided(_)
+        )
+    }
 }
 
 /// Running figures of an engine, for progress reports and the benchmark.
@@ -405,6 +430,14 @@ pub fn describe_outcome(outcome: &CompactionOutcome) -> Option<String> {
             } else {
                 ""
             }
+        )),
+        CompactionOutcome::Elided(report) => Some(format!(
+            "elided {} message{} too large for any request from the history (~{} → ~{} tokens); \
+             the session log keeps them whole",
+            report.elided,
+            if report.elided == 1 { "" } else { "s" },
+            report.tokens_before,
+            report.tokens_after
         )),
         CompactionOutcome::Failed {
             reason,

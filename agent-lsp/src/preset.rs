@@ -27,6 +27,10 @@ pub const BUILTIN: [(&str, &str); 3] = [
 
 pub const DEFAULT_PRESET: &str = "standard";
 
+fn default_max_tool_calls_per_step() -> u32 {
+    32
+}
+
 #[derive(Clone, Debug, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ModelSection {
@@ -38,6 +42,12 @@ pub struct ModelSection {
     pub max_tokens: Option<u32>,
     /// Model steps per turn before the loop stops and says so.
     pub max_steps: u32,
+    /// Tool calls of one model step that run; the answer's record keeps only these, and the
+    /// rest are dropped from it unrun, with a note saying so (see `agent::bounds`). A model
+    /// that batches reads makes a handful of calls per step, rarely twenty; a runaway one can
+    /// make thousands, and every call kept costs its result in each later request.
+    #[serde(default = "default_max_tool_calls_per_step")]
+    pub max_tool_calls_per_step: u32,
     /// The model's context window in tokens, for pressure checks.
     pub context_window: u64,
 }
@@ -151,6 +161,9 @@ impl Preset {
         if file.model.max_steps == 0 {
             bail!("preset {origin}: model.max_steps must be at least 1");
         }
+        if file.model.max_tool_calls_per_step == 0 {
+            bail!("preset {origin}: model.max_tool_calls_per_step must be at least 1");
+        }
         if let Some(compaction) = &file.plugins.compaction {
             compaction.check(origin)?;
         }
@@ -209,6 +222,7 @@ mod tests {
                 .is_none()
         );
         let standard = Preset::load("standard").unwrap();
+        assert_eq!(standard.file.model.max_tool_calls_per_step, 32);
         let compaction = standard.file.plugins.compaction.as_ref().unwrap();
         assert!(compaction.enabled && compaction.background);
         let pruner = standard.file.plugins.tool_result_pruner.as_ref().unwrap();
@@ -261,6 +275,15 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(err.contains("line 8") && err.contains("sometimes"), "{err}");
+
+        std::fs::write(&path, "description = \"x\"\n[model]\nmax_steps = 3\nmax_tool_calls_per_step = 0\ncontext_window = 10\n[tools]\nenabled = []\n[permissions]\ndefault = \"allow\"\n").unwrap();
+        let err = Preset::load(path.to_str().unwrap())
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("model.max_tool_calls_per_step must be at least 1"),
+            "{err}"
+        );
 
         let err = Preset::load("nonesuch").unwrap_err().to_string();
         assert!(err.contains("minimal, readonly, standard"), "{err}");

@@ -24,18 +24,46 @@ const PER_MESSAGE: u64 = 4;
 
 /// Raw estimate of the tokens in `text`, before calibration.
 pub fn estimate_text(text: &str) -> u64 {
-    let mut milli: u64 = 0;
-    for ch in text.chars() {
-        milli += match ch {
-            'a'..='z' | 'A'..='Z' | '0'..='9' => 250,
-            ' ' | '\t' => 100,
-            '\n' | '\r' => 500,
-            c if c.is_ascii() => 500,
-            c if is_cjk(c) => 600,
-            _ => 1000,
-        };
+    text.chars().map(char_milli).sum::<u64>().div_ceil(1000)
+}
+
+/// One character's weight, in thousandths of a token.
+fn char_milli(ch: char) -> u64 {
+    match ch {
+        'a'..='z' | 'A'..='Z' | '0'..='9' => 250,
+        ' ' | '\t' => 100,
+        '\n' | '\r' => 500,
+        c if c.is_ascii() => 500,
+        c if is_cjk(c) => 600,
+        _ => 1000,
     }
-    milli.div_ceil(1000)
+}
+
+/// The head and the tail of `text` that keep about `head` and `tail` tokens of it (by
+/// [`estimate_text`]'s weights, split at character boundaries), or `None` when the whole text
+/// is no longer than `head + tail` tokens. What lies between them is what a cut removes; the
+/// caller says so in a marker of its own.
+pub fn cut_middle(text: &str, head: u64, tail: u64) -> Option<(&str, &str)> {
+    if estimate_text(text) <= head + tail {
+        return None;
+    }
+    let prefix_end = |budget: u64, chars: &mut dyn Iterator<Item = (usize, char)>| {
+        let mut milli = 0;
+        for (at, ch) in chars {
+            milli += char_milli(ch);
+            if milli > budget * 1000 {
+                return Some(at);
+            }
+        }
+        None
+    };
+    let head_end = prefix_end(head, &mut text.char_indices()).unwrap_or(text.len());
+    // Walking back from the end, the tail starts after the first character that no longer fits.
+    let tail_start = prefix_end(tail, &mut text.char_indices().rev()).map_or(0, |at| {
+        at + text[at..].chars().next().map_or(0, char::len_utf8)
+    });
+    let tail_start = tail_start.max(head_end);
+    Some((&text[..head_end], &text[tail_start..]))
 }
 
 fn is_cjk(c: char) -> bool {
@@ -151,6 +179,18 @@ mod tests {
         // Code costs more than prose of the same length.
         assert!(estimate_text("fn f(x:&[u8])->{}") > estimate_text("the quick brown f"));
         assert_eq!(estimate_text("éé"), 2);
+    }
+
+    #[test]
+    fn cut_middle_keeps_a_head_and_a_tail_of_the_asked_tokens() {
+        assert_eq!(cut_middle("abcdefgh", 1, 1), None);
+        let (head, tail) = cut_middle("abcdefghijklmnop", 1, 1).unwrap();
+        assert_eq!((head, tail), ("abcd", "mnop"));
+        // Characters are never split, and weights count, not bytes.
+        let text = format!("{}{}{}", "é".repeat(3), "x".repeat(40), "ü".repeat(3));
+        let (head, tail) = cut_middle(&text, 3, 3).unwrap();
+        assert_eq!((head, tail), ("ééé", "üüü"));
+        assert_eq!(cut_middle(&"é".repeat(10), 0, 0), Some(("", "")));
     }
 
     #[test]

@@ -34,7 +34,7 @@ mod testing;
 #[cfg(test)]
 mod tests;
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::fmt::Display;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -547,7 +547,23 @@ impl ToolRuntime {
         calls: &[ToolCallRef],
         cancel: &CancellationToken,
     ) -> anyhow::Result<Vec<ToolCallOutcome>> {
-        self.execute_inner(session, turn, step, calls, cancel, None)
+        self.execute_inner(session, turn, step, calls, &HashMap::new(), cancel, None)
+            .await
+    }
+
+    /// [`ToolRuntime::execute`], with the calls named in `not_run` answered by the output given
+    /// for them instead of running (the agent refuses a call whose arguments it had to cut).
+    /// They are recorded like every other call: a `tool/call`, then their result in call order.
+    pub async fn execute_answering(
+        &self,
+        session: &mut Session,
+        turn: u32,
+        step: u32,
+        calls: &[ToolCallRef],
+        not_run: &HashMap<String, ToolOutput>,
+        cancel: &CancellationToken,
+    ) -> anyhow::Result<Vec<ToolCallOutcome>> {
+        self.execute_inner(session, turn, step, calls, not_run, cancel, None)
             .await
     }
 
@@ -583,17 +599,27 @@ impl ToolRuntime {
             }),
         ))?;
         let mut outcomes = self
-            .execute_inner(session, turn, 0, &[call], cancel, Some("user"))
+            .execute_inner(
+                session,
+                turn,
+                0,
+                &[call],
+                &HashMap::new(),
+                cancel,
+                Some("user"),
+            )
             .await?;
         Ok(outcomes.pop().expect("one call, one outcome"))
     }
 
+    #[allow(clippy::too_many_arguments)]
     async fn execute_inner(
         &self,
         session: &mut Session,
         turn: u32,
         step: u32,
         calls: &[ToolCallRef],
+        not_run: &HashMap<String, ToolOutput>,
         cancel: &CancellationToken,
         origin: Option<&str>,
     ) -> anyhow::Result<Vec<ToolCallOutcome>> {
@@ -615,7 +641,10 @@ impl ToolRuntime {
         // Permission questions are asked one at a time, in call order, before anything runs.
         let mut prepared = Vec::with_capacity(calls.len());
         for call in calls {
-            prepared.push(self.prepare(call, cancel).await);
+            prepared.push(match not_run.get(&call.id) {
+                Some(output) => Prepared::Done(output.clone()),
+                None => self.prepare(call, cancel).await,
+            });
         }
 
         let session_path = session.path().to_owned();

@@ -12,6 +12,7 @@ mod first_contact;
 mod hardening;
 mod lsp_tools;
 mod model_endpoint;
+mod model_output_bounds;
 mod provider_faults;
 mod proxy_order;
 mod restarts;

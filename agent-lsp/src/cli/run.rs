@@ -136,11 +136,13 @@ pub fn run(store: &Store, args: RunArgs) -> anyhow::Result<ExitCode> {
     let (tools, bridge) = standard_runtime(store, &preset, &config)?;
     let tools = tools.with_asker(asker);
 
+    let mut agent = Agent::new(provider, tools, preset.clone());
+    // A prompt too long to record is refused before a session is made or opened for it.
+    agent.prompt_text(&args.prompt)?;
     let mut session = match &existing {
         Some(id) => store.open(id, Durability::Sync)?,
         None => store.create_session(&preset, Durability::Sync)?,
     };
-    let mut agent = Agent::new(provider, tools, preset);
     let mut ui: Box<dyn TurnUi> = if args.json {
         Box::new(JsonUi)
     } else {

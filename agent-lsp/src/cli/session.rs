@@ -115,7 +115,7 @@ fn compact(
     use std::sync::Arc;
 
     use crate::compaction::summary::{Summarizer, TemplateSummarizer};
-    use crate::compaction::{CompactionOutcome, compact_session, describe_outcome};
+    use crate::compaction::{compact_session, describe_outcome};
     use crate::llm::provider::{Provider, ProviderConfig};
     use crate::preset::Preset;
 
@@ -152,7 +152,7 @@ fn compact(
         summarizer,
         &cancel,
     ))?;
-    let committed = matches!(outcome, CompactionOutcome::Committed(_));
+    let committed = outcome.shrank();
     let line = describe_outcome(&outcome)
         .unwrap_or_else(|| "nothing to compact: the session is short enough".to_owned());
     writeln!(std::io::stdout().lock(), "{line}")?;

@@ -15,6 +15,12 @@
 //! - A commit appends `compaction/summary`, the checkpoint `user/message` (`surface_op: replace`,
 //!   `source_event_seqs = [start, summary, shadowed…]`) and `compaction/end`. Any failure appends
 //!   only `compaction/end` with the reason: the old surface stays as it was.
+//! - Messages too large for any request are elided to stubs ([`super::elide`]) when a fold
+//!   cannot make the room: first thing when the next request is over the whole window (the
+//!   summary request replays the prefix, so it would overflow too), and after an overflow or a
+//!   manual compaction whose fold did not commit or left the request at the hard mark (the
+//!   recent steps are never folded). It runs also when automatic compaction stopped, so a
+//!   session over its window always has a way back.
 //! - A summary that would not shrink the request by `min_shrink_ratio` is a failure, so a
 //!   compaction cannot fire again and again without effect; after `max_consecutive_failures`
 //!   automatic failures, automatic compaction stops for the session (recorded in the failing
@@ -35,7 +41,7 @@ use super::range::{
 use super::summary::{Summarizer, Summary, build_summary_input, frame_checkpoint};
 use super::{
     CompactionContext, CompactionEngine, CompactionOutcome, CompactionReport, CompactionSettings,
-    CompactionStats, Trigger,
+    CompactionStats, ElisionReport, Trigger,
 };
 use crate::context::system_prompt::catalog_json;
 use crate::llm::Message;
@@ -592,7 +598,14 @@ impl BasicCompactionEngine {
         trigger: Trigger,
     ) -> anyhow::Result<CompactionOutcome> {
         if let Some(mut candidate) = self.state().candidate.take() {
-            if !self.tail_is_long_enough(session.history(), &candidate.begun) {
+            if !still_holds(session.history(), &candidate.begun.entry_seqs) {
+                // Something took the place of an entry in its range (an elision, a context
+                // edit): its summary could not be committed, so it is not waited for.
+                candidate.abandon();
+                self.stats.discarded += 1;
+                let reason = "the surface changed inside the range since the candidate was built";
+                self.fail(session, ctx, &candidate.begun, "discarded", reason.into())?;
+            } else if !self.tail_is_long_enough(session.history(), &candidate.begun) {
                 // The hard mark came sooner than the recent steps promised; folding now would
                 // keep fewer steps than the preset asks for. A synchronous compaction picks a
                 // range that keeps them. The range is known from the start, so the candidate's
@@ -656,6 +669,28 @@ impl BasicCompactionEngine {
         self.finish(session, ctx, begun, summary, false)
     }
 
+    /// Elide the messages too large for any request; `None` when there were none.
+    fn elide(
+        &mut self,
+        session: &mut Session,
+        ctx: &CompactionContext,
+    ) -> anyhow::Result<Option<ElisionReport>> {
+        if session.history().surface().pending_calls().next().is_some() {
+            return Ok(None);
+        }
+        let tokens_before = self.measure(session, ctx);
+        let elided =
+            super::elide::elide_oversized(session, ctx.context_window, ctx.turn, ctx.step)?;
+        if elided == 0 {
+            return Ok(None);
+        }
+        Ok(Some(ElisionReport {
+            elided,
+            tokens_before,
+            tokens_after: self.measure(session, ctx),
+        }))
+    }
+
     fn record_wait(&mut self, waited: Duration) {
         self.stats.waited += waited;
         self.stats.longest_wait = self.stats.longest_wait.max(waited);
@@ -678,11 +713,21 @@ impl CompactionEngine for BasicCompactionEngine {
     ) -> BoxFuture<'a, anyhow::Result<CompactionOutcome>> {
         Box::pin(async move {
             self.sync_state(session, ctx)?;
+            let mut tokens = self.measure(session, ctx);
+            let (soft, hard) = self.marks(ctx);
+            // A request over the whole window cannot be sent, and neither can the summary
+            // request that replays it: elide first. Below the window a fold makes the room.
+            if tokens >= ctx.context_window
+                && let Some(report) = self.elide(session, ctx)?
+            {
+                tokens = report.tokens_after;
+                if tokens < hard {
+                    return Ok(CompactionOutcome::Elided(report));
+                }
+            }
             if self.state().auto_disabled {
                 return Ok(CompactionOutcome::AutoDisabled);
             }
-            let tokens = self.measure(session, ctx);
-            let (soft, hard) = self.marks(ctx);
             if tokens >= hard {
                 let started = Instant::now();
                 let outcome = self.compact_blocking(session, ctx, Trigger::PreStep).await;
@@ -714,13 +759,28 @@ impl CompactionEngine for BasicCompactionEngine {
     ) -> BoxFuture<'a, anyhow::Result<CompactionOutcome>> {
         Box::pin(async move {
             self.sync_state(session, ctx)?;
-            if trigger.is_automatic() && self.state().auto_disabled {
-                return Ok(CompactionOutcome::AutoDisabled);
+            let outcome = if trigger.is_automatic() && self.state().auto_disabled {
+                CompactionOutcome::AutoDisabled
+            } else {
+                let started = Instant::now();
+                let outcome = self.compact_blocking(session, ctx, trigger).await?;
+                self.record_wait(started.elapsed());
+                outcome
+            };
+            if ctx.cancel.is_cancelled() {
+                return Ok(outcome);
             }
-            let started = Instant::now();
-            let outcome = self.compact_blocking(session, ctx, trigger).await;
-            self.record_wait(started.elapsed());
-            outcome
+            // Elision is the last resort: when the fold did not commit (nothing to fold, or its
+            // summary request overflowed too), or left the request at the hard mark still.
+            let (_, hard) = self.marks(ctx);
+            let committed = matches!(outcome, CompactionOutcome::Committed(_));
+            if committed && self.measure(session, ctx) < hard {
+                return Ok(outcome);
+            }
+            Ok(match self.elide(session, ctx)? {
+                Some(report) if !committed => CompactionOutcome::Elided(report),
+                _ => outcome,
+            })
         })
     }
 

@@ -14,9 +14,11 @@
 //!   want the results directly after the call; a cancelled call gets a result saying so);
 //! - a structural op is refused while any call on the surface still waits for its result;
 //! - a `replace`/`remove` range must hold every call together with its result;
-//! - a replacement entry cannot itself carry tool calls or be a tool result, with one exception:
-//!   a tool result may take the place of exactly one entry that answers the same call (the
-//!   tool-result pruner shortens an old result this way; the pair stays whole).
+//! - a replacement entry cannot itself carry tool calls or be a tool result, with two
+//!   exceptions that keep the pair whole: a tool result may take the place of exactly one entry
+//!   that answers the same call (the tool-result pruner shortens an old result this way), and an
+//!   assistant message may take the place of exactly one entry carrying the same calls, in the
+//!   same order (elision shortens an oversized answer this way, `compaction::elide`).
 
 use std::collections::{HashMap, HashSet};
 
@@ -124,7 +126,7 @@ impl Surface {
                 self.check_structural()?;
                 match pairing {
                     Pairing::None => self.check_range(*start, *end).map(|_| ()),
-                    Pairing::Result(_) if start == end => {
+                    Pairing::Result(_) | Pairing::Calls(_) if start == end => {
                         let position = self
                             .position(*start)
                             .ok_or(SurfaceError::NotOnSurface { seq: *start })?;
@@ -180,14 +182,19 @@ impl Surface {
                 self.entries.push(Entry { seq, pairing });
             }
             SurfaceOp::Replace { start, end } | SurfaceOp::Remove { start, end } => {
-                // A result replacing the result of the same call is one whole "pair" by itself.
-                let (first, last) = if matches!(pairing, Pairing::Result(_)) {
+                // A result replacing the result of the same call, or an answer replacing the
+                // answer with the same calls, is one whole "pair" by itself.
+                let (first, last) = if matches!(pairing, Pairing::Result(_) | Pairing::Calls(_)) {
                     let position = self.position(*start).expect("checked position");
                     (position, position)
                 } else {
                     self.check_range(*start, *end).expect("checked range")
                 };
                 self.end_generation();
+                let kept_calls = match &pairing {
+                    Pairing::Calls(ids) => ids.clone(),
+                    _ => Vec::new(),
+                };
                 let replacement =
                     matches!(op, SurfaceOp::Replace { .. }).then(|| Entry { seq, pairing });
                 if replacement.is_some() {
@@ -204,6 +211,11 @@ impl Surface {
                             self.calls.remove(&id);
                         }
                     }
+                }
+                // The same calls are back with their replacement, answered as they were (a
+                // structural op runs only when no call waits).
+                for id in kept_calls {
+                    self.calls.insert(id, true);
                 }
             }
             SurfaceOp::Snapshot => self.end_generation(),
@@ -475,6 +487,61 @@ mod tests {
             EventKind::UserMessage,
             Pairing::None,
             SurfaceOp::Replace { start: 2, end: 4 },
+        )
+        .unwrap();
+        assert_eq!(seqs(&surface), vec![1, 10, 5]);
+    }
+
+    #[test]
+    fn an_answer_may_replace_only_the_answer_with_the_same_calls() {
+        let mut surface = sample();
+        for (pairing, start, end) in [
+            (calls(&["b", "a"]), 2, 2),
+            (calls(&["a"]), 2, 2),
+            (calls(&["a", "b"]), 1, 1),
+            (calls(&["a", "b"]), 2, 4),
+        ] {
+            let err = push(
+                &mut surface,
+                9,
+                EventKind::AssistantMessage,
+                pairing,
+                SurfaceOp::Replace { start, end },
+            )
+            .unwrap_err();
+            assert_eq!(err, SurfaceError::ReplacementWithToolPairing);
+        }
+        push(
+            &mut surface,
+            9,
+            EventKind::AssistantMessage,
+            calls(&["a", "b"]),
+            SurfaceOp::Replace { start: 2, end: 2 },
+        )
+        .unwrap();
+        assert_eq!(seqs(&surface), vec![1, 9, 3, 4, 5]);
+        assert_eq!(surface.pending_calls().count(), 0);
+        // The calls are still on the surface and answered: no second result, and the pair folds.
+        let err = push(
+            &mut surface,
+            10,
+            EventKind::ToolResult,
+            result("a"),
+            SurfaceOp::Append,
+        )
+        .unwrap_err();
+        assert_eq!(
+            err,
+            SurfaceError::OrphanToolResult {
+                call_id: "a".into()
+            }
+        );
+        push(
+            &mut surface,
+            10,
+            EventKind::UserMessage,
+            Pairing::None,
+            SurfaceOp::Replace { start: 9, end: 4 },
         )
         .unwrap();
         assert_eq!(seqs(&surface), vec![1, 10, 5]);
