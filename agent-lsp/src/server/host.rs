@@ -422,7 +422,7 @@ impl Host {
         )
         .await
         .map_err(|error| (REQUEST_FAILED, format!("{error:#}")))?;
-        let committed = matches!(outcome, crate::compaction::CompactionOutcome::Committed(_));
+        let committed = outcome.shrank();
         let message = crate::compaction::describe_outcome(&outcome)
             .unwrap_or_else(|| "nothing to compact: the session is short enough".to_owned());
         shared.notify_editor(
