@@ -240,11 +240,19 @@ pub struct FrameWriter {
     queued: Notify,
     /// The peer's pipe or socket (non-blocking) when frames may be written directly.
     pipe: Option<Arc<OwnedFd>>,
+    /// Signalled when the queue shrinks, for senders waiting for room
+    /// ([`FrameWriter::send_waiting`]).
+    room: std::sync::Condvar,
 }
+
+/// Above this many queued bytes, [`FrameWriter::send_waiting`] waits for the peer.
+pub const MAX_QUEUED_BYTES: usize = 8 * 1024 * 1024;
 
 #[derive(Default)]
 struct WriterState {
     queue: VecDeque<Vec<u8>>,
+    /// Bytes in `queue`.
+    queued_bytes: usize,
     /// The peer is gone (a write failed): frames are dropped.
     broken: bool,
     /// No more frames will come: the task ends once the queue is written.
@@ -273,6 +281,7 @@ impl FrameWriter {
             state: Mutex::default(),
             queued: Notify::new(),
             pipe: Some(pipe.clone()),
+            room: std::sync::Condvar::new(),
         });
         let task = tokio::spawn(drain_pipe(writer.clone(), pipe, socket));
         Ok((writer, task))
@@ -288,6 +297,7 @@ impl FrameWriter {
             state: Mutex::default(),
             queued: Notify::new(),
             pipe: None,
+            room: std::sync::Condvar::new(),
         });
         let task = tokio::spawn(drain_async(writer.clone(), output));
         (writer, task)
@@ -313,10 +323,31 @@ impl FrameWriter {
                 }
             }
         }
+        state.queued_bytes += frame.len();
         state.queue.push_back(frame);
         drop(state);
         self.queued.notify_one();
         true
+    }
+
+    /// [`FrameWriter::send`], waiting first while more than [`MAX_QUEUED_BYTES`] wait for the
+    /// peer, when called from a thread outside any tokio runtime (one that may block: the
+    /// thread that reads a child for the editor). That is the backpressure of a slow peer: the
+    /// thread stops reading its server, whose pipe fills and slows it, instead of the queue
+    /// growing without bound. Inside a runtime it never waits.
+    pub fn send_waiting(&self, body: &[u8]) -> bool {
+        if tokio::runtime::Handle::try_current().is_err() {
+            let mut state = self.state.lock().expect("frame writer");
+            while state.queued_bytes > MAX_QUEUED_BYTES && !state.broken && !state.closing {
+                state = self.room.wait(state).expect("frame writer");
+            }
+        }
+        self.send(body)
+    }
+
+    /// Bytes waiting for the peer.
+    pub fn queued_bytes(&self) -> usize {
+        self.state.lock().expect("frame writer").queued_bytes
     }
 
     /// Whether a write found the peer gone (its end of the pipe closed): what was sent since
@@ -359,8 +390,10 @@ impl FrameWriter {
             let mut state = self.state.lock().expect("frame writer");
             state.broken = true;
             state.queue.clear();
+            state.queued_bytes = 0;
         }
         self.queued.notify_one();
+        self.room.notify_all();
     }
 }
 
@@ -429,26 +462,32 @@ async fn drain_pipe(writer: Arc<FrameWriter>, fd: Arc<OwnedFd>, socket: bool) {
             if let Err(error) = pipe.writable().await {
                 return writer.broke(&error);
             }
-            let mut state = writer.state.lock().expect("frame writer");
+            let mut guard = writer.state.lock().expect("frame writer");
+            let state = &mut *guard;
             while let Some(front) = state.queue.front_mut() {
                 // Through the reactor's readiness, so that a full pipe clears it and the next
                 // `writable` waits for room.
                 match pipe.try_write(front) {
                     Ok(written) if written == front.len() => {
+                        state.queued_bytes -= written;
                         state.queue.pop_front();
                     }
                     Ok(written) => {
+                        state.queued_bytes -= written;
                         front.drain(..written);
                     }
                     Err(error) if error.kind() == std::io::ErrorKind::WouldBlock => break,
                     Err(error) if error.kind() == std::io::ErrorKind::Interrupted => {}
                     Err(error) => {
-                        drop(state);
+                        drop(guard);
                         return writer.broke(&error);
                     }
                 }
             }
-            if state.queue.is_empty() {
+            let empty = state.queue.is_empty();
+            drop(guard);
+            writer.room.notify_all();
+            if empty {
                 break;
             }
         }
@@ -458,7 +497,12 @@ async fn drain_pipe(writer: Arc<FrameWriter>, fd: Arc<OwnedFd>, socket: bool) {
 /// Write every frame to an async writer, in order.
 async fn drain_async(writer: Arc<FrameWriter>, mut output: impl AsyncWrite + Unpin) {
     while writer.wait_for_frames().await {
-        let frames = std::mem::take(&mut writer.state.lock().expect("frame writer").queue);
+        let frames = {
+            let mut state = writer.state.lock().expect("frame writer");
+            state.queued_bytes = 0;
+            std::mem::take(&mut state.queue)
+        };
+        writer.room.notify_all();
         for frame in frames {
             let written = async {
                 output.write_all(&frame).await?;

@@ -624,7 +624,7 @@ impl Shared {
         };
         match forwarded.editor {
             Some(editor) => {
-                editor.send(body);
+                editor.send_waiting(body);
             }
             None => {
                 tracing::debug!(server = %self.server, id, method = %forwarded.method, "late answer to a forwarded request that was answered here")
@@ -886,10 +886,15 @@ fn dispatch(
             let message = match id {
                 Some(id) => Incoming::Request { id, method, params },
                 None => {
-                    if let Some(sink) = shared.notification_sink.lock().unwrap().as_ref()
-                        && (sink.wanted)(&method)
-                    {
-                        sink.editor.send(body);
+                    let editor = shared
+                        .notification_sink
+                        .lock()
+                        .unwrap()
+                        .as_ref()
+                        .filter(|sink| (sink.wanted)(&method))
+                        .map(|sink| sink.editor.clone());
+                    if let Some(editor) = editor {
+                        editor.send_waiting(body);
                     }
                     Incoming::Notification { method, params }
                 }

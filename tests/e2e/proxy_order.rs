@@ -25,6 +25,11 @@ impl Rng {
 }
 
 fn serve(root: &Path, state: &Path, record: &Path) -> Editor {
+    Editor::start(serve_command(root, state, record))
+}
+
+/// `serve` for `root`, its fake child recording what it receives to `record`.
+fn serve_command(root: &Path, state: &Path, record: &Path) -> Command {
     let program = agent_tests::workspace_bin("fake-lsp");
     let config = format!(
         "[server.fake]\ncommand = {:?}\nargs = [\"record\", {:?}]\nlanguages = [\"fake\"]\nfile_patterns = [\"*.fake\"]\nrequest_timeout_secs = 30\n",
@@ -39,7 +44,7 @@ fn serve(root: &Path, state: &Path, record: &Path) -> Editor {
         .env("AGENT_LSP_STATE_DIR", state)
         .env("AGENT_LSP_CONFIG", &config_path)
         .args(["--workspace", root.to_str().unwrap(), "serve"]);
-    Editor::start(command)
+    command
 }
 
 /// What the child received about each document, in its order: each message's sequence number
@@ -221,4 +226,95 @@ fn the_editor_gets_a_childs_notifications_and_answers_in_the_childs_order() {
         .collect();
     assert_eq!(order, expected);
     editor.shutdown();
+}
+
+/// `pid`'s resident memory in KiB.
+fn rss_kib(pid: u32) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    status
+        .lines()
+        .find_map(|line| line.strip_prefix("VmRSS:"))
+        .and_then(|rest| rest.trim().trim_end_matches("kB").trim().parse().ok())
+        .expect("VmRSS")
+}
+
+#[test]
+fn a_flood_of_diagnostics_reaches_a_slow_editor_whole_in_order_and_serves_memory_stays_bounded() {
+    use agent_tests::relay::{read_frame, write_frame};
+    use std::io::BufReader;
+    const COUNT: u64 = 20_000;
+    const BYTES: u64 = 4_000;
+    let workspace = tempfile::tempdir().unwrap();
+    let root = workspace.path().canonicalize().unwrap();
+    let state = tempfile::tempdir().unwrap();
+    let record = state.path().join("received.jsonl");
+    let document = root.join("a.fake");
+    std::fs::write(&document, "0\n").unwrap();
+    let mut command = serve_command(&root, state.path(), &record);
+    let mut server = command
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut to_server = server.stdin.take().unwrap();
+    let mut from_server = BufReader::new(server.stdout.take().unwrap());
+    let mut send =
+        |message: Value| write_frame(&mut to_server, message.to_string().as_bytes()).unwrap();
+    let answer_to = |from: &mut BufReader<_>, id: i64| loop {
+        let body = read_frame(from).expect("serve ended");
+        let message: Value = serde_json::from_slice(&body).unwrap();
+        if message["id"] == id && message.get("method").is_none() {
+            return message;
+        }
+    };
+    send(
+        json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+        "processId": null, "rootUri": url(&root), "capabilities": {}}}),
+    );
+    answer_to(&mut from_server, 1);
+    send(json!({"jsonrpc": "2.0", "method": "initialized", "params": {}}));
+    send(
+        json!({"jsonrpc": "2.0", "method": "textDocument/didOpen", "params": {"textDocument": {
+        "uri": url(&document), "languageId": "fake", "version": 1, "text": "0\n"}}}),
+    );
+    send(
+        json!({"jsonrpc": "2.0", "id": 2, "method": "textDocument/hover", "params": {
+        "textDocument": {"uri": url(&document)}, "position": {"line": 0, "character": 0}}}),
+    );
+    answer_to(&mut from_server, 2);
+    let before = rss_kib(server.id());
+
+    // 80 MB of diagnostics while the editor reads nothing for a while, then reads slowly.
+    send(json!({"jsonrpc": "2.0", "method": "fake/flood", "params": {
+        "uri": url(&document), "count": COUNT, "bytes": BYTES}}));
+    std::thread::sleep(Duration::from_secs(3));
+    let mut most = rss_kib(server.id());
+    let mut next = 0;
+    while next < COUNT {
+        let body = read_frame(&mut from_server).expect("serve ended mid-flood");
+        let message: Value = serde_json::from_slice(&body).unwrap();
+        if message["method"] != "textDocument/publishDiagnostics" {
+            continue;
+        }
+        assert_eq!(
+            message["params"]["diagnostics"][0]["code"], next,
+            "out of order or lost"
+        );
+        next += 1;
+        if next % 500 == 0 {
+            most = most.max(rss_kib(server.id()));
+            std::thread::sleep(Duration::from_millis(2));
+        }
+    }
+    let grew_mib = most.saturating_sub(before) / 1024;
+    eprintln!("serve grew by {grew_mib} MiB during the flood");
+    // Without backpressure the whole flood (80 MB) waits in `serve`; with it, about the
+    // writer's bound (8 MiB) and what is in flight.
+    assert!(
+        grew_mib < 40,
+        "serve grew by {grew_mib} MiB for an 80 MB flood to a slow editor"
+    );
+    drop(to_server);
+    let _ = server.kill();
+    let _ = server.wait();
 }

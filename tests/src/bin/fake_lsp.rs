@@ -27,7 +27,9 @@
 //!
 //! Any other request is answered with `{"echo": METHOD, "params": PARAMS}`. Two notifications
 //! drive it from a test: `fake/poke` is echoed back as the notification `fake/poked`, and
-//! `fake/ask {method, params}` makes it send that request to the client.
+//! `fake/ask {method, params}` makes it send that request to the client. A third,
+//! `fake/flood {uri, count, bytes}`, makes it publish `count` diagnostics for `uri` at once, each
+//! carrying its number as `code` and a message of `bytes` bytes.
 
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::io::{BufRead, BufReader, Write};
@@ -239,6 +241,15 @@ fn main() {
                     cancelled.lock().unwrap().insert(params["id"].to_string());
                 }
                 "initialized" if script.chatty => chatter(&out, &mut next_id),
+                "fake/flood" => {
+                    let padding = "x".repeat(params["bytes"].as_u64().unwrap_or(0) as usize);
+                    for seq in 0..params["count"].as_u64().unwrap_or(0) {
+                        out.send(&json!({"jsonrpc": "2.0", "method": "textDocument/publishDiagnostics",
+                            "params": {"uri": params["uri"], "diagnostics": [{
+                                "range": {"start": {"line": 0, "character": 0}, "end": {"line": 0, "character": 1}},
+                                "code": seq, "message": padding}]}}));
+                    }
+                }
                 "fake/poke" => {
                     out.send(&json!({"jsonrpc": "2.0", "method": "fake/poked", "params": params}))
                 }
