@@ -60,6 +60,7 @@ impl Setup {
             .stderr(Stdio::piped())
             .spawn()
             .unwrap();
+        // The token file's path (unless it is a Unix socket or --token-file), then the address.
         let mut stderr = BufReader::new(process.stderr.take().unwrap());
         let mut lines = Vec::new();
         let address = loop {
@@ -73,15 +74,9 @@ impl Setup {
                 break address.to_owned();
             }
         };
-        let generated = !address.starts_with("unix:") && !extra.contains(&"--token-file");
-        let token_file = generated.then(|| {
-            let mut line = String::new();
-            stderr.read_line(&mut line).unwrap();
-            lines.push(line.clone());
-            line.trim()
-                .strip_prefix("agent-lsp: token in ")
-                .and_then(|rest| rest.split(" (").next())
-                .map(PathBuf::from)
+        let token_file = lines.iter().find_map(|line| {
+            let rest = line.trim().strip_prefix("agent-lsp: token in ")?;
+            Some(PathBuf::from(rest.split(" (").next()?))
         });
         let stderr_lines = Arc::new(Mutex::new(lines));
         let seen = stderr_lines.clone();
@@ -94,7 +89,7 @@ impl Setup {
         Listening {
             process,
             address,
-            token_file: token_file.flatten(),
+            token_file,
             stderr: stderr_lines,
         }
     }
@@ -379,7 +374,11 @@ fn a_unix_socket_is_the_users_alone_and_needs_no_token() {
     let metadata = std::fs::symlink_metadata(&socket).unwrap();
     assert!(metadata.file_type().is_socket());
     assert_eq!(metadata.mode() & 0o777, 0o600, "{:o}", metadata.mode());
-    assert_eq!(metadata.uid(), rustix::process::getuid().as_raw());
+    // Ours: the same owner as the directories this test made.
+    assert_eq!(
+        metadata.uid(),
+        std::fs::metadata(&setup.state).unwrap().uid()
+    );
 
     let stream = std::os::unix::net::UnixStream::connect(&socket).unwrap();
     let mut editor = Editor::over(stream.try_clone().unwrap(), stream);

@@ -112,15 +112,16 @@ fn bind(
                     (token, Some(path))
                 }
             };
-            // The address goes to stderr so a wrapper can read the port of `127.0.0.1:0`; the
-            // token stays in its file, whose path follows.
-            eprintln!("agent-lsp: listening on {local}");
+            // The token stays in its file; the file's path goes to stderr, and then the
+            // address (a wrapper reads the port of `127.0.0.1:0` there), so reading stderr up
+            // to the address gives both.
             if let Some(path) = &made {
                 eprintln!(
                     "agent-lsp: token in {} (editors send it as initializationOptions.token)",
                     path.display()
                 );
             }
+            eprintln!("agent-lsp: listening on {local}");
             listener.set_nonblocking(true)?;
             let listener = Listener::Tcp(tokio::net::TcpListener::from_std(listener)?);
             Ok((listener, Admission::Token(token), made))
