@@ -114,6 +114,15 @@ impl Listening {
         std::fs::read_to_string(path).unwrap().trim().to_owned()
     }
 
+    /// How many sockets the server process has open (its listener and its connections).
+    fn sockets(&self) -> usize {
+        std::fs::read_dir(format!("/proc/{}/fd", self.process.id()))
+            .unwrap()
+            .filter_map(|entry| std::fs::read_link(entry.ok()?.path()).ok())
+            .filter(|target| target.to_string_lossy().starts_with("socket:"))
+            .count()
+    }
+
     fn tcp(&self) -> std::net::TcpStream {
         let stream = std::net::TcpStream::connect(&self.address).unwrap();
         stream.set_nodelay(true).unwrap();
@@ -161,6 +170,7 @@ fn tool(editor: &mut Editor, name: &str, arguments: Value) -> Value {
 /// command that would create `mark`; returns the answer to `initialize`, after checking the
 /// connection was closed and the command never ran.
 fn intrude(setup: &Setup, server: &Listening, options: Value, mark: &Path) -> Value {
+    let before = server.sockets();
     let mut editor = server.editor();
     let mut bytes = framed(&json!({"jsonrpc": "2.0", "id": 1, "method": "initialize",
                                    "params": editor.initialize_params(&setup.root, options)}));
@@ -182,6 +192,17 @@ fn intrude(setup: &Setup, server: &Listening, options: Value, mark: &Path) -> Va
         editor.backlog
     );
     assert!(!mark.exists(), "the planted command ran");
+    // Closed on the server's side too, not only ended: it holds nothing of the connection
+    // once the peer has gone (after a refusal it reads what the peer still sends for a moment).
+    drop(editor);
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    while server.sockets() > before {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the server still holds the refused connection"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
     answer
 }
 
