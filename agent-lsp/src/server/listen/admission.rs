@@ -13,6 +13,7 @@ use serde_json::{Value, json};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, BufReader};
 
 use lsp_bridge::framing::ReadError;
+use lsp_bridge::jsonrpc::{self, Message, ResponseError};
 
 use super::token::Token;
 use crate::server::codes;
@@ -45,8 +46,9 @@ pub(crate) enum Refusal {
     Closed,
     /// The first message's framing is broken (or it is too large to be an `initialize`).
     Unreadable(String),
-    /// A first message was answered with this error.
-    Answered(String),
+    /// The first message was refused for this reason (answered with it, when it was a
+    /// request).
+    Refused(String),
 }
 
 impl std::fmt::Display for Refusal {
@@ -61,7 +63,7 @@ impl std::fmt::Display for Refusal {
             Refusal::Unreadable(problem) => {
                 write!(formatter, "unreadable first message: {problem}")
             }
-            Refusal::Answered(message) => formatter.write_str(message),
+            Refusal::Refused(message) => formatter.write_str(message),
         }
     }
 }
@@ -103,72 +105,75 @@ impl Admission {
                 admitted.extend_from_slice(&read_ahead);
                 Ok(admitted)
             }
-            Err((id, code, message)) => {
-                refuse(stream, id, code, &message).await;
-                Err(Refusal::Answered(message))
+            Err((answer, reason)) => {
+                refuse(stream, answer).await;
+                Err(Refusal::Refused(reason))
             }
         }
     }
 
-    /// The `initialize` message in `body`, its token taken out (it is this module's alone),
-    /// or the id, code and message of the error that answers it.
-    fn check(&self, body: &[u8]) -> Result<Value, (Value, i64, String)> {
-        let Ok(mut message) = serde_json::from_slice::<Value>(body) else {
-            return Err((
-                Value::Null,
-                codes::PARSE_ERROR,
-                "unreadable message: a connection begins with `initialize`".into(),
-            ));
+    /// The `initialize` request in `body`, its token taken out (it is this module's alone), or
+    /// the response that refuses the message (none for a message that cannot be answered) and
+    /// why, for the log.
+    fn check(&self, body: &[u8]) -> Result<Value, (Option<Value>, String)> {
+        let refused = |id: &Value, code: i64, message: String| {
+            let answer = jsonrpc::error_response(id, &ResponseError::new(code, message.clone()));
+            Err((Some(answer), message))
         };
-        let id = message.get("id").cloned().unwrap_or(Value::Null);
-        let method = message["method"].as_str().unwrap_or_default();
-        if method != "initialize" || id.is_null() {
-            let what = if method.is_empty() {
-                "a message without a method".to_owned()
-            } else {
-                format!("`{method}`")
-            };
-            return Err((
-                id,
-                codes::SERVER_NOT_INITIALIZED,
-                format!("{what} before `initialize`: this connection is closed"),
-            ));
-        }
-        let offered = message
-            .pointer_mut("/params/initializationOptions")
+        let (id, mut params) = match jsonrpc::decode(body) {
+            Ok(Message::Request { id, method, params }) if method == "initialize" => (id, params),
+            Ok(Message::Request { id, method, .. }) => {
+                return refused(
+                    &id,
+                    codes::SERVER_NOT_INITIALIZED,
+                    format!("`{method}` before `initialize`: this connection is closed"),
+                );
+            }
+            Ok(Message::Notification { method, .. }) => {
+                return Err((None, format!("`{method}` before `initialize`")));
+            }
+            Ok(Message::Response { .. }) => {
+                return Err((None, "a response before `initialize`".to_owned()));
+            }
+            Err(refusal) => return Err((refusal.answer, refusal.problem)),
+        };
+        let offered = params
+            .get_mut("initializationOptions")
             .and_then(Value::as_object_mut)
             .and_then(|options| options.remove("token"));
         if let Admission::Token(token) = self {
-            let refused = |message: &str| {
-                Err((
-                    id.clone(),
+            let missing = |what: &str| {
+                refused(
+                    &id,
                     codes::INVALID_PARAMS,
                     format!(
-                        "{message}: agent-lsp serve --listen serves only editors that send the token from the file named on its stderr (or its --token-file) as initializationOptions.token"
+                        "initializationOptions.token {what}: agent-lsp serve --listen serves only editors that send the token from the file named on its stderr (or its --token-file) as initializationOptions.token"
                     ),
-                ))
+                )
             };
             match offered {
-                None => return refused("initializationOptions.token is missing"),
+                None => return missing("is missing"),
                 Some(Value::String(offered)) if token.matches(&offered) => {}
-                Some(Value::String(_)) => return refused("initializationOptions.token is wrong"),
-                Some(_) => return refused("initializationOptions.token is not a string"),
+                Some(Value::String(_)) => return missing("is wrong"),
+                Some(_) => return missing("is not a string"),
             }
         }
-        Ok(message)
+        Ok(json!({"jsonrpc": "2.0", "id": id, "method": "initialize", "params": params}))
     }
 }
 
-/// Answer the refused request, end our side, and read what the peer still sends for a moment
-/// before the connection is dropped.
-async fn refuse<S>(stream: &mut S, id: Value, code: i64, message: &str)
+/// Send `answer` (if the refused message can be answered), end our side, and read what the
+/// peer still sends for a moment before the connection is dropped.
+async fn refuse<S>(stream: &mut S, answer: Option<Value>)
 where
     S: AsyncRead + AsyncWrite + Unpin,
 {
-    let response = json!({"jsonrpc": "2.0", "id": id, "error": {"code": code, "message": message}});
-    let body = serde_json::to_vec(&response).expect("a Value serializes");
-    let mut frame = format!("Content-Length: {}\r\n\r\n", body.len()).into_bytes();
-    frame.extend_from_slice(&body);
+    let mut frame = Vec::new();
+    if let Some(answer) = answer {
+        let body = serde_json::to_vec(&answer).expect("a Value serializes");
+        frame = format!("Content-Length: {}\r\n\r\n", body.len()).into_bytes();
+        frame.extend_from_slice(&body);
+    }
     let _ = tokio::time::timeout(LINGER, async {
         stream.write_all(&frame).await?;
         stream.shutdown().await?;
@@ -255,7 +260,7 @@ mod tests {
             (json!({"token": 7}), "is not a string"),
         ] {
             let (outcome, received) = check(&admission, &frame(&initialize(options))).await;
-            let Err(Refusal::Answered(message)) = outcome else {
+            let Err(Refusal::Refused(message)) = outcome else {
                 panic!("admitted: {received}");
             };
             assert!(message.contains(says), "{message}");
@@ -276,13 +281,18 @@ mod tests {
         let command = json!({"jsonrpc": "2.0", "id": 4, "method": "workspace/executeCommand",
                              "params": {"command": "agent.tool"}});
         let (outcome, received) = check(&Admission::Peer, &frame(&command)).await;
-        assert!(matches!(outcome, Err(Refusal::Answered(_))), "{outcome:?}");
+        assert!(matches!(outcome, Err(Refusal::Refused(_))), "{outcome:?}");
         assert!(
             received.contains("`workspace/executeCommand` before `initialize`"),
             "{received}"
         );
         let (outcome, _) = check(&Admission::Peer, b"Content-Length: 5\r\n\r\n{oops").await;
-        assert!(matches!(outcome, Err(Refusal::Answered(_))), "{outcome:?}");
+        assert!(matches!(outcome, Err(Refusal::Refused(_))), "{outcome:?}");
+        // A notification is not answered, and the connection closes all the same.
+        let exit = json!({"jsonrpc": "2.0", "method": "exit"});
+        let (outcome, received) = check(&Admission::Peer, &frame(&exit)).await;
+        assert!(matches!(outcome, Err(Refusal::Refused(_))), "{outcome:?}");
+        assert!(received.is_empty(), "{received}");
         let (outcome, _) = check(&Admission::Peer, b"Content-Len").await;
         assert_eq!(outcome.unwrap_err(), Refusal::Closed);
         // A peer's own socket needs no token.
