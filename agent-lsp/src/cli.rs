@@ -33,12 +33,19 @@ pub struct Cli {
 #[derive(Debug, Subcommand)]
 enum Command {
     /// Serve an editor as a language server (what editors start): over stdio, or with
-    /// --listen over TCP.
+    /// --listen on a socket editors attach to.
     Serve {
-        /// Listen on this address (e.g. 127.0.0.1:7658; port 0 picks one and prints it on
-        /// stderr) and serve each editor that connects, one after another.
+        /// Listen instead of using stdio, and serve every editor that connects, each on its
+        /// own: `127.0.0.1:PORT` for TCP (port 0 picks one; the address is printed on stderr,
+        /// with the path of the token file editors read their token from), or `unix:PATH` for
+        /// a Unix socket only you can connect to (no token).
         #[arg(long, value_name = "ADDR", conflicts_with = "stdio")]
         listen: Option<String>,
+        /// With a TCP --listen: take the token editors must send (as
+        /// initializationOptions.token) from this file, which must be yours and closed to
+        /// group and others (chmod 600), instead of writing a fresh one.
+        #[arg(long, value_name = "PATH", requires = "listen")]
+        token_file: Option<PathBuf>,
         /// Serve over stdin and stdout, the default. Accepted because language clients add it
         /// (vscode-languageclient's `TransportKind.stdio` appends `--stdio`, as every Node-based
         /// server expects); it changes nothing.
@@ -86,9 +93,15 @@ pub fn run() -> anyhow::Result<ExitCode> {
         Command::Run(args) => run::run(&Store::for_workspace(&workspace)?, args),
         Command::Tool(args) => tool::run(&Store::for_workspace(&workspace)?, args),
         Command::Models { model, json } => run::models(&model, json),
-        Command::Serve { listen, stdio: _ } => {
+        Command::Serve {
+            listen,
+            token_file,
+            stdio: _,
+        } => {
             match listen {
-                Some(address) => crate::server::run_tcp(&address, explicit_workspace)?,
+                Some(address) => {
+                    crate::server::run_listen(&address, token_file, explicit_workspace)?
+                }
                 None => {
                     let ending = crate::server::run_stdio(explicit_workspace)?;
                     if ending

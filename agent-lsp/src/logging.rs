@@ -1,6 +1,9 @@
 //! Logging setup: `tracing` to stderr, filtered by `AGENT_LSP_LOG` (default `warn`), and, once
 //! an editor has connected to `serve`, to the editor as `window/logMessage`.
 //!
+//! With several editors connected at once (`serve --listen`), lines go to stderr: a line does
+//! not say which connection it is about.
+//!
 //! stdout is reserved for the protocol (`serve`) and for command output, so nothing logs there.
 //! An editor treats everything a server writes on stderr as an error (Neovim files each line
 //! under `[ERROR]` in its LSP log), so while an editor is connected each event goes to it with
@@ -9,6 +12,7 @@
 
 use std::cell::Cell;
 use std::io::{IsTerminal, Write};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 use tracing::Level;
@@ -19,7 +23,12 @@ use tracing_subscriber::fmt::MakeWriter;
 /// `window/logMessage` numbers it (1 error, 2 warning, 3 info, 4 log).
 pub type EditorSink = Arc<dyn Fn(u8, &str) + Send + Sync>;
 
-static EDITOR: Mutex<Option<EditorSink>> = Mutex::new(None);
+/// The sinks of the editors connected now, each with its guard's number. Lines go to the
+/// editor while exactly one is connected; with several (`serve --listen`), which connection a
+/// line is about is not known here, so it goes to stderr rather than to an editor it may not
+/// concern.
+static EDITORS: Mutex<Vec<(u64, EditorSink)>> = Mutex::new(Vec::new());
+static NEXT_GUARD: AtomicU64 = AtomicU64::new(0);
 
 thread_local! {
     /// Set while a line is being handed to the editor, so a log event raised on the way there
@@ -38,18 +47,32 @@ pub fn init() {
         .try_init();
 }
 
-/// Send log lines to the editor until the returned guard is dropped.
+/// Send log lines to the editor until the returned guard is dropped (while it is the only
+/// editor connected).
 pub fn to_editor(sink: EditorSink) -> EditorLogGuard {
-    *EDITOR.lock().expect("log sink") = Some(sink);
-    EditorLogGuard(())
+    let guard = NEXT_GUARD.fetch_add(1, Ordering::Relaxed);
+    EDITORS.lock().expect("log sinks").push((guard, sink));
+    EditorLogGuard(guard)
 }
 
-/// Sends log lines back to stderr when dropped (the editor connection ended).
-pub struct EditorLogGuard(());
+/// Stops sending log lines to its editor when dropped (the editor connection ended).
+pub struct EditorLogGuard(u64);
 
 impl Drop for EditorLogGuard {
     fn drop(&mut self) {
-        *EDITOR.lock().expect("log sink") = None;
+        EDITORS
+            .lock()
+            .expect("log sinks")
+            .retain(|(guard, _)| *guard != self.0);
+    }
+}
+
+/// The one connected editor's sink, if exactly one is connected.
+fn editor_sink() -> Option<EditorSink> {
+    let editors = EDITORS.lock().ok()?;
+    match editors.as_slice() {
+        [(_, sink)] => Some(sink.clone()),
+        _ => None,
     }
 }
 
@@ -99,8 +122,7 @@ impl Drop for Line {
         if self.text.is_empty() {
             return;
         }
-        let sink = EDITOR.lock().map(|sink| sink.clone()).unwrap_or(None);
-        match sink {
+        match editor_sink() {
             Some(sink) if !IN_SINK.get() => {
                 IN_SINK.set(true);
                 let line = String::from_utf8_lossy(&self.text);
@@ -121,5 +143,38 @@ fn message_type(level: Level) -> u8 {
         Level::WARN => 2,
         Level::INFO => 3,
         Level::DEBUG | Level::TRACE => 4,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn log(line: &str) {
+        let mut writer = Line::new(Level::WARN);
+        writer.write_all(line.as_bytes()).unwrap();
+    }
+
+    #[test]
+    fn lines_go_to_the_one_editor_connected_and_to_no_editor_of_several() {
+        let received = Arc::new(Mutex::new(Vec::<(char, String)>::new()));
+        let sink = |name: char| -> EditorSink {
+            let received = received.clone();
+            Arc::new(move |_, line| received.lock().unwrap().push((name, line.to_owned())))
+        };
+        let first = to_editor(sink('a'));
+        log("one\n");
+        let second = to_editor(sink('b'));
+        log("two\n");
+        // The first editor leaving does not take the second one's log away.
+        drop(first);
+        log("three\n");
+        drop(second);
+        log("four\n");
+        let received = received.lock().unwrap().clone();
+        assert_eq!(
+            received,
+            [('a', "one".to_owned()), ('b', "three".to_owned())]
+        );
     }
 }

@@ -30,6 +30,7 @@ mod dispatch;
 mod documents;
 mod host;
 mod intake;
+mod listen;
 mod routing;
 
 use std::collections::HashMap;
@@ -51,6 +52,7 @@ use tracing::Instrument;
 
 use crate::config::Config;
 pub use intake::EditorInput;
+pub use listen::run as run_listen;
 
 /// JSON-RPC error codes, by their names.
 pub use lsp_bridge::jsonrpc::code as codes;
@@ -289,35 +291,6 @@ fn stdio_pipe_out() -> Option<std::os::fd::OwnedFd> {
         return None;
     }
     Some(fd)
-}
-
-/// Serve editors over TCP (`--listen 127.0.0.1:PORT`), one connection after another; for
-/// editors that attach to a running server and for debugging with a socket client.
-pub fn run_tcp(address: &str, workspace: Option<PathBuf>) -> anyhow::Result<()> {
-    let runtime = server_runtime()?;
-    runtime.block_on(async {
-        let listener = tokio::net::TcpListener::bind(address).await.with_context(|| format!("cannot listen on {address}"))?;
-        let local = listener.local_addr()?;
-        if !local.ip().is_loopback() {
-            tracing::warn!(%local, "listening on a non-loopback address: anyone who can reach it drives the agent");
-        }
-        // The address goes to stderr so a wrapper can read the port of `127.0.0.1:0`.
-        eprintln!("agent-lsp: listening on {local}");
-        loop {
-            let (stream, peer) = listener.accept().await?;
-            tracing::info!(%peer, "editor connected");
-            let (reader, writer) = stream.into_split();
-            let input = EditorInput::Async(Box::new(reader));
-            let output = FrameWriter::queued("editor", writer);
-            match serve(input, output, Config::load()?, workspace.clone()).await {
-                Ok(Ending::Exit { after_shutdown: false }) => {
-                    tracing::warn!(%peer, "the editor said `exit` without `shutdown`")
-                }
-                Ok(_) => {}
-                Err(error) => tracing::warn!(%peer, "connection ended: {error:#}"),
-            }
-        }
-    })
 }
 
 /// Serve one editor connection: messages from `input`, to `output` (a writer and the task

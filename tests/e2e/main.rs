@@ -10,6 +10,7 @@ mod editors;
 mod file_search;
 mod first_contact;
 mod hardening;
+mod listen_auth;
 mod lsp_tools;
 mod model_endpoint;
 mod model_output_bounds;

@@ -3,12 +3,11 @@
 //! `workspace/applyEdit` and the diagnostic disappears; a prompt document completes `@path`
 //! and gets its answer streamed in with cancellable progress; cancelling mid-turn leaves a
 //! consistent session; missing or unreachable models are reported with `window/showMessage`
-//! while the server keeps serving; a late server's features are registered dynamically; and
-//! `--listen` serves over TCP.
+//! while the server keeps serving; and a late server's features are registered dynamically
+//! (`--listen` is in `listen_auth.rs`).
 
-use std::io::{BufRead, BufReader, Read, Write};
 use std::path::PathBuf;
-use std::process::{Command, Stdio};
+use std::process::Command;
 use std::time::Duration;
 
 use agent_lsp::session::event::{EventBody, EventKind};
@@ -467,67 +466,6 @@ fn a_server_that_starts_late_gets_its_features_registered_dynamically() {
         "{formatted}"
     );
     editor.shutdown();
-}
-
-#[test]
-fn listen_serves_an_editor_over_tcp() {
-    let workspace = Workspace::new(&[("app.py", APP)]);
-    let mut command = workspace.command();
-    command.arg("--listen").arg("127.0.0.1:0");
-    let mut process = command
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut stderr = BufReader::new(process.stderr.take().unwrap());
-    let address = loop {
-        let mut line = String::new();
-        assert!(
-            stderr.read_line(&mut line).unwrap() > 0,
-            "no address printed"
-        );
-        if let Some(address) = line.trim().strip_prefix("agent-lsp: listening on ") {
-            break address.to_owned();
-        }
-    };
-    std::thread::spawn(move || for _ in stderr.lines() {});
-    let mut stream = std::net::TcpStream::connect(&address).unwrap();
-    stream
-        .set_read_timeout(Some(Duration::from_secs(60)))
-        .unwrap();
-    let initialize = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize",
-        "params": {"rootUri": url(&workspace.root), "capabilities": {}}});
-    let body = serde_json::to_vec(&initialize).unwrap();
-    stream
-        .write_all(format!("Content-Length: {}\r\n\r\n", body.len()).as_bytes())
-        .unwrap();
-    stream.write_all(&body).unwrap();
-    let response = read_message(&mut stream);
-    assert_eq!(response["id"], 1);
-    assert_eq!(response["result"]["serverInfo"]["name"], "agent-lsp");
-    process.kill().unwrap();
-    process.wait().unwrap();
-}
-
-fn read_message(stream: &mut impl Read) -> Value {
-    let mut header = Vec::new();
-    let mut byte = [0u8; 1];
-    while !header.ends_with(b"\r\n\r\n") {
-        stream.read_exact(&mut byte).unwrap();
-        header.push(byte[0]);
-    }
-    let header = String::from_utf8(header).unwrap();
-    let length: usize = header
-        .lines()
-        .find_map(|line| line.strip_prefix("Content-Length: "))
-        .unwrap()
-        .trim()
-        .parse()
-        .unwrap();
-    let mut body = vec![0; length];
-    stream.read_exact(&mut body).unwrap();
-    serde_json::from_slice(&body).unwrap()
 }
 
 #[test]

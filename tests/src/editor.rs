@@ -1,9 +1,9 @@
-//! A scripted editor: drives `agent-lsp serve` (or any language server) over stdio the way
-//! VS Code or Neovim would, with a bound on every wait.
+//! A scripted editor: drives `agent-lsp serve` (or any language server) over stdio, or over a
+//! socket to `serve --listen`, the way VS Code or Neovim would, with a bound on every wait.
 
 use std::collections::{HashMap, VecDeque};
 use std::io::{BufRead, BufReader, Read, Write};
-use std::process::{Child, ChildStdin, Command, Stdio};
+use std::process::{Child, Command, Stdio};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
@@ -13,8 +13,11 @@ use serde_json::{Value, json};
 pub const WAIT: Duration = Duration::from_secs(60);
 
 pub struct Editor {
-    process: Child,
-    stdin: ChildStdin,
+    /// The server process, when this editor started it (over stdio); `None` for an editor
+    /// attached to a listening server.
+    process: Option<Child>,
+    /// Where messages to the server go: its stdin, or the socket.
+    to_server: Box<dyn Write + Send>,
     messages: mpsc::Receiver<Value>,
     next_id: i64,
     /// Notifications (and server requests) received while waiting for something else.
@@ -31,12 +34,15 @@ pub struct Editor {
 }
 
 impl Editor {
-    /// Start `command` with stdio piped; stderr goes to the test's output.
     /// The server process's id.
     pub fn pid(&self) -> u32 {
-        self.process.id()
+        self.process
+            .as_ref()
+            .expect("a server this editor started")
+            .id()
     }
 
+    /// Start `command` with stdio piped; stderr goes to the test's output.
     pub fn start(mut command: Command) -> Editor {
         let mut process = command
             .stdin(Stdio::piped())
@@ -46,9 +52,20 @@ impl Editor {
             .expect("start server");
         let stdin = process.stdin.take().unwrap();
         let stdout = process.stdout.take().unwrap();
+        let mut editor = Editor::over(stdout, stdin);
+        editor.process = Some(process);
+        editor
+    }
+
+    /// An editor talking to a server through `from_server` and `to_server` (the halves of a
+    /// socket to a listening server).
+    pub fn over(
+        from_server: impl Read + Send + 'static,
+        to_server: impl Write + Send + 'static,
+    ) -> Editor {
         let (sender, messages) = mpsc::channel();
         std::thread::spawn(move || {
-            let mut reader = BufReader::new(stdout);
+            let mut reader = BufReader::new(from_server);
             loop {
                 let mut length = None;
                 loop {
@@ -78,8 +95,8 @@ impl Editor {
             }
         });
         Editor {
-            process,
-            stdin,
+            process: None,
+            to_server: Box::new(to_server),
             messages,
             next_id: 0,
             backlog: VecDeque::new(),
@@ -90,6 +107,25 @@ impl Editor {
         }
     }
 
+    /// Whether the server has closed the connection (its output ended) within `within`;
+    /// messages that arrive meanwhile go to the backlog, and server requests are answered.
+    pub fn closed_within(&mut self, within: Duration) -> bool {
+        let deadline = Instant::now() + within;
+        loop {
+            let left = deadline.saturating_duration_since(Instant::now());
+            match self.messages.recv_timeout(left) {
+                Ok(message) => {
+                    if message.get("method").is_some() && message.get("id").is_some() {
+                        self.answer_server_request(&message);
+                    }
+                    self.backlog.push_back(message);
+                }
+                Err(mpsc::RecvTimeoutError::Disconnected) => return true,
+                Err(mpsc::RecvTimeoutError::Timeout) => return false,
+            }
+        }
+    }
+
     pub fn send(&mut self, message: &Value) {
         let body = serde_json::to_vec(message).unwrap();
         self.send_raw(format!("Content-Length: {}\r\n\r\n", body.len()).as_bytes());
@@ -97,8 +133,8 @@ impl Editor {
     }
 
     pub fn send_raw(&mut self, bytes: &[u8]) {
-        self.stdin.write_all(bytes).unwrap();
-        self.stdin.flush().unwrap();
+        self.to_server.write_all(bytes).unwrap();
+        self.to_server.flush().unwrap();
     }
 
     pub fn notify(&mut self, method: &str, params: Value) {
@@ -190,6 +226,18 @@ impl Editor {
 
     /// `initialize` with `initializationOptions` (as editor plugins pass settings).
     pub fn initialize_with(&mut self, root: &std::path::Path, options: Value) -> Value {
+        let params = self.initialize_params(root, options);
+        let response = self.request("initialize", params);
+        assert!(
+            response.get("error").is_none(),
+            "initialize failed: {response}"
+        );
+        self.notify("initialized", json!({}));
+        response["result"].clone()
+    }
+
+    /// The `initialize` params this editor sends for `root`, with `initializationOptions`.
+    pub fn initialize_params(&self, root: &std::path::Path, options: Value) -> Value {
         let uri = url(root);
         let mut params = json!({
                 "processId": std::process::id(),
@@ -208,13 +256,7 @@ impl Editor {
         if let Some(name) = &self.client_name {
             params["clientInfo"] = json!({"name": name});
         }
-        let response = self.request("initialize", params);
-        assert!(
-            response.get("error").is_none(),
-            "initialize failed: {response}"
-        );
-        self.notify("initialized", json!({}));
-        response["result"].clone()
+        params
     }
 
     pub fn open(&mut self, path: &std::path::Path, language: &str) {
@@ -285,14 +327,22 @@ impl Editor {
         json!({"applied": true})
     }
 
-    /// `shutdown` + `exit`, and the process must end on its own.
+    /// `shutdown` + `exit`, and the process must end on its own (an attached editor's
+    /// connection must close).
     pub fn shutdown(mut self) {
         let response = self.request("shutdown", Value::Null);
         assert!(response.get("error").is_none(), "{response}");
         self.notify("exit", Value::Null);
+        let Some(process) = self.process.as_mut() else {
+            assert!(
+                self.closed_within(Duration::from_secs(10)),
+                "the connection stayed open after `exit`"
+            );
+            return;
+        };
         let deadline = Instant::now() + Duration::from_secs(10);
         loop {
-            if let Some(status) = self.process.try_wait().unwrap() {
+            if let Some(status) = process.try_wait().unwrap() {
                 assert!(status.success(), "server exited with {status}");
                 return;
             }
@@ -307,8 +357,10 @@ impl Editor {
 
 impl Drop for Editor {
     fn drop(&mut self) {
-        let _ = self.process.kill();
-        let _ = self.process.wait();
+        if let Some(process) = self.process.as_mut() {
+            let _ = process.kill();
+            let _ = process.wait();
+        }
     }
 }
 

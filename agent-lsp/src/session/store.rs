@@ -18,6 +18,17 @@ use crate::preset::Preset;
 /// Environment variable that replaces the user data directory as the state root.
 pub const STATE_DIR_ENV: &str = "AGENT_LSP_STATE_DIR";
 
+/// The state root: `$AGENT_LSP_STATE_DIR` when set, else `agent-lsp/` under the user's data
+/// directory.
+pub fn state_root() -> anyhow::Result<PathBuf> {
+    Ok(match std::env::var_os(STATE_DIR_ENV) {
+        Some(dir) if !dir.is_empty() => PathBuf::from(dir),
+        _ => dirs::data_dir()
+            .context("no user data directory is known here; set AGENT_LSP_STATE_DIR")?
+            .join("agent-lsp"),
+    })
+}
+
 /// The sessions of one workspace.
 #[derive(Clone, Debug)]
 pub struct Store {
@@ -28,13 +39,7 @@ pub struct Store {
 impl Store {
     /// The store of `workspace` (canonicalized), under the configured state root.
     pub fn for_workspace(workspace: &Path) -> anyhow::Result<Store> {
-        let root = match std::env::var_os(STATE_DIR_ENV) {
-            Some(dir) if !dir.is_empty() => PathBuf::from(dir),
-            _ => dirs::data_dir()
-                .context("no user data directory is known here; set AGENT_LSP_STATE_DIR")?
-                .join("agent-lsp"),
-        };
-        Store::for_workspace_in(&root, workspace)
+        Store::for_workspace_in(&state_root()?, workspace)
     }
 
     /// The store of `workspace` (canonicalized) under an explicit state root.
