@@ -1,4 +1,4 @@
-//! The cache-stability run (issue 8): a scripted 150-step session (5 turns of 30 steps) through
+//! The cache-stability run: a scripted 150-step session (5 turns of 30 steps) through
 //! the library's agent loop against the loopback model endpoint's prefix-cache simulation, with
 //! a tool call and thinking on every step, the runtime context changing (the git branch moves
 //! every 20 steps), old oversized results pruned, a context edit before the fourth turn (the
@@ -320,7 +320,7 @@ fn run(workload: Workload, window: u64, background: bool) -> Figures {
         }
     }
     figures.pruning_requests = pruned_steps.len();
-    // The issue's run has at least two compactions; a window where fewer happen measures
+    // The run is meant to have at least two compactions; a window where fewer happen measures
     // something else.
     assert!(
         figures.committed >= 2,

@@ -1,4 +1,4 @@
-//! What a new user meets first (issue 17): `serve` starts a child only for a document the
+//! What a new user meets first: `serve` starts a child only for a document the
 //! editor opens, the agent's first workspace-symbol query finds what a fresh pyright has not
 //! indexed yet, and a server that is on PATH but cannot run (rustup's shim) leaves the tools
 //! answering from tree-sitter with its failure in one line.

@@ -1,9 +1,9 @@
-//! Unbounded model output and prompts against the real `agent-lsp run` and `serve` (issue 19,
-//! point 8): a step runs at most `model.max_tool_calls_per_step` calls, one message enters the
-//! session at most a quarter of the window (a longer prompt is refused before anything is
-//! written, a longer answer is cut with a marker and a call with cut arguments does not run), and
-//! a session that already holds a message larger than the window answers its next prompt (and a
-//! background candidate an elision made stale is not waited for). The loopback endpoint enforces
+//! Unbounded model output and prompts against the real `agent-lsp run` and `serve`: a step
+//! runs at most `model.max_tool_calls_per_step` calls, one message enters the session at most
+//! a quarter of the window (a longer prompt is refused before anything is written, a longer
+//! answer is cut with a marker and a call with cut arguments does not run), and a session that
+//! already holds a message larger than the window answers its next prompt (and a background
+//! candidate an elision made stale is not waited for). The loopback endpoint enforces
 //! the wire rules and the window.
 
 use std::process::Output;
