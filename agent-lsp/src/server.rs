@@ -83,6 +83,9 @@ pub struct Shared {
     /// For `*/resolve` requests, which carry no document: the child that answered the request
     /// that produced the item.
     resolve_routes: Mutex<HashMap<&'static str, Arc<Child>>>,
+    /// Originating methods (`textDocument/completion`, ...) whose items two running children
+    /// resolve: their answers are parsed and each item tagged with its child.
+    ambiguous_origins: Mutex<std::collections::HashSet<&'static str>>,
     /// Document path → its child, so a request does not redo pattern matching and the root
     /// marker search (several `stat`s per ancestor) every time; a dead child is looked up again.
     routes: Mutex<HashMap<PathBuf, Arc<Child>>>,
@@ -319,6 +322,7 @@ pub async fn serve(
         to_editor: Mutex::new(HashMap::new()),
         next_id: AtomicI64::new(1),
         resolve_routes: Mutex::new(HashMap::new()),
+        ambiguous_origins: Mutex::new(Default::default()),
         routes: Mutex::new(HashMap::new()),
         document_routes: Mutex::new(HashMap::new()),
         host: host::Host::default(),

@@ -25,6 +25,8 @@ pub(super) enum Pending {
     Forwarded,
     /// One child answers, or the answer is known already (a document no server handles).
     Child(Result<routing::Dispatch, (i64, String)>),
+    /// One child answers with items that two children could resolve: each is tagged with it.
+    Tagged(routing::Dispatch),
     /// The document's child's code actions (if it has a child), then the agent's.
     CodeActions {
         params: Value,
@@ -90,6 +92,13 @@ pub(super) async fn dispatch(
             }
             Pending::Symbols(sent)
         }
+        _ if routing::items_need_origin(shared, method) => {
+            match routing::dispatch_to_child(shared, method, &params, None).await {
+                Ok(Some(dispatch)) => Pending::Tagged(dispatch),
+                Ok(None) => Pending::Forwarded,
+                Err(error) => Pending::Child(Err(error)),
+            }
+        }
         _ => {
             let forward_as = id
                 .as_i64()
@@ -119,11 +128,33 @@ impl Pending {
                 },
                 Err(error) => Answer::Reply(Err(error)),
             },
+            Pending::Tagged(dispatch) => {
+                let child = dispatch.child().cloned();
+                let answer = routing::answer(shared, dispatch, cancel)
+                    .await
+                    .and_then(|raw| parse(&raw));
+                Answer::Reply(answer.map(|mut result| {
+                    if let Some(child) = &child {
+                        routing::tag_items(&mut result, child);
+                    }
+                    result
+                }))
+            }
             Pending::CodeActions { params, child } => {
+                let tag = routing::items_need_origin(shared, "textDocument/codeAction");
                 let from_child = match child {
-                    Some(Ok(dispatch)) => routing::answer(shared, dispatch, cancel)
-                        .await
-                        .and_then(|raw| parse(&raw)),
+                    Some(Ok(dispatch)) => {
+                        let child = dispatch.child().cloned();
+                        routing::answer(shared, dispatch, cancel)
+                            .await
+                            .and_then(|raw| parse(&raw))
+                            .map(|mut actions| {
+                                if let Some(child) = child.filter(|_| tag) {
+                                    routing::tag_items(&mut actions, &child);
+                                }
+                                actions
+                            })
+                    }
                     Some(Err(error)) => Err(error),
                     None => Ok(Value::Null),
                 };

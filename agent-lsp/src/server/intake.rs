@@ -200,9 +200,13 @@ impl Intake {
             {
                 None
             }
+            // An item tagged with its child is untagged on the loop.
+            Some(_) if params.get().contains(routing::ORIGIN_KEY) => None,
             // Resolving an item goes to the child that produced it.
             Some(origin) => routing::resolve_route(shared, origin)
                 .filter(|child| routing::resolves(child, origin)),
+            // Items two children could resolve are tagged on the loop.
+            None if routing::items_need_origin(shared, method) => None,
             None => self.document_route(params),
         };
         let Some(child) = child.filter(|child| child.is_healthy()) else {

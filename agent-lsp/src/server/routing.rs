@@ -73,6 +73,79 @@ pub(super) fn is_own_item(item: &Value) -> bool {
     item["data"][OWN_ITEM_KEY].is_string()
 }
 
+/// The `data` key that names the child an item came from, when two children that resolve the
+/// same kind of item run at once; the item's own `data` is kept under [`ORIGINAL_DATA_KEY`].
+/// With one such child there is nothing to tell apart, and its answers pass untouched.
+pub(super) const ORIGIN_KEY: &str = "agentLsp.origin";
+const ORIGINAL_DATA_KEY: &str = "agentLsp.data";
+
+/// Whether the items of `method`'s answers must say which child made them: more than one child
+/// that resolves them has started (decided as children start, [`note_resolvers`], so the
+/// intake's hot path only looks it up).
+pub(super) fn items_need_origin(shared: &Shared, method: &str) -> bool {
+    shared
+        .ambiguous_origins
+        .lock()
+        .expect("ambiguous origins")
+        .contains(method)
+}
+
+/// A child started: the originating methods whose items two running children now resolve.
+fn note_resolvers(shared: &Shared) {
+    let Ok(bridge) = shared.bridge() else { return };
+    let running = bridge.running();
+    let mut ambiguous = shared.ambiguous_origins.lock().expect("ambiguous origins");
+    for (_, origin) in RESOLVES {
+        if running
+            .iter()
+            .filter(|child| resolves(child, origin))
+            .count()
+            > 1
+        {
+            ambiguous.insert(origin);
+        }
+    }
+}
+
+fn child_key(child: &Child) -> String {
+    format!("{}#{}", child.name(), child.instance())
+}
+
+/// Mark every item of `result` (an answer to `origin`) as `child`'s.
+pub(super) fn tag_items(result: &mut Value, child: &Child) {
+    let key = Value::String(child_key(child));
+    let items = match result {
+        Value::Array(items) => items,
+        Value::Object(list) => match list.get_mut("items") {
+            Some(Value::Array(items)) => items,
+            _ => return,
+        },
+        _ => return,
+    };
+    for item in items.iter_mut().filter(|item| item.is_object()) {
+        let original = item["data"].take();
+        item["data"] = serde_json::json!({ORIGIN_KEY: key, ORIGINAL_DATA_KEY: original});
+    }
+}
+
+/// The child a tagged item came from (`None` when it is gone: restarted since), and the item
+/// as that child made it; `None` for an untagged item.
+fn untag(shared: &Shared, item: &Value) -> Option<(Option<Arc<Child>>, Value)> {
+    let key = item["data"][ORIGIN_KEY].as_str()?;
+    let mut original = item.clone();
+    original["data"] = item["data"][ORIGINAL_DATA_KEY].clone();
+    if original["data"].is_null() {
+        original.as_object_mut()?.remove("data");
+    }
+    let child = shared
+        .bridge()
+        .ok()?
+        .running()
+        .into_iter()
+        .find(|child| child_key(child) == key);
+    Some((child, original))
+}
+
 /// Whether `child` resolves the items of `origin` (its provider says `resolveProvider`). The
 /// editor is told at `initialize` that completion items resolve, before any child runs; the
 /// item of a child that does not resolve is answered as it is, which is what resolving it
@@ -127,6 +200,16 @@ pub(super) enum Dispatch {
     },
     /// An item that needs no resolving, a document no server handles: the answer is known.
     Answered(RawResult),
+}
+
+impl Dispatch {
+    /// The child it was written to.
+    pub(super) fn child(&self) -> Option<&Arc<Child>> {
+        match self {
+            Dispatch::Sent { child, .. } => Some(child),
+            Dispatch::Answered(_) => None,
+        }
+    }
 }
 
 /// Write a request to `child` now.
@@ -186,6 +269,31 @@ pub(super) async fn dispatch_to_child(
         if is_own_item(params) {
             return as_it_is();
         }
+        if let Some((child, original)) = untag(shared, params) {
+            let Some(child) = child.filter(|child| resolves(child, origin)) else {
+                // Its child is gone (or does not resolve): the item is what resolving gives.
+                return serde_json::value::to_raw_value(&original)
+                    .map(|raw| Some(Dispatch::Answered(raw)))
+                    .map_err(|error| (codes::INTERNAL_ERROR, error.to_string()));
+            };
+            return match forward_as {
+                Some(id) => {
+                    let body = serde_json::to_vec(
+                        &serde_json::json!({"jsonrpc": "2.0", "id": id, "method": method, "params": original}),
+                    )
+                    .expect("a Value serializes");
+                    child
+                        .forward(id, method, &body, &shared.out, CHILD_REQUEST_TIMEOUT)
+                        .map(|()| None)
+                        .map_err(error_reply)
+                }
+                None => Ok(Some(Dispatch::Sent {
+                    request: child.send(method, &original).map_err(error_reply)?,
+                    method: method.to_owned(),
+                    child,
+                })),
+            };
+        }
         let Some(child) = resolve_route(shared, origin) else {
             return Err((
                 codes::INVALID_PARAMS,
@@ -215,8 +323,14 @@ pub(super) async fn dispatch_to_child(
             return Ok(Some(Dispatch::Answered(empty_result(method))));
         };
         match write(child) {
-            Err(Error::NotDelivered { server }) if !delivery_retried => {
-                tracing::info!(%server, method, "the child was gone before the request reached it: restarting it and sending the request there");
+            // Writing fails only before the request is written: the pipe was found closed, or
+            // the connection already was. Either way this child never saw it.
+            Err(error) if error.is_server_gone() && !delivery_retried => {
+                tracing::info!(
+                    server = error.server().unwrap_or_default(),
+                    method,
+                    "the child was gone before the request reached it: restarting it and sending the request there"
+                );
                 delivery_retried = true;
             }
             written => return written.map_err(error_reply),
@@ -325,6 +439,7 @@ pub(super) async fn forward_notification(shared: &Arc<Shared>, method: &str, par
 /// Wire a newly started child to the editor: its notifications are forwarded, and the requests
 /// the editor should answer are sent there with fresh ids.
 pub(super) fn attach_child(shared: &Arc<Shared>, child: &Arc<Child>) {
+    note_resolvers(shared);
     // Protocol-internal `$/` notifications stay between bridge and child, except progress.
     child.notify_to(shared.out.clone(), |method| {
         method == "$/progress" || !method.starts_with('$')

@@ -19,11 +19,13 @@
 //! - `record PATH`: appends every message received, and every answer to its own requests, to
 //!   PATH as JSON lines;
 //! - `split MILLIS`: writes each message's header, then its body MILLIS later;
-//! - `deaf-on METHOD`: answers METHOD, then closes its input and stays alive with its output
+//! - `deaf-on METHOD`: closes its input, then answers METHOD, and stays alive with its output
 //!   open, as a dying server does for a moment (what is written to it fails with `EPIPE`, and
 //!   no end of output says it is gone);
 //! - `no-symbols`: offers `workspace/symbol` and answers it with `[]`, always, reporting no
-//!   progress (a server that may be indexing, as far as anyone can tell).
+//!   progress (a server that may be indexing, as far as anyone can tell);
+//! - `items NAME`: answers completion with three items labelled `NAME-1` to `NAME-3`, each with
+//!   `data` `{from: NAME, n}` (a resolve is echoed as any other request).
 //!
 //! Any other request is answered with `{"echo": METHOD, "params": PARAMS}`. Two notifications
 //! drive it from a test: `fake/poke` is echoed back as the notification `fake/poked`, and
@@ -53,6 +55,7 @@ struct Script {
     split: Option<Duration>,
     no_symbols: bool,
     deaf_on: HashSet<String>,
+    items: Option<String>,
 }
 
 impl Script {
@@ -103,6 +106,7 @@ impl Script {
                     script.content_modified.insert(method, count);
                 }
                 "record" => script.record = Some(value("record", "PATH", &mut args)),
+                "items" => script.items = Some(value("items", "NAME", &mut args)),
                 "split" => {
                     let millis = value("split", "MILLIS", &mut args);
                     let millis = millis
@@ -277,12 +281,14 @@ fn main() {
             continue;
         }
         if script.deaf_on.contains(&method) {
-            out.answer(&id, json!({"deaf": true}));
             eprintln!("fake-lsp: closing my input on {method}, as asked");
-            // /dev/null takes fd 0's place, which closes our end of the input pipe.
+            // /dev/null takes fd 0's place, which closes our end of the input pipe. Closed
+            // before the answer, so that nothing the client sends after reading it can reach
+            // the pipe while it is still open.
             let null =
                 std::fs::File::open("/dev/null").unwrap_or_else(|error| die(&error.to_string()));
             nix::unistd::dup2_stdin(&null).unwrap_or_else(|error| die(&error.to_string()));
+            out.answer(&id, json!({"deaf": true}));
             loop {
                 std::thread::park();
             }
@@ -319,6 +325,15 @@ fn main() {
             }
             "shutdown" => out.answer(&id, Value::Null),
             "workspace/symbol" if script.no_symbols => out.answer(&id, json!([])),
+            "textDocument/completion" if script.items.is_some() => {
+                let name = script.items.as_deref().unwrap_or_default();
+                let items: Vec<Value> = (1..=3)
+                    .map(
+                        |n| json!({"label": format!("{name}-{n}"), "data": {"from": name, "n": n}}),
+                    )
+                    .collect();
+                out.answer(&id, json!({"isIncomplete": false, "items": items}));
+            }
             method => match script.slow.get(method) {
                 Some(&millis) => {
                     let out = out.clone();
