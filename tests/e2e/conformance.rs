@@ -4,7 +4,7 @@
 //! system root and the home directory are not taken as a workspace, and `exit` without
 //! `shutdown` exits 1.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use agent_tests::editor::{Editor, url};
@@ -19,6 +19,16 @@ fn serve(root: &Path, state: &Path, config: &str, home: Option<&Path>) -> Editor
         command.env("HOME", home);
     }
     Editor::start(command)
+}
+
+/// `serve` on a fresh workspace, initialized; the folders live as long as the returned pair.
+fn initialized() -> (Editor, PathBuf, [tempfile::TempDir; 2]) {
+    let workspace = tempfile::tempdir().unwrap();
+    let root = workspace.path().canonicalize().unwrap();
+    let state = tempfile::tempdir().unwrap();
+    let mut editor = serve(&root, state.path(), "", None);
+    editor.initialize(&root);
+    (editor, root, [workspace, state])
 }
 
 fn frame(body: &[u8]) -> Vec<u8> {
@@ -47,11 +57,7 @@ fn read(editor: &mut Editor, path: &Path) -> String {
 
 #[test]
 fn every_request_is_answered_even_unreadable_ones() {
-    let workspace = tempfile::tempdir().unwrap();
-    let root = workspace.path().canonicalize().unwrap();
-    let state = tempfile::tempdir().unwrap();
-    let mut editor = serve(&root, state.path(), "", None);
-    editor.initialize(&root);
+    let (mut editor, _, _dirs) = initialized();
 
     // Invalid UTF-8 in the params: a parse error, to the request's own id.
     editor.send_raw(&frame(
@@ -105,11 +111,7 @@ fn every_request_is_answered_even_unreadable_ones() {
 
 #[test]
 fn a_lone_surrogate_in_a_document_keeps_every_position() {
-    let workspace = tempfile::tempdir().unwrap();
-    let root = workspace.path().canonicalize().unwrap();
-    let state = tempfile::tempdir().unwrap();
-    let mut editor = serve(&root, state.path(), "", None);
-    editor.initialize(&root);
+    let (mut editor, root, _dirs) = initialized();
     let file = root.join("notes.txt");
     std::fs::write(&file, "on disk\n").unwrap();
     // What VS Code writes for a buffer holding half a surrogate pair.
@@ -195,11 +197,7 @@ fn the_root_and_the_home_directory_are_not_a_workspace_unless_allowed() {
 
 #[test]
 fn a_did_open_without_text_is_refused_and_the_buffer_is_kept() {
-    let workspace = tempfile::tempdir().unwrap();
-    let root = workspace.path().canonicalize().unwrap();
-    let state = tempfile::tempdir().unwrap();
-    let mut editor = serve(&root, state.path(), "", None);
-    editor.initialize(&root);
+    let (mut editor, root, _dirs) = initialized();
     let file = root.join("notes.txt");
     std::fs::write(&file, "on disk\n").unwrap();
     editor.notify(

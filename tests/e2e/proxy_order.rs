@@ -36,15 +36,7 @@ fn serve_command(root: &Path, state: &Path, record: &Path) -> Command {
         program.display().to_string(),
         record.display().to_string(),
     );
-    let config_path = state.join("config.toml");
-    std::fs::write(&config_path, config).unwrap();
-    let mut command = Command::new(agent_tests::workspace_bin("agent-lsp"));
-    command
-        .env("PATH", agent_tests::tools_path())
-        .env("AGENT_LSP_STATE_DIR", state)
-        .env("AGENT_LSP_CONFIG", &config_path)
-        .args(["--workspace", root.to_str().unwrap(), "serve"]);
-    command
+    agent_tests::serve_command(root, state, &config)
 }
 
 /// What the child received about each document, in its order: each message's sequence number

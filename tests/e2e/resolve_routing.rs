@@ -2,8 +2,6 @@
 //! each served by a child that resolves completion items, items of both resolved interleaved
 //! each reach their own child, with their own `data`.
 
-use std::process::Command;
-
 use agent_tests::editor::{Editor, url};
 use serde_json::{Value, json};
 
@@ -21,14 +19,7 @@ fn completion_items_of_two_children_are_resolved_by_the_child_that_made_them() {
             record.display().to_string()
         );
     }
-    let config_path = state.path().join("config.toml");
-    std::fs::write(&config_path, config).unwrap();
-    let mut command = Command::new(agent_tests::workspace_bin("agent-lsp"));
-    command
-        .env("PATH", agent_tests::tools_path())
-        .env("AGENT_LSP_STATE_DIR", state.path())
-        .env("AGENT_LSP_CONFIG", &config_path)
-        .args(["--workspace", root.to_str().unwrap(), "serve"]);
+    let command = agent_tests::serve_command(&root, state.path(), &config);
     let mut editor = Editor::start(command);
     editor.initialize(&root);
     let files = [root.join("a.one"), root.join("b.two")];

@@ -4,28 +4,15 @@
 //! requests come back with mapped ids, and garbage input is survived.
 
 use std::path::Path;
-use std::process::Command;
 use std::time::Duration;
 
 use agent_tests::editor::{Editor, url};
+use agent_tests::serve_command;
 use lsp_bridge::position::PositionEncoding;
 use serde_json::{Value, json};
 
 fn serve(workspace: &Path, state: &Path, config: Option<&str>) -> Editor {
     Editor::start(serve_command(workspace, state, config.unwrap_or("")))
-}
-
-/// `agent-lsp serve` on `workspace` with `config` as its configuration file.
-fn serve_command(workspace: &Path, state: &Path, config: &str) -> Command {
-    let config_path = state.join("config.toml");
-    std::fs::write(&config_path, config).unwrap();
-    let mut command = Command::new(agent_tests::workspace_bin("agent-lsp"));
-    command
-        .env("PATH", agent_tests::tools_path())
-        .env("AGENT_LSP_STATE_DIR", state)
-        .env("AGENT_LSP_CONFIG", &config_path)
-        .args(["--workspace", workspace.to_str().unwrap(), "serve"]);
-    command
 }
 
 /// The same request answered by pyright directly (through the bridge's plain child client).

@@ -157,3 +157,21 @@ pub fn fake_lsp_record(path: &Path) -> Vec<serde_json::Value> {
         .map(|line| serde_json::from_str(line).expect("fake-lsp records JSON lines"))
         .collect()
 }
+
+/// `agent-lsp serve` for `workspace`, with `config` as its config file's text (written into
+/// `state`, which is also its state folder) and the test tools on `PATH`.
+pub fn serve_command(
+    workspace: &std::path::Path,
+    state: &std::path::Path,
+    config: &str,
+) -> std::process::Command {
+    let config_path = state.join("config.toml");
+    std::fs::write(&config_path, config).unwrap();
+    let mut command = std::process::Command::new(workspace_bin("agent-lsp"));
+    command
+        .env("PATH", tools_path())
+        .env("AGENT_LSP_STATE_DIR", state)
+        .env("AGENT_LSP_CONFIG", &config_path)
+        .args(["--workspace", workspace.to_str().unwrap(), "serve"]);
+    command
+}
