@@ -169,3 +169,66 @@ fn an_editor_request_that_never_reached_its_dying_child_is_sent_to_a_restarted_o
         std::thread::sleep(std::time::Duration::from_millis(20));
     }
 }
+
+/// A notification about a document that finds its child dead restarts it, and the new child
+/// is given the editor's buffer (its unsaved text) before the notification.
+#[test]
+fn a_restarted_child_gets_the_editors_documents_before_a_notification_about_them() {
+    let workspace = tempfile::tempdir().unwrap();
+    let root = workspace.path().canonicalize().unwrap();
+    let file = root.join("a.fake");
+    std::fs::write(&file, "on disk\n").unwrap();
+    let state = tempfile::tempdir().unwrap();
+    let record = state.path().join("received.jsonl");
+    let config = format!(
+        "[server.fake]\ncommand = {:?}\nargs = [\"record\", {:?}]\nfile_patterns = [\"*.fake\"]\n",
+        agent_tests::workspace_bin("fake-lsp").display().to_string(),
+        record.display().to_string()
+    );
+    let mut editor = Editor::start(agent_tests::serve_command(&root, state.path(), &config));
+    editor.initialize(&root);
+    editor.open(&file, "fake");
+    editor.change(&file, "unsaved\n");
+    let params = json!({"textDocument": {"uri": url(&file)}, "n": 1});
+    editor.notify("fake/poke", params.clone());
+    editor.wait_for("the first poke", |message| {
+        message["method"] == "fake/poked"
+    });
+    let [first] = descendants_running(editor.pid(), "fake-lsp")[..] else {
+        panic!("{:?}", agent_tests::processes::descendants(editor.pid()))
+    };
+    kill_and_wait(first);
+
+    editor.notify(
+        "fake/poke",
+        json!({"textDocument": {"uri": url(&file)}, "n": 2}),
+    );
+    let poked = editor.wait_for("the restarted child's poke", |message| {
+        message["method"] == "fake/poked" && message["params"]["n"] == 2
+    });
+    assert_eq!(poked["params"]["n"], 2);
+    // What the new instance received, from its `initialize` on.
+    let received = agent_tests::fake_lsp_record(&record);
+    let start = received
+        .iter()
+        .rposition(|message| message["method"] == "initialize")
+        .unwrap();
+    let methods: Vec<&str> = received[start..]
+        .iter()
+        .filter_map(|message| message["method"].as_str())
+        .collect();
+    let open = methods
+        .iter()
+        .position(|method| *method == "textDocument/didOpen");
+    let poke = methods.iter().position(|method| *method == "fake/poke");
+    assert!(
+        open.is_some() && open < poke,
+        "the new child got {methods:?}"
+    );
+    let reopened = received[start..]
+        .iter()
+        .find(|message| message["method"] == "textDocument/didOpen")
+        .unwrap();
+    assert_eq!(reopened["params"]["textDocument"]["text"], "unsaved\n");
+    editor.shutdown();
+}
