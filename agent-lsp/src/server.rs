@@ -489,13 +489,13 @@ impl Server {
                 let span = tracing::info_span!("request", %method, %id);
                 // What goes to a child is written now, before the next message is read; only
                 // the waiting runs as a task.
-                let pending = dispatch::dispatch(&shared, &id, &method, params)
+                let Some(pending) = dispatch::dispatch(&shared, &id, &method, params)
                     .instrument(span.clone())
-                    .await;
-                if matches!(pending, dispatch::Pending::Forwarded) {
-                    // The child answers the editor; a cancellation goes to the child.
+                    .await
+                else {
+                    // Forwarded: the child answers the editor; a cancellation goes to the child.
                     return;
-                }
+                };
                 let cancel = CancellationToken::new();
                 let key = id.to_string();
                 shared

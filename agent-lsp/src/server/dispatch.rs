@@ -21,8 +21,6 @@ pub(super) enum Answer {
 
 /// A request whose child part, if any, is written: what is left is waiting and answering.
 pub(super) enum Pending {
-    /// Forwarded with the editor's id: the child answers the editor itself.
-    Forwarded,
     /// One child answers, or the answer is known already (a document no server handles).
     Child(Result<routing::Dispatch, (i64, String)>),
     /// One child answers with items that two children could resolve: each is tagged with it.
@@ -39,25 +37,27 @@ pub(super) enum Pending {
 }
 
 /// Route `method` and write what goes to a child now, in arrival order. A request with a
-/// numeric id for one child is forwarded as it is, like those the intake forwards.
+/// numeric id for one child is forwarded as it is, like those the intake forwards: `None`,
+/// the child answers the editor itself.
 pub(super) async fn dispatch(
     shared: &Arc<Shared>,
     id: &Value,
     method: &str,
     params: Value,
-) -> Pending {
+) -> Option<Pending> {
     let prompt_document = shared.is_prompt_document(&params);
-    match method {
+    let pending = match method {
         "workspace/executeCommand" => match commands::child_for_command(shared, &params) {
-            Some(child) => {
-                Pending::Child(routing::send_to(&child, method, &params).map(|request| {
-                    routing::Dispatch::Sent {
+            Some(child) => Pending::Child(
+                child
+                    .send(method, &params)
+                    .map(|request| routing::Dispatch::Sent {
                         child,
                         method: method.to_owned(),
                         request,
-                    }
-                }))
-            }
+                    })
+                    .map_err(routing::error_reply),
+            ),
             None => Pending::Own {
                 method: method.to_owned(),
                 params,
@@ -95,7 +95,7 @@ pub(super) async fn dispatch(
         _ if routing::items_need_origin(shared, method) => {
             match routing::dispatch_to_child(shared, method, &params, None).await {
                 Ok(Some(dispatch)) => Pending::Tagged(dispatch),
-                Ok(None) => Pending::Forwarded,
+                Ok(None) => return None,
                 Err(error) => Pending::Child(Err(error)),
             }
         }
@@ -104,23 +104,19 @@ pub(super) async fn dispatch(
                 .as_i64()
                 .filter(|id| (0..lsp_bridge::FIRST_OWN_ID).contains(id));
             match routing::dispatch_to_child(shared, method, &params, forward_as).await {
-                Ok(None) => Pending::Forwarded,
                 Ok(Some(dispatch)) => Pending::Child(Ok(dispatch)),
+                Ok(None) => return None,
                 Err(error) => Pending::Child(Err(error)),
             }
         }
-    }
+    };
+    Some(pending)
 }
 
 impl Pending {
     /// Wait for the answers and make the reply.
     pub(super) async fn finish(self, shared: &Arc<Shared>, cancel: &CancellationToken) -> Answer {
         match self {
-            // Not spawned: see `Server::request`.
-            Pending::Forwarded => Answer::Reply(Err((
-                codes::INTERNAL_ERROR,
-                "a forwarded request is answered by its child".into(),
-            ))),
             Pending::Child(dispatch) => match dispatch {
                 Ok(dispatch) => match routing::answer(shared, dispatch, cancel).await {
                     Ok(raw) => Answer::Raw(raw),

@@ -212,15 +212,6 @@ impl Dispatch {
     }
 }
 
-/// Write a request to `child` now.
-pub(super) fn send_to(
-    child: &Child,
-    method: &str,
-    params: &Value,
-) -> Result<SentRequest, (i64, String)> {
-    child.send(method, params).map_err(error_reply)
-}
-
 /// Write a request to the one child it is about (by document, or for `*/resolve` the child
 /// that produced the item), on the loop, before the editor's next message is read. With
 /// `forward_as`, the editor's numeric id, it is forwarded (`None`: the child's answer goes to
@@ -232,7 +223,7 @@ pub(super) async fn dispatch_to_child(
     params: &Value,
     forward_as: Option<i64>,
 ) -> Result<Option<Dispatch>, (i64, String)> {
-    let write = |child: Arc<Child>| -> Result<Option<Dispatch>, Error> {
+    let write = |child: Arc<Child>, params: &Value| -> Result<Option<Dispatch>, Error> {
         match forward_as {
             Some(id) => {
                 let body = serde_json::to_vec(
@@ -251,8 +242,9 @@ pub(super) async fn dispatch_to_child(
         }
     };
     shared.bridge()?;
-    let as_it_is = || {
-        serde_json::value::to_raw_value(params)
+    // The item itself is the answer: resolving it gives nothing more.
+    let as_it_is = |item: &Value| {
+        serde_json::value::to_raw_value(item)
             .map(|raw| Some(Dispatch::Answered(raw)))
             .map_err(|error| (codes::INTERNAL_ERROR, error.to_string()))
     };
@@ -263,35 +255,17 @@ pub(super) async fn dispatch_to_child(
                 .as_str()
                 .is_some_and(|command| command.starts_with("agent."))
         {
-            return as_it_is();
+            return as_it_is(params);
         }
         // The `@path` completion items are the server's own and complete as they are.
         if is_own_item(params) {
-            return as_it_is();
+            return as_it_is(params);
         }
         if let Some((child, original)) = untag(shared, params) {
-            let Some(child) = child.filter(|child| resolves(child, origin)) else {
-                // Its child is gone (or does not resolve): the item is what resolving gives.
-                return serde_json::value::to_raw_value(&original)
-                    .map(|raw| Some(Dispatch::Answered(raw)))
-                    .map_err(|error| (codes::INTERNAL_ERROR, error.to_string()));
-            };
-            return match forward_as {
-                Some(id) => {
-                    let body = serde_json::to_vec(
-                        &serde_json::json!({"jsonrpc": "2.0", "id": id, "method": method, "params": original}),
-                    )
-                    .expect("a Value serializes");
-                    child
-                        .forward(id, method, &body, &shared.out, CHILD_REQUEST_TIMEOUT)
-                        .map(|()| None)
-                        .map_err(error_reply)
-                }
-                None => Ok(Some(Dispatch::Sent {
-                    request: child.send(method, &original).map_err(error_reply)?,
-                    method: method.to_owned(),
-                    child,
-                })),
+            // Its child is gone (or does not resolve): the item as it made it.
+            return match child.filter(|child| resolves(child, origin)) {
+                Some(child) => write(child, &original).map_err(error_reply),
+                None => as_it_is(&original),
             };
         }
         let Some(child) = resolve_route(shared, origin) else {
