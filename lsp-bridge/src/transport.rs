@@ -331,10 +331,16 @@ impl Transport {
             return Err(self.shared.closed_error(closed));
         }
         tracing::trace!(server = %self.shared.server, method, "notification");
-        self.shared.send(&with_params(
-            json!({"jsonrpc": "2.0", "method": method}),
-            params,
-        ));
+        let message = with_params(json!({"jsonrpc": "2.0", "method": method}), params);
+        // The pipe was found closed: the server never gets it (the caller may send it to a
+        // restarted one).
+        if !self
+            .shared
+            .writer
+            .send(&serde_json::to_vec(&message).expect("a Value serializes"))
+        {
+            return Err(self.shared.not_delivered());
+        }
         Ok(())
     }
 

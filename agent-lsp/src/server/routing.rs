@@ -275,9 +275,9 @@ pub(super) async fn dispatch_to_child(
             ));
         };
         if !resolves(&child, origin) {
-            return as_it_is();
+            return as_it_is(params);
         }
-        return write(child).map_err(error_reply);
+        return write(child, params).map_err(error_reply);
     }
     let Some(path) = document_path(params) else {
         return Err(no_child(method));
@@ -296,7 +296,7 @@ pub(super) async fn dispatch_to_child(
         let Some(child) = document_child(shared, &path, params, method).await? else {
             return Ok(Some(Dispatch::Answered(empty_result(method))));
         };
-        match write(child) {
+        match write(child, params) {
             // Writing fails only before the request is written: the pipe was found closed, or
             // the connection already was. Either way this child never saw it.
             Err(error) if error.is_server_gone() && !delivery_retried => {
@@ -404,7 +404,16 @@ pub(super) async fn forward_notification(shared: &Arc<Shared>, method: &str, par
         None => bridge.running(),
     };
     for child in children {
-        if let Err(error) = child.notify(method, params.clone()).await {
+        let mut notified = child.notify(method, params.clone()).await;
+        // It never reached a child that was gone: a delivery retry, as for requests, to the
+        // restarted child (given the editor's documents first).
+        if let (Err(error), Some(path)) = (&notified, document_path(&params))
+            && error.is_server_gone()
+            && let Ok(restarted) = shared.child_for(&path).await
+        {
+            notified = restarted.notify(method, params.clone()).await;
+        }
+        if let Err(error) = notified {
             tracing::warn!(server = child.name(), method, "cannot forward: {error}");
         }
     }
