@@ -62,8 +62,7 @@ const CHILD_REQUEST_TIMEOUT: Duration = Duration::from_secs(60);
 /// How long the server, on its way out, waits for the editor to read what is left to send.
 const WRITER_DRAIN: Duration = Duration::from_secs(5);
 
-/// What a request handler returns: a result, or a JSON-RPC error code and message.
-pub type Reply = Result<Value, (i64, String)>;
+pub use lsp_bridge::jsonrpc::{Reply, ResponseError};
 
 /// State shared by the loop and the request tasks.
 pub struct Shared {
@@ -125,13 +124,7 @@ impl Shared {
     }
 
     fn respond(&self, id: Value, reply: Reply) {
-        let message = match reply {
-            Ok(result) => json!({"jsonrpc": "2.0", "id": id, "result": result}),
-            Err((code, message)) => {
-                json!({"jsonrpc": "2.0", "id": id, "error": {"code": code, "message": message}})
-            }
-        };
-        self.send(message);
+        self.send(jsonrpc::reply(&id, &reply));
     }
 
     pub(crate) fn notify_editor(&self, method: &str, params: Value) {
@@ -154,7 +147,7 @@ impl Shared {
                     .lock()
                     .expect("pending editor requests")
                     .remove(&id);
-                Err((
+                Err(ResponseError::new(
                     codes::INTERNAL_ERROR,
                     format!("the editor did not answer `{method}`"),
                 ))
@@ -170,8 +163,8 @@ impl Shared {
         );
     }
 
-    pub(crate) fn bridge(&self) -> Result<&Bridge, (i64, String)> {
-        self.bridge.get().ok_or((
+    pub(crate) fn bridge(&self) -> Result<&Bridge, ResponseError> {
+        self.bridge.get().ok_or(ResponseError::new(
             codes::SERVER_NOT_INITIALIZED,
             "the server is not initialized".to_owned(),
         ))
@@ -424,7 +417,7 @@ impl Server {
         match message {
             // A response to one of our requests to the editor.
             jsonrpc::Message::Response { id, outcome } => {
-                let reply = outcome.map_err(|error| (error.code, error.message));
+                let reply = outcome;
                 let waiter = id
                     .as_i64()
                     .and_then(|id| self.shared.to_editor.lock().expect("pending").remove(&id));
@@ -466,7 +459,7 @@ impl Server {
             _ if shared.bridge.get().is_none() => {
                 shared.respond(
                     id,
-                    Err((
+                    Err(ResponseError::new(
                         codes::SERVER_NOT_INITIALIZED,
                         format!("`{method}` before `initialize`"),
                     )),
@@ -482,7 +475,10 @@ impl Server {
             _ if self.shutdown_requested => {
                 shared.respond(
                     id,
-                    Err((codes::INVALID_REQUEST, "the server is shutting down".into())),
+                    Err(ResponseError::new(
+                        codes::INVALID_REQUEST,
+                        "the server is shutting down",
+                    )),
                 );
             }
             _ => {
@@ -515,9 +511,9 @@ impl Server {
                         dispatch::Answer::Reply(Err(error)) if cancel.is_cancelled() => shared
                             .respond(
                                 id,
-                                Err((
+                                Err(ResponseError::new(
                                     codes::REQUEST_CANCELLED,
-                                    format!("`{method}` was cancelled: {}", error.1),
+                                    format!("`{method}` was cancelled: {}", error.message),
                                 )),
                             ),
                         dispatch::Answer::Reply(reply) => shared.respond(id, reply),
@@ -575,11 +571,14 @@ impl Server {
                     Err(refused) => {
                         // No answer goes back to a notification: the person at the editor is
                         // told, since their buffer and ours may now differ.
-                        shared.show_error(&refused.1);
+                        shared.show_error(&refused.message);
                         Err(refused)
                     }
                 };
-                if let Err((_, problem)) = synced {
+                if let Err(ResponseError {
+                    message: problem, ..
+                }) = synced
+                {
                     tracing::warn!(method, "{problem}");
                 }
             }

@@ -24,10 +24,9 @@ use tokio_util::sync::CancellationToken;
 use tracing::Instrument;
 
 use crate::config::ServerConfig;
-use crate::error::{
-    CONTENT_MODIFIED, Error, INTERNAL_ERROR, INVALID_PARAMS, METHOD_NOT_FOUND, Result,
-};
+use crate::error::{CONTENT_MODIFIED, Error, METHOD_NOT_FOUND, Result};
 use crate::framing::FrameWriter;
+use crate::jsonrpc::ResponseError;
 use crate::position::PositionEncoding;
 use crate::transport::{Closed, Incoming, Transport};
 
@@ -62,9 +61,8 @@ pub enum ChildState {
 
 /// Answers a server→client request instead of the built-in answer, or declines with `None`.
 /// The error is a JSON-RPC `(code, message)`.
-pub type RequestHandler = Arc<
-    dyn Fn(&str, &Value) -> Option<BoxFuture<'static, Result<Value, (i64, String)>>> + Send + Sync,
->;
+pub type RequestHandler =
+    Arc<dyn Fn(&str, &Value) -> Option<BoxFuture<'static, crate::jsonrpc::Reply>> + Send + Sync>;
 
 /// The diagnostics a server last published for one document.
 #[derive(Clone, Debug, PartialEq)]
@@ -818,7 +816,9 @@ impl Child {
             tokio::spawn(async move {
                 // Run the handler in its own task so that a panic in it still gets an answer.
                 let outcome = tokio::spawn(answer).await.unwrap_or_else(|error| {
-                    Err((INTERNAL_ERROR, format!("request handler failed: {error}")))
+                    Err(ResponseError::internal(format!(
+                        "request handler failed: {error}"
+                    )))
                 });
                 if let Some(child) = child.upgrade() {
                     child.transport.respond(id, outcome);
@@ -827,14 +827,14 @@ impl Child {
             return;
         }
         let outcome = self.builtin_answer(&method, &params);
-        if let Err((_, message)) = &outcome {
+        if let Err(ResponseError { message, .. }) = &outcome {
             tracing::debug!(server = %self.config.name, %method, "refused server request: {message}");
         }
         self.transport.respond(id, outcome);
     }
 
     /// The answers this crate gives on its own (see the module doc).
-    fn builtin_answer(&self, method: &str, params: &Value) -> Result<Value, (i64, String)> {
+    fn builtin_answer(&self, method: &str, params: &Value) -> crate::jsonrpc::Reply {
         match method {
             "workspace/configuration" => {
                 let items = params
@@ -857,7 +857,7 @@ impl Child {
             "client/registerCapability" => {
                 let params =
                     serde_json::from_value::<lsp_types::RegistrationParams>(params.clone())
-                        .map_err(|error| (INVALID_PARAMS, error.to_string()))?;
+                        .map_err(|error| ResponseError::invalid_params(error.to_string()))?;
                 for registration in &params.registrations {
                     tracing::debug!(server = %self.config.name, method = %registration.method, "capability registered");
                 }
@@ -909,7 +909,7 @@ impl Child {
             method if method.starts_with("workspace/") && method.ends_with("/refresh") => {
                 Ok(Value::Null)
             }
-            method => Err((
+            method => Err(ResponseError::new(
                 METHOD_NOT_FOUND,
                 format!("agent-lsp does not handle `{method}`"),
             )),

@@ -28,6 +28,8 @@ pub mod code {
     pub const REQUEST_CANCELLED: i64 = -32800;
     /// LSP: the answer was invalidated by an edit; ask again.
     pub const CONTENT_MODIFIED: i64 = -32801;
+    /// LSP: the request was valid and failed (a command that ran and could not do its work).
+    pub const REQUEST_FAILED: i64 = -32803;
 }
 
 /// An error as a response carries it.
@@ -43,6 +45,22 @@ impl ResponseError {
             code,
             message: message.into(),
         }
+    }
+
+    /// `InvalidParams`: the params are not what the method takes.
+    pub fn invalid_params(message: impl Into<String>) -> ResponseError {
+        ResponseError::new(code::INVALID_PARAMS, message)
+    }
+
+    /// `InternalError`: the request was fine and handling it failed.
+    pub fn internal(message: impl Into<String>) -> ResponseError {
+        ResponseError::new(code::INTERNAL_ERROR, message)
+    }
+}
+
+impl std::fmt::Display for ResponseError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{} ({})", self.message, self.code)
     }
 }
 
@@ -146,6 +164,17 @@ pub fn response(id: &Value, result: Value) -> Value {
 pub fn error_response(id: &Value, error: &ResponseError) -> Value {
     json!({"jsonrpc": "2.0", "id": id,
            "error": {"code": error.code, "message": error.message}})
+}
+
+/// What a request handler answers: a result, or an error.
+pub type Reply = Result<Value, ResponseError>;
+
+/// The response that carries `reply`.
+pub fn reply(id: &Value, reply: &Reply) -> Value {
+    match reply {
+        Ok(result) => response(id, result.clone()),
+        Err(error) => error_response(id, error),
+    }
 }
 
 fn invalid(id: Value, problem: String) -> Refusal {

@@ -345,14 +345,8 @@ impl Transport {
     }
 
     /// Answer a server→client request.
-    pub(crate) fn respond(&self, id: Value, result: Result<Value, (i64, String)>) {
-        let message = match result {
-            Ok(result) => json!({"jsonrpc": "2.0", "id": id, "result": result}),
-            Err((code, message)) => {
-                json!({"jsonrpc": "2.0", "id": id, "error": {"code": code, "message": message}})
-            }
-        };
-        self.shared.send(&message);
+    pub(crate) fn respond(&self, id: Value, reply: crate::jsonrpc::Reply) {
+        self.shared.send(&crate::jsonrpc::reply(&id, &reply));
     }
 
     /// Forward the editor's request `body` (JSON text, with the editor's `id`) as it is; the

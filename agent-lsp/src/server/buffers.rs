@@ -118,7 +118,7 @@ impl EditorBuffers {
             let answer = shared
                 .request_editor("workspace/applyEdit", params)
                 .await
-                .map_err(|(_, message)| message)?;
+                .map_err(|error| error.message)?;
             if answer["applied"] != true {
                 let reason = answer["failureReason"]
                     .as_str()

@@ -15,7 +15,9 @@ use serde::Deserialize;
 use serde_json::{Map, Value, json};
 
 use super::host::EditorOptions;
-use super::{Reply, Shared, actions, codes, commands, editor_bridge_config, routing};
+use super::{
+    Reply, ResponseError, Shared, actions, codes, commands, editor_bridge_config, routing,
+};
 
 /// Completion trigger characters announced before any child runs: those of the built-in
 /// servers (pyright, typescript-language-server, clangd, rust-analyzer, gopls). A child
@@ -47,13 +49,13 @@ pub(super) struct InitializeParams {
 
 pub(super) async fn initialize(shared: &Arc<Shared>, params: Value) -> Reply {
     if shared.bridge.get().is_some() {
-        return Err((
+        return Err(ResponseError::new(
             codes::INVALID_REQUEST,
-            "`initialize` was already received".into(),
+            "`initialize` was already received",
         ));
     }
     let params: InitializeParams = serde_json::from_value(params).map_err(|error| {
-        (
+        ResponseError::new(
             codes::INVALID_PARAMS,
             format!("`initialize` refused, its params are malformed: {error}"),
         )
@@ -61,15 +63,15 @@ pub(super) async fn initialize(shared: &Arc<Shared>, params: Value) -> Reply {
     let folders = workspace_folders(&params)
         .or_else(|| shared.default_workspace.clone().map(|dir| vec![dir]));
     let Some(folders) = folders.filter(|folders| !folders.is_empty()) else {
-        return Err((
+        return Err(ResponseError::new(
             codes::INVALID_PARAMS,
-            "no workspace: send rootUri or workspaceFolders (or start with --workspace)".into(),
+            "no workspace: send rootUri or workspaceFolders (or start with --workspace)",
         ));
     };
     if !shared.config.editor.allow_broad_workspace
         && let Some(broad) = folders.iter().find_map(|folder| broad_folder(folder))
     {
-        return Err((
+        return Err(ResponseError::new(
             codes::INVALID_PARAMS,
             format!(
                 "refusing {broad} as the workspace: the agent's tools would reach every file under it. \
@@ -82,7 +84,7 @@ pub(super) async fn initialize(shared: &Arc<Shared>, params: Value) -> Reply {
         .client_capabilities
         .set(Value::Object(params.capabilities.clone()));
     let bridge_config = editor_bridge_config(&shared.config)
-        .map_err(|error| (codes::INVALID_PARAMS, format!("{error:#}")))?;
+        .map_err(|error| ResponseError::new(codes::INVALID_PARAMS, format!("{error:#}")))?;
     let bridge = Bridge::new(bridge_config, folders.clone());
     let hook_shared = Arc::downgrade(shared);
     bridge.set_on_start(Arc::new(move |child| {
@@ -379,7 +381,9 @@ fn register_late(shared: &Arc<Shared>, child: &Arc<lsp_bridge::Child>) {
     );
     let shared = shared.clone();
     tokio::spawn(async move {
-        if let Err((_, problem)) = shared
+        if let Err(ResponseError {
+            message: problem, ..
+        }) = shared
             .request_editor(
                 "client/registerCapability",
                 json!({"registrations": registrations}),

@@ -41,7 +41,7 @@ use tokio_util::sync::CancellationToken;
 use super::buffers::EditorBuffers;
 use super::chat::{PROMPT_HEADING, offset_of, prompt_at};
 use super::host::{AnswerTarget, REQUEST_FAILED, TurnReport, TurnRequest};
-use super::{Reply, Shared, codes};
+use super::{Reply, ResponseError, Shared, codes};
 use crate::agent::TurnOutcome;
 use crate::tools::buffers::Buffers;
 
@@ -86,13 +86,13 @@ pub(super) async fn execute(
     params: Value,
     cancel: &CancellationToken,
 ) -> Reply {
-    let command = params["command"].as_str().ok_or((
+    let command = params["command"].as_str().ok_or(ResponseError::new(
         codes::INVALID_PARAMS,
         "executeCommand without `command`".to_owned(),
     ))?;
     let argument = params["arguments"].get(0).cloned().unwrap_or(Value::Null);
     if !(argument.is_object() || argument.is_null()) {
-        return Err((
+        return Err(ResponseError::new(
             codes::INVALID_PARAMS,
             format!("`{command}` takes one JSON object argument"),
         ));
@@ -126,47 +126,51 @@ pub(super) async fn execute(
         "agent.context.edit" => context_edit(shared, &argument, cancel).await,
         "agent.context.rollback" => context_rollback(shared, &argument).await,
         "agent.status" => status(shared).await,
-        other => Err((
+        other => Err(ResponseError::new(
             codes::METHOD_NOT_FOUND,
             format!("unknown command `{other}`"),
         )),
     }
 }
 
-fn internal(error: anyhow::Error) -> (i64, String) {
-    (codes::INTERNAL_ERROR, format!("{error:#}"))
+fn internal(error: anyhow::Error) -> ResponseError {
+    ResponseError::new(codes::INTERNAL_ERROR, format!("{error:#}"))
 }
 
-fn string<'a>(argument: &'a Value, key: &str) -> Result<&'a str, (i64, String)> {
-    argument[key]
-        .as_str()
-        .ok_or((codes::INVALID_PARAMS, format!("the argument needs `{key}`")))
+fn string<'a>(argument: &'a Value, key: &str) -> Result<&'a str, ResponseError> {
+    argument[key].as_str().ok_or(ResponseError::new(
+        codes::INVALID_PARAMS,
+        format!("the argument needs `{key}`"),
+    ))
 }
 
-fn path_of(argument: &Value) -> Result<PathBuf, (i64, String)> {
+fn path_of(argument: &Value) -> Result<PathBuf, ResponseError> {
     let uri = string(argument, "uri")?;
     Url::parse(uri)
         .ok()
         .and_then(|uri| uri.to_file_path().ok())
-        .ok_or((codes::INVALID_PARAMS, format!("`{uri}` is not a file URI")))
+        .ok_or(ResponseError::new(
+            codes::INVALID_PARAMS,
+            format!("`{uri}` is not a file URI"),
+        ))
 }
 
-fn position_of(value: &Value) -> Result<(usize, u32), (i64, String)> {
+fn position_of(value: &Value) -> Result<(usize, u32), ResponseError> {
     match (value["line"].as_u64(), value["character"].as_u64()) {
         (Some(line), Some(character)) => Ok((line as usize, character as u32)),
-        _ => Err((
+        _ => Err(ResponseError::new(
             codes::INVALID_PARAMS,
-            "a position needs `line` and `character`".into(),
+            "a position needs `line` and `character`",
         )),
     }
 }
 
 /// The editor's text of `path` (unsaved changes included), else the disk's.
-fn current_text(shared: &Arc<Shared>, path: &Path) -> Result<String, (i64, String)> {
+fn current_text(shared: &Arc<Shared>, path: &Path) -> Result<String, ResponseError> {
     EditorBuffers::new(shared)
         .text_or_disk(path)
         .map_err(|error| {
-            (
+            ResponseError::new(
                 REQUEST_FAILED,
                 format!("cannot read {}: {error}", path.display()),
             )
@@ -174,10 +178,10 @@ fn current_text(shared: &Arc<Shared>, path: &Path) -> Result<String, (i64, Strin
 }
 
 /// `@path` for a workspace file, as the model is told to read it.
-fn mention(shared: &Arc<Shared>, path: &Path) -> Result<String, (i64, String)> {
+fn mention(shared: &Arc<Shared>, path: &Path) -> Result<String, ResponseError> {
     let workspace = crate::workspace::Workspace::new(shared.host.workspace()?).map_err(internal)?;
     if !path.starts_with(workspace.root()) {
-        return Err((
+        return Err(ResponseError::new(
             codes::INVALID_PARAMS,
             format!("{} is outside the workspace", path.display()),
         ));
@@ -204,7 +208,7 @@ fn language_of(path: &Path) -> &str {
 }
 
 /// The selection of a `{uri, range}` argument, quoted with its line numbers.
-fn selection(shared: &Arc<Shared>, argument: &Value) -> Result<(PathBuf, String), (i64, String)> {
+fn selection(shared: &Arc<Shared>, argument: &Value) -> Result<(PathBuf, String), ResponseError> {
     let path = path_of(argument)?;
     let text = current_text(shared, &path)?;
     let (first, _) = position_of(&argument["range"]["start"])?;
@@ -226,12 +230,12 @@ fn selection(shared: &Arc<Shared>, argument: &Value) -> Result<(PathBuf, String)
 }
 
 /// The workspace's chat document, opened in the editor when it can show documents.
-async fn chat_document(shared: &Arc<Shared>) -> Result<PathBuf, (i64, String)> {
+async fn chat_document(shared: &Arc<Shared>) -> Result<PathBuf, ResponseError> {
     let workspace = crate::workspace::Workspace::new(shared.host.workspace()?).map_err(internal)?;
     let path = workspace
         .resolve(&shared.config.editor.chat_file)
         .map_err(|error| {
-            (
+            ResponseError::new(
                 REQUEST_FAILED,
                 format!(
                     "[editor] chat_file `{}`: {error}",
@@ -242,14 +246,14 @@ async fn chat_document(shared: &Arc<Shared>) -> Result<PathBuf, (i64, String)> {
     if !path.exists() {
         if let Some(parent) = path.parent() {
             std::fs::create_dir_all(parent).map_err(|error| {
-                (
+                ResponseError::new(
                     REQUEST_FAILED,
                     format!("cannot create {}: {error}", parent.display()),
                 )
             })?;
         }
         std::fs::write(&path, "").map_err(|error| {
-            (
+            ResponseError::new(
                 REQUEST_FAILED,
                 format!("cannot create {}: {error}", path.display()),
             )
@@ -258,7 +262,7 @@ async fn chat_document(shared: &Arc<Shared>) -> Result<PathBuf, (i64, String)> {
     let buffers = EditorBuffers::new(shared);
     if buffers.text(&path).is_none() && shared.client_supports("/window/showDocument/support") {
         let uri = Url::from_file_path(&path).map_err(|()| {
-            (
+            ResponseError::new(
                 codes::INTERNAL_ERROR,
                 format!("{} is not absolute", path.display()),
             )
@@ -285,7 +289,7 @@ async fn append_prompt(
     shared: &Arc<Shared>,
     path: &Path,
     prompt: &str,
-) -> Result<usize, (i64, String)> {
+) -> Result<usize, ResponseError> {
     let buffers = EditorBuffers::new(shared);
     let open = buffers.text(path);
     let text = match &open {
@@ -320,13 +324,13 @@ async fn append_prompt(
             .apply(path, &text, &after, None)
             .await
             .map_err(|problem| {
-                (
+                ResponseError::new(
                     REQUEST_FAILED,
                     format!("the editor refused the prompt: {problem}"),
                 )
             })?,
         None => crate::tools::fs::write_atomically(path, after.as_bytes()).map_err(|error| {
-            (
+            ResponseError::new(
                 REQUEST_FAILED,
                 format!("cannot write {}: {error}", path.display()),
             )
@@ -362,9 +366,9 @@ async fn ask_in_chat(
 /// "Ask agent about selection": a prompt quoting the selection, left for the programmer.
 async fn quote_selection(shared: &Arc<Shared>, argument: &Value) -> Reply {
     if argument.get("uri").is_none() {
-        return Err((
+        return Err(ResponseError::new(
             codes::INVALID_PARAMS,
-            "agent.ask needs {\"prompt\": ...} or {\"uri\": ..., \"range\": ...}".into(),
+            "agent.ask needs {\"prompt\": ...} or {\"uri\": ..., \"range\": ...}",
         ));
     }
     let (path, quoted) = selection(shared, argument)?;
@@ -376,8 +380,8 @@ async fn quote_selection(shared: &Arc<Shared>, argument: &Value) -> Reply {
     let end = append_prompt(shared, &chat, &block).await?;
     let text = current_text(shared, &chat)?;
     let line = text[..end.min(text.len())].matches('\n').count();
-    let uri =
-        Url::from_file_path(&chat).map_err(|()| (codes::INTERNAL_ERROR, "bad path".into()))?;
+    let uri = Url::from_file_path(&chat)
+        .map_err(|()| ResponseError::new(codes::INTERNAL_ERROR, "bad path"))?;
     if shared.client_supports("/window/showDocument/support") {
         let cursor = json!({"line": line, "character": 0});
         let _ = shared
@@ -394,7 +398,7 @@ async fn quote_selection(shared: &Arc<Shared>, argument: &Value) -> Reply {
 async fn send(shared: &Arc<Shared>, argument: &Value, cancel: &CancellationToken) -> Reply {
     let path = path_of(argument)?;
     if !shared.prompt_documents.matches(&path) {
-        return Err((
+        return Err(ResponseError::new(
             codes::INVALID_PARAMS,
             format!(
                 "{} is not a prompt document (`{}`)",
@@ -410,7 +414,8 @@ async fn send(shared: &Arc<Shared>, argument: &Value, cancel: &CancellationToken
         // No cursor: the last prompt of the document.
         None => (text.lines().count().saturating_sub(1), 0),
     };
-    let prompt = prompt_at(&text, line).map_err(|problem| (REQUEST_FAILED, problem))?;
+    let prompt =
+        prompt_at(&text, line).map_err(|problem| ResponseError::new(REQUEST_FAILED, problem))?;
     let request = TurnRequest {
         prompt: prompt.text,
         title: "agent".into(),
@@ -650,7 +655,7 @@ async fn status(shared: &Arc<Shared>) -> Reply {
 }
 
 async fn run_tool(shared: &Arc<Shared>, argument: Value, cancel: &CancellationToken) -> Reply {
-    let name = argument["name"].as_str().ok_or((
+    let name = argument["name"].as_str().ok_or(ResponseError::new(
         codes::INVALID_PARAMS,
         "agent.tool needs {\"name\": ..., \"arguments\": {...}}".to_owned(),
     ))?;
@@ -679,7 +684,7 @@ async fn run_tool(shared: &Arc<Shared>, argument: Value, cancel: &CancellationTo
 async fn context_target(
     shared: &Arc<Shared>,
     argument: &Value,
-) -> Result<Option<String>, (i64, String)> {
+) -> Result<Option<String>, ResponseError> {
     let Some(query) = argument["session"].as_str() else {
         return Ok(None);
     };
@@ -687,7 +692,7 @@ async fn context_target(
         .host
         .store()?
         .resolve(query)
-        .map_err(|error| (codes::INVALID_PARAMS, format!("{error:#}")))?;
+        .map_err(|error| ResponseError::new(codes::INVALID_PARAMS, format!("{error:#}")))?;
     if shared.host.is_running() {
         return Ok(Some(id));
     }
@@ -696,10 +701,10 @@ async fn context_target(
     Ok((!own).then_some(id))
 }
 
-fn context_busy() -> (i64, String) {
-    (
+fn context_busy() -> ResponseError {
+    ResponseError::new(
         REQUEST_FAILED,
-        "a turn is running in this session; edit its context after the turn ends (pass `session` to read it now)".into(),
+        "a turn is running in this session; edit its context after the turn ends (pass `session` to read it now)",
     )
 }
 
@@ -714,7 +719,8 @@ async fn context_show(shared: &Arc<Shared>, argument: &Value) -> Reply {
             .as_u64()
             .map_or(DEFAULT_PREVIEW_CHARS, |n| n as usize),
     };
-    let invalid = |error: anyhow::Error| (codes::INVALID_PARAMS, format!("{error:#}"));
+    let invalid =
+        |error: anyhow::Error| ResponseError::new(codes::INVALID_PARAMS, format!("{error:#}"));
     let (session, shown) = match context_target(shared, argument).await? {
         Some(id) => {
             let history = shared.host.store()?.load(&id).map_err(internal)?;
@@ -761,7 +767,7 @@ where
                 "message": question.to_string(),
                 "referenced": question.referenced,
             })),
-            None => Err((REQUEST_FAILED, format!("{error:#}"))),
+            None => Err(ResponseError::new(REQUEST_FAILED, format!("{error:#}"))),
         }
     })
 }
@@ -771,7 +777,7 @@ where
 async fn context_edit(shared: &Arc<Shared>, argument: &Value, cancel: &CancellationToken) -> Reply {
     use crate::context::editor::ops::{BatchOptions, EditOp, apply_batch, write_fold_summaries};
     let mut ops: Vec<EditOp> = serde_json::from_value(argument["ops"].clone()).map_err(|error| {
-        (
+        ResponseError::new(
             codes::INVALID_PARAMS,
             format!("agent.context.edit needs `ops`: [{{\"op\": fold|pin|delete|replace, \"id\": N, ...}}]: {error}"),
         )
@@ -798,7 +804,7 @@ async fn context_edit(shared: &Arc<Shared>, argument: &Value, cancel: &Cancellat
 /// `agent.context.rollback`.
 async fn context_rollback(shared: &Arc<Shared>, argument: &Value) -> Reply {
     use crate::context::editor::ops::{BatchOptions, rollback};
-    let snapshot = argument["snapshot"].as_u64().ok_or((
+    let snapshot = argument["snapshot"].as_u64().ok_or(ResponseError::new(
         codes::INVALID_PARAMS,
         "agent.context.rollback needs `snapshot` (a generation, as edits report it)".to_owned(),
     ))?;

@@ -11,7 +11,9 @@ use lsp_bridge::{Child, SentRequest};
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
-use super::{CHILD_REQUEST_TIMEOUT, Reply, Shared, actions, codes, commands, routing};
+use super::{
+    CHILD_REQUEST_TIMEOUT, Reply, ResponseError, Shared, actions, codes, commands, routing,
+};
 
 /// What a request task answers: a child's result as it wrote it, or a reply of ours.
 pub(super) enum Answer {
@@ -22,13 +24,13 @@ pub(super) enum Answer {
 /// A request whose child part, if any, is written: what is left is waiting and answering.
 pub(super) enum Pending {
     /// One child answers, or the answer is known already (a document no server handles).
-    Child(Result<routing::Dispatch, (i64, String)>),
+    Child(Result<routing::Dispatch, ResponseError>),
     /// One child answers with items that two children could resolve: each is tagged with it.
     Tagged(routing::Dispatch),
     /// The document's child's code actions (if it has a child), then the agent's.
     CodeActions {
         params: Value,
-        child: Option<Result<routing::Dispatch, (i64, String)>>,
+        child: Option<Result<routing::Dispatch, ResponseError>>,
     },
     /// Every running child's symbols, merged.
     Symbols(Vec<(Arc<Child>, SentRequest)>),
@@ -158,7 +160,9 @@ impl Pending {
                     Ok(Value::Array(actions)) => actions,
                     Ok(_) => Vec::new(),
                     // A document without a server still gets the agent's actions.
-                    Err((_, problem)) => {
+                    Err(ResponseError {
+                        message: problem, ..
+                    }) => {
                         tracing::debug!("no child code actions: {problem}");
                         Vec::new()
                     }
@@ -176,7 +180,9 @@ impl Pending {
                     match answer {
                         Ok(Value::Array(symbols)) => merged.extend(symbols),
                         Ok(_) => {}
-                        Err((_, problem)) => {
+                        Err(ResponseError {
+                            message: problem, ..
+                        }) => {
                             tracing::warn!(
                                 server = child.name(),
                                 "workspace/symbol failed: {problem}"
@@ -198,8 +204,9 @@ impl Pending {
     }
 }
 
-fn parse(raw: &RawResult) -> Result<Value, (i64, String)> {
-    serde_json::from_str(raw.get()).map_err(|error| (codes::INTERNAL_ERROR, error.to_string()))
+fn parse(raw: &RawResult) -> Result<Value, ResponseError> {
+    serde_json::from_str(raw.get())
+        .map_err(|error| ResponseError::new(codes::INTERNAL_ERROR, error.to_string()))
 }
 
 /// Run a request's waiting so that a panic in it becomes an error reply: every request gets
@@ -219,7 +226,7 @@ pub(super) async fn guarded(
                 .or_else(|| panic.downcast_ref::<String>().cloned())
                 .unwrap_or_else(|| "no message".to_owned());
             tracing::error!(method, "request handler panicked: {what}");
-            Answer::Reply(Err((
+            Answer::Reply(Err(ResponseError::new(
                 codes::INTERNAL_ERROR,
                 format!(
                     "agent-lsp failed while handling `{method}` ({what}); this is a bug, please report it with the log"
@@ -240,7 +247,7 @@ mod tests {
         })
         .await;
         match answer {
-            Answer::Reply(Err((code, message))) => {
+            Answer::Reply(Err(ResponseError { code, message })) => {
                 assert_eq!(code, codes::INTERNAL_ERROR);
                 assert!(message.contains("`textDocument/hover`"), "{message}");
                 assert!(message.contains("index out of bounds"), "{message}");

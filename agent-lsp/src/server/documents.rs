@@ -12,7 +12,7 @@ use lsp_bridge::position::PositionEncoding;
 use lsp_bridge::queries::apply_text_edits;
 use serde_json::{Value, json};
 
-use super::{Shared, codes};
+use super::{ResponseError, Shared, codes};
 
 /// A document sync notification, decoded: a malformed one (a `didOpen` without `text`, a
 /// version that is not a number) is refused whole, never read with defaults, since a default
@@ -25,13 +25,13 @@ pub(super) enum DocumentEvent {
 }
 
 impl DocumentEvent {
-    pub(super) fn decode(method: &str, params: Value) -> Result<DocumentEvent, (i64, String)> {
+    pub(super) fn decode(method: &str, params: Value) -> Result<DocumentEvent, ResponseError> {
         fn typed<T: serde::de::DeserializeOwned>(
             method: &str,
             params: Value,
-        ) -> Result<T, (i64, String)> {
+        ) -> Result<T, ResponseError> {
             serde_json::from_value(params).map_err(|error| {
-                (
+                ResponseError::new(
                     codes::INVALID_PARAMS,
                     format!("`{method}` refused, its params are malformed: {error}"),
                 )
@@ -43,7 +43,7 @@ impl DocumentEvent {
             "textDocument/didClose" => DocumentEvent::Close(typed(method, params)?),
             "textDocument/didSave" => DocumentEvent::Save(typed(method, params)?),
             other => {
-                return Err((
+                return Err(ResponseError::new(
                     codes::METHOD_NOT_FOUND,
                     format!("`{other}` is not document sync"),
                 ));
@@ -74,7 +74,7 @@ impl DocumentEvent {
     }
 }
 
-pub(super) async fn sync(shared: &Arc<Shared>, event: DocumentEvent) -> Result<(), (i64, String)> {
+pub(super) async fn sync(shared: &Arc<Shared>, event: DocumentEvent) -> Result<(), ResponseError> {
     shared.bridge()?;
     let documents = shared.documents();
     let method = event.method();
@@ -107,7 +107,7 @@ pub(super) async fn sync(shared: &Arc<Shared>, event: DocumentEvent) -> Result<(
         child
             .notify(method, params)
             .await
-            .map_err(|error| (codes::INTERNAL_ERROR, error.to_string()))
+            .map_err(|error| ResponseError::new(codes::INTERNAL_ERROR, error.to_string()))
     };
     match event {
         DocumentEvent::Open(params) => {

@@ -20,7 +20,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::buffers::EditorBuffers;
 use super::chat::answer_heading;
-use super::{Reply, Shared, codes};
+use super::{Reply, ResponseError, Shared, codes};
 use crate::agent::{Agent, AgentEvent, TurnOutcome, TurnUi};
 use crate::cli::run::{ModelArgs, provider_config};
 use crate::llm::provider::{Provider, ProviderError, StreamDelta};
@@ -31,8 +31,8 @@ use crate::session::store::Store;
 use crate::tools::buffers::Buffers;
 use crate::tools::{Asker, ToolRuntime};
 
-/// The JSON-RPC code of a command that ran and failed (LSP's `RequestFailed`).
-pub(crate) const REQUEST_FAILED: i64 = -32803;
+/// The code of a command that ran and failed.
+pub(crate) use super::codes::REQUEST_FAILED;
 
 /// How often streamed text is written into the prompt document.
 const STREAM_EVERY: Duration = Duration::from_millis(100);
@@ -119,14 +119,17 @@ impl Host {
         let _ = self.options.set(options);
     }
 
-    pub(crate) fn workspace(&self) -> Result<&Path, (i64, String)> {
+    pub(crate) fn workspace(&self) -> Result<&Path, ResponseError> {
         self.workspace
             .get()
             .map(PathBuf::as_path)
-            .ok_or((codes::SERVER_NOT_INITIALIZED, "no workspace yet".to_owned()))
+            .ok_or(ResponseError::new(
+                codes::SERVER_NOT_INITIALIZED,
+                "no workspace yet".to_owned(),
+            ))
     }
 
-    pub(crate) fn store(&self) -> Result<Store, (i64, String)> {
+    pub(crate) fn store(&self) -> Result<Store, ResponseError> {
         Store::for_workspace(self.workspace()?).map_err(internal)
     }
 
@@ -137,7 +140,7 @@ impl Host {
 
     /// Refuse to start anything that needs the session while a turn runs (commands check this
     /// before they touch a document, so a refused command changes nothing).
-    pub(crate) fn ensure_idle(&self) -> Result<(), (i64, String)> {
+    pub(crate) fn ensure_idle(&self) -> Result<(), ResponseError> {
         if self.is_running() {
             Err(turn_running())
         } else {
@@ -169,7 +172,7 @@ impl Host {
     pub(crate) async fn state(
         &self,
         shared: &Arc<Shared>,
-    ) -> Result<tokio::sync::MutexGuard<'_, Option<State>>, (i64, String)> {
+    ) -> Result<tokio::sync::MutexGuard<'_, Option<State>>, ResponseError> {
         let mut state = self.state.lock().await;
         if state.is_none() {
             *state = Some(self.make_state(shared, None)?);
@@ -191,7 +194,7 @@ impl Host {
 
     /// Refuse a turn before anything is changed for it (a chat document made, a prompt
     /// appended) when there is no model to run it.
-    pub(crate) async fn ensure_model(&self, shared: &Arc<Shared>) -> Result<(), (i64, String)> {
+    pub(crate) async fn ensure_model(&self, shared: &Arc<Shared>) -> Result<(), ResponseError> {
         match self.provider(shared).await {
             Some(_) => Ok(()),
             None => Err(not_configured()),
@@ -201,9 +204,9 @@ impl Host {
     /// Start a new session (the next turns continue it). Refused while a turn runs.
     pub(crate) async fn new_session(&self, shared: &Arc<Shared>) -> Reply {
         if self.is_running() {
-            return Err((
+            return Err(ResponseError::new(
                 REQUEST_FAILED,
-                "a turn is running; cancel it (agent.cancel) before starting a new session".into(),
+                "a turn is running; cancel it (agent.cancel) before starting a new session",
             ));
         }
         let mut state = self.state.lock().await;
@@ -218,7 +221,7 @@ impl Host {
         &self,
         shared: &Arc<Shared>,
         preset: Option<Preset>,
-    ) -> Result<State, (i64, String)> {
+    ) -> Result<State, ResponseError> {
         let workspace = self.workspace()?.to_owned();
         let options = self.options.get().cloned().unwrap_or_default();
         let preset = match preset {
@@ -293,7 +296,7 @@ impl Host {
         shared: &Arc<Shared>,
         request: TurnRequest,
         request_cancel: &CancellationToken,
-    ) -> Result<TurnReport, (i64, String)> {
+    ) -> Result<TurnReport, ResponseError> {
         let cancel = CancellationToken::new();
         {
             let mut running = self.running.lock().expect("running turn");
@@ -323,7 +326,7 @@ impl Host {
         shared: &Arc<Shared>,
         request: TurnRequest,
         cancel: &CancellationToken,
-    ) -> Result<TurnReport, (i64, String)> {
+    ) -> Result<TurnReport, ResponseError> {
         let mut guard = self.state(shared).await?;
         let state = guard.as_mut().expect("made by state()");
         let Some(agent) = state.agent.as_mut() else {
@@ -391,7 +394,7 @@ impl Host {
             Err(error) => {
                 let message = explain(&error);
                 progress.end("failed");
-                Err((REQUEST_FAILED, message))
+                Err(ResponseError::new(REQUEST_FAILED, message))
             }
         }
     }
@@ -402,16 +405,16 @@ impl Host {
     /// own pressure check compacts when needed).
     pub(crate) async fn compact(&self, shared: &Arc<Shared>, cancel: &CancellationToken) -> Reply {
         if self.is_running() {
-            return Err((
+            return Err(ResponseError::new(
                 REQUEST_FAILED,
-                "a turn is running; compact after it ends (it compacts by itself when the context is full)".into(),
+                "a turn is running; compact after it ends (it compacts by itself when the context is full)",
             ));
         }
         let mut guard = self.state(shared).await?;
         let state = guard.as_mut().expect("made by state()");
         let Some(provider) = state.provider.clone() else {
             let message = "no model is configured, and compaction asks the model for the summary";
-            return Err((REQUEST_FAILED, message.into()));
+            return Err(ResponseError::new(REQUEST_FAILED, message));
         };
         let outcome = crate::compaction::compact_session(
             &mut state.session,
@@ -421,7 +424,7 @@ impl Host {
             cancel,
         )
         .await
-        .map_err(|error| (REQUEST_FAILED, format!("{error:#}")))?;
+        .map_err(|error| ResponseError::new(REQUEST_FAILED, format!("{error:#}")))?;
         let committed = outcome.shrank();
         let message = crate::compaction::describe_outcome(&outcome)
             .unwrap_or_else(|| "nothing to compact: the session is short enough".to_owned());
@@ -435,24 +438,24 @@ impl Host {
 
 /// What a turn without a model answers. It is not also shown with `window/showMessage`: a
 /// command's error is what the editor shows of a failed request (see `docs/lsp-extensions.md`).
-fn not_configured() -> (i64, String) {
+fn not_configured() -> ResponseError {
     let message = format!(
         "no model is configured: set DEEPSEEK_API_KEY in the environment that starts the editor \
          (or the API key in the editor's agent-lsp settings), or a [provider] base_url in {}",
         crate::config::Config::path_for_messages()
     );
-    (REQUEST_FAILED, message)
+    ResponseError::new(REQUEST_FAILED, message)
 }
 
-fn turn_running() -> (i64, String) {
-    (
+fn turn_running() -> ResponseError {
+    ResponseError::new(
         REQUEST_FAILED,
-        "a turn is already running; wait for it or cancel it (agent.cancel)".into(),
+        "a turn is already running; wait for it or cancel it (agent.cancel)",
     )
 }
 
-fn internal(error: anyhow::Error) -> (i64, String) {
-    (codes::INTERNAL_ERROR, format!("{error:#}"))
+fn internal(error: anyhow::Error) -> ResponseError {
+    ResponseError::new(codes::INTERNAL_ERROR, format!("{error:#}"))
 }
 
 /// What went wrong in a turn, said so the programmer knows what to do.

@@ -8,7 +8,7 @@ use lsp_bridge::{Child, Error, SentRequest};
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
-use super::{CHILD_REQUEST_TIMEOUT, Shared, codes};
+use super::{CHILD_REQUEST_TIMEOUT, ResponseError, Shared, codes};
 use lsp_bridge::framing::RawResult;
 
 /// Child → editor requests the editor answers (with the ids mapped); anything else the child
@@ -45,11 +45,11 @@ pub(super) fn document_path(params: &Value) -> Option<PathBuf> {
     Url::parse(uri).ok()?.to_file_path().ok()
 }
 
-pub(super) fn error_reply(error: Error) -> (i64, String) {
+pub(super) fn error_reply(error: Error) -> ResponseError {
     match error {
-        Error::Response { code, message, .. } => (code, message),
-        Error::Cancelled => (codes::REQUEST_CANCELLED, "cancelled".into()),
-        other => (codes::INTERNAL_ERROR, other.to_string()),
+        Error::Response { code, message, .. } => ResponseError::new(code, message),
+        Error::Cancelled => ResponseError::new(codes::REQUEST_CANCELLED, "cancelled"),
+        other => ResponseError::new(codes::INTERNAL_ERROR, other.to_string()),
     }
 }
 
@@ -222,7 +222,7 @@ pub(super) async fn dispatch_to_child(
     method: &str,
     params: &Value,
     forward_as: Option<i64>,
-) -> Result<Option<Dispatch>, (i64, String)> {
+) -> Result<Option<Dispatch>, ResponseError> {
     let write = |child: Arc<Child>, params: &Value| -> Result<Option<Dispatch>, Error> {
         match forward_as {
             Some(id) => {
@@ -246,7 +246,7 @@ pub(super) async fn dispatch_to_child(
     let as_it_is = |item: &Value| {
         serde_json::value::to_raw_value(item)
             .map(|raw| Some(Dispatch::Answered(raw)))
-            .map_err(|error| (codes::INTERNAL_ERROR, error.to_string()))
+            .map_err(|error| ResponseError::new(codes::INTERNAL_ERROR, error.to_string()))
     };
     if let Some(origin) = resolve_origin(method) {
         // The agent's own code actions carry their command already: nothing to resolve.
@@ -269,7 +269,7 @@ pub(super) async fn dispatch_to_child(
             };
         }
         let Some(child) = resolve_route(shared, origin) else {
-            return Err((
+            return Err(ResponseError::new(
                 codes::INVALID_PARAMS,
                 format!("`{method}` for an item no server produced"),
             ));
@@ -318,7 +318,7 @@ pub(super) async fn answer(
     shared: &Shared,
     dispatch: Dispatch,
     cancel: &CancellationToken,
-) -> Result<RawResult, (i64, String)> {
+) -> Result<RawResult, ResponseError> {
     match dispatch {
         Dispatch::Answered(raw) => Ok(raw),
         Dispatch::Sent {
@@ -355,7 +355,7 @@ async fn document_child(
     path: &std::path::Path,
     params: &Value,
     method: &str,
-) -> Result<Option<Arc<Child>>, (i64, String)> {
+) -> Result<Option<Arc<Child>>, ResponseError> {
     let child = match shared.child_for(path).await {
         Ok(child) => child,
         Err(Error::NoServer { reason, .. }) => {
@@ -376,14 +376,14 @@ async fn document_child(
     Ok(Some(child))
 }
 
-fn no_child(method: &str) -> (i64, String) {
+fn no_child(method: &str) -> ResponseError {
     if method.starts_with("textDocument/") {
-        (
+        ResponseError::new(
             codes::INVALID_PARAMS,
             format!("`{method}` needs params.textDocument.uri naming a file"),
         )
     } else {
-        (
+        ResponseError::new(
             codes::METHOD_NOT_FOUND,
             format!("no language server handles `{method}` without a document"),
         )
