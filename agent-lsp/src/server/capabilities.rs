@@ -14,9 +14,9 @@ use lsp_bridge::lsp_types::{self as lsp, Url};
 use serde::Deserialize;
 use serde_json::{Map, Value, json};
 
-use super::host::EditorOptions;
+use super::agent::EditorOptions;
 use super::{
-    Reply, ResponseError, Shared, actions, codes, commands, editor_bridge_config, routing,
+    Reply, ResponseError, Shared, children, code_actions, codes, commands, editor_bridge_config,
 };
 
 /// Completion trigger characters announced before any child runs: those of the built-in
@@ -89,7 +89,7 @@ pub(super) async fn initialize(shared: &Arc<Shared>, params: Value) -> Reply {
     let hook_shared = Arc::downgrade(shared);
     bridge.set_on_start(Arc::new(move |child| {
         if let Some(shared) = hook_shared.upgrade() {
-            routing::attach_child(&shared, child);
+            children::attach_child(&shared, child);
             register_late(&shared, child);
         }
     }));
@@ -123,7 +123,7 @@ pub(super) async fn initialize(shared: &Arc<Shared>, params: Value) -> Reply {
             .unwrap_or_default(),
         _ => Vec::new(),
     };
-    kinds.extend(actions::KINDS.iter().map(|kind| json!(kind)));
+    kinds.extend(code_actions::KINDS.iter().map(|kind| json!(kind)));
     let mut code_actions = match capabilities.remove("codeActionProvider") {
         Some(Value::Object(options)) => options,
         _ => Map::new(),

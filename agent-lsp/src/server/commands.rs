@@ -38,9 +38,9 @@ use lsp_bridge::queries::{DocumentDiagnostics, Queries};
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
-use super::buffers::EditorBuffers;
-use super::chat::{PROMPT_HEADING, offset_of, prompt_at};
-use super::host::{AnswerTarget, REQUEST_FAILED, TurnReport, TurnRequest};
+use super::agent::buffers::EditorBuffers;
+use super::agent::{AnswerTarget, REQUEST_FAILED, TurnReport, TurnRequest};
+use super::prompts::{PROMPT_HEADING, offset_of, prompt_at};
 use super::{Reply, ResponseError, Shared, codes};
 use crate::agent::TurnOutcome;
 use crate::tools::buffers::Buffers;
@@ -66,20 +66,6 @@ pub const COMMANDS: [&str; 13] = [
 const CONTEXT_LINES: usize = 12;
 /// How long to wait for the editor to open the chat document it was asked to show.
 const SHOW_WAIT: Duration = Duration::from_secs(3);
-
-/// The running child that announced the command `params` names, unless it is one of ours: it
-/// gets the request as it is.
-pub(super) fn child_for_command(shared: &Shared, params: &Value) -> Option<Arc<lsp_bridge::Child>> {
-    let command = params["command"].as_str()?;
-    if COMMANDS.contains(&command) {
-        return None;
-    }
-    shared.bridge().ok()?.running().into_iter().find(|child| {
-        child.initialize_result()["capabilities"]["executeCommandProvider"]["commands"]
-            .as_array()
-            .is_some_and(|commands| commands.iter().any(|name| name == command))
-    })
-}
 
 pub(super) async fn execute(
     shared: &Arc<Shared>,
@@ -773,7 +759,7 @@ where
 }
 
 /// `agent.context.edit`. Folds without a summary are written by the server's model (see
-/// [`super::host::Host::provider`]) when there is one, else summarized mechanically.
+/// [`super::agent::Host::provider`]) when there is one, else summarized mechanically.
 async fn context_edit(shared: &Arc<Shared>, argument: &Value, cancel: &CancellationToken) -> Reply {
     use crate::context::editor::ops::{BatchOptions, EditOp, apply_batch, write_fold_summaries};
     let mut ops: Vec<EditOp> = serde_json::from_value(argument["ops"].clone()).map_err(|error| {
@@ -824,7 +810,7 @@ mod tests {
     use std::collections::BTreeSet;
 
     use super::COMMANDS;
-    use crate::server::actions::KINDS;
+    use crate::server::code_actions::KINDS;
 
     const EXTENSIONS_DOC: &str = include_str!("../../../docs/lsp-extensions.md");
 

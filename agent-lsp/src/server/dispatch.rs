@@ -1,260 +1,214 @@
-//! An editor request's life on the loop (anything but `initialize` and `shutdown`, and what the
-//! intake forwards itself): [`dispatch`] runs on the loop and writes whatever goes to a child
-//! before the loop reads the editor's next message; [`Pending::finish`] runs as a task of its
-//! own and waits for the answers. So a child receives the editor's requests and document
-//! changes in the order the editor sent them, and only the waiting is concurrent.
+//! The loop's dispatch table ([`Server::handle`]): every editor message the intake did not
+//! forward itself comes here, in the order the editor sent it. What the server reads itself
+//! (`initialize`, `shutdown`, `exit`, document sync, cancellations) is handled here; every other
+//! request is routed and written to its child before the next message is read
+//! ([`requests::dispatch`]), and only its waiting runs as a task.
 
 use std::sync::Arc;
 
-use lsp_bridge::framing::RawResult;
-use lsp_bridge::{Child, SentRequest};
-use serde_json::Value;
+use lsp_bridge::jsonrpc;
+use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
+use tracing::Instrument;
 
-use super::{
-    CHILD_REQUEST_TIMEOUT, Reply, ResponseError, Shared, actions, codes, commands, routing,
-};
+use super::{ResponseError, Shared, capabilities, children, codes, documents, prompts, requests};
 
-/// What a request task answers: a child's result as it wrote it, or a reply of ours.
-pub(super) enum Answer {
-    Raw(RawResult),
-    Reply(Reply),
+#[derive(PartialEq, Eq)]
+pub(super) enum Flow {
+    Continue,
+    Exit,
 }
 
-/// A request whose child part, if any, is written: what is left is waiting and answering.
-pub(super) enum Pending {
-    /// One child answers, or the answer is known already (a document no server handles).
-    Child(Result<routing::Dispatch, ResponseError>),
-    /// One child answers with items that two children could resolve: each is tagged with it.
-    Tagged(routing::Dispatch),
-    /// The document's child's code actions (if it has a child), then the agent's.
-    CodeActions {
-        params: Value,
-        child: Option<Result<routing::Dispatch, ResponseError>>,
-    },
-    /// Every running child's symbols, merged.
-    Symbols(Vec<(Arc<Child>, SentRequest)>),
-    /// The server's own: an agent command, `@path` completion in a prompt document.
-    Own { method: String, params: Value },
+pub(super) struct Server {
+    pub(super) shared: Arc<Shared>,
+    pub(super) shutdown_requested: bool,
+    /// Log lines go to the editor as `window/logMessage` while this is held (from
+    /// `initialize` until the connection ends).
+    pub(super) editor_log: Option<crate::logging::EditorLogGuard>,
 }
 
-/// Route `method` and write what goes to a child now, in arrival order. A request with a
-/// numeric id for one child is forwarded as it is, like those the intake forwards: `None`,
-/// the child answers the editor itself.
-pub(super) async fn dispatch(
-    shared: &Arc<Shared>,
-    id: &Value,
-    method: &str,
-    params: Value,
-) -> Option<Pending> {
-    let prompt_document = shared.is_prompt_document(&params);
-    let pending = match method {
-        "workspace/executeCommand" => match commands::child_for_command(shared, &params) {
-            Some(child) => Pending::Child(
-                child
-                    .send(method, &params)
-                    .map(|request| routing::Dispatch::Sent {
-                        child,
-                        method: method.to_owned(),
-                        request,
-                    })
-                    .map_err(routing::error_reply),
-            ),
-            None => Pending::Own {
-                method: method.to_owned(),
-                params,
-            },
-        },
-        "textDocument/codeAction" => {
-            let child = if prompt_document {
-                None
-            } else {
-                routing::dispatch_to_child(shared, method, &params, None)
-                    .await
-                    .transpose()
-            };
-            Pending::CodeActions { params, child }
+impl Server {
+    /// A message the envelope reader refused: its answer (addressed to the request's id when
+    /// that could be read, so no request waits forever), and the reason in the log.
+    pub(super) fn unreadable(&self, refusal: jsonrpc::Refusal) {
+        tracing::warn!("unreadable message from the editor: {}", refusal.problem);
+        if let Some(answer) = refusal.answer {
+            self.shared.send(answer);
         }
-        "textDocument/completion" if prompt_document => Pending::Own {
-            method: method.to_owned(),
-            params,
-        },
-        "workspace/symbol" => {
-            let mut sent = Vec::new();
-            if let Ok(bridge) = shared.bridge() {
-                for child in bridge.running() {
-                    match child.send(method, &params) {
-                        Ok(request) => sent.push((child, request)),
-                        Err(error) => tracing::warn!(
-                            server = child.name(),
-                            "workspace/symbol not sent: {error}"
-                        ),
+    }
+
+    /// The dispatch table: what runs on the loop, what runs as a task, what is forwarded.
+    pub(super) async fn handle(&mut self, message: jsonrpc::Message) -> Flow {
+        match message {
+            // A response to one of our requests to the editor.
+            jsonrpc::Message::Response { id, outcome } => {
+                let reply = outcome;
+                let waiter = id
+                    .as_i64()
+                    .and_then(|id| self.shared.to_editor.lock().expect("pending").remove(&id));
+                match waiter {
+                    Some(waiter) => {
+                        let _ = waiter.send(reply);
+                    }
+                    None => {
+                        tracing::warn!(%id, "the editor answered a request that was never sent")
                     }
                 }
+                Flow::Continue
             }
-            Pending::Symbols(sent)
-        }
-        _ if routing::items_need_origin(shared, method) => {
-            match routing::dispatch_to_child(shared, method, &params, None).await {
-                Ok(Some(dispatch)) => Pending::Tagged(dispatch),
-                Ok(None) => return None,
-                Err(error) => Pending::Child(Err(error)),
+            jsonrpc::Message::Request { id, method, params } => {
+                self.request(id, method, params).await;
+                Flow::Continue
             }
-        }
-        _ => {
-            let forward_as = id
-                .as_i64()
-                .filter(|id| (0..lsp_bridge::FIRST_OWN_ID).contains(id));
-            match routing::dispatch_to_child(shared, method, &params, forward_as).await {
-                Ok(Some(dispatch)) => Pending::Child(Ok(dispatch)),
-                Ok(None) => return None,
-                Err(error) => Pending::Child(Err(error)),
+            jsonrpc::Message::Notification { method, params } => {
+                self.notification(&method, params).await
             }
         }
-    };
-    Some(pending)
-}
+    }
 
-impl Pending {
-    /// Wait for the answers and make the reply.
-    pub(super) async fn finish(self, shared: &Arc<Shared>, cancel: &CancellationToken) -> Answer {
-        match self {
-            Pending::Child(dispatch) => match dispatch {
-                Ok(dispatch) => match routing::answer(shared, dispatch, cancel).await {
-                    Ok(raw) => Answer::Raw(raw),
-                    Err(error) => Answer::Reply(Err(error)),
-                },
-                Err(error) => Answer::Reply(Err(error)),
-            },
-            Pending::Tagged(dispatch) => {
-                let child = dispatch.child().cloned();
-                let answer = routing::answer(shared, dispatch, cancel)
+    async fn request(&mut self, id: Value, method: String, params: Value) {
+        let shared = self.shared.clone();
+        match method.as_str() {
+            "initialize" => {
+                // From now on the editor may be sent log messages (the protocol allows them
+                // while `initialize` is answered), and reads them better than stderr.
+                let out = shared.out.clone();
+                self.editor_log = Some(crate::logging::to_editor(Arc::new(move |kind, line| {
+                    let message = json!({"jsonrpc": "2.0", "method": "window/logMessage",
+                                         "params": {"type": kind, "message": line}});
+                    let _ = out.send(&serde_json::to_vec(&message).expect("a Value serializes"));
+                })));
+                let reply = capabilities::initialize(&shared, params).await;
+                shared.respond(id, reply);
+            }
+            _ if shared.bridge.get().is_none() => {
+                shared.respond(
+                    id,
+                    Err(ResponseError::new(
+                        codes::SERVER_NOT_INITIALIZED,
+                        format!("`{method}` before `initialize`"),
+                    )),
+                );
+            }
+            "shutdown" => {
+                self.shutdown_requested = true;
+                if let Some(bridge) = shared.bridge.get() {
+                    bridge.shutdown_all().await;
+                }
+                shared.respond(id, Ok(Value::Null));
+            }
+            _ if self.shutdown_requested => {
+                shared.respond(
+                    id,
+                    Err(ResponseError::new(
+                        codes::INVALID_REQUEST,
+                        "the server is shutting down",
+                    )),
+                );
+            }
+            _ => {
+                let span = tracing::info_span!("request", %method, %id);
+                // What goes to a child is written now, before the next message is read; only
+                // the waiting runs as a task.
+                let Some(pending) = requests::dispatch(&shared, &id, &method, params)
+                    .instrument(span.clone())
                     .await
-                    .and_then(|raw| parse(&raw));
-                Answer::Reply(answer.map(|mut result| {
-                    if let Some(child) = &child {
-                        routing::tag_items(&mut result, child);
-                    }
-                    result
-                }))
-            }
-            Pending::CodeActions { params, child } => {
-                let tag = routing::items_need_origin(shared, "textDocument/codeAction");
-                let from_child = match child {
-                    Some(Ok(dispatch)) => {
-                        let child = dispatch.child().cloned();
-                        routing::answer(shared, dispatch, cancel)
-                            .await
-                            .and_then(|raw| parse(&raw))
-                            .map(|mut actions| {
-                                if let Some(child) = child.filter(|_| tag) {
-                                    routing::tag_items(&mut actions, &child);
-                                }
-                                actions
-                            })
-                    }
-                    Some(Err(error)) => Err(error),
-                    None => Ok(Value::Null),
+                else {
+                    // Forwarded: the child answers the editor; a cancellation goes to the child.
+                    return;
                 };
-                let child_actions = match from_child {
-                    Ok(Value::Array(actions)) => actions,
-                    Ok(_) => Vec::new(),
-                    // A document without a server still gets the agent's actions.
-                    Err(ResponseError {
-                        message: problem, ..
-                    }) => {
-                        tracing::debug!("no child code actions: {problem}");
-                        Vec::new()
-                    }
-                };
-                Answer::Reply(actions::code_actions(shared, &params, child_actions))
-            }
-            Pending::Symbols(sent) => {
-                let mut merged = Vec::new();
-                for (child, request) in sent {
-                    let answer = child
-                        .answer(request, CHILD_REQUEST_TIMEOUT, cancel)
-                        .await
-                        .map_err(routing::error_reply)
-                        .and_then(|raw| parse(&raw));
+                let cancel = CancellationToken::new();
+                let key = id.to_string();
+                shared
+                    .in_flight
+                    .lock()
+                    .expect("in flight")
+                    .insert(key.clone(), cancel.clone());
+                let on_agent_runtime = pending.is_command() && method == "workspace/executeCommand";
+                let agent_runtime = shared.agent_runtime.clone();
+                let task = async move {
+                    let handled = std::panic::AssertUnwindSafe(pending.finish(&shared, &cancel));
+                    let answer = requests::guarded(&method, handled).await;
+                    shared.in_flight.lock().expect("in flight").remove(&key);
                     match answer {
-                        Ok(Value::Array(symbols)) => merged.extend(symbols),
-                        Ok(_) => {}
-                        Err(ResponseError {
-                            message: problem, ..
-                        }) => {
-                            tracing::warn!(
-                                server = child.name(),
-                                "workspace/symbol failed: {problem}"
-                            )
+                        requests::Answer::Raw(result) => shared.respond_raw(&id, &result),
+                        requests::Answer::Reply(Err(error)) if cancel.is_cancelled() => shared
+                            .respond(
+                                id,
+                                Err(ResponseError::new(
+                                    codes::REQUEST_CANCELLED,
+                                    format!("`{method}` was cancelled: {}", error.message),
+                                )),
+                            ),
+                        requests::Answer::Reply(reply) => shared.respond(id, reply),
+                    }
+                }
+                .instrument(span);
+                if on_agent_runtime {
+                    agent_runtime.spawn(task);
+                } else {
+                    // Spawned from the loop's own thread: queued locally, no wake-up.
+                    tokio::spawn(task);
+                }
+            }
+        }
+    }
+
+    async fn notification(&mut self, method: &str, params: Value) -> Flow {
+        let shared = self.shared.clone();
+        match method {
+            "exit" => return Flow::Exit,
+            "initialized" => {}
+            "$/cancelRequest" => {
+                let key = params["id"].to_string();
+                let in_flight = shared
+                    .in_flight
+                    .lock()
+                    .expect("in flight")
+                    .get(&key)
+                    .cloned();
+                match in_flight {
+                    Some(cancel) => cancel.cancel(),
+                    // Forwarded by the intake; the cancellation came here because the loop
+                    // had messages queued (a change typed right after the request).
+                    None => {
+                        if let Some(id) = params["id"].as_i64() {
+                            shared.cancel_forwarded(id);
                         }
                     }
                 }
-                Answer::Reply(Ok(Value::Array(merged)))
             }
-            // Boxed: the commands' futures (agent turns) are kilobytes that every request's
-            // task, the forwarded ones included, would otherwise allocate and copy.
-            Pending::Own { method, params } => Answer::Reply(match method.as_str() {
-                "workspace/executeCommand" => {
-                    Box::pin(commands::execute(shared, params, cancel)).await
+            "window/workDoneProgress/cancel" => shared.host.cancel_progress(&params["token"]),
+            "workspace/didChangeWatchedFiles" => {
+                prompts::mentions::watched_files_changed(&shared, &params);
+                children::forward_notification(&shared, method, params).await;
+            }
+            "textDocument/didOpen"
+            | "textDocument/didChange"
+            | "textDocument/didClose"
+            | "textDocument/didSave" => {
+                let synced = match documents::DocumentEvent::decode(method, params) {
+                    Ok(event) => {
+                        prompts::mentions::document_event(&shared, &event);
+                        documents::sync(&shared, event).await
+                    }
+                    Err(refused) => {
+                        // No answer goes back to a notification: the person at the editor is
+                        // told, since their buffer and ours may now differ.
+                        shared.show_error(&refused.message);
+                        Err(refused)
+                    }
+                };
+                if let Err(ResponseError {
+                    message: problem, ..
+                }) = synced
+                {
+                    tracing::warn!(method, "{problem}");
                 }
-                _ => Box::pin(actions::complete_mention(shared, &params)).await,
-            }),
-        }
-    }
-}
-
-fn parse(raw: &RawResult) -> Result<Value, ResponseError> {
-    serde_json::from_str(raw.get())
-        .map_err(|error| ResponseError::new(codes::INTERNAL_ERROR, error.to_string()))
-}
-
-/// Run a request's waiting so that a panic in it becomes an error reply: every request gets
-/// exactly one response, and the server goes on serving (tokio would otherwise end the task
-/// silently and leave the editor waiting).
-pub(super) async fn guarded(
-    method: &str,
-    handler: impl std::future::Future<Output = Answer> + std::panic::UnwindSafe,
-) -> Answer {
-    use futures_util::FutureExt;
-    match handler.catch_unwind().await {
-        Ok(answer) => answer,
-        Err(panic) => {
-            let what = panic
-                .downcast_ref::<&str>()
-                .map(|text| (*text).to_owned())
-                .or_else(|| panic.downcast_ref::<String>().cloned())
-                .unwrap_or_else(|| "no message".to_owned());
-            tracing::error!(method, "request handler panicked: {what}");
-            Answer::Reply(Err(ResponseError::new(
-                codes::INTERNAL_ERROR,
-                format!(
-                    "agent-lsp failed while handling `{method}` ({what}); this is a bug, please report it with the log"
-                ),
-            )))
-        }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[tokio::test]
-    async fn a_panicking_handler_becomes_an_internal_error_reply() {
-        let answer = guarded("textDocument/hover", async {
-            panic!("index out of bounds");
-        })
-        .await;
-        match answer {
-            Answer::Reply(Err(ResponseError { code, message })) => {
-                assert_eq!(code, codes::INTERNAL_ERROR);
-                assert!(message.contains("`textDocument/hover`"), "{message}");
-                assert!(message.contains("index out of bounds"), "{message}");
             }
-            _ => panic!("expected an error reply"),
+            _ if shared.bridge.get().is_none() => {}
+            _ => children::forward_notification(&shared, method, params).await,
         }
-        let fine = guarded("x", async { Answer::Reply(Ok(Value::Null)) }).await;
-        assert!(matches!(fine, Answer::Reply(Ok(Value::Null))));
+        Flow::Continue
     }
 }

@@ -23,7 +23,8 @@ use serde_json::value::RawValue;
 use tokio::io::{AsyncRead, BufReader};
 use tokio::sync::mpsc;
 
-use super::{CHILD_REQUEST_TIMEOUT, Shared, routing};
+use super::router::{self, Kind, Lookup, Route};
+use super::{Shared, children};
 
 /// What the loop gets from the editor.
 pub(super) enum Input {
@@ -82,18 +83,6 @@ struct Peek<'a> {
     method: Option<Cow<'a, str>>,
     #[serde(borrow, default)]
     params: Option<&'a RawValue>,
-}
-
-#[derive(Deserialize)]
-struct DocumentParams<'a> {
-    #[serde(borrow, rename = "textDocument")]
-    text_document: DocumentId<'a>,
-}
-
-#[derive(Deserialize)]
-struct DocumentId<'a> {
-    #[serde(borrow)]
-    uri: Cow<'a, str>,
 }
 
 #[derive(Deserialize)]
@@ -185,53 +174,24 @@ impl Intake {
         }
     }
 
+    /// Forward a request whose route the router knows without waiting, when it goes to one
+    /// child as it is.
     fn request(&self, id: i64, method: &str, params: &RawValue, body: &[u8]) -> bool {
-        if !routing::is_plain(method) {
+        use futures_util::FutureExt;
+        let Ok(params) = serde_json::from_str::<Value>(params.get()) else {
             return false;
-        }
+        };
         let shared = &self.shared;
-        let child = match routing::resolve_origin(method) {
-            // The agent's own code actions are resolved on the loop.
-            Some(_) if method == "codeAction/resolve" => None,
-            // So are the server's own completion items (resolves are rare: parsing is cheap).
-            Some(_)
-                if serde_json::from_str::<Value>(params.get())
-                    .is_ok_and(|item| routing::is_own_item(&item)) =>
-            {
-                None
-            }
-            // An item tagged with its child is untagged on the loop.
-            Some(_) if params.get().contains(routing::ORIGIN_KEY) => None,
-            // Resolving an item goes to the child that produced it.
-            Some(origin) => routing::resolve_route(shared, origin)
-                .filter(|child| routing::resolves(child, origin)),
-            // Items two children could resolve are tagged on the loop.
-            None if routing::items_need_origin(shared, method) => None,
-            None => self.document_route(params),
-        };
-        let Some(child) = child.filter(|child| child.is_healthy()) else {
+        // With `Lookup::Known` the router never waits; a route it cannot give now is the loop's.
+        let route = router::route(shared, Kind::Request, method, &params, Lookup::Known)
+            .now_or_never()
+            .flatten();
+        let Some(Route::Child(to)) = route else {
             return false;
         };
-        if child
-            .forward(id, method, body, &shared.out, CHILD_REQUEST_TIMEOUT)
-            .is_err()
-        {
-            return false;
-        }
-        routing::remember_resolve_route(shared, method, &child);
-        true
-    }
-
-    /// The child of the document the request names, if the loop has forwarded a request about
-    /// it before (prompt documents, which the agent answers, never are).
-    fn document_route(&self, params: &RawValue) -> Option<Arc<lsp_bridge::Child>> {
-        let DocumentParams { text_document } = serde_json::from_str(params.get()).ok()?;
-        self.shared
-            .document_routes
-            .lock()
-            .expect("document routes")
-            .get(text_document.uri.as_ref())
-            .cloned()
+        to.is_verbatim()
+            && to.child.is_healthy()
+            && children::forward(shared, &to.child, id, method, body).is_ok()
     }
 
     /// `$/cancelRequest` for a forwarded request goes to the child that has it.

@@ -1,18 +1,15 @@
-//! What the server adds to the editor's features: the agent's code actions next to the child's,
-//! `@path` completion in prompt documents, and the file index kept current by the editor.
+//! `@path` completion in prompt documents, and the file index it ranks from, kept current by
+//! the editor's file events and open documents.
 
 use std::sync::Arc;
 
 use lsp_bridge::position::PositionEncoding;
 use serde_json::{Value, json};
 
-use super::chat::offset_of;
-use super::{Reply, Shared, routing};
+use super::offset_of;
+use crate::server::{Reply, Shared, items, router};
 use crate::workspace::files::{ChangeKind, EntryKind, FileChange};
 use crate::workspace::mentions::{bare_mention_at, completion_entries};
-
-/// The code action kinds the agent offers (announced in `codeActionProvider`).
-pub(super) const KINDS: [&str; 3] = ["quickfix.agent", "agent.explain", "agent.send"];
 
 /// Candidates offered per `@` completion.
 const COMPLETION_LIMIT: usize = 50;
@@ -20,93 +17,16 @@ const COMPLETION_LIMIT: usize = 50;
 /// files), which `initialize` starts and no longer outlasts.
 const MENTION_INDEX_WAIT: std::time::Duration = std::time::Duration::from_secs(2);
 
-/// The child's code actions for the document (asked for by the dispatch), then the agent's: "Fix with
-/// agent" per diagnostic in the request's context, "Explain with agent" and "Ask agent about
-/// selection" on a non-empty selection, "Send to agent" in a prompt document.
-pub(super) fn code_actions(
-    shared: &Arc<Shared>,
-    params: &Value,
-    child_actions: Vec<Value>,
-) -> Reply {
-    let prompt_document = shared.is_prompt_document(params);
-    let mut actions = child_actions;
-    let only: Option<Vec<String>> = params["context"]["only"].as_array().map(|kinds| {
-        kinds
-            .iter()
-            .filter_map(Value::as_str)
-            .map(str::to_owned)
-            .collect()
-    });
-    // A kind is wanted when `only` lists it or a parent of it (`quickfix` covers `quickfix.agent`).
-    let wanted = |kind: &str| {
-        only.as_ref().is_none_or(|only| {
-            only.iter()
-                .any(|base| kind == base || kind.starts_with(&format!("{base}.")))
-        })
-    };
-    let uri = params["textDocument"]["uri"].clone();
-    let range = params["range"].clone();
-    if prompt_document {
-        if wanted("agent.send") {
-            actions.push(json!({
-                "title": "Send to agent",
-                "kind": "agent.send",
-                "command": {"title": "Send to agent", "command": "agent.send",
-                            "arguments": [{"uri": uri, "position": range["start"]}]},
-            }));
-        }
-        return Ok(Value::Array(actions));
-    }
-    if wanted("quickfix.agent") {
-        for diagnostic in params["context"]["diagnostics"]
-            .as_array()
-            .into_iter()
-            .flatten()
-        {
-            let message = diagnostic["message"].as_str().unwrap_or_default();
-            let short: String = message
-                .lines()
-                .next()
-                .unwrap_or("")
-                .chars()
-                .take(60)
-                .collect();
-            actions.push(json!({
-                "title": format!("Fix with agent: {short}"),
-                "kind": "quickfix.agent",
-                "diagnostics": [diagnostic],
-                "command": {"title": "Fix with agent", "command": "agent.fix",
-                            "arguments": [{"uri": uri, "diagnostic": diagnostic}]},
-            }));
-        }
-    }
-    let empty = range["start"] == range["end"];
-    if !empty && wanted("agent.explain") {
-        for (title, command) in [
-            ("Explain with agent", "agent.explain"),
-            ("Ask agent about selection", "agent.ask"),
-        ] {
-            actions.push(json!({
-                "title": title,
-                "kind": "agent.explain",
-                "command": {"title": title, "command": command,
-                            "arguments": [{"uri": uri, "range": range}]},
-            }));
-        }
-    }
-    Ok(Value::Array(actions))
-}
-
 /// `@path` completion in a prompt document, from the workspace's file index.
-pub(super) async fn complete_mention(shared: &Arc<Shared>, params: &Value) -> Reply {
+pub(crate) async fn complete_mention(shared: &Arc<Shared>, params: &Value) -> Reply {
     let empty = || Ok(json!({"isIncomplete": false, "items": []}));
-    let Some(path) = routing::document_path(params) else {
+    let Some(path) = router::document_path(params) else {
         return empty();
     };
     if shared.files.get().is_none() {
         return empty();
     }
-    let text = super::buffers::EditorBuffers::new(shared)
+    let text = crate::server::agent::buffers::EditorBuffers::new(shared)
         .text_or_disk(&path)
         .unwrap_or_default();
     let (Some(line), Some(character)) = (
@@ -178,7 +98,7 @@ pub(super) async fn complete_mention(shared: &Arc<Shared>, params: &Value) -> Re
                 "sortText": entry.sort_text,
                 "insertTextFormat": if snippet { 2 } else { 1 },
                 "textEdit": {"range": range, "newText": text},
-                "data": {routing::OWN_ITEM_KEY: "mention"},
+                "data": {items::OWN_ITEM_KEY: "mention"},
             })
         })
         .collect();
@@ -188,7 +108,7 @@ pub(super) async fn complete_mention(shared: &Arc<Shared>, params: &Value) -> Re
 
 /// `workspace/didChangeWatchedFiles` into the file index (the watcher may have seen them too;
 /// applying twice is harmless).
-pub(super) fn watched_files_changed(shared: &Arc<Shared>, params: &Value) {
+pub(crate) fn watched_files_changed(shared: &Arc<Shared>, params: &Value) {
     let Some(index) = shared.files.get() else {
         return;
     };
@@ -216,8 +136,11 @@ pub(super) fn watched_files_changed(shared: &Arc<Shared>, params: &Value) {
 }
 
 /// Open documents and the ones being edited rank higher in `@path` completion.
-pub(super) fn document_event(shared: &Arc<Shared>, event: &super::documents::DocumentEvent) {
-    use super::documents::DocumentEvent;
+pub(crate) fn document_event(
+    shared: &Arc<Shared>,
+    event: &crate::server::documents::DocumentEvent,
+) {
+    use crate::server::documents::DocumentEvent;
     let Some(index) = shared.files.get() else {
         return;
     };

@@ -4,13 +4,16 @@
 //!
 //! A turn shows itself through `$/progress` (cancellable: the editor's cancel button, the
 //! `agent.cancel` command and `$/cancelRequest` of the command all stop it cleanly), streams its
-//! answer into a prompt document when it has one (see `chat` and [`AnswerWriter`]), and
+//! answer into a prompt document when it has one (see `prompts` and `ui::AnswerWriter`), and
 //! reports what it changed. Its edits reach open files through `workspace/applyEdit`
-//! (`server::buffers`). Failures the programmer can act on (no model configured, the endpoint
+//! ([`buffers`]). Failures the programmer can act on (no model configured, the endpoint
 //! is down, the key is refused) are shown with `window/showMessage`; the server keeps serving.
 
+pub(crate) mod buffers;
+mod ui;
+
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::AtomicU64;
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
@@ -18,18 +21,17 @@ use serde_json::{Value, json};
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
-use super::buffers::EditorBuffers;
-use super::chat::answer_heading;
 use super::{Reply, ResponseError, Shared, codes};
-use crate::agent::{Agent, AgentEvent, TurnOutcome, TurnUi};
+use crate::agent::{Agent, TurnOutcome};
 use crate::cli::run::{ModelArgs, provider_config};
-use crate::llm::provider::{Provider, ProviderError, StreamDelta};
+use crate::llm::provider::{Provider, ProviderError};
 use crate::preset::{DEFAULT_PRESET, Preset};
 use crate::session::Session;
 use crate::session::log::Durability;
 use crate::session::store::Store;
-use crate::tools::buffers::Buffers;
-use crate::tools::{Asker, ToolRuntime};
+use crate::tools::ToolRuntime;
+use buffers::EditorBuffers;
+use ui::{AnswerWriter, EditorAsker, HostUi, Progress};
 
 /// The code of a command that ran and failed.
 pub(crate) use super::codes::REQUEST_FAILED;
@@ -477,336 +479,5 @@ fn explain(error: &anyhow::Error) -> String {
             provider.expect("matched")
         ),
         _ => format!("the turn failed: {error:#}"),
-    }
-}
-
-/// Permission questions (`ask` in the preset) go to the programmer as a
-/// `window/showMessageRequest` with Allow / Deny; no answer (or an editor without the request)
-/// means deny.
-struct EditorAsker {
-    shared: std::sync::Weak<Shared>,
-}
-
-impl Asker for EditorAsker {
-    fn ask(
-        &self,
-        call: &crate::session::event::ToolCallRef,
-    ) -> futures_util::future::BoxFuture<'static, bool> {
-        let shared = self.shared.clone();
-        let arguments: String = call.arguments.chars().take(300).collect();
-        let message = format!(
-            "agent-lsp: the agent wants to run `{}` {arguments}",
-            call.name
-        );
-        Box::pin(async move {
-            let Some(shared) = shared.upgrade() else {
-                return false;
-            };
-            let answer = shared
-                .request_editor(
-                    "window/showMessageRequest",
-                    json!({"type": 3, "message": message, "actions": [{"title": "Allow"}, {"title": "Deny"}]}),
-                )
-                .await;
-            matches!(answer, Ok(choice) if choice["title"] == "Allow")
-        })
-    }
-}
-
-/// A turn's `$/progress`, when the editor supports it.
-#[derive(Clone)]
-struct Progress {
-    shared: Arc<Shared>,
-    token: Option<Value>,
-}
-
-impl Progress {
-    async fn begin(shared: &Arc<Shared>, host: &Host, title: &str) -> Progress {
-        let mut token = None;
-        if shared.client_supports("/window/workDoneProgress") {
-            let candidate = json!(format!(
-                "agent-lsp/turn/{}",
-                host.next_progress.fetch_add(1, Ordering::Relaxed)
-            ));
-            if shared
-                .request_editor(
-                    "window/workDoneProgress/create",
-                    json!({"token": candidate}),
-                )
-                .await
-                .is_ok()
-            {
-                if let Some(running) = &mut *host.running.lock().expect("running turn") {
-                    running.progress = Some(candidate.clone());
-                }
-                shared.notify_editor(
-                    "$/progress",
-                    json!({"token": candidate, "value": {"kind": "begin", "title": title, "cancellable": true, "message": "thinking"}}),
-                );
-                token = Some(candidate);
-            }
-        }
-        Progress {
-            shared: shared.clone(),
-            token,
-        }
-    }
-
-    fn report(&self, message: &str) {
-        if let Some(token) = &self.token {
-            self.shared.notify_editor(
-                "$/progress",
-                json!({"token": token, "value": {"kind": "report", "message": message}}),
-            );
-        }
-    }
-
-    fn end(&self, message: &str) {
-        if let Some(token) = &self.token {
-            self.shared.notify_editor(
-                "$/progress",
-                json!({"token": token, "value": {"kind": "end", "message": message}}),
-            );
-        }
-    }
-}
-
-/// What the editor sees of a running turn: progress per step and tool, streamed text.
-struct HostUi {
-    progress: Progress,
-    deltas: Option<mpsc::UnboundedSender<String>>,
-    changed: Vec<String>,
-    /// Whether the current step streamed text (a later step's text starts a new paragraph).
-    text_in_step: bool,
-}
-
-impl TurnUi for HostUi {
-    fn delta(&mut self, delta: &StreamDelta) {
-        if let (StreamDelta::Text(text), Some(deltas)) = (delta, &self.deltas) {
-            self.text_in_step = true;
-            let _ = deltas.send(text.clone());
-        }
-    }
-
-    fn event(&mut self, event: &AgentEvent<'_>) {
-        match event {
-            AgentEvent::PreStep { step, .. } => {
-                if self.text_in_step
-                    && let Some(deltas) = &self.deltas
-                {
-                    let _ = deltas.send("\n\n".into());
-                }
-                self.text_in_step = false;
-                self.progress.report(&format!("step {step}: thinking"));
-            }
-            AgentEvent::ToolsBeforeCall { step, calls, .. } => {
-                let names = calls
-                    .iter()
-                    .map(|call| call.name.as_str())
-                    .collect::<Vec<_>>()
-                    .join(", ");
-                self.progress.report(&format!("step {step}: {names}"));
-            }
-            AgentEvent::ToolsAfterResult { outcome, .. } => {
-                let mutating = matches!(outcome.call.name.as_str(), "edit" | "write");
-                if mutating
-                    && !outcome.output.is_error
-                    && let Some(source) = outcome.output.meta.get("source").and_then(Value::as_str)
-                    && !self.changed.iter().any(|known| known == source)
-                {
-                    self.changed.push(source.to_owned());
-                }
-            }
-            _ => {}
-        }
-    }
-}
-
-/// Streams an answer into its prompt document: the `## agent (turn N)` heading first, then the
-/// text in batches, each inserted right after what was written before. The heading is found
-/// again before every batch, so the programmer may edit elsewhere in the document meanwhile; if
-/// the answer itself was edited, streaming stops there (the full answer is in the session).
-///
-/// The answer is always followed by a line break in the document (the writer adds one when the
-/// answer ends the document), so every insertion lands on a line that exists: editors agree on
-/// what an edit there means, and the document's text after each edit is the one computed here.
-struct AnswerWriter {
-    buffers: EditorBuffers,
-    target: AnswerTarget,
-    heading: String,
-    written: String,
-    /// Whether the document is open in the editor (else the answer goes to disk at the end).
-    open: bool,
-    /// Whether the line break after the answer is the writer's own (the answer ends the
-    /// document), which the closing `## you` then takes the place of.
-    own_line_break: bool,
-    /// Why streaming stopped early, if it did.
-    broken: Option<String>,
-}
-
-impl AnswerWriter {
-    fn new(shared: &Arc<Shared>, target: AnswerTarget, turn: u32) -> AnswerWriter {
-        let buffers = EditorBuffers::new(shared);
-        let open = buffers.text(&target.path).is_some();
-        AnswerWriter {
-            buffers,
-            target,
-            heading: answer_heading(turn),
-            written: String::new(),
-            open,
-            own_line_break: false,
-            broken: None,
-        }
-    }
-
-    /// Write what arrives on `deltas`: at once when nothing was written for [`STREAM_EVERY`],
-    /// else at most that often (a throttle, not a debounce: a model that never pauses still
-    /// shows its answer growing). What arrives while an edit is under way waits for the next.
-    async fn run(mut self, mut deltas: mpsc::UnboundedReceiver<String>) -> AnswerWriter {
-        if let Err(problem) = self.start().await {
-            self.broken = Some(problem);
-        }
-        let mut pending = String::new();
-        let mut last_flush: Option<tokio::time::Instant> = None;
-        loop {
-            let next = if pending.is_empty() {
-                deltas.recv().await
-            } else {
-                let due = last_flush.map_or_else(tokio::time::Instant::now, |at| at + STREAM_EVERY);
-                match tokio::time::timeout_at(due, deltas.recv()).await {
-                    Ok(next) => next,
-                    Err(_) => {
-                        last_flush = Some(tokio::time::Instant::now());
-                        self.flush(&mut pending).await;
-                        continue;
-                    }
-                }
-            };
-            match next {
-                Some(text) => pending.push_str(&text),
-                None => break,
-            }
-        }
-        self.flush(&mut pending).await;
-        self
-    }
-
-    /// The text before the answer ends with a blank line, then the heading.
-    fn opening(text: &str, at: usize) -> &'static str {
-        let before = &text[..at];
-        if before.is_empty() || before.ends_with("\n\n") {
-            ""
-        } else if before.ends_with('\n') {
-            "\n"
-        } else {
-            "\n\n"
-        }
-    }
-
-    async fn start(&mut self) -> Result<(), String> {
-        if !self.open {
-            return Ok(());
-        }
-        let text = self
-            .buffers
-            .text(&self.target.path)
-            .ok_or("the prompt document was closed")?;
-        let at = self.target.insert_at.min(text.len());
-        let mut head = format!("{}{}", Self::opening(&text, at), self.heading);
-        if text[at..].is_empty() {
-            head.push('\n');
-            self.own_line_break = true;
-        }
-        let after = format!("{}{head}{}", &text[..at], &text[at..]);
-        self.edit(&text, &after).await
-    }
-
-    async fn flush(&mut self, pending: &mut String) {
-        if pending.is_empty() || !self.open || self.broken.is_some() {
-            if !self.open {
-                self.written.push_str(pending);
-            }
-            pending.clear();
-            return;
-        }
-        let text = std::mem::take(pending);
-        match self.insert(&text).await {
-            Ok(()) => self.written.push_str(&text),
-            Err(problem) => {
-                tracing::warn!("streaming into the prompt document stopped: {problem}");
-                self.broken = Some(problem);
-            }
-        }
-    }
-
-    /// Insert `more` right after what was written so far, in the editor's current text.
-    async fn insert(&mut self, more: &str) -> Result<(), String> {
-        let text = self
-            .buffers
-            .text(&self.target.path)
-            .ok_or("the prompt document was closed")?;
-        let heading = text
-            .find(&self.heading)
-            .ok_or("the answer's heading was removed")?;
-        let anchor = heading + self.heading.len();
-        if !text[anchor..].starts_with(&self.written) {
-            return Err("the answer was edited while it streamed".into());
-        }
-        let at = anchor + self.written.len();
-        let mut after = format!("{}{more}{}", &text[..at], &text[at..]);
-        if text[at..].is_empty() {
-            // The line break after the answer was taken away meanwhile: put it back.
-            after.push('\n');
-            self.own_line_break = true;
-        }
-        self.edit(&text, &after).await
-    }
-
-    /// One edit of the prompt document, without a label: an answer is many small edits, and
-    /// an editor that shows labels (Neovim prints each) would print one line for each.
-    async fn edit(&self, before: &str, after: &str) -> Result<(), String> {
-        self.buffers
-            .apply(&self.target.path, before, after, None)
-            .await
-    }
-
-    /// Close the answer: a final line break, the trailer, and a fresh `## you` at the end of
-    /// the document. A document the editor does not have open is written on disk here.
-    async fn finish(mut self, trailer: &str) -> Result<(), String> {
-        let mut closing = String::new();
-        if !self.written.is_empty() && !self.written.ends_with('\n') {
-            closing.push('\n');
-        }
-        closing.push_str(trailer);
-        if self.target.at_end {
-            closing.push_str("\n## you\n\n");
-        }
-        if !self.open {
-            let path = &self.target.path;
-            let text = std::fs::read_to_string(path).unwrap_or_default();
-            let at = self.target.insert_at.min(text.len());
-            let answer = format!(
-                "{}{}{}{closing}",
-                Self::opening(&text, at),
-                self.heading,
-                self.written
-            );
-            let updated = format!("{}{answer}{}", &text[..at], &text[at..]);
-            return crate::tools::fs::write_atomically(path, updated.as_bytes())
-                .map_err(|error| format!("cannot write {}: {error}", path.display()));
-        }
-        if let Some(problem) = self.broken.take() {
-            return Err(problem);
-        }
-        // The line break the writer put after the answer ends the closing instead.
-        if self.own_line_break && closing.ends_with('\n') {
-            closing.pop();
-        }
-        if closing.is_empty() {
-            return Ok(());
-        }
-        self.insert(&closing).await?;
-        self.written.push_str(&closing);
-        Ok(())
     }
 }

@@ -18,6 +18,8 @@
 //! written right after it (before the next reserved heading), so re-sending an earlier prompt
 //! puts its new answer next to it. Other headings are ordinary Markdown inside a block.
 
+pub(super) mod mentions;
+
 use std::path::Path;
 
 use globset::{Glob, GlobMatcher};

@@ -1,0 +1,89 @@
+//! The agent's code actions, added after the child's: "Fix with agent" per diagnostic, "Explain
+//! with agent" and "Ask agent about selection" on a selection, "Send to agent" in a prompt
+//! document. Each is a command of ours (see `commands`), so it resolves to itself.
+
+use std::sync::Arc;
+
+use serde_json::{Value, json};
+
+use super::{Reply, Shared};
+
+/// The code action kinds the agent offers (announced in `codeActionProvider`).
+pub(super) const KINDS: [&str; 3] = ["quickfix.agent", "agent.explain", "agent.send"];
+
+/// The child's code actions for the document (asked for by the dispatch), then the agent's: "Fix with
+/// agent" per diagnostic in the request's context, "Explain with agent" and "Ask agent about
+/// selection" on a non-empty selection, "Send to agent" in a prompt document.
+pub(super) fn code_actions(
+    shared: &Arc<Shared>,
+    params: &Value,
+    child_actions: Vec<Value>,
+) -> Reply {
+    let prompt_document = shared.is_prompt_document(params);
+    let mut actions = child_actions;
+    let only: Option<Vec<String>> = params["context"]["only"].as_array().map(|kinds| {
+        kinds
+            .iter()
+            .filter_map(Value::as_str)
+            .map(str::to_owned)
+            .collect()
+    });
+    // A kind is wanted when `only` lists it or a parent of it (`quickfix` covers `quickfix.agent`).
+    let wanted = |kind: &str| {
+        only.as_ref().is_none_or(|only| {
+            only.iter()
+                .any(|base| kind == base || kind.starts_with(&format!("{base}.")))
+        })
+    };
+    let uri = params["textDocument"]["uri"].clone();
+    let range = params["range"].clone();
+    if prompt_document {
+        if wanted("agent.send") {
+            actions.push(json!({
+                "title": "Send to agent",
+                "kind": "agent.send",
+                "command": {"title": "Send to agent", "command": "agent.send",
+                            "arguments": [{"uri": uri, "position": range["start"]}]},
+            }));
+        }
+        return Ok(Value::Array(actions));
+    }
+    if wanted("quickfix.agent") {
+        for diagnostic in params["context"]["diagnostics"]
+            .as_array()
+            .into_iter()
+            .flatten()
+        {
+            let message = diagnostic["message"].as_str().unwrap_or_default();
+            let short: String = message
+                .lines()
+                .next()
+                .unwrap_or("")
+                .chars()
+                .take(60)
+                .collect();
+            actions.push(json!({
+                "title": format!("Fix with agent: {short}"),
+                "kind": "quickfix.agent",
+                "diagnostics": [diagnostic],
+                "command": {"title": "Fix with agent", "command": "agent.fix",
+                            "arguments": [{"uri": uri, "diagnostic": diagnostic}]},
+            }));
+        }
+    }
+    let empty = range["start"] == range["end"];
+    if !empty && wanted("agent.explain") {
+        for (title, command) in [
+            ("Explain with agent", "agent.explain"),
+            ("Ask agent about selection", "agent.ask"),
+        ] {
+            actions.push(json!({
+                "title": title,
+                "kind": "agent.explain",
+                "command": {"title": title, "command": command,
+                            "arguments": [{"uri": uri, "range": range}]},
+            }));
+        }
+    }
+    Ok(Value::Array(actions))
+}

@@ -1,0 +1,222 @@
+//! One editor connection's state, shared by the loop, the intake and the request tasks, and the
+//! ways to write to the editor: answers, notifications, requests of ours and their answers.
+
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicI64, Ordering};
+use std::sync::{Arc, Mutex, OnceLock};
+
+use lsp_bridge::documents::DocumentMirror;
+use lsp_bridge::framing::{FrameWriter, RawResult};
+use lsp_bridge::jsonrpc;
+use lsp_bridge::{Bridge, Child};
+use serde_json::{Value, json};
+use tokio::sync::oneshot;
+use tokio_util::sync::CancellationToken;
+
+use super::{CHILD_REQUEST_TIMEOUT, Reply, ResponseError, agent, codes, prompts, router};
+use crate::config::Config;
+
+/// State shared by the loop and the request tasks.
+pub struct Shared {
+    /// Message bodies (JSON text) for the editor, in order, from any thread.
+    pub(super) out: Arc<FrameWriter>,
+    pub(super) config: Config,
+    /// `--workspace`, used when the editor names no workspace folder.
+    pub(super) default_workspace: Option<PathBuf>,
+    pub(super) bridge: OnceLock<Bridge>,
+    pub(super) documents: Arc<DocumentMirror>,
+    pub(super) client_capabilities: OnceLock<Value>,
+    /// Editor request id (as JSON text) → its cancellation token.
+    pub(super) in_flight: Mutex<HashMap<String, CancellationToken>>,
+    /// Our ids of requests sent to the editor → who waits for the answer.
+    pub(super) to_editor: Mutex<HashMap<i64, oneshot::Sender<Reply>>>,
+    pub(super) next_id: AtomicI64,
+    /// For `*/resolve` requests, which carry no document: the child that answered the request
+    /// that produced the item.
+    pub(super) resolve_routes: Mutex<HashMap<&'static str, Arc<Child>>>,
+    /// Originating methods (`textDocument/completion`, ...) whose items two running children
+    /// resolve: their answers are parsed and each item tagged with its child.
+    pub(super) ambiguous_origins: Mutex<std::collections::HashSet<&'static str>>,
+    /// Document path → its child, so a request does not redo pattern matching and the root
+    /// marker search (several `stat`s per ancestor) every time; a dead child is looked up again.
+    pub(super) routes: Mutex<HashMap<PathBuf, Arc<Child>>>,
+    /// Document URI, as the editor writes it, → its child, for the intake's hot path; filled
+    /// when the loop first forwards a request about a (non-prompt) document.
+    pub(super) document_routes: Mutex<HashMap<String, Arc<Child>>>,
+    /// The agent: its session, the running turn.
+    pub(crate) host: agent::Host,
+    pub(super) prompt_documents: prompts::PromptDocuments,
+    /// The workspace's paths for `@path` completion, started at `initialize`.
+    pub(super) files: OnceLock<crate::workspace::watch::LiveIndex>,
+    /// Capability methods announced at `initialize`; a child starting later gets the others
+    /// registered dynamically.
+    pub(super) announced: Mutex<std::collections::HashSet<String>>,
+    /// Servers whose failure to start the editor was shown, so it is shown once per server
+    /// (every document of theirs that opens would fail the same way).
+    pub(super) start_failures_shown: Mutex<std::collections::HashSet<String>>,
+    /// Where commands (agent turns, with their model streaming, tool runs and log writes)
+    /// run: off the proxy's thread, so a turn never delays the editor's requests.
+    pub(super) agent_runtime: tokio::runtime::Handle,
+}
+
+impl Shared {
+    pub(super) fn new(
+        out: Arc<FrameWriter>,
+        config: Config,
+        default_workspace: Option<PathBuf>,
+        prompt_documents: prompts::PromptDocuments,
+        agent_runtime: tokio::runtime::Handle,
+    ) -> Shared {
+        Shared {
+            out,
+            config,
+            default_workspace,
+            bridge: OnceLock::new(),
+            documents: Arc::new(DocumentMirror::new()),
+            client_capabilities: OnceLock::new(),
+            in_flight: Mutex::new(HashMap::new()),
+            to_editor: Mutex::new(HashMap::new()),
+            next_id: AtomicI64::new(1),
+            resolve_routes: Mutex::new(HashMap::new()),
+            ambiguous_origins: Mutex::new(Default::default()),
+            routes: Mutex::new(HashMap::new()),
+            document_routes: Mutex::new(HashMap::new()),
+            host: agent::Host::default(),
+            prompt_documents,
+            files: OnceLock::new(),
+            announced: Mutex::new(Default::default()),
+            start_failures_shown: Mutex::new(Default::default()),
+            agent_runtime,
+        }
+    }
+
+    pub(super) fn send(&self, message: Value) {
+        // A failed send means the editor left: nothing to tell it.
+        let _ = self
+            .out
+            .send(&serde_json::to_vec(&message).expect("a Value serializes"));
+    }
+
+    /// Answer a request with a child's result as the child wrote it (no parse, no
+    /// re-serialization: the proxy's hot path).
+    pub(super) fn respond_raw(&self, id: &Value, result: &RawResult) {
+        let id = serde_json::to_string(id).expect("an id serializes");
+        let body = format!(r#"{{"jsonrpc":"2.0","id":{id},"result":{}}}"#, result.get());
+        let _ = self.out.send(body.as_bytes());
+    }
+
+    pub(super) fn respond(&self, id: Value, reply: Reply) {
+        self.send(jsonrpc::reply(&id, &reply));
+    }
+
+    pub(crate) fn notify_editor(&self, method: &str, params: Value) {
+        self.send(json!({"jsonrpc": "2.0", "method": method, "params": params}));
+    }
+
+    /// Send a request to the editor and wait for its answer.
+    pub(crate) async fn request_editor(&self, method: &str, params: Value) -> Reply {
+        let id = self.next_id.fetch_add(1, Ordering::Relaxed);
+        let (sender, receiver) = oneshot::channel();
+        self.to_editor
+            .lock()
+            .expect("pending editor requests")
+            .insert(id, sender);
+        self.send(json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}));
+        match tokio::time::timeout(CHILD_REQUEST_TIMEOUT, receiver).await {
+            Ok(Ok(reply)) => reply,
+            _ => {
+                self.to_editor
+                    .lock()
+                    .expect("pending editor requests")
+                    .remove(&id);
+                Err(ResponseError::new(
+                    codes::INTERNAL_ERROR,
+                    format!("the editor did not answer `{method}`"),
+                ))
+            }
+        }
+    }
+
+    /// Show an error to the person at the editor, saying what to do.
+    pub(crate) fn show_error(&self, message: &str) {
+        self.notify_editor(
+            "window/showMessage",
+            json!({"type": 1, "message": format!("agent-lsp: {message}")}),
+        );
+    }
+
+    pub(crate) fn bridge(&self) -> Result<&Bridge, ResponseError> {
+        self.bridge.get().ok_or(ResponseError::new(
+            codes::SERVER_NOT_INITIALIZED,
+            "the server is not initialized".to_owned(),
+        ))
+    }
+
+    /// The child serving `path`, started if needed.
+    pub(crate) async fn child_for(
+        &self,
+        path: &std::path::Path,
+    ) -> Result<Arc<Child>, lsp_bridge::Error> {
+        let cached = self.routes.lock().expect("routes").get(path).cloned();
+        if let Some(child) = cached.filter(|child| child.is_healthy()) {
+            return Ok(child);
+        }
+        let bridge = self.bridge.get().ok_or(lsp_bridge::Error::NotReady {
+            server: "agent-lsp".into(),
+        })?;
+        // Boxed: starting a child is a large future, and this runs inside every request's task.
+        let child = Box::pin(bridge.child_for(path)).await?;
+        // A restarted child has none of the editor's documents open.
+        if let Err(error) = self.documents.reopen_for_editor(&child, path).await {
+            tracing::warn!(server = child.name(), path = %path.display(), "cannot reopen the document: {error}");
+        }
+        self.routes
+            .lock()
+            .expect("routes")
+            .insert(path.to_owned(), child.clone());
+        Ok(child)
+    }
+
+    /// The editor cancelled request `id`, which was forwarded to a child as it is: that child
+    /// answers it with `RequestCancelled` and gets the cancellation. `false` when no child has
+    /// it pending.
+    pub(super) fn cancel_forwarded(&self, id: i64) -> bool {
+        let children = self
+            .routes
+            .lock()
+            .expect("routes")
+            .values()
+            .cloned()
+            .collect::<Vec<_>>();
+        children.iter().any(|child| child.cancel_forwarded(id))
+    }
+
+    /// The editor closed `uri`: its routes go (a long session opens thousands of files), and
+    /// the next request about it looks its child up again.
+    pub(super) fn forget_routes(&self, uri: &lsp_bridge::lsp_types::Url) {
+        self.document_routes
+            .lock()
+            .expect("document routes")
+            .remove(uri.as_str());
+        if let Ok(path) = uri.to_file_path() {
+            self.routes.lock().expect("routes").remove(&path);
+        }
+    }
+
+    pub(crate) fn documents(&self) -> &Arc<DocumentMirror> {
+        &self.documents
+    }
+
+    /// Whether the request's document is a prompt document.
+    pub(super) fn is_prompt_document(&self, params: &Value) -> bool {
+        router::document_path(params).is_some_and(|path| self.prompt_documents.matches(&path))
+    }
+
+    pub(super) fn client_supports(&self, pointer: &str) -> bool {
+        self.client_capabilities
+            .get()
+            .and_then(|caps| caps.pointer(pointer))
+            .is_some_and(|value| value == true)
+    }
+}

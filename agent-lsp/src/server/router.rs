@@ -1,0 +1,301 @@
+//! The one routing decision: for every editor message `serve` does not handle itself on the
+//! loop, who answers it ([`route`]). The intake asks it about each request it could forward at
+//! once ([`Lookup::Known`]); the loop asks it about every other request and every notification
+//! it forwards ([`Lookup::Start`]). Nothing else decides where a message goes.
+//!
+//! | message | route |
+//! |---|---|
+//! | a request about a document | [`Route::Child`]: the document's child, started if need be; [`Route::NoServer`] with the method's empty result when no server handles the file |
+//! | `*/resolve` | the child that made the item ([`items`]); the server's own items, and items whose child does not resolve, are answered as they are |
+//! | `textDocument/codeAction` | [`Own::CodeActions`]: the document's child's actions, then the agent's |
+//! | `textDocument/completion` in a prompt document | [`Own::Mention`] |
+//! | `workspace/executeCommand` | [`Own::Command`] for ours, else the child that announced the command |
+//! | `workspace/symbol` | [`Route::FanOut`]: every running child, answers merged |
+//! | a notification | the document's child, or every running child when it names no document |
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use lsp_bridge::framing::RawResult;
+use lsp_bridge::lsp_types::Url;
+use lsp_bridge::{Child, Error};
+use serde_json::Value;
+
+use super::{ResponseError, Shared, children, codes, commands, items};
+
+/// Who answers an editor message.
+pub(super) enum Route {
+    /// One child.
+    Child(ToChild),
+    /// Every running child: their answers merged, or each told.
+    FanOut(Vec<Arc<Child>>),
+    /// The server itself.
+    Agent(Own),
+    /// No child: the answer is known (an item that needs no resolving, the empty result for a
+    /// document no server handles), or the error saying why there is none.
+    NoServer(Result<RawResult, ResponseError>),
+}
+
+/// A message for one child.
+pub(super) struct ToChild {
+    pub(super) child: Arc<Child>,
+    /// What the child gets instead of the editor's params: an item as that child made it,
+    /// without the origin tag the editor saw.
+    pub(super) params: Option<Value>,
+    /// Whether the answer's items are tagged with their child (two children resolve them).
+    pub(super) tag_items: bool,
+}
+
+impl ToChild {
+    fn plain(child: Arc<Child>) -> ToChild {
+        ToChild {
+            child,
+            params: None,
+            tag_items: false,
+        }
+    }
+
+    /// Whether the editor's message goes to the child byte for byte and its answer back the
+    /// same way: what the intake forwards itself.
+    pub(super) fn is_verbatim(&self) -> bool {
+        self.params.is_none() && !self.tag_items
+    }
+}
+
+/// What the server answers itself.
+pub(super) enum Own {
+    /// One of its commands, or a command no child announced.
+    Command,
+    /// `@path` completion in a prompt document.
+    Mention,
+    /// The document's child's code actions (none for a prompt document or a file no server
+    /// handles), then the agent's.
+    CodeActions(Option<ToChild>),
+}
+
+/// How a document's child is found.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub(super) enum Lookup {
+    /// Started, or restarted, if need be: the loop's.
+    Start,
+    /// Only a running child a request about the document went to before: the intake's, which
+    /// must not wait. `route` then answers `None` when it would have to look further.
+    Known,
+}
+
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub(super) enum Kind {
+    Request,
+    Notification,
+}
+
+/// Where `method` goes. `None` only with [`Lookup::Known`]: the loop decides.
+pub(super) async fn route(
+    shared: &Arc<Shared>,
+    kind: Kind,
+    method: &str,
+    params: &Value,
+    lookup: Lookup,
+) -> Option<Route> {
+    if kind == Kind::Notification {
+        if document_uri(params).is_none() {
+            return Some(Route::FanOut(children::running(shared)));
+        }
+        return by_document(shared, method, params, lookup, false).await;
+    }
+    // A prompt document never has a known route (only the loop routes to its child), so with
+    // `Lookup::Known` it is never taken for another document.
+    let prompt_document = || lookup == Lookup::Start && shared.is_prompt_document(params);
+    match method {
+        "workspace/executeCommand" => return Some(command(shared, params)),
+        "workspace/symbol" => return Some(Route::FanOut(children::running(shared))),
+        "textDocument/completion" if prompt_document() => return Some(Route::Agent(Own::Mention)),
+        "textDocument/codeAction" => {
+            let child = if prompt_document() {
+                None
+            } else {
+                let tag = items::items_need_origin(shared, method);
+                match by_document(shared, method, params, lookup, tag).await? {
+                    Route::Child(to) => Some(to),
+                    Route::NoServer(Err(error)) => {
+                        tracing::debug!("no child code actions: {}", error.message);
+                        None
+                    }
+                    _ => None,
+                }
+            };
+            return Some(Route::Agent(Own::CodeActions(child)));
+        }
+        _ => {}
+    }
+    if let Some(origin) = items::resolve_origin(method) {
+        return Some(resolve(shared, method, origin, params));
+    }
+    let tag = items::items_need_origin(shared, method);
+    by_document(shared, method, params, lookup, tag).await
+}
+
+/// A command goes to the child that announced it, unless it is ours.
+fn command(shared: &Shared, params: &Value) -> Route {
+    let Some(command) = params["command"].as_str() else {
+        // Refused with what is wrong by the command parser.
+        return Route::Agent(Own::Command);
+    };
+    if commands::COMMANDS.contains(&command) {
+        return Route::Agent(Own::Command);
+    }
+    let announced = children::running(shared).into_iter().find(|child| {
+        child.initialize_result()["capabilities"]["executeCommandProvider"]["commands"]
+            .as_array()
+            .is_some_and(|commands| commands.iter().any(|name| name == command))
+    });
+    match announced {
+        Some(child) => Route::Child(ToChild::plain(child)),
+        None => Route::Agent(Own::Command),
+    }
+}
+
+/// A `*/resolve` request goes to the child that made the item it carries.
+fn resolve(shared: &Shared, method: &str, origin: &str, params: &Value) -> Route {
+    // The item itself is the answer: resolving it gives nothing more.
+    let as_it_is = |item: &Value| {
+        Route::NoServer(
+            serde_json::value::to_raw_value(item)
+                .map_err(|error| ResponseError::internal(error.to_string())),
+        )
+    };
+    // The agent's own code actions carry their command already, and the `@path` completion
+    // items are complete as they are.
+    let agent_action = method == "codeAction/resolve"
+        && params["command"]["command"]
+            .as_str()
+            .is_some_and(|command| command.starts_with("agent."));
+    if agent_action || items::is_own_item(params) {
+        return as_it_is(params);
+    }
+    if let Some((child, original)) = items::untag(shared, params) {
+        // Its child is gone (restarted since) or does not resolve: the item as it made it.
+        return match child.filter(|child| items::resolves(child, origin)) {
+            Some(child) => Route::Child(ToChild {
+                child,
+                params: Some(original),
+                tag_items: false,
+            }),
+            None => as_it_is(&original),
+        };
+    }
+    match items::resolve_route(shared, origin) {
+        None => Route::NoServer(Err(ResponseError::invalid_params(format!(
+            "`{method}` for an item no server produced"
+        )))),
+        Some(child) if !items::resolves(&child, origin) => as_it_is(params),
+        Some(child) => Route::Child(ToChild::plain(child)),
+    }
+}
+
+/// The document's child, if the message names a document.
+async fn by_document(
+    shared: &Arc<Shared>,
+    method: &str,
+    params: &Value,
+    lookup: Lookup,
+    tag_items: bool,
+) -> Option<Route> {
+    if lookup == Lookup::Known {
+        // The intake's hot path: the URI as the editor spells it, no parsing, no path.
+        let child = shared
+            .document_routes
+            .lock()
+            .expect("document routes")
+            .get(document_uri(params)?)
+            .cloned()
+            .filter(|child| child.is_healthy())?;
+        return Some(Route::Child(ToChild {
+            child,
+            params: None,
+            tag_items,
+        }));
+    }
+    let Some(path) = document_path(params) else {
+        return Some(Route::NoServer(Err(no_child(method))));
+    };
+    Some(match document_child(shared, &path, params, method).await {
+        Ok(Some(child)) => Route::Child(ToChild {
+            child,
+            params: None,
+            tag_items,
+        }),
+        // No child serves the document (a README, a prompt document, a JSON file): the editor
+        // asked about a document, not for a method nobody has, so it gets the method's empty
+        // result. An error here is shown to the user by editors (VS Code pops up every failed
+        // documentSymbol), for a file they merely opened.
+        Ok(None) => Route::NoServer(Ok(empty_result(method))),
+        Err(error) => Route::NoServer(Err(error)),
+    })
+}
+
+/// The URI of the document a message is about, if its params name one.
+fn document_uri(params: &Value) -> Option<&str> {
+    params["textDocument"]["uri"]
+        .as_str()
+        .or_else(|| params["item"]["uri"].as_str())
+        .or_else(|| params["uri"].as_str())
+}
+
+/// The document a request or notification is about, if its params name one.
+pub(super) fn document_path(params: &Value) -> Option<PathBuf> {
+    Url::parse(document_uri(params)?).ok()?.to_file_path().ok()
+}
+
+/// The child of the document at `path` (started, or restarted, if need be), or `None` when no
+/// server handles it. The intake finds it for the next requests about the document by the URI
+/// as the editor spells it.
+async fn document_child(
+    shared: &Arc<Shared>,
+    path: &Path,
+    params: &Value,
+    method: &str,
+) -> Result<Option<Arc<Child>>, ResponseError> {
+    let child = match shared.child_for(path).await {
+        Ok(child) => child,
+        Err(Error::NoServer { reason, .. }) => {
+            tracing::debug!(method, path = %path.display(), "answered empty: {reason}");
+            return Ok(None);
+        }
+        Err(other) => return Err(children::error_reply(other)),
+    };
+    if let Some(uri) = params["textDocument"]["uri"].as_str()
+        && !shared.prompt_documents.matches(path)
+    {
+        shared
+            .document_routes
+            .lock()
+            .expect("document routes")
+            .insert(uri.to_owned(), child.clone());
+    }
+    Ok(Some(child))
+}
+
+/// The result meaning "nothing here" for a request about a document: `null` where the
+/// method's result type allows it (LSP 3.17), else its empty value.
+fn empty_result(method: &str) -> RawResult {
+    let empty = match method {
+        "textDocument/documentColor" | "textDocument/colorPresentation" => "[]",
+        "textDocument/diagnostic" => r#"{"kind":"full","items":[]}"#,
+        _ => "null",
+    };
+    serde_json::value::RawValue::from_string(empty.to_owned()).expect("the empty results are JSON")
+}
+
+fn no_child(method: &str) -> ResponseError {
+    if method.starts_with("textDocument/") {
+        ResponseError::invalid_params(format!(
+            "`{method}` needs params.textDocument.uri naming a file"
+        ))
+    } else {
+        ResponseError::new(
+            codes::METHOD_NOT_FOUND,
+            format!("no language server handles `{method}` without a document"),
+        )
+    }
+}
