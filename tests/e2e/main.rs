@@ -12,6 +12,7 @@ mod first_contact;
 mod hardening;
 mod listen_auth;
 mod lsp_tools;
+mod malformed_params;
 mod model_endpoint;
 mod model_output_bounds;
 mod provider_faults;
