@@ -166,6 +166,62 @@ pub fn error_response(id: &Value, error: &ResponseError) -> Value {
            "error": {"code": error.code, "message": error.message}})
 }
 
+/// Decode the params of `method` into the type it takes. The refusal is `InvalidParams` and
+/// names the field that is wrong (`textDocument.version: invalid type: string "2", expected
+/// i32`), so the sender can tell what to fix.
+pub fn decode_params<T: serde::de::DeserializeOwned>(
+    method: &str,
+    params: Value,
+) -> Result<T, ResponseError> {
+    serde_path_to_error::deserialize(params).map_err(|error| {
+        let path = error.path().to_string();
+        let at = if path == "." {
+            String::new()
+        } else {
+            format!("`{path}`: ")
+        };
+        ResponseError::new(
+            code::INVALID_PARAMS,
+            format!(
+                "`{method}` refused, its params are malformed: {at}{}",
+                error.inner()
+            ),
+        )
+    })
+}
+
+/// Deserialize a `T` only from a JSON object, for a field's `deserialize_with`: serde's derive
+/// also takes an array of the fields in order, which no LSP message means.
+pub fn object<'de, D, T>(deserializer: D) -> Result<T, D::Error>
+where
+    D: serde::Deserializer<'de>,
+    T: serde::de::DeserializeOwned,
+{
+    let object = serde_json::Map::deserialize(deserializer)?;
+    from_object(object)
+}
+
+/// The object as a `T`, failing with the path inside it (`start.line: …`), which a custom error
+/// would otherwise lose.
+fn from_object<T: serde::de::DeserializeOwned, E: serde::de::Error>(
+    object: serde_json::Map<String, Value>,
+) -> Result<T, E> {
+    serde_path_to_error::deserialize(Value::Object(object))
+        .map_err(|error| E::custom(format!("`{}`: {}", error.path(), error.inner())))
+}
+
+/// [`object`] for an optional field (with `#[serde(default)]`).
+pub fn optional_object<'de, D, T>(deserializer: D) -> Result<Option<T>, D::Error>
+where
+    D: serde::Deserializer<'de>,
+    T: serde::de::DeserializeOwned,
+{
+    match Option::<serde_json::Map<String, Value>>::deserialize(deserializer)? {
+        Some(object) => from_object(object).map(Some),
+        None => Ok(None),
+    }
+}
+
 /// What a request handler answers: a result, or an error.
 pub type Reply = Result<Value, ResponseError>;
 

@@ -10,10 +10,6 @@
 //! notifications it reads (document sync, `$/cancelRequest`, `window/workDoneProgress/cancel`,
 //! `workspace/didChangeWatchedFiles`). Every case runs, and the test fails once with the list of
 //! the cases that failed and how, so the list is the state of the requirement.
-//!
-//! FIXME: many cases fail today (params read with defaults and acted on, or refused with a
-//! message that does not name the field); they stay in the table as the spec until the server
-//! is fixed.
 
 use std::collections::BTreeMap;
 use std::panic::AssertUnwindSafe;
@@ -29,7 +25,7 @@ enum Expect {
     InvalidParams(&'static [&'static str]),
     /// A notification: not applied (the open buffer keeps its text) and, with `Some`, shown to
     /// the person at the editor as an error (`window/showMessage` type 1) naming the method and
-    /// each of these; with `None`, nothing is shown (which is what the server does today for the
+    /// each of these; with `None`, nothing is shown (which is what the server does for the
     /// notifications outside document sync: LSP lets a server drop one it cannot read).
     NotApplied(Option<&'static [&'static str]>),
 }
@@ -746,7 +742,7 @@ fn cases(notes: &Path, chat: &Path) -> Vec<Case> {
         request(
             "completionItem/resolve",
             "an `@path` item without a label",
-            json!({"data": {"agentLsp": "mention"}, "textEdit": "@notes.txt"}),
+            json!({"data": {"agentLsp": "mention"}, "insertText": "@notes.txt"}),
             &["label"],
         ),
         // A document request is routed by its `textDocument.uri`.

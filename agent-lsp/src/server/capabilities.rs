@@ -9,8 +9,8 @@
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use lsp_bridge::Bridge;
 use lsp_bridge::lsp_types::{self as lsp, Url};
+use lsp_bridge::{Bridge, jsonrpc};
 use serde::Deserialize;
 use serde_json::{Map, Value, json};
 
@@ -54,12 +54,7 @@ pub(super) async fn initialize(shared: &Arc<Shared>, params: Value) -> Reply {
             "`initialize` was already received",
         ));
     }
-    let params: InitializeParams = serde_json::from_value(params).map_err(|error| {
-        ResponseError::new(
-            codes::INVALID_PARAMS,
-            format!("`initialize` refused, its params are malformed: {error}"),
-        )
-    })?;
+    let params: InitializeParams = jsonrpc::decode_params("initialize", params)?;
     let folders = workspace_folders(&params)
         .or_else(|| shared.default_workspace.clone().map(|dir| vec![dir]));
     let Some(folders) = folders.filter(|folders| !folders.is_empty()) else {
@@ -95,13 +90,16 @@ pub(super) async fn initialize(shared: &Arc<Shared>, params: Value) -> Reply {
     }));
     let _ = shared.bridge.set(bridge.clone());
     shared.host.set_workspace(folders[0].clone());
+    // Null is "no options"; anything that is not what we read is ignored whole, and said.
     if let Some(options) = params
         .initialization_options
-        .filter(|options| options.is_object())
+        .filter(|options| !options.is_null())
     {
-        match serde_json::from_value::<EditorOptions>(options) {
+        match jsonrpc::decode_params::<EditorOptions>("initializationOptions", options) {
             Ok(options) => shared.host.set_options(options),
-            Err(error) => shared.show_error(&format!("initializationOptions ignored: {error}")),
+            Err(error) => {
+                shared.show_error(&format!("initializationOptions ignored: {}", error.message))
+            }
         }
     }
     start_file_index(shared, &folders[0]);

@@ -4,6 +4,7 @@
 
 use std::sync::Arc;
 
+use lsp_bridge::lsp_types::CodeActionParams;
 use serde_json::{Value, json};
 
 use super::{Reply, Shared};
@@ -16,45 +17,41 @@ pub(super) const KINDS: [&str; 3] = ["quickfix.agent", "agent.explain", "agent.s
 /// selection" on a non-empty selection, "Send to agent" in a prompt document.
 pub(super) fn code_actions(
     shared: &Arc<Shared>,
-    params: &Value,
+    params: &CodeActionParams,
     child_actions: Vec<Value>,
 ) -> Reply {
-    let prompt_document = shared.is_prompt_document(params);
+    let prompt_document = params
+        .text_document
+        .uri
+        .to_file_path()
+        .is_ok_and(|path| shared.prompt_documents.matches(&path));
     let mut actions = child_actions;
-    let only: Option<Vec<String>> = params["context"]["only"].as_array().map(|kinds| {
-        kinds
-            .iter()
-            .filter_map(Value::as_str)
-            .map(str::to_owned)
-            .collect()
-    });
+    let only = params.context.only.as_ref();
     // A kind is wanted when `only` lists it or a parent of it (`quickfix` covers `quickfix.agent`).
     let wanted = |kind: &str| {
-        only.as_ref().is_none_or(|only| {
-            only.iter()
-                .any(|base| kind == base || kind.starts_with(&format!("{base}.")))
+        only.is_none_or(|only| {
+            only.iter().any(|base| {
+                let base = base.as_str();
+                kind == base || kind.starts_with(&format!("{base}."))
+            })
         })
     };
-    let uri = params["textDocument"]["uri"].clone();
-    let range = params["range"].clone();
+    let uri = &params.text_document.uri;
+    let range = params.range;
     if prompt_document {
         if wanted("agent.send") {
             actions.push(json!({
                 "title": "Send to agent",
                 "kind": "agent.send",
                 "command": {"title": "Send to agent", "command": "agent.send",
-                            "arguments": [{"uri": uri, "position": range["start"]}]},
+                            "arguments": [{"uri": uri, "position": range.start}]},
             }));
         }
         return Ok(Value::Array(actions));
     }
     if wanted("quickfix.agent") {
-        for diagnostic in params["context"]["diagnostics"]
-            .as_array()
-            .into_iter()
-            .flatten()
-        {
-            let message = diagnostic["message"].as_str().unwrap_or_default();
+        for diagnostic in &params.context.diagnostics {
+            let message = diagnostic.message.as_str();
             let short: String = message
                 .lines()
                 .next()
@@ -71,7 +68,7 @@ pub(super) fn code_actions(
             }));
         }
     }
-    let empty = range["start"] == range["end"];
+    let empty = range.start == range.end;
     if !empty && wanted("agent.explain") {
         for (title, command) in [
             ("Explain with agent", "agent.explain"),

@@ -43,13 +43,13 @@ use std::sync::Arc;
 
 use lsp_bridge::lsp_types::{Range, Url};
 use serde::Deserialize;
-use serde::de::DeserializeOwned;
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
 use super::agent::REQUEST_FAILED;
 use super::agent::buffers::EditorBuffers;
 use super::{Reply, ResponseError, Shared, codes};
+use lsp_bridge::jsonrpc::decode_params as decode;
 
 /// The commands this server owns, announced in `executeCommandProvider`.
 pub const COMMANDS: [&str; 13] = [
@@ -102,12 +102,18 @@ struct NoArgument {}
 #[derive(Deserialize)]
 pub(super) struct Selection {
     uri: Url,
+    #[serde(deserialize_with = "lsp_bridge::jsonrpc::object")]
     range: Range,
 }
 
 impl Command {
     /// Decode `params` into a command of ours; `MethodNotFound` for a command nobody announced.
     fn decode(params: Value) -> Result<Command, ResponseError> {
+        if !params.is_object() {
+            return Err(ResponseError::invalid_params(
+                "`workspace/executeCommand` takes {\"command\": ..., \"arguments\": [...]}",
+            ));
+        }
         let ExecuteCommandParams { command, arguments } =
             decode("workspace/executeCommand", params)?;
         let mut arguments = arguments.unwrap_or_default();
@@ -117,8 +123,17 @@ impl Command {
                 arguments.len()
             )));
         }
-        let argument = arguments.pop().unwrap_or_else(|| json!({}));
+        // `[null]` is how some clients write "no argument".
+        let argument = arguments
+            .pop()
+            .filter(|argument| !argument.is_null())
+            .unwrap_or_else(|| json!({}));
         let name = command.as_str();
+        if !argument.is_object() && COMMANDS.contains(&name) {
+            return Err(ResponseError::invalid_params(format!(
+                "`{name}` takes a JSON object as its argument, not {argument}"
+            )));
+        }
         let none = |argument: Value| decode::<NoArgument>(name, argument).map(|_| ());
         Ok(match name {
             "agent.ask" => Command::Ask(decode(name, argument)?),
@@ -142,19 +157,6 @@ impl Command {
             }
         })
     }
-}
-
-/// Decode `value` as `what` takes it; the refusal names the field that is wrong.
-pub(super) fn decode<T: DeserializeOwned>(what: &str, value: Value) -> Result<T, ResponseError> {
-    serde_path_to_error::deserialize(value).map_err(|error| {
-        let path = error.path().to_string();
-        let at = if path == "." {
-            String::new()
-        } else {
-            format!("`{path}`: ")
-        };
-        ResponseError::invalid_params(format!("`{what}`: {at}{}", error.inner()))
-    })
 }
 
 /// Run one of our commands.

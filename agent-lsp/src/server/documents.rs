@@ -26,17 +26,7 @@ pub(super) enum DocumentEvent {
 
 impl DocumentEvent {
     pub(super) fn decode(method: &str, params: Value) -> Result<DocumentEvent, ResponseError> {
-        fn typed<T: serde::de::DeserializeOwned>(
-            method: &str,
-            params: Value,
-        ) -> Result<T, ResponseError> {
-            serde_json::from_value(params).map_err(|error| {
-                ResponseError::new(
-                    codes::INVALID_PARAMS,
-                    format!("`{method}` refused, its params are malformed: {error}"),
-                )
-            })
-        }
+        use lsp_bridge::jsonrpc::decode_params as typed;
         Ok(match method {
             "textDocument/didOpen" => DocumentEvent::Open(typed(method, params)?),
             "textDocument/didChange" => DocumentEvent::Change(typed(method, params)?),

@@ -7,6 +7,8 @@
 use std::sync::Arc;
 
 use lsp_bridge::framing::RawResult;
+use lsp_bridge::jsonrpc;
+use lsp_bridge::lsp_types::CodeActionParams;
 use lsp_bridge::{Child, SentRequest};
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
@@ -32,7 +34,7 @@ pub(super) enum Pending {
     Tagged(Sent),
     /// The document's child's code actions (if it has a child), then the agent's.
     CodeActions {
-        params: Value,
+        params: Box<CodeActionParams>,
         child: Option<Result<(Sent, bool), ResponseError>>,
     },
     /// Every running child's symbols, merged.
@@ -79,6 +81,17 @@ pub(super) async fn dispatch(
         let route = router::route(shared, Kind::Request, method, &params, Lookup::Start)
             .await
             .expect("the loop's lookup always decides");
+        // The agent adds to the child's code actions, so it reads the params: malformed ones
+        // are refused before the child is asked.
+        let code_action_params = match &route {
+            Route::Agent(Own::CodeActions(_)) => {
+                match jsonrpc::decode_params::<CodeActionParams>(method, params.clone()) {
+                    Ok(typed) => Some(Box::new(typed)),
+                    Err(error) => return Some(Pending::Answered(Err(error))),
+                }
+            }
+            _ => None,
+        };
         let written = match route {
             Route::Child(to) => {
                 children::write(shared, &to, method, &params, forward_as).map(|sent| {
@@ -93,13 +106,13 @@ pub(super) async fn dispatch(
                     let sent = sent.expect("sent, not forwarded");
                     Some(Pending::CodeActions {
                         child: Some(Ok((sent, to.tag_items))),
-                        params: params.clone(),
+                        params: code_action_params.clone().expect("decoded"),
                     })
                 })
             }
             Route::Agent(Own::CodeActions(None)) => Ok(Some(Pending::CodeActions {
                 child: None,
-                params: params.clone(),
+                params: code_action_params.clone().expect("decoded"),
             })),
             Route::Agent(own) => Ok(Some(Pending::Own {
                 own,
@@ -130,7 +143,7 @@ pub(super) async fn dispatch(
                 );
                 delivery_retried = true;
             }
-            Err(error) if method == "textDocument/codeAction" => {
+            Err(error) if let Some(params) = code_action_params => {
                 // A document whose child failed still gets the agent's actions.
                 return Some(Pending::CodeActions {
                     child: Some(Err(children::error_reply(error))),

@@ -17,7 +17,8 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use lsp_bridge::framing::RawResult;
-use lsp_bridge::lsp_types::Url;
+use lsp_bridge::jsonrpc;
+use lsp_bridge::lsp_types::{CodeAction, CompletionItem, Url};
 use lsp_bridge::{Child, Error};
 use serde_json::Value;
 
@@ -170,8 +171,18 @@ fn resolve(shared: &Shared, method: &str, origin: &str, params: &Value) -> Route
         && params["command"]["command"]
             .as_str()
             .is_some_and(|command| command.starts_with("agent."));
-    if agent_action || items::is_own_item(params) {
-        return as_it_is(params);
+    // The server made them, so it reads them: a malformed one is refused.
+    if agent_action {
+        return match jsonrpc::decode_params::<CodeAction>(method, params.clone()) {
+            Ok(_) => as_it_is(params),
+            Err(error) => Route::NoServer(Err(error)),
+        };
+    }
+    if items::is_own_item(params) {
+        return match jsonrpc::decode_params::<CompletionItem>(method, params.clone()) {
+            Ok(_) => as_it_is(params),
+            Err(error) => Route::NoServer(Err(error)),
+        };
     }
     if let Some((child, original)) = items::untag(shared, params) {
         // Its child is gone (restarted since) or does not resolve: the item as it made it.

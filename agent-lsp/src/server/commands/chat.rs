@@ -6,6 +6,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
+use lsp_bridge::jsonrpc;
 use lsp_bridge::lsp_types::{Position, Range, Url};
 use serde::Deserialize;
 use serde_json::{Value, json};
@@ -26,6 +27,7 @@ const SHOW_WAIT: Duration = Duration::from_secs(3);
 pub(super) struct AskArgument {
     prompt: Option<String>,
     uri: Option<Url>,
+    #[serde(default, deserialize_with = "jsonrpc::optional_object")]
     range: Option<Range>,
 }
 
@@ -33,6 +35,7 @@ pub(super) struct AskArgument {
 #[derive(Deserialize)]
 pub(super) struct SendArgument {
     uri: Url,
+    #[serde(default, deserialize_with = "jsonrpc::optional_object")]
     position: Option<Position>,
 }
 

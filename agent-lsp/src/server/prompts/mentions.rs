@@ -3,11 +3,13 @@
 
 use std::sync::Arc;
 
+use lsp_bridge::jsonrpc;
+use lsp_bridge::lsp_types::{Position, TextDocumentIdentifier};
 use lsp_bridge::position::PositionEncoding;
 use serde_json::{Value, json};
 
 use super::offset_of;
-use crate::server::{Reply, Shared, items, router};
+use crate::server::{Reply, Shared, items};
 use crate::workspace::files::{ChangeKind, EntryKind, FileChange};
 use crate::workspace::mentions::{bare_mention_at, completion_entries};
 
@@ -17,10 +19,23 @@ const COMPLETION_LIMIT: usize = 50;
 /// files), which `initialize` starts and no longer outlasts.
 const MENTION_INDEX_WAIT: std::time::Duration = std::time::Duration::from_secs(2);
 
+/// What `@path` completion reads of `textDocument/completion` (lsp-types' `CompletionParams`
+/// flattens these, and a flattened field's error loses its name).
+#[derive(serde::Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct MentionParams {
+    text_document: TextDocumentIdentifier,
+    position: Position,
+}
+
 /// `@path` completion in a prompt document, from the workspace's file index.
 pub(crate) async fn complete_mention(shared: &Arc<Shared>, params: &Value) -> Reply {
     let empty = || Ok(json!({"isIncomplete": false, "items": []}));
-    let Some(path) = router::document_path(params) else {
+    let MentionParams {
+        text_document,
+        position,
+    } = jsonrpc::decode_params("textDocument/completion", params.clone())?;
+    let Ok(path) = text_document.uri.to_file_path() else {
         return empty();
     };
     if shared.files.get().is_none() {
@@ -29,14 +44,9 @@ pub(crate) async fn complete_mention(shared: &Arc<Shared>, params: &Value) -> Re
     let text = crate::server::agent::buffers::EditorBuffers::new(shared)
         .text_or_disk(&path)
         .unwrap_or_default();
-    let (Some(line), Some(character)) = (
-        params["position"]["line"].as_u64(),
-        params["position"]["character"].as_u64(),
-    ) else {
-        return empty();
-    };
+    let (line, character) = (position.line, position.character);
     let line_text = text.lines().nth(line as usize).unwrap_or("");
-    let cursor = offset_of(line_text, 0, character as u32, PositionEncoding::Utf16);
+    let cursor = offset_of(line_text, 0, character, PositionEncoding::Utf16);
     let Some(typed) = bare_mention_at(line_text, cursor) else {
         return empty();
     };
