@@ -668,6 +668,12 @@ impl Child {
         self.transport.forward(id, method, body, editor, timeout)
     }
 
+    /// Wait until the server's input has room: a server that stops reading slows whoever writes
+    /// to it (the editor's messages wait in the editor's pipe) instead of growing a queue here.
+    pub async fn writable(&self) {
+        self.transport.writable().await;
+    }
+
     /// Send the server's notifications that `wanted` accepts to `editor` as the server wrote
     /// them, in the server's order among the answers forwarded there, none dropped.
     pub fn notify_to(&self, editor: Arc<FrameWriter>, wanted: fn(&str) -> bool) {
@@ -682,6 +688,7 @@ impl Child {
     }
 
     pub async fn notify(&self, method: &str, params: Value) -> Result<()> {
+        self.transport.writable().await;
         self.transport.notify(method, params)
     }
 

@@ -243,6 +243,8 @@ pub struct FrameWriter {
     /// Signalled when the queue shrinks, for senders waiting for room
     /// ([`FrameWriter::send_waiting`]).
     room: std::sync::Condvar,
+    /// The same, for tasks waiting for room ([`FrameWriter::room`]).
+    room_for_tasks: Notify,
 }
 
 /// Above this many queued bytes, [`FrameWriter::send_waiting`] waits for the peer.
@@ -282,6 +284,7 @@ impl FrameWriter {
             queued: Notify::new(),
             pipe: Some(pipe.clone()),
             room: std::sync::Condvar::new(),
+            room_for_tasks: Notify::new(),
         });
         let task = tokio::spawn(drain_pipe(writer.clone(), pipe, socket));
         Ok((writer, task))
@@ -298,6 +301,7 @@ impl FrameWriter {
             queued: Notify::new(),
             pipe: None,
             room: std::sync::Condvar::new(),
+            room_for_tasks: Notify::new(),
         });
         let task = tokio::spawn(drain_async(writer.clone(), output));
         (writer, task)
@@ -345,6 +349,29 @@ impl FrameWriter {
         self.send(body)
     }
 
+    /// Wait, in a task, until at most [`MAX_QUEUED_BYTES`] wait for the peer (or it is gone):
+    /// the backpressure of [`FrameWriter::send_waiting`] for a sender on a runtime, which must
+    /// not block its thread (the queue may be written by a task of the same runtime).
+    pub async fn room(&self) {
+        loop {
+            let made = self.room_for_tasks.notified();
+            tokio::pin!(made);
+            made.as_mut().enable();
+            {
+                let state = self.state.lock().expect("frame writer");
+                if state.queued_bytes <= MAX_QUEUED_BYTES || state.broken || state.closing {
+                    return;
+                }
+            }
+            made.await;
+        }
+    }
+
+    fn made_room(&self) {
+        self.room.notify_all();
+        self.room_for_tasks.notify_waiters();
+    }
+
     /// Bytes waiting for the peer.
     pub fn queued_bytes(&self) -> usize {
         self.state.lock().expect("frame writer").queued_bytes
@@ -361,6 +388,7 @@ impl FrameWriter {
     pub fn close(&self) {
         self.state.lock().expect("frame writer").closing = true;
         self.queued.notify_one();
+        self.made_room();
     }
 
     /// Wait until there is something to write; `false` when the task should end.
@@ -393,7 +421,7 @@ impl FrameWriter {
             state.queued_bytes = 0;
         }
         self.queued.notify_one();
-        self.room.notify_all();
+        self.made_room();
     }
 }
 
@@ -486,7 +514,7 @@ async fn drain_pipe(writer: Arc<FrameWriter>, fd: Arc<OwnedFd>, socket: bool) {
             }
             let empty = state.queue.is_empty();
             drop(guard);
-            writer.room.notify_all();
+            writer.made_room();
             if empty {
                 break;
             }
@@ -502,7 +530,7 @@ async fn drain_async(writer: Arc<FrameWriter>, mut output: impl AsyncWrite + Unp
             state.queued_bytes = 0;
             std::mem::take(&mut state.queue)
         };
-        writer.room.notify_all();
+        writer.made_room();
         for frame in frames {
             let written = async {
                 output.write_all(&frame).await?;

@@ -344,6 +344,11 @@ impl Transport {
         Ok(())
     }
 
+    /// Wait until the server's input has room ([`FrameWriter::room`]).
+    pub(crate) async fn writable(&self) {
+        self.shared.writer.room().await;
+    }
+
     /// Answer a server→client request.
     pub(crate) fn respond(&self, id: Value, reply: crate::jsonrpc::Reply) {
         self.shared.send(&crate::jsonrpc::reply(&id, &reply));
@@ -389,7 +394,9 @@ impl Transport {
         } else if sooner {
             self.shared.sweep.notify_one();
         }
-        if !self.shared.writer.send(body)
+        // From the thread that reads the editor, this waits while the server's input is full:
+        // the editor's pipe fills in turn, and nothing grows without bound.
+        if !self.shared.writer.send_waiting(body)
             && self
                 .shared
                 .pending

@@ -230,61 +230,112 @@ fn rss_kib(pid: u32) -> u64 {
         .expect("VmRSS")
 }
 
+/// `serve` over raw pipes (the test reads and writes frames itself, and may stop doing either),
+/// initialized, with `a.fake` open and its recording child started.
+struct RawServe {
+    server: std::process::Child,
+    to_server: std::process::ChildStdin,
+    from_server: std::io::BufReader<std::process::ChildStdout>,
+    document: std::path::PathBuf,
+    record: std::path::PathBuf,
+    _dirs: [tempfile::TempDir; 2],
+}
+
+impl RawServe {
+    fn start() -> RawServe {
+        let workspace = tempfile::tempdir().unwrap();
+        let root = workspace.path().canonicalize().unwrap();
+        let state = tempfile::tempdir().unwrap();
+        let record = state.path().join("received.jsonl");
+        let document = root.join("a.fake");
+        std::fs::write(&document, "0\n").unwrap();
+        let mut server = serve_command(&root, state.path(), &record)
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        let to_server = server.stdin.take().unwrap();
+        let from_server = std::io::BufReader::new(server.stdout.take().unwrap());
+        let mut serve = RawServe {
+            server,
+            to_server,
+            from_server,
+            document,
+            record,
+            _dirs: [workspace, state],
+        };
+        serve.send(
+            json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+            "processId": null, "rootUri": url(&root), "capabilities": {}}}),
+        );
+        serve.answer_to(1);
+        serve.send(json!({"jsonrpc": "2.0", "method": "initialized", "params": {}}));
+        let uri = url(&serve.document);
+        serve.send(
+            json!({"jsonrpc": "2.0", "method": "textDocument/didOpen", "params": {
+            "textDocument": {"uri": uri, "languageId": "fake", "version": 1, "text": "0\n"}}}),
+        );
+        serve.hover(2);
+        serve
+    }
+
+    fn send(&mut self, message: Value) {
+        agent_tests::relay::write_frame(&mut self.to_server, message.to_string().as_bytes())
+            .unwrap();
+    }
+
+    fn read(&mut self) -> Value {
+        let body = agent_tests::relay::read_frame(&mut self.from_server).expect("serve ended");
+        serde_json::from_slice(&body).unwrap()
+    }
+
+    fn answer_to(&mut self, id: i64) -> Value {
+        loop {
+            let message = self.read();
+            if message["id"] == id && message.get("method").is_none() {
+                return message;
+            }
+        }
+    }
+
+    /// A hover about the document, answered: the child has read everything sent before it.
+    fn hover(&mut self, id: i64) -> Value {
+        let uri = url(&self.document);
+        self.send(
+            json!({"jsonrpc": "2.0", "id": id, "method": "textDocument/hover", "params": {
+            "textDocument": {"uri": uri}, "position": {"line": 0, "character": 0}}}),
+        );
+        self.answer_to(id)
+    }
+
+    fn rss_kib(&self) -> u64 {
+        rss_kib(self.server.id())
+    }
+}
+
+impl Drop for RawServe {
+    fn drop(&mut self) {
+        let _ = self.server.kill();
+        let _ = self.server.wait();
+    }
+}
+
 #[test]
 fn a_flood_of_diagnostics_reaches_a_slow_editor_whole_in_order_and_serves_memory_stays_bounded() {
-    use agent_tests::relay::{read_frame, write_frame};
-    use std::io::BufReader;
     const COUNT: u64 = 20_000;
     const BYTES: u64 = 4_000;
-    let workspace = tempfile::tempdir().unwrap();
-    let root = workspace.path().canonicalize().unwrap();
-    let state = tempfile::tempdir().unwrap();
-    let record = state.path().join("received.jsonl");
-    let document = root.join("a.fake");
-    std::fs::write(&document, "0\n").unwrap();
-    let mut command = serve_command(&root, state.path(), &record);
-    let mut server = command
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut to_server = server.stdin.take().unwrap();
-    let mut from_server = BufReader::new(server.stdout.take().unwrap());
-    let mut send =
-        |message: Value| write_frame(&mut to_server, message.to_string().as_bytes()).unwrap();
-    let answer_to = |from: &mut BufReader<_>, id: i64| loop {
-        let body = read_frame(from).expect("serve ended");
-        let message: Value = serde_json::from_slice(&body).unwrap();
-        if message["id"] == id && message.get("method").is_none() {
-            return message;
-        }
-    };
-    send(
-        json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
-        "processId": null, "rootUri": url(&root), "capabilities": {}}}),
-    );
-    answer_to(&mut from_server, 1);
-    send(json!({"jsonrpc": "2.0", "method": "initialized", "params": {}}));
-    send(
-        json!({"jsonrpc": "2.0", "method": "textDocument/didOpen", "params": {"textDocument": {
-        "uri": url(&document), "languageId": "fake", "version": 1, "text": "0\n"}}}),
-    );
-    send(
-        json!({"jsonrpc": "2.0", "id": 2, "method": "textDocument/hover", "params": {
-        "textDocument": {"uri": url(&document)}, "position": {"line": 0, "character": 0}}}),
-    );
-    answer_to(&mut from_server, 2);
-    let before = rss_kib(server.id());
+    let mut serve = RawServe::start();
+    let before = serve.rss_kib();
 
     // 80 MB of diagnostics while the editor reads nothing for a while, then reads slowly.
-    send(json!({"jsonrpc": "2.0", "method": "fake/flood", "params": {
-        "uri": url(&document), "count": COUNT, "bytes": BYTES}}));
+    let uri = url(&serve.document);
+    serve.send(json!({"jsonrpc": "2.0", "method": "fake/flood", "params": {
+        "uri": uri, "count": COUNT, "bytes": BYTES}}));
     std::thread::sleep(Duration::from_secs(3));
-    let mut most = rss_kib(server.id());
+    let mut most = serve.rss_kib();
     let mut next = 0;
     while next < COUNT {
-        let body = read_frame(&mut from_server).expect("serve ended mid-flood");
-        let message: Value = serde_json::from_slice(&body).unwrap();
+        let message = serve.read();
         if message["method"] != "textDocument/publishDiagnostics" {
             continue;
         }
@@ -294,7 +345,7 @@ fn a_flood_of_diagnostics_reaches_a_slow_editor_whole_in_order_and_serves_memory
         );
         next += 1;
         if next % 500 == 0 {
-            most = most.max(rss_kib(server.id()));
+            most = most.max(serve.rss_kib());
             std::thread::sleep(Duration::from_millis(2));
         }
     }
@@ -306,7 +357,60 @@ fn a_flood_of_diagnostics_reaches_a_slow_editor_whole_in_order_and_serves_memory
         grew_mib < 40,
         "serve grew by {grew_mib} MiB for an 80 MB flood to a slow editor"
     );
-    drop(to_server);
-    let _ = server.kill();
-    let _ = server.wait();
+}
+
+/// The other direction: a child that stops reading holds the editor's messages in the editor's
+/// pipe, not in `serve`. 20,000 changes of 4 KB (80 MB) written while the child pauses reach
+/// it whole and in order once it reads again, and `serve`'s memory stays bounded.
+#[test]
+fn changes_for_a_child_that_stops_reading_wait_in_the_editors_pipe_and_all_arrive_in_order() {
+    const COUNT: u64 = 20_000;
+    let mut serve = RawServe::start();
+    let before = serve.rss_kib();
+    serve.send(json!({"jsonrpc": "2.0", "method": "fake/pause", "params": {"millis": 4000}}));
+    let uri = url(&serve.document);
+    let padding = "x".repeat(4_000);
+    // The same pipe, for a thread that blocks on it while `serve` does not read.
+    let mut to_server = {
+        use std::os::fd::AsFd;
+        std::fs::File::from(serve.to_server.as_fd().try_clone_to_owned().unwrap())
+    };
+    let writer = std::thread::spawn(move || {
+        for n in 1..=COUNT {
+            let change = json!({"jsonrpc": "2.0", "method": "textDocument/didChange", "params": {
+                "textDocument": {"uri": uri, "version": n + 1},
+                "contentChanges": [{"text": format!("{n}\n{padding}")}]}});
+            agent_tests::relay::write_frame(&mut to_server, change.to_string().as_bytes()).unwrap();
+        }
+    });
+    let mut most = before;
+    while !writer.is_finished() {
+        most = most.max(serve.rss_kib());
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    writer.join().unwrap();
+    serve.hover(3);
+    let changes: Vec<u64> = agent_tests::fake_lsp_record(&serve.record)
+        .iter()
+        .filter(|message| message["method"] == "textDocument/didChange")
+        .map(|message| {
+            let text = message["params"]["contentChanges"][0]["text"]
+                .as_str()
+                .unwrap();
+            text.lines().next().unwrap().parse().unwrap()
+        })
+        .collect();
+    assert_eq!(changes.len() as u64, COUNT, "changes lost");
+    assert!(
+        changes.iter().zip(1..).all(|(seen, sent)| *seen == sent),
+        "changes out of order"
+    );
+    let grew_mib = most.saturating_sub(before) / 1024;
+    eprintln!("serve grew by {grew_mib} MiB while its child did not read");
+    // Without backpressure all 80 MB wait in `serve`; with it, the child writer's bound
+    // (8 MiB), the loop's queue (256 messages) and the pipes.
+    assert!(
+        grew_mib < 40,
+        "serve grew by {grew_mib} MiB for 80 MB of changes to a child that did not read"
+    );
 }

@@ -70,8 +70,21 @@ pub(super) struct Intake {
     shared: Arc<Shared>,
     /// Messages handed to the loop that it has not finished handling.
     queued: Arc<AtomicUsize>,
-    to_loop: mpsc::UnboundedSender<Input>,
 }
+
+/// What became of one read.
+enum Taken {
+    /// Forwarded to a child.
+    Forwarded,
+    /// For the loop; `false`: nothing more will be read.
+    ToLoop(Input, bool),
+    /// The end of input.
+    End,
+}
+
+/// Messages the loop may hold before the intake waits for it: enough that a burst of typing
+/// never waits, few enough that a loop held up by a child that stops reading holds little.
+const LOOP_QUEUE: usize = 256;
 
 /// The parts of an editor message the intake looks at.
 #[derive(Deserialize)]
@@ -97,44 +110,65 @@ impl Intake {
     pub(super) fn start(
         shared: Arc<Shared>,
         input: EditorInput,
-    ) -> std::io::Result<(mpsc::UnboundedReceiver<Input>, Arc<AtomicUsize>)> {
-        let (to_loop, from_intake) = mpsc::unbounded_channel();
+    ) -> std::io::Result<(mpsc::Receiver<Input>, Arc<AtomicUsize>)> {
+        let (to_loop, from_intake) = mpsc::channel(LOOP_QUEUE);
         let queued = Arc::new(AtomicUsize::new(0));
         let intake = Intake {
             shared,
             queued: queued.clone(),
-            to_loop,
         };
+        // Each send waits while the loop holds `LOOP_QUEUE` messages: reading stops, and the
+        // editor's pipe fills.
         match input {
             EditorInput::Blocking(input) => {
                 std::thread::Builder::new()
                     .name("editor-input".into())
                     .spawn(move || {
                         let mut reader = std::io::BufReader::with_capacity(64 * 1024, input);
-                        while intake.take(read_frame_blocking(&mut reader)) {}
+                        loop {
+                            let (input, more) = match intake.take(read_frame_blocking(&mut reader))
+                            {
+                                Taken::Forwarded => continue,
+                                Taken::End => break,
+                                Taken::ToLoop(input, more) => (input, more),
+                            };
+                            // The loop is gone (the editor said `exit`): nothing left to read for.
+                            if to_loop.blocking_send(input).is_err() || !more {
+                                break;
+                            }
+                        }
                     })?;
             }
             EditorInput::Async(input) => {
                 tokio::spawn(async move {
                     let mut reader = BufReader::with_capacity(64 * 1024, input);
-                    while intake.take(read_frame(&mut reader).await) {}
+                    loop {
+                        let (input, more) = match intake.take(read_frame(&mut reader).await) {
+                            Taken::Forwarded => continue,
+                            Taken::End => break,
+                            Taken::ToLoop(input, more) => (input, more),
+                        };
+                        if to_loop.send(input).await.is_err() || !more {
+                            break;
+                        }
+                    }
                 });
             }
         }
         Ok((from_intake, queued))
     }
 
-    /// Take one read; `false` at the end of input.
-    fn take(&self, read: Result<Option<Vec<u8>>, ReadError>) -> bool {
-        let input = match read {
+    /// Take one read.
+    fn take(&self, read: Result<Option<Vec<u8>>, ReadError>) -> Taken {
+        match read {
             Ok(Some(body)) => {
                 if self.queued.load(Ordering::Acquire) == 0 && self.forward(&body) {
-                    return true;
+                    return Taken::Forwarded;
                 }
                 self.queued.fetch_add(1, Ordering::AcqRel);
-                Input::Message(body)
+                Taken::ToLoop(Input::Message(body), true)
             }
-            Ok(None) => return false,
+            Ok(None) => Taken::End,
             // A broken header leaves no way to find where the next message starts: reading on
             // would glue every later message to garbage and leave the server deaf. End the
             // connection instead, saying why, so the editor restarts the server.
@@ -146,12 +180,9 @@ impl Intake {
                     ),
                     ReadError::Io(error) => error,
                 };
-                let _ = self.to_loop.send(Input::Failed(error));
-                return false;
+                Taken::ToLoop(Input::Failed(error), false)
             }
-        };
-        // The loop is gone (the editor said `exit`): nothing left to read for.
-        self.to_loop.send(input).is_ok()
+        }
     }
 
     /// Forward `body` straight to its child, or cancel a request forwarded so; `false` when it

@@ -92,6 +92,19 @@ pub(super) async fn dispatch(
             }
             _ => None,
         };
+        // A child that stops reading holds the loop here, and the editor's messages wait in
+        // its pipe, instead of queueing here without bound.
+        match &route {
+            Route::Child(to) | Route::Agent(Own::CodeActions(Some(to))) => {
+                to.child.writable().await
+            }
+            Route::FanOut(children) => {
+                for child in children {
+                    child.writable().await;
+                }
+            }
+            _ => {}
+        }
         let written = match route {
             Route::Child(to) => {
                 children::write(shared, &to, method, &params, forward_as).map(|sent| {

@@ -31,7 +31,8 @@
 //! drive it from a test: `fake/poke` is echoed back as the notification `fake/poked`, and
 //! `fake/ask {method, params}` makes it send that request to the client. A third,
 //! `fake/flood {uri, count, bytes}`, makes it publish `count` diagnostics for `uri` at once, each
-//! carrying its number as `code` and a message of `bytes` bytes.
+//! carrying its number as `code` and a message of `bytes` bytes; `fake/pause {millis}` makes it
+//! stop reading its input for that long, as a server busy indexing does.
 
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::io::{BufRead, BufReader, Write};
@@ -257,6 +258,9 @@ fn main() {
                 "fake/poke" => {
                     out.send(&json!({"jsonrpc": "2.0", "method": "fake/poked", "params": params}))
                 }
+                "fake/pause" => std::thread::sleep(Duration::from_millis(
+                    params["millis"].as_u64().unwrap_or(0),
+                )),
                 "fake/ask" => {
                     next_id += 1;
                     out.send(&json!({"jsonrpc": "2.0", "id": next_id, "method": params["method"], "params": params["params"]}));
