@@ -455,6 +455,23 @@ fn a_server_that_starts_late_gets_its_features_registered_dynamically() {
         !methods.contains(&"textDocument/hover"),
         "hover was announced already: {methods:?}"
     );
+    // Its commands too, although `executeCommandProvider` (ours) was announced.
+    let commands = registration["params"]["registrations"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|registration| registration["method"] == "workspace/executeCommand")
+        .map(|registration| registration["registerOptions"]["commands"].clone());
+    assert!(
+        commands
+            .as_ref()
+            .and_then(Value::as_array)
+            .is_some_and(
+                |commands| commands.iter().any(|name| name == "clangd.applyTweak")
+                    && !commands.iter().any(|name| name == "agent.ask")
+            ),
+        "{registration}"
+    );
     let formatted = editor.request(
         "textDocument/formatting",
         json!({"textDocument": {"uri": url(&source)}, "options": {"tabSize": 4, "insertSpaces": true}}),

@@ -163,7 +163,9 @@ pub(super) async fn initialize(shared: &Arc<Shared>, params: Value) -> Reply {
         "executeCommandProvider".into(),
         json!({"commands": commands}),
     );
-    *shared.announced.lock().expect("announced") = capabilities.keys().cloned().collect();
+    let mut announced: std::collections::HashSet<String> = capabilities.keys().cloned().collect();
+    announced.extend(bridge.running().iter().map(|child| commands_key(child)));
+    *shared.announced.lock().expect("announced") = announced;
     Ok(json!({
         "capabilities": capabilities,
         "serverInfo": {"name": "agent-lsp", "version": env!("CARGO_PKG_VERSION")},
@@ -337,6 +339,11 @@ const REGISTRABLE: [(&str, &str, &str); 24] = [
 /// language) may bring features the editor was not told about: register them dynamically
 /// where the editor supports that. Features announced already are not registered again (the
 /// editor would ask twice and show everything twice).
+/// The `announced` entry saying a server's commands are known to the editor.
+fn commands_key(child: &lsp_bridge::Child) -> String {
+    format!("executeCommand:{}", child.name())
+}
+
 fn register_late(shared: &Arc<Shared>, child: &Arc<lsp_bridge::Child>) {
     let capabilities = child.initialize_result()["capabilities"].clone();
     let mut registrations = Vec::new();
@@ -366,6 +373,26 @@ fn register_late(shared: &Arc<Shared>, child: &Arc<lsp_bridge::Child>) {
                 "id": format!("agent-lsp/{}/{method}", child.name()),
                 "method": method,
                 "registerOptions": options,
+            }));
+        }
+        // `executeCommandProvider` is always announced (our commands), so a late child's
+        // commands are registered on their own, once per server (a restarted child's are
+        // registered already).
+        let commands: Vec<Value> = capabilities["executeCommandProvider"]["commands"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter(|name| !commands::COMMANDS.iter().any(|ours| *name == ours))
+            .cloned()
+            .collect();
+        if !commands.is_empty()
+            && shared.client_supports("/workspace/executeCommand/dynamicRegistration")
+            && announced.insert(commands_key(child))
+        {
+            registrations.push(json!({
+                "id": format!("agent-lsp/{}/workspace/executeCommand", child.name()),
+                "method": "workspace/executeCommand",
+                "registerOptions": {"commands": commands},
             }));
         }
     }
