@@ -15,6 +15,7 @@ mod lsp_tools;
 mod model_endpoint;
 mod model_output_bounds;
 mod provider_faults;
+mod proxy_differential;
 mod proxy_order;
 mod resolve_routing;
 mod restarts;
