@@ -16,6 +16,7 @@ mod malformed_params;
 mod model_endpoint;
 mod model_output_bounds;
 mod provider_faults;
+mod proxy_differential;
 mod proxy_order;
 mod resolve_routing;
 mod restarts;
