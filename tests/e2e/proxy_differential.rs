@@ -634,7 +634,7 @@ fn random_request(rng: &mut Rng, document: &Document) -> (&'static str, Value) {
 }
 
 /// Of a proxied answer, what the proxy adds on purpose: the agent's own code actions ("Fix with
-/// agent", "Explain with agent", "Ask agent about selection"; agent-lsp/src/server/actions.rs),
+/// agent", "Explain with agent", "Ask agent about selection"; agent-lsp/src/server/code_actions.rs),
 /// which come after the child's and run an `agent.*` command. Nothing else is taken away: the
 /// `agentLsp.origin` tag on items is only added while two children resolve the same kind of
 /// item (routing::tag_items), and only one runs here, so a tagged item is a difference.
@@ -684,7 +684,7 @@ fn difference(sent: &Sent, proxied: &Value, direct: &Value) -> Option<String> {
     // A cancelled request may be answered either way on either side: the server decides
     // whether it had finished, and the proxy answers a forwarded request `RequestCancelled`
     // itself at once (transport::cancel_forwarded). A cancelled code action's child part is
-    // dropped by the proxy (dispatch.rs: the child's error leaves only the agent's actions).
+    // dropped by the proxy (requests.rs: the child's error leaves only the agent's actions).
     if sent.cancelled
         && (is_cancelled(&proxied)
             || is_cancelled(&direct)
