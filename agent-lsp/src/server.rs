@@ -201,14 +201,23 @@ pub enum Ending {
     InputClosed,
 }
 
-/// Ask every child for UTF-16 only, so positions need no conversion between editor and child,
-/// and read its output on a thread, where the editor's requests are answered.
-pub(crate) fn editor_bridge_config(config: &Config) -> anyhow::Result<lsp_bridge::BridgeConfig> {
+/// Ask every child for UTF-16 only, so positions need no conversion between editor and child;
+/// read its output on a thread, where the editor's requests are answered; and offer it the
+/// editor's `textDocument` capabilities (under the bridge's), so it answers the editor as it
+/// would answer the editor directly.
+pub(crate) fn editor_bridge_config(
+    config: &Config,
+    editor_capabilities: &serde_json::Value,
+) -> anyhow::Result<lsp_bridge::BridgeConfig> {
     let mut bridge = config.bridge_config()?;
+    let text_document = editor_capabilities
+        .get("textDocument")
+        .filter(|value| value.is_object());
     for server in &mut bridge.servers {
         server.position_encodings = vec![PositionEncoding::Utf16];
         // The editor's requests are forwarded and answered on the child's output thread.
         server.output_thread = true;
+        server.editor_text_document = text_document.cloned();
     }
     Ok(bridge)
 }

@@ -345,7 +345,10 @@ impl Child {
             "rootPath": self.root.to_string_lossy(),
             "rootUri": root_uri,
             "workspaceFolders": self.workspace_folders_json(),
-            "capabilities": client_capabilities(&self.config.position_encodings),
+            "capabilities": with_editor_capabilities(
+                client_capabilities(&self.config.position_encodings),
+                self.config.editor_text_document.as_ref(),
+            ),
             "trace": "off",
         });
         if let Some(options) = &self.config.initialization_options {
@@ -1059,9 +1062,77 @@ pub fn client_capabilities(encodings: &[crate::position::PositionEncoding]) -> V
     })
 }
 
+/// The bridge's capabilities with the editor's `textDocument` ones beneath them: the editor's
+/// fill in what the bridge does not say; where both say something the bridge's stays, and
+/// `dynamicRegistration` stays the bridge's (the bridge registers for the editor itself).
+pub fn with_editor_capabilities(mut ours: Value, editor: Option<&Value>) -> Value {
+    fn fill(into: &mut Value, from: &Value) {
+        let (Value::Object(into), Value::Object(from)) = (into, from) else {
+            return;
+        };
+        for (key, value) in from {
+            if key == "dynamicRegistration" {
+                continue;
+            }
+            match into.get_mut(key) {
+                Some(existing) => fill(existing, value),
+                None => {
+                    let mut value = value.clone();
+                    strip_dynamic_registration(&mut value);
+                    into.insert(key.clone(), value);
+                }
+            }
+        }
+    }
+    fn strip_dynamic_registration(value: &mut Value) {
+        if let Value::Object(object) = value {
+            object.remove("dynamicRegistration");
+            object.values_mut().for_each(strip_dynamic_registration);
+        }
+    }
+    if let Some(editor) = editor {
+        fill(&mut ours["textDocument"], editor);
+    }
+    ours
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_editors_capabilities_fill_in_under_the_bridges() {
+        let editor = json!({
+            "completion": {"dynamicRegistration": true,
+                           "completionItem": {"snippetSupport": true}},
+            "documentSymbol": {"hierarchicalDocumentSymbolSupport": false},
+            "codeAction": {"codeActionLiteralSupport": {"codeActionKind": {"valueSet": ["quickfix"]}}},
+        });
+        let merged = with_editor_capabilities(
+            client_capabilities(&[crate::position::PositionEncoding::Utf16]),
+            Some(&editor),
+        );
+        let text_document = &merged["textDocument"];
+        assert_eq!(
+            text_document["completion"]["completionItem"]["snippetSupport"],
+            true
+        );
+        assert!(
+            text_document["completion"]
+                .get("dynamicRegistration")
+                .is_none()
+        );
+        assert_eq!(
+            text_document["codeAction"]["codeActionLiteralSupport"]["codeActionKind"]["valueSet"],
+            json!(["quickfix"])
+        );
+        // The agent reads document symbols as a tree.
+        assert_eq!(
+            text_document["documentSymbol"]["hierarchicalDocumentSymbolSupport"],
+            true
+        );
+        let _: lsp_types::ClientCapabilities = serde_json::from_value(merged).unwrap();
+    }
 
     #[test]
     fn client_capabilities_are_well_formed_lsp() {

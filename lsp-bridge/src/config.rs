@@ -72,6 +72,11 @@ pub struct ServerConfig {
     /// another thread per answer. Set by the editor-facing server; the agent alone keeps the
     /// task.
     pub output_thread: bool,
+    /// The editor's `textDocument` client capabilities, when an editor uses the server through
+    /// the bridge: offered to the server under the bridge's own, which win where both speak (the
+    /// agent reads the answers too), so the server shapes what only the editor reads (snippets,
+    /// code action literals, semantic tokens, folding, inlay hints) for the editor.
+    pub editor_text_document: Option<Value>,
     /// Arguments that make the server print its version and exit (`--version`): run once
     /// before the server is used, so a command that exists but cannot run (rustup's shim
     /// without the component) is reported and not used. `None`: not probed (pyright's
@@ -102,6 +107,7 @@ impl ServerConfig {
                 crate::position::PositionEncoding::Utf16,
             ],
             output_thread: false,
+            editor_text_document: None,
             probe_args: None,
         }
     }

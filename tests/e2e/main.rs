@@ -3,6 +3,7 @@
 mod agent_run;
 mod bridge_faults;
 mod bridge_first_contact;
+mod client_capabilities;
 mod compaction;
 mod conformance;
 mod context_editor;

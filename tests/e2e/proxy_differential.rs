@@ -5,11 +5,11 @@
 //! one, and every request gets exactly one answer through the proxy.
 //!
 //! The direct client is given the `initialize` the proxy gives its child (the same root and
-//! workspace folder, `lsp_bridge::child::client_capabilities`), since servers shape their
-//! answers by the client's capabilities, and the proxy does not pass the editor's on.
-//! FIXME: so an editor that does not announce, say, `hierarchicalDocumentSymbolSupport` (this
-//! test's editor does not) gets `DocumentSymbol[]` through the proxy, where the server itself
-//! would have answered it `SymbolInformation[]`; this test compares what crosses the proxy.
+//! workspace folder, and the bridge's client capabilities with the editor's `textDocument` ones
+//! beneath them, `lsp_bridge::child::with_editor_capabilities`), since servers shape their
+//! answers by the client's capabilities. Where the bridge's win (document symbols as a tree,
+//! `LocationLink`s, which the agent reads), an editor that announces less still gets what the
+//! bridge asked for; this test compares what crosses the proxy.
 //!
 //! Run twice directly on the same messages (the `serve` editor swapped for a second direct
 //! one), pyright and clangd `--sync` gave the same answers on 20 seeds each, so what differs
@@ -501,8 +501,9 @@ fn tool(name: &str) -> std::path::PathBuf {
         .unwrap_or_else(|| panic!("{name} is not installed: run `bash .ci/tools.sh`"))
 }
 
-/// The `initialize` params `lsp_bridge::child` sends a child serving `root`.
-fn child_initialize_params(root: &Path) -> Value {
+/// The `initialize` params `lsp_bridge::child` sends a child serving `root` for an editor with
+/// `editor_text_document` capabilities.
+fn child_initialize_params(root: &Path, editor_text_document: &Value) -> Value {
     let root_uri = lsp_bridge::lsp_types::Url::from_directory_path(root)
         .unwrap()
         .to_string();
@@ -514,7 +515,10 @@ fn child_initialize_params(root: &Path) -> Value {
         "rootPath": root.to_string_lossy(),
         "rootUri": root_uri,
         "workspaceFolders": [{"uri": root_uri, "name": name}],
-        "capabilities": lsp_bridge::child::client_capabilities(&[PositionEncoding::Utf16]),
+        "capabilities": lsp_bridge::child::with_editor_capabilities(
+            lsp_bridge::child::client_capabilities(&[PositionEncoding::Utf16]),
+            Some(editor_text_document),
+        ),
         "trace": "off",
     })
 }
@@ -526,7 +530,12 @@ fn start(language: &Language, root: &Path, state: &Path) -> Pair {
     let mut command = Command::new(tool(language.command));
     command.args(language.args).current_dir(root);
     let mut direct = Editor::start(command);
-    let answer = direct.request("initialize", child_initialize_params(root));
+    let editor_text_document =
+        proxied.initialize_params(root, Value::Null)["capabilities"]["textDocument"].clone();
+    let answer = direct.request(
+        "initialize",
+        child_initialize_params(root, &editor_text_document),
+    );
     assert!(answer.get("result").is_some(), "{answer}");
     direct.notify("initialized", json!({}));
     Pair { proxied, direct }

@@ -78,8 +78,9 @@ pub(super) async fn initialize(shared: &Arc<Shared>, params: Value) -> Reply {
     let _ = shared
         .client_capabilities
         .set(Value::Object(params.capabilities.clone()));
-    let bridge_config = editor_bridge_config(&shared.config)
-        .map_err(|error| ResponseError::new(codes::INVALID_PARAMS, format!("{error:#}")))?;
+    let bridge_config =
+        editor_bridge_config(&shared.config, &Value::Object(params.capabilities.clone()))
+            .map_err(|error| ResponseError::new(codes::INVALID_PARAMS, format!("{error:#}")))?;
     let bridge = Bridge::new(bridge_config, folders.clone());
     let hook_shared = Arc::downgrade(shared);
     bridge.set_on_start(Arc::new(move |child| {
