@@ -19,7 +19,7 @@ use std::time::Duration;
 use serde_json::{Value, json};
 use tokio::time::Instant;
 
-use super::{FileCache, Queries, WorkspaceSymbol, location_of, symbol_kind};
+use super::{FileCache, Location, Queries, location_of, symbol_kind};
 use crate::child::Child;
 use crate::error::Result;
 
@@ -28,6 +28,16 @@ const MAX_SAMPLED_FILES: usize = 20_000;
 /// The first pause before asking an empty-handed server again; it doubles up to the cap.
 const FIRST_PAUSE: Duration = Duration::from_millis(100);
 const MAX_PAUSE: Duration = Duration::from_secs(1);
+
+/// A workspace symbol.
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
+pub struct WorkspaceSymbol {
+    pub name: String,
+    pub kind: String,
+    pub container: Option<String>,
+    pub location: Location,
+    pub server: String,
+}
 
 /// One server's answer to a workspace-wide query.
 #[derive(Clone, Debug, PartialEq)]

@@ -1,5 +1,9 @@
 //! Tests for the tree-sitter fallback: real snippets per language, and an index over a tempdir.
 
+use std::path::PathBuf;
+
+use tokio_util::sync::CancellationToken;
+
 use super::*;
 
 /// One line per symbol, indented by depth: `kind name line:column-end_line in container`.
