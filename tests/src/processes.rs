@@ -56,8 +56,12 @@ fn is_zombie(pid: u32) -> bool {
 }
 
 /// `kill -KILL pid`, and wait (bounded) until it can receive nothing more: its files are
-/// closed. (The thread group leader of a multi-threaded process such as node shows as a zombie
-/// while its other threads are still exiting and its pipes still open.)
+/// closed and every thread of it has finished exiting. (The thread group leader of a
+/// multi-threaded process such as node shows as a zombie while its other threads are still
+/// exiting and its pipes still open. And a thread whose descriptor table is gone from `/proc`
+/// may not yet have released the files in it: the kernel releases them later in the thread's
+/// exit, so until the thread is a zombie a write to its stdin can still land in the pipe, as a
+/// request it read and died on would.)
 pub fn kill_and_wait(pid: u32) {
     let status = std::process::Command::new("kill")
         .args(["-KILL", &pid.to_string()])
@@ -65,13 +69,32 @@ pub fn kill_and_wait(pid: u32) {
         .expect("run kill");
     assert!(status.success(), "kill -KILL {pid} failed");
     let deadline = std::time::Instant::now() + crate::editor::WAIT;
-    while has_open_files(pid) {
+    while has_open_files(pid) || !all_threads_exited(pid) {
         assert!(
             std::time::Instant::now() < deadline,
             "process {pid} did not die"
         );
         std::thread::sleep(std::time::Duration::from_millis(5));
     }
+}
+
+/// Whether every thread of `pid` is a zombie or gone (so each has run the whole of its exit).
+fn all_threads_exited(pid: u32) -> bool {
+    let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
+        return true;
+    };
+    tasks.filter_map(Result::ok).all(|task| {
+        std::fs::read_to_string(task.path().join("stat"))
+            .ok()
+            .and_then(|stat| {
+                let after = stat.rsplit_once(')')?.1.to_owned();
+                after
+                    .split_whitespace()
+                    .next()
+                    .map(|state| state == "Z" || state == "X")
+            })
+            .unwrap_or(true)
+    })
 }
 
 /// Whether any thread of `pid` still has a file open. Each thread is looked at: the leader of
