@@ -8,17 +8,17 @@
 //! docs/decisions/0001-raw-json-rpc-proxy.md).
 //!
 //! The modules, by role (docs/architecture.md has the request-lifecycle table):
-//! - the editor connection: [`connection`] (its state, writing to the editor), [`intake`]
-//!   (reading it; forwards a request whose route is known at once), [`listen`] (`--listen`);
-//! - the router: [`router`] decides who answers every message; [`items`] knows which child made
-//!   the items `*/resolve` requests carry; [`children`] writes to the children and wires them
+//! - the editor connection: `connection` (its state, writing to the editor), `intake`
+//!   (reading it; forwards a request whose route is known at once), `listen` (`--listen`);
+//! - the router: `router` decides who answers every message; `items` knows which child made
+//!   the items `*/resolve` requests carry; `children` writes to the children and wires them
 //!   to the editor;
-//! - the loop: [`dispatch`] is its table, [`requests`] a request's life on it (written now,
-//!   waited for as a task), [`documents`] document sync, [`capabilities`] `initialize`;
-//! - the agent host: [`agent`] (sessions, turns, what the editor sees of them, the editor's
+//! - the loop: `dispatch` is its table, `requests` a request's life on it (written now,
+//!   waited for as a task), `documents` document sync, `capabilities` `initialize`;
+//! - the agent host: `agent` (sessions, turns, what the editor sees of them, the editor's
 //!   buffers as the tools see them);
-//! - prompt documents: [`prompts`] (the chat format, `@path` completion), [`code_actions`];
-//! - commands: [`commands`], split by family, each with typed arguments.
+//! - prompt documents: `prompts` (the chat format, `@path` completion), `code_actions`;
+//! - commands: `commands`, split by family, each with typed arguments.
 //!
 //! Positions pass unconverted: the editor is offered UTF-16 (which every client supports), and
 //! every child is asked for UTF-16 only, which every server supports, so editor and children

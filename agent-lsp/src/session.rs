@@ -374,7 +374,7 @@ impl Session {
 
     /// Open an existing session for appending. A torn last line from a crash is cut, and the
     /// tool calls a dead writer left without results get results saying they were
-    /// interrupted (see [`recovery`]), so the session can go on.
+    /// interrupted (see the `recovery` module), so the session can go on.
     pub fn open(path: &Path, durability: Durability) -> anyhow::Result<Session> {
         let (log, read) = LogWriter::open(path, durability)?;
         let history = History::from_events(read.events)

@@ -9,9 +9,9 @@
 //! everything else is answered here from the configuration, because servers like pyright exit
 //! when `workspace/configuration` or `client/registerCapability` go unanswered.
 //!
-//! This file is the handshake, the child's state and its shutdown; [`messages`] is talking to
-//! the server, [`incoming`] what it sends on its own, [`diagnostics`] the store of what it
-//! published, [`capabilities`] what it is told the client can do.
+//! This file is the handshake, the child's state and its shutdown; `messages` is talking to
+//! the server, `incoming` what it sends on its own, `diagnostics` the store of what it
+//! published, `capabilities` what it is told the client can do.
 
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};

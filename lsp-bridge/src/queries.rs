@@ -94,7 +94,7 @@ pub struct Queries {
     /// How long to wait for a server to get ready, and for diagnostics of a new version.
     pub wait: Duration,
     /// How long after its start a server that answers a workspace-wide query with nothing,
-    /// and reports no indexing progress, is asked again (see [`workspace_symbols`]).
+    /// and reports no indexing progress, is asked again (see the `workspace_symbols` module).
     pub index_wait: Duration,
 }
 

@@ -3,7 +3,7 @@
 //! and time.
 //!
 //! Pinning: every request (every redirect hop) gets a client of its own whose only DNS
-//! resolver is [`PinnedResolver`]. It answers the checked host with the checked addresses and
+//! resolver is `PinnedResolver`. It answers the checked host with the checked addresses and
 //! refuses every other name, so reqwest never does a lookup of its own: what was checked is
 //! what is connected to (no DNS rebinding). The client also ignores proxy settings, since a
 //! proxy would resolve the name again, out of the guard's sight.

@@ -376,7 +376,7 @@ pub struct CompletionEntry {
     pub label: String,
     /// Replaces the typed mention (`MentionQuery::start..cursor`).
     pub insert_text: String,
-    /// The same as an LSP snippet, for editors that take snippets (see [`completion_texts`]).
+    /// The same as an LSP snippet, for editors that take snippets (see `completion_texts`).
     pub snippet: String,
     /// The typed text itself, so that the editor's own filtering keeps every item: the index
     /// has already matched them, and editors filter by prefix, not fuzzily.
