@@ -17,7 +17,7 @@
 //! The engine is called by the agent loop at `agent/pre-step` (before the plugins, so the
 //! runtime-context projection re-injects a snapshot the fold shadowed) and when the provider
 //! answers with a context overflow (compact, then retry the request once). It is not a
-//! [`crate::agent::Plugin`] because plugins are synchronous and a compaction awaits a model call.
+//! [`crate::plugin::Plugin`] because plugins are synchronous and a compaction awaits a model call.
 
 pub mod basic;
 pub mod elide;
@@ -38,6 +38,7 @@ use crate::context::request::replay_request;
 use crate::context::system_prompt::AssembledPrompt;
 use crate::llm::ModelParams;
 use crate::llm::provider::Provider;
+pub use crate::plugin::outcomes::{CompactionOutcome, CompactionReport, ElisionReport};
 use crate::preset::Preset;
 use crate::session::Session;
 
@@ -236,62 +237,6 @@ pub struct CompactionContext {
     pub turn: u32,
     pub step: u32,
     pub cancel: CancellationToken,
-}
-
-/// A committed checkpoint.
-#[derive(Clone, Debug, PartialEq)]
-pub struct CompactionReport {
-    pub compaction_id: String,
-    pub checkpoint_seq: u64,
-    /// Surface entries the checkpoint replaced.
-    pub shadowed_entries: usize,
-    pub tokens_before: u64,
-    pub tokens_after: u64,
-    /// Whether the summary was prepared in the background.
-    pub background: bool,
-}
-
-/// Messages too large for any request, replaced by stubs ([`elide`]).
-#[derive(Clone, Debug, PartialEq)]
-pub struct ElisionReport {
-    /// Surface entries replaced by stubs.
-    pub elided: usize,
-    pub tokens_before: u64,
-    pub tokens_after: u64,
-}
-
-/// What one call to the engine did.
-#[derive(Clone, Debug, PartialEq)]
-pub enum CompactionOutcome {
-    /// Below the marks, nothing to fold, or a compaction is already open.
-    NotNeeded,
-    /// The soft mark was reached: a candidate summary is being prepared in the background.
-    CandidateStarted {
-        compaction_id: String,
-    },
-    Committed(CompactionReport),
-    /// Messages too large for any request were elided, and that was enough (or the fold that
-    /// followed failed); nothing was folded.
-    Elided(ElisionReport),
-    /// Nothing changed on the surface.
-    Failed {
-        compaction_id: Option<String>,
-        reason: String,
-        /// This failure stopped automatic compaction for the session.
-        auto_disabled: bool,
-    },
-    /// Automatic compaction was stopped for this session after repeated failures.
-    AutoDisabled,
-}
-
-impl CompactionOutcome {
-    /// Whether the surface is smaller than before: a request that overflowed may fit now.
-    pub fn shrank(&self) -> bool {
-        matches!(
-            self,
-            CompactionOutcome::Committed(_) | CompactionOutcome::Elided(_)
-        )
-    }
 }
 
 /// Running figures of an engine, for progress reports and the benchmark.

@@ -27,6 +27,7 @@ pub mod config;
 pub mod context;
 pub mod llm;
 pub mod logging;
+pub mod plugin;
 pub mod preset;
 pub mod server;
 pub mod session;

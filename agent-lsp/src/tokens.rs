@@ -167,6 +167,13 @@ impl TokenMeter {
     }
 }
 
+/// The most estimated tokens one message may hold in a session whose model has a context
+/// window of `context_window` tokens: a quarter, so no one message (a tool result, a pasted
+/// file) can crowd out the rest of a request.
+pub fn message_budget(context_window: u64) -> u64 {
+    (context_window / 4).max(1)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -35,7 +35,6 @@ mod testing;
 mod tests;
 
 use std::collections::{BTreeMap, HashMap};
-use std::fmt::Display;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -49,51 +48,11 @@ use tracing::Instrument;
 
 use crate::canonical::canonical_json;
 use crate::llm::ToolDef;
+pub use crate::plugin::outcomes::{ToolCallOutcome, ToolOutput};
 use crate::preset::Preset;
 use crate::session::event::{AssistantMessage, EventBody, ToolCallEvent, ToolCallRef, ToolResult};
 use crate::session::{NewEvent, Session};
 use crate::workspace::Workspace;
-
-/// What one tool call produced, before the runtime caps it and records it.
-#[derive(Clone, Debug, PartialEq)]
-pub struct ToolOutput {
-    /// The text the model reads.
-    pub text: String,
-    /// Facts about the text that are recorded but never sent (a JSON object).
-    pub meta: Value,
-    /// Whether the call failed (bad arguments, refused path, missing file, timeout, …).
-    pub is_error: bool,
-}
-
-impl ToolOutput {
-    pub fn ok(text: impl Into<String>) -> ToolOutput {
-        ToolOutput {
-            text: text.into(),
-            meta: Value::Object(Map::new()),
-            is_error: false,
-        }
-    }
-
-    /// A failure the model can act on; the text is prefixed with `error: `.
-    pub fn error(message: impl Display) -> ToolOutput {
-        ToolOutput {
-            text: format!("error: {message}"),
-            meta: Value::Object(Map::new()),
-            is_error: true,
-        }
-    }
-
-    /// Add one `meta` entry.
-    pub fn with_meta(mut self, key: &str, value: impl Into<Value>) -> ToolOutput {
-        if !self.meta.is_object() {
-            self.meta = Value::Object(Map::new());
-        }
-        if let Value::Object(map) = &mut self.meta {
-            map.insert(key.to_owned(), value.into());
-        }
-        self
-    }
-}
 
 /// What a tool is given for one call.
 #[derive(Clone, Debug)]
@@ -432,14 +391,6 @@ impl Default for Limits {
             max_output_bytes: 256 * 1024,
         }
     }
-}
-
-/// One executed call: the call, the output as recorded, and the seq of its `tool/result`.
-#[derive(Clone, Debug, PartialEq)]
-pub struct ToolCallOutcome {
-    pub call: ToolCallRef,
-    pub output: ToolOutput,
-    pub result_seq: u64,
 }
 
 /// Runs tool calls against a workspace and records them in a session.

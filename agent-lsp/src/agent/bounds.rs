@@ -38,11 +38,7 @@ const LISTED_DROPPED_CALLS: usize = 8;
 /// Room a cut marker takes, in tokens (it names the sizes and the budget).
 const MARKER_TOKENS: u64 = 64;
 
-/// The most estimated tokens one message may hold in a session whose model has a context
-/// window of `context_window` tokens.
-pub fn message_budget(context_window: u64) -> u64 {
-    (context_window / 4).max(1)
-}
+pub use crate::tokens::message_budget;
 
 /// The bounds of one session's messages.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

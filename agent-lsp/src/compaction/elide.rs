@@ -13,11 +13,11 @@
 
 use serde_json::json;
 
-use crate::agent::bounds::message_budget;
 use crate::session::event::{
     AssistantMessage, Event, EventBody, SurfaceOp, ToolResult, UserMessage,
 };
 use crate::session::{NewEvent, Session, message_of};
+use crate::tokens::message_budget;
 use crate::tokens::{cut_middle, estimate_message};
 
 /// Tokens a stub keeps of an elided text: its head and its tail.

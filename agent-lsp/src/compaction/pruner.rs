@@ -23,7 +23,7 @@ use serde_json::json;
 
 use super::PrunerSettings;
 use super::range::recent_steps_start;
-use crate::agent::{AgentEvent, Plugin};
+use crate::plugin::{AgentEvent, Plugin};
 use crate::session::event::{EventBody, SurfaceOp, ToolResult};
 use crate::session::surface::Pairing;
 use crate::session::{NewEvent, Session};

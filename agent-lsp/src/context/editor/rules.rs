@@ -15,9 +15,9 @@
 use serde::Deserialize;
 
 use super::ops::{BatchOptions, EditOp, ORIGIN, PIN_TAG, apply_batch};
-use crate::agent::{AgentEvent, Plugin};
 use crate::compaction::basic::open_compaction;
 use crate::compaction::range::recent_steps_start;
+use crate::plugin::{AgentEvent, Plugin};
 use crate::session::event::EventBody;
 use crate::session::surface::Pairing;
 use crate::session::{History, Session};

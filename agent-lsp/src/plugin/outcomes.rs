@@ -1,0 +1,113 @@
+//! What a tool call and a compaction produced: plain records that the loop's events carry to
+//! plugins and front ends, defined here so the plugin layer names no module above it.
+
+use std::fmt::Display;
+
+use serde_json::{Map, Value};
+
+use crate::session::event::ToolCallRef;
+
+/// What one tool call produced, before the runtime caps it and records it.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ToolOutput {
+    /// The text the model reads.
+    pub text: String,
+    /// Facts about the text that are recorded but never sent (a JSON object).
+    pub meta: Value,
+    /// Whether the call failed (bad arguments, refused path, missing file, timeout, …).
+    pub is_error: bool,
+}
+
+impl ToolOutput {
+    pub fn ok(text: impl Into<String>) -> ToolOutput {
+        ToolOutput {
+            text: text.into(),
+            meta: Value::Object(Map::new()),
+            is_error: false,
+        }
+    }
+
+    /// A failure the model can act on; the text is prefixed with `error: `.
+    pub fn error(message: impl Display) -> ToolOutput {
+        ToolOutput {
+            text: format!("error: {message}"),
+            meta: Value::Object(Map::new()),
+            is_error: true,
+        }
+    }
+
+    /// Add one `meta` entry.
+    pub fn with_meta(mut self, key: &str, value: impl Into<Value>) -> ToolOutput {
+        if !self.meta.is_object() {
+            self.meta = Value::Object(Map::new());
+        }
+        if let Value::Object(map) = &mut self.meta {
+            map.insert(key.to_owned(), value.into());
+        }
+        self
+    }
+}
+
+/// One executed call: the call, the output as recorded, and the seq of its `tool/result`.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ToolCallOutcome {
+    pub call: ToolCallRef,
+    pub output: ToolOutput,
+    pub result_seq: u64,
+}
+
+/// A committed checkpoint.
+#[derive(Clone, Debug, PartialEq)]
+pub struct CompactionReport {
+    pub compaction_id: String,
+    pub checkpoint_seq: u64,
+    /// Surface entries the checkpoint replaced.
+    pub shadowed_entries: usize,
+    pub tokens_before: u64,
+    pub tokens_after: u64,
+    /// Whether the summary was prepared in the background.
+    pub background: bool,
+}
+
+/// Messages too large for any request, replaced by stubs (`compaction::elide`).
+#[derive(Clone, Debug, PartialEq)]
+pub struct ElisionReport {
+    /// Surface entries replaced by stubs.
+    pub elided: usize,
+    pub tokens_before: u64,
+    pub tokens_after: u64,
+}
+
+/// What one call to the engine did.
+#[derive(Clone, Debug, PartialEq)]
+pub enum CompactionOutcome {
+    /// Below the marks, nothing to fold, or a compaction is already open.
+    NotNeeded,
+    /// The soft mark was reached: a candidate summary is being prepared in the background.
+    CandidateStarted {
+        compaction_id: String,
+    },
+    Committed(CompactionReport),
+    /// Messages too large for any request were elided, and that was enough (or the fold that
+    /// followed failed); nothing was folded.
+    Elided(ElisionReport),
+    /// Nothing changed on the surface.
+    Failed {
+        compaction_id: Option<String>,
+        reason: String,
+        /// This failure stopped automatic compaction for the session.
+        auto_disabled: bool,
+    },
+    /// Automatic compaction was stopped for this session after repeated failures.
+    AutoDisabled,
+}
+
+impl CompactionOutcome {
+    /// Whether the surface is smaller than before: a request that overflowed may fit now.
+    pub fn shrank(&self) -> bool {
+        matches!(
+            self,
+            CompactionOutcome::Committed(_) | CompactionOutcome::Elided(_)
+        )
+    }
+}
