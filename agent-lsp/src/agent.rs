@@ -150,15 +150,19 @@ impl Agent {
             .filter(|settings| settings.enabled)
         {
             plugins.push(Box::new(
-                crate::context::editor::rules::ContextRulesPlugin::new(settings.clone()),
+                crate::context_editor::rules::ContextRulesPlugin::new(settings.clone()),
             ));
         }
         // `Preset::parse` checked the settings, so this only fails for a hand-built preset.
-        let compaction =
-            crate::compaction::engine_for(&preset, &provider).unwrap_or_else(|error| {
-                tracing::error!(%error, "compaction disabled: the preset's settings are invalid");
-                None
-            });
+        let compaction = crate::compaction::engine_for(
+            preset.file.plugins.compaction.as_ref(),
+            &preset.name,
+            &provider,
+        )
+        .unwrap_or_else(|error| {
+            tracing::error!(%error, "compaction disabled: the preset's settings are invalid");
+            None
+        });
         let params = preset.model_params();
         Agent {
             provider,

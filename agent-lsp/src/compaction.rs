@@ -39,7 +39,6 @@ use crate::context::system_prompt::AssembledPrompt;
 use crate::llm::ModelParams;
 use crate::llm::provider::Provider;
 pub use crate::plugin::outcomes::{CompactionOutcome, CompactionReport, ElisionReport};
-use crate::preset::Preset;
 use crate::session::Session;
 
 /// `[plugins.compaction]` of a preset. Absent (as in `minimal`) means no compaction at all.
@@ -295,21 +294,17 @@ pub trait CompactionEngine: Send {
     }
 }
 
-/// The engine a preset asks for, or `None` when it has no (enabled) `[plugins.compaction]`.
+/// The engine `settings` (a preset's `[plugins.compaction]`, of the preset named `origin`) ask
+/// for, or `None` when there are none or they are disabled.
 pub fn engine_for(
-    preset: &Preset,
+    settings: Option<&CompactionSettings>,
+    origin: &str,
     provider: &Provider,
 ) -> anyhow::Result<Option<Box<dyn CompactionEngine>>> {
-    let Some(settings) = preset
-        .file
-        .plugins
-        .compaction
-        .as_ref()
-        .filter(|settings| settings.enabled)
-    else {
+    let Some(settings) = settings.filter(|settings| settings.enabled) else {
         return Ok(None);
     };
-    settings.check(&preset.name)?;
+    settings.check(origin)?;
     let summarizer = summary::summarizer_for(settings, provider);
     Ok(Some(Box::new(basic::BasicCompactionEngine::new(
         settings.clone(),
@@ -322,12 +317,13 @@ pub fn engine_for(
 ///
 /// The summary call replays the prefix of the session's last model request (its system prompt
 /// and tool catalog come from the log), so it works without building a tool runtime and still
-/// hits the provider's cache. The session's own preset gives the settings; a preset without
-/// compaction gets the defaults, since the user asked explicitly. `summarizer` overrides the
-/// preset's (e.g. `template` when no model is configured).
+/// hits the provider's cache. `settings` are the session's preset's (the defaults for a preset
+/// without compaction, since the user asked explicitly), `context_window` its model's window.
+/// `summarizer` overrides the settings' (e.g. `template` when no model is configured).
 pub async fn compact_session(
     session: &mut Session,
-    preset: &Preset,
+    settings: CompactionSettings,
+    context_window: u64,
     provider: &Provider,
     summarizer: Option<Arc<dyn summary::Summarizer>>,
     cancel: &CancellationToken,
@@ -342,7 +338,6 @@ pub async fn compact_session(
     let last = replay_request(history, n_requests)
         .context("failed to recover the prompt prefix of the session's last request")?;
     let prompt = AssembledPrompt::from_parts(last.system, last.tools)?;
-    let settings = preset.file.plugins.compaction.clone().unwrap_or_default();
     let summarizer = summarizer.unwrap_or_else(|| summary::summarizer_for(&settings, provider));
     let mut engine = basic::BasicCompactionEngine::new(settings, summarizer);
     let turn = history.next_turn().saturating_sub(1);
@@ -350,7 +345,7 @@ pub async fn compact_session(
         prompt,
         model: last.model,
         params: last.params,
-        context_window: preset.file.model.context_window,
+        context_window,
         turn,
         step: 0,
         cancel: cancel.clone(),

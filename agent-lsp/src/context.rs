@@ -5,10 +5,9 @@
 //! [`runtime::RuntimeContextProjection`] appends volatile state to the session only when it
 //! changed; the session derives the messages; [`request::build_request`] records
 //! `request/header` and `request/context` and returns the provider-neutral request, which
-//! [`request::replay_request`] can rebuild from the log alone. [`editor`] shows the surface as
+//! [`request::replay_request`] can rebuild from the log alone. [`crate::context_editor`] shows the surface as
 //! segments and edits it as recorded batches (fold, pin, delete, replace, rollback).
 
-pub mod editor;
 pub mod request;
 pub mod runtime;
 pub mod system_prompt;

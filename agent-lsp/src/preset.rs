@@ -16,7 +16,7 @@ use serde::Deserialize;
 
 use crate::compaction::{CompactionSettings, PrunerSettings};
 use crate::llm::{ModelParams, Thinking};
-use crate::tools::Permission;
+use crate::permissions::{POLICY_KEYS, Permission};
 
 /// `(name, text)` of every built-in preset.
 pub const BUILTIN: [(&str, &str); 3] = [
@@ -79,7 +79,7 @@ pub struct PluginsSection {
     pub tool_result_pruner: Option<PrunerSettings>,
     /// Context-editor rules (fold old large tool results, pin the first goal); absent means none.
     #[serde(default)]
-    pub context_rules: Option<crate::context::editor::rules::ContextRulesSettings>,
+    pub context_rules: Option<crate::context_editor::rules::ContextRulesSettings>,
 }
 
 /// The parsed contents of a preset file.
@@ -150,7 +150,7 @@ impl Preset {
         for tool in file
             .permissions
             .keys()
-            .filter(|key| !crate::tools::POLICY_KEYS.contains(&key.as_str()))
+            .filter(|key| !POLICY_KEYS.contains(&key.as_str()))
         {
             if !file.tools.enabled.contains(tool) {
                 bail!(

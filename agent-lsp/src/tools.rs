@@ -41,15 +41,14 @@ use std::time::{Duration, Instant};
 
 use futures_util::future::{BoxFuture, join_all};
 use serde::de::DeserializeOwned;
-use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 use tokio_util::sync::CancellationToken;
 use tracing::Instrument;
 
 use crate::canonical::canonical_json;
 use crate::llm::ToolDef;
+pub use crate::permissions::{POLICY_KEYS, Permission, PermissionPolicy};
 pub use crate::plugin::outcomes::{ToolCallOutcome, ToolOutput};
-use crate::preset::Preset;
 use crate::session::event::{AssistantMessage, EventBody, ToolCallEvent, ToolCallRef, ToolResult};
 use crate::session::{NewEvent, Session};
 use crate::workspace::Workspace;
@@ -207,79 +206,6 @@ impl ToolRegistry {
     }
 }
 
-/// What a call to a tool may do without asking, from least to most strict (the order `Ord`
-/// compares by).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Permission {
-    Allow,
-    Ask,
-    Deny,
-}
-
-impl Permission {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Permission::Allow => "allow",
-            Permission::Ask => "ask",
-            Permission::Deny => "deny",
-        }
-    }
-}
-
-/// Tool name → permission, with a default for the tools not named.
-#[derive(Clone, Debug, PartialEq)]
-pub struct PermissionPolicy {
-    pub default: Permission,
-    pub tools: BTreeMap<String, Permission>,
-    /// What a writing tool needs for a protected path (`tools::protected`), when stricter than
-    /// its own permission: the preset's `protected_paths`, `ask` when it says nothing.
-    pub protected_paths: Permission,
-}
-
-/// The preset keys of `[permissions]` that are not tool names.
-pub const POLICY_KEYS: [&str; 2] = ["default", "protected_paths"];
-
-impl Default for PermissionPolicy {
-    /// The `standard` preset's policy: everything allowed, the shell asked for.
-    fn default() -> PermissionPolicy {
-        PermissionPolicy::new(Permission::Allow).with("shell", Permission::Ask)
-    }
-}
-
-impl PermissionPolicy {
-    pub fn new(default: Permission) -> PermissionPolicy {
-        PermissionPolicy {
-            default,
-            tools: BTreeMap::new(),
-            protected_paths: Permission::Ask,
-        }
-    }
-
-    pub fn with(mut self, tool: &str, permission: Permission) -> PermissionPolicy {
-        self.tools.insert(tool.to_owned(), permission);
-        self
-    }
-
-    /// The policy of a preset's `[permissions]` table (`default` plus one entry per tool).
-    pub fn from_preset(preset: &Preset) -> PermissionPolicy {
-        let mut policy = PermissionPolicy::new(preset.permission("default"));
-        if let Some(protected) = preset.file.permissions.get("protected_paths") {
-            policy.protected_paths = *protected;
-        }
-        for (tool, setting) in &preset.file.permissions {
-            if !POLICY_KEYS.contains(&tool.as_str()) {
-                policy.tools.insert(tool.clone(), *setting);
-            }
-        }
-        policy
-    }
-
-    pub fn permission(&self, tool: &str) -> Permission {
-        self.tools.get(tool).copied().unwrap_or(self.default)
-    }
-}
-
 /// Who answers an `ask` permission: the editor (a prompt to the programmer) or the terminal.
 pub trait Asker: Send + Sync {
     /// Whether this call may run. The call carries the raw arguments, to show to the person.
@@ -321,50 +247,6 @@ pub trait ToolObserver: Send + Sync {
     fn before_call(&self, _call: &ToolCallRef) {}
     /// After the call's `tool/result` event is appended; `output` is what was recorded.
     fn after_result(&self, _call: &ToolCallRef, _output: &ToolOutput) {}
-}
-
-/// The tools of `preset` for `workspace`: the file tools and the `lsp_*` tools over a bridge to
-/// the workspace's language servers (started lazily, on the first query that needs each), with
-/// the preset's permissions and fresh diagnostics after every write. The bridge is returned too,
-/// so the caller can shut its servers down.
-pub fn runtime_for(
-    workspace: &Path,
-    preset: &Preset,
-    servers: lsp_bridge::BridgeConfig,
-) -> anyhow::Result<(ToolRuntime, lsp_bridge::Bridge)> {
-    let bridge =
-        lsp_bridge::Bridge::new(servers, vec![Workspace::new(workspace)?.root().to_owned()]);
-    let documents = Arc::new(lsp_bridge::documents::DocumentMirror::new());
-    Ok((
-        runtime_with(workspace, preset, bridge.clone(), documents)?,
-        bridge,
-    ))
-}
-
-/// The tools of `preset` over an existing bridge and document mirror: the editor-facing server
-/// shares both with the editor, so the agent sees the editor's unsaved buffers and warm servers.
-pub fn runtime_with(
-    workspace: &Path,
-    preset: &Preset,
-    bridge: lsp_bridge::Bridge,
-    documents: Arc<lsp_bridge::documents::DocumentMirror>,
-) -> anyhow::Result<ToolRuntime> {
-    let workspace = Workspace::new(workspace)?;
-    let queries = lsp_bridge::queries::Queries::new(Arc::new(bridge), documents);
-    let lsp_tools = lsp::LspTools::new(queries);
-    let mut registry = ToolRegistry::standard();
-    for tool in lsp_tools.all() {
-        registry.register(tool);
-    }
-    registry.register(crate::compaction::recall::RecallHistory);
-    // Web tools without the user's `[web]` settings (fetch works, search says what to
-    // configure); callers with a configuration replace them with `ToolRuntime::with_web`.
-    let (web_search, web_fetch) = web::tools(crate::web::WebRuntime::new(&Default::default())?);
-    registry.register(web_search).register(web_fetch);
-    let registry = registry.only(&preset.file.tools.enabled)?;
-    Ok(ToolRuntime::new(workspace, registry)
-        .with_policy(PermissionPolicy::from_preset(preset))
-        .with_write_observer(Arc::new(lsp_tools)))
 }
 
 /// Told when a mutating tool changed a file (the `source` in its meta), e.g. so language

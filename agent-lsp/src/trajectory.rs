@@ -186,11 +186,10 @@ pub fn build(history: &History) -> Trajectory {
                 let kind = match message.origin.as_str() {
                     "prompt" => "user",
                     "compaction" => "compacted",
-                    crate::context::editor::ops::ORIGIN
-                        if message.text.starts_with(&format!(
-                            "<{}",
-                            crate::context::editor::ops::FOLD_TAG
-                        )) =>
+                    crate::context_editor::ops::ORIGIN
+                        if message
+                            .text
+                            .starts_with(&format!("<{}", crate::context_editor::ops::FOLD_TAG)) =>
                     {
                         "compacted"
                     }

@@ -36,7 +36,7 @@
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use agent_lsp::context::editor::ops::{BatchOptions, EditOp, FOLD_TAG, apply_batch};
+use agent_lsp::context_editor::ops::{BatchOptions, EditOp, FOLD_TAG, apply_batch};
 use agent_lsp::session::event::EventBody;
 use agent_tests::compaction_harness::{
     Harness, Script, is_summary_body, preset, push_responders, set_branch,

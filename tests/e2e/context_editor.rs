@@ -11,7 +11,7 @@ use std::path::PathBuf;
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
-use agent_lsp::context::editor::ops::next_request;
+use agent_lsp::context_editor::ops::next_request;
 use agent_lsp::llm::wire;
 use agent_lsp::session::store::Store;
 use agent_tests::editor::Editor;
@@ -132,7 +132,7 @@ fn assert_requests_replay(fixture: &Fixture, endpoint: &ModelEndpoint, session: 
             request.body.as_ref().is_some_and(|body| {
                 !body
                     .to_string()
-                    .contains(agent_lsp::context::editor::ops::FOLD_INSTRUCTION_MARKER)
+                    .contains(agent_lsp::context_editor::ops::FOLD_INSTRUCTION_MARKER)
             })
         })
         .collect::<Vec<_>>();

@@ -6,11 +6,11 @@
 
 use std::process::Command;
 
+use agent_lsp::harness::runtime_for;
 use agent_lsp::preset::Preset;
 use agent_lsp::session::Session;
 use agent_lsp::session::event::{SCHEMA_VERSION, SessionHeader};
 use agent_lsp::session::log::Durability;
-use agent_lsp::tools::runtime_for;
 use agent_tests::editor::{Editor, url};
 use agent_tests::processes::{descendants_running, kill_and_wait};
 use serde_json::json;

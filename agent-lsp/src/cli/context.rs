@@ -1,5 +1,5 @@
 //! `agent-lsp context show|fold|pin|delete|replace|apply|rollback|history`: the context editor
-//! from a terminal (see `crate::context::editor`).
+//! from a terminal (see `crate::context_editor`).
 
 use std::io::Write;
 use std::process::ExitCode;
@@ -8,11 +8,11 @@ use anyhow::Context;
 use clap::{Args, Subcommand};
 use serde_json::json;
 
-use crate::context::editor::ops::{
+use crate::context_editor::ops::{
     BatchOptions, BatchReport, EditOp, NeedsConfirmation, apply_batch, edit_history, rollback,
     write_fold_summaries,
 };
-use crate::context::editor::{self, DEFAULT_PREVIEW_CHARS, Query};
+use crate::context_editor::{self, DEFAULT_PREVIEW_CHARS, Query};
 use crate::session::log::Durability;
 use crate::session::store::Store;
 
@@ -138,7 +138,7 @@ pub fn run(store: &Store, command: ContextCommand) -> anyhow::Result<ExitCode> {
                 sort_by_tokens: sort.as_deref() == Some("tokens"),
                 preview_chars: preview,
             };
-            let view = editor::view(&history, &query)?;
+            let view = context_editor::view(&history, &query)?;
             if json {
                 writeln!(out, "{}", serde_json::to_string_pretty(&view)?)?;
             } else {
@@ -353,7 +353,7 @@ fn print_report(
     Ok(())
 }
 
-fn show_human(view: &editor::View, out: &mut impl Write) -> anyhow::Result<()> {
+fn show_human(view: &context_editor::View, out: &mut impl Write) -> anyhow::Result<()> {
     let totals = &view.totals;
     let roles = totals
         .by_role
@@ -379,7 +379,7 @@ fn show_human(view: &editor::View, out: &mut impl Write) -> anyhow::Result<()> {
             segment.role,
             segment.tokens,
             if segment.referenced { "yes" } else { "" },
-            editor::preview(&segment.source, 36),
+            context_editor::preview(&segment.source, 36),
             segment.preview
         )?;
     }

@@ -224,7 +224,7 @@ pub fn standard_runtime(
     config: &Config,
 ) -> anyhow::Result<(ToolRuntime, Bridge)> {
     let (runtime, bridge) =
-        crate::tools::runtime_for(store.workspace(), preset, config.bridge_config()?)?;
+        crate::harness::runtime_for(store.workspace(), preset, config.bridge_config()?)?;
     Ok((
         runtime.with_web(crate::web::WebRuntime::new(&config.web)?),
         bridge,

@@ -147,7 +147,8 @@ fn compact(
     let cancel = tokio_util::sync::CancellationToken::new();
     let outcome = runtime.block_on(compact_session(
         &mut session,
-        &preset,
+        preset.file.plugins.compaction.clone().unwrap_or_default(),
+        preset.file.model.context_window,
         &provider,
         summarizer,
         &cancel,

@@ -237,7 +237,7 @@ impl Host {
                 Preset::load(&name).map_err(internal)?
             }
         };
-        let tools = crate::tools::runtime_with(
+        let tools = crate::harness::runtime_with(
             &workspace,
             &preset,
             shared.bridge()?.clone(),
@@ -420,7 +420,14 @@ impl Host {
         };
         let outcome = crate::compaction::compact_session(
             &mut state.session,
-            &state.preset,
+            state
+                .preset
+                .file
+                .plugins
+                .compaction
+                .clone()
+                .unwrap_or_default(),
+            state.preset.file.model.context_window,
             &provider,
             None,
             cancel,

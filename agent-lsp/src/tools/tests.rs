@@ -402,20 +402,6 @@ async fn permissions_allow_ask_and_deny() {
     assert!(!out[2].output.text.contains("refused"));
 }
 
-#[test]
-fn policies_come_from_presets() {
-    let readonly = crate::preset::Preset::load("readonly").unwrap();
-    let policy = PermissionPolicy::from_preset(&readonly);
-    assert_eq!(policy.permission("read"), Permission::Allow);
-    assert_eq!(policy.permission("write"), Permission::Deny);
-    assert_eq!(policy.permission("shell"), Permission::Deny);
-    let standard = crate::preset::Preset::load("standard").unwrap();
-    assert_eq!(
-        PermissionPolicy::from_preset(&standard),
-        PermissionPolicy::default()
-    );
-}
-
 #[tokio::test]
 async fn long_output_is_capped_with_head_tail_and_meta() {
     let fx = Fixture::new();

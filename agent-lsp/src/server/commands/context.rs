@@ -9,7 +9,7 @@ use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
 use super::{REQUEST_FAILED, internal};
-use crate::context::editor::ops::EditOp;
+use crate::context_editor::ops::EditOp;
 use crate::server::{Reply, ResponseError, Shared, codes};
 
 /// `agent.context.show`'s filters.
@@ -77,7 +77,7 @@ fn context_busy() -> ResponseError {
 
 /// `agent.context.show`.
 pub(super) async fn show(shared: &Arc<Shared>, argument: ShowArgument) -> Reply {
-    use crate::context::editor::{DEFAULT_PREVIEW_CHARS, Query, view};
+    use crate::context_editor::{DEFAULT_PREVIEW_CHARS, Query, view};
     let query = Query {
         keyword: argument.query,
         role: argument.role,
@@ -125,7 +125,7 @@ where
         }
     };
     answer.or_else(|error| {
-        match error.downcast_ref::<crate::context::editor::ops::NeedsConfirmation>() {
+        match error.downcast_ref::<crate::context_editor::ops::NeedsConfirmation>() {
             Some(question) => Ok(json!({
                 "applied": false,
                 "needs_confirmation": true,
@@ -144,7 +144,7 @@ pub(super) async fn edit(
     argument: EditArgument,
     cancel: &CancellationToken,
 ) -> Reply {
-    use crate::context::editor::ops::{BatchOptions, EditOp, apply_batch, write_fold_summaries};
+    use crate::context_editor::ops::{BatchOptions, EditOp, apply_batch, write_fold_summaries};
     let EditArgument {
         session,
         mut ops,
@@ -170,7 +170,7 @@ pub(super) async fn edit(
 
 /// `agent.context.rollback`.
 pub(super) async fn rollback(shared: &Arc<Shared>, argument: RollbackArgument) -> Reply {
-    use crate::context::editor::ops::{BatchOptions, rollback};
+    use crate::context_editor::ops::{BatchOptions, rollback};
     let snapshot = argument.snapshot;
     with_context_session(shared, argument.session.as_deref(), async |session| {
         let options = BatchOptions::between_turns(session.history(), "editor", false);

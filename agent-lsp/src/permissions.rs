@@ -1,0 +1,82 @@
+//! Permissions: what a tool call may do without asking (`allow`, `ask`, `deny`), per tool, as a
+//! preset's `[permissions]` table says. Its own module, below both the tools that enforce it and
+//! the presets that name it, so neither imports the other.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+
+/// What a call to a tool may do without asking, from least to most strict (the order `Ord`
+/// compares by).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Permission {
+    Allow,
+    Ask,
+    Deny,
+}
+
+impl Permission {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Permission::Allow => "allow",
+            Permission::Ask => "ask",
+            Permission::Deny => "deny",
+        }
+    }
+}
+
+/// Tool name → permission, with a default for the tools not named.
+#[derive(Clone, Debug, PartialEq)]
+pub struct PermissionPolicy {
+    pub default: Permission,
+    pub tools: BTreeMap<String, Permission>,
+    /// What a writing tool needs for a protected path (`tools::protected`), when stricter than
+    /// its own permission: the preset's `protected_paths`, `ask` when it says nothing.
+    pub protected_paths: Permission,
+}
+
+/// The preset keys of `[permissions]` that are not tool names.
+pub const POLICY_KEYS: [&str; 2] = ["default", "protected_paths"];
+
+impl Default for PermissionPolicy {
+    /// The `standard` preset's policy: everything allowed, the shell asked for.
+    fn default() -> PermissionPolicy {
+        PermissionPolicy::new(Permission::Allow).with("shell", Permission::Ask)
+    }
+}
+
+impl PermissionPolicy {
+    pub fn new(default: Permission) -> PermissionPolicy {
+        PermissionPolicy {
+            default,
+            tools: BTreeMap::new(),
+            protected_paths: Permission::Ask,
+        }
+    }
+
+    pub fn with(mut self, tool: &str, permission: Permission) -> PermissionPolicy {
+        self.tools.insert(tool.to_owned(), permission);
+        self
+    }
+
+    /// The policy of a preset's `[permissions]` table: `default` (allow when absent),
+    /// `protected_paths`, and one entry per tool.
+    pub fn from_table(table: &BTreeMap<String, Permission>) -> PermissionPolicy {
+        let mut policy =
+            PermissionPolicy::new(table.get("default").copied().unwrap_or(Permission::Allow));
+        if let Some(protected) = table.get("protected_paths") {
+            policy.protected_paths = *protected;
+        }
+        for (tool, setting) in table {
+            if !POLICY_KEYS.contains(&tool.as_str()) {
+                policy.tools.insert(tool.clone(), *setting);
+            }
+        }
+        policy
+    }
+
+    pub fn permission(&self, tool: &str) -> Permission {
+        self.tools.get(tool).copied().unwrap_or(self.default)
+    }
+}
