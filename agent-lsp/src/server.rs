@@ -65,6 +65,11 @@ const WRITER_DRAIN: Duration = Duration::from_secs(5);
 
 pub use lsp_bridge::jsonrpc::{Reply, ResponseError};
 
+/// A failure of ours while handling a request that was fine, with its whole cause chain.
+fn internal(error: anyhow::Error) -> ResponseError {
+    ResponseError::internal(format!("{error:#}"))
+}
+
 /// Run the server on stdin/stdout until the editor says `exit` or closes the pipe.
 pub fn run_stdio(workspace: Option<PathBuf>) -> anyhow::Result<Ending> {
     let runtime = server_runtime()?;

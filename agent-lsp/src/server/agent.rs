@@ -21,7 +21,7 @@ use serde_json::{Value, json};
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
-use super::{Reply, ResponseError, Shared, codes};
+use super::{Reply, ResponseError, Shared, codes, internal};
 use crate::agent::{Agent, TurnOutcome};
 use crate::cli::run::{ModelArgs, provider_config};
 use crate::llm::provider::{Provider, ProviderError};
@@ -33,8 +33,7 @@ use crate::tools::ToolRuntime;
 use buffers::EditorBuffers;
 use ui::{AnswerWriter, EditorAsker, HostUi, Progress};
 
-/// The code of a command that ran and failed.
-pub(crate) use super::codes::REQUEST_FAILED;
+use super::codes::REQUEST_FAILED;
 
 /// How often streamed text is written into the prompt document.
 const STREAM_EVERY: Duration = Duration::from_millis(100);
@@ -461,10 +460,6 @@ fn turn_running() -> ResponseError {
         REQUEST_FAILED,
         "a turn is already running; wait for it or cancel it (agent.cancel)",
     )
-}
-
-fn internal(error: anyhow::Error) -> ResponseError {
-    ResponseError::new(codes::INTERNAL_ERROR, format!("{error:#}"))
 }
 
 /// What went wrong in a turn, said so the programmer knows what to do.

@@ -46,9 +46,9 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
-use super::agent::REQUEST_FAILED;
 use super::agent::buffers::EditorBuffers;
-use super::{Reply, ResponseError, Shared, codes};
+use super::codes::REQUEST_FAILED;
+use super::{Reply, ResponseError, Shared, codes, internal};
 use lsp_bridge::jsonrpc::decode_params as decode;
 
 /// The commands this server owns, announced in `executeCommandProvider`.
@@ -181,10 +181,6 @@ pub(super) async fn execute(
         Command::ContextEdit(argument) => context::edit(shared, argument, cancel).await,
         Command::ContextRollback(argument) => context::rollback(shared, argument).await,
     }
-}
-
-fn internal(error: anyhow::Error) -> ResponseError {
-    ResponseError::new(codes::INTERNAL_ERROR, format!("{error:#}"))
 }
 
 /// The file a command's `uri` names.

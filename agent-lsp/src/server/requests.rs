@@ -76,22 +76,23 @@ pub(super) async fn dispatch(
     let forward_as = id
         .as_i64()
         .filter(|id| (0..lsp_bridge::FIRST_OWN_ID).contains(id));
+    // The agent adds to the child's code actions (the router routes every one to
+    // `Own::CodeActions`), so it reads the params: malformed ones are refused before any child
+    // is started or asked.
+    let mut code_action_params = match method {
+        "textDocument/codeAction" => {
+            match jsonrpc::decode_params::<CodeActionParams>(method, params.clone()) {
+                Ok(typed) => Some(Box::new(typed)),
+                Err(error) => return Some(Pending::Answered(Err(error))),
+            }
+        }
+        _ => None,
+    };
     let mut delivery_retried = false;
     loop {
         let route = router::route(shared, Kind::Request, method, &params, Lookup::Start)
             .await
             .expect("the loop's lookup always decides");
-        // The agent adds to the child's code actions, so it reads the params: malformed ones
-        // are refused before the child is asked.
-        let code_action_params = match &route {
-            Route::Agent(Own::CodeActions(_)) => {
-                match jsonrpc::decode_params::<CodeActionParams>(method, params.clone()) {
-                    Ok(typed) => Some(Box::new(typed)),
-                    Err(error) => return Some(Pending::Answered(Err(error))),
-                }
-            }
-            _ => None,
-        };
         // A child that stops reading holds the loop here, and the editor's messages wait in
         // its pipe, instead of queueing here without bound.
         match &route {
@@ -119,13 +120,13 @@ pub(super) async fn dispatch(
                     let sent = sent.expect("sent, not forwarded");
                     Some(Pending::CodeActions {
                         child: Some(Ok((sent, to.tag_items))),
-                        params: code_action_params.clone().expect("decoded"),
+                        params: code_action_params.take().expect("decoded"),
                     })
                 })
             }
             Route::Agent(Own::CodeActions(None)) => Ok(Some(Pending::CodeActions {
                 child: None,
-                params: code_action_params.clone().expect("decoded"),
+                params: code_action_params.take().expect("decoded"),
             })),
             Route::Agent(own) => Ok(Some(Pending::Own {
                 own,
@@ -156,7 +157,7 @@ pub(super) async fn dispatch(
                 );
                 delivery_retried = true;
             }
-            Err(error) if let Some(params) = code_action_params => {
+            Err(error) if let Some(params) = code_action_params.take() => {
                 // A document whose child failed still gets the agent's actions.
                 return Some(Pending::CodeActions {
                     child: Some(Err(children::error_reply(error))),
