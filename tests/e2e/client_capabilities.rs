@@ -26,11 +26,7 @@ fn the_child_is_offered_the_editors_capabilities_under_the_bridges() {
     let record = state.path().join("received.jsonl");
     let file = root.join("a.fake");
     std::fs::write(&file, "one\n").unwrap();
-    let config = format!(
-        "[server.fake]\ncommand = {:?}\nargs = [\"record\", {:?}]\nlanguages = [\"fake\"]\nfile_patterns = [\"*.fake\"]\n",
-        agent_tests::workspace_bin("fake-lsp").display().to_string(),
-        record.display().to_string(),
-    );
+    let config = agent_tests::fake_lsp_config(&["record", record.to_str().unwrap()]);
     let mut editor = Editor::start(agent_tests::serve_command(&root, state.path(), &config));
     initialize(
         &mut editor,

@@ -166,6 +166,17 @@ fn tool(editor: &mut Editor, name: &str, arguments: Value) -> Value {
     )
 }
 
+/// An admitted editor's `shell` tool runs: it creates `mark`.
+fn assert_shell_runs(editor: &mut Editor, mark: &Path) {
+    let ran = tool(
+        editor,
+        "shell",
+        json!({"command": format!("touch {}", mark.display())}),
+    );
+    assert_eq!(ran["result"]["is_error"], false, "{ran}");
+    assert!(mark.exists(), "{ran}");
+}
+
 /// Send `initialize` with `options` and, right behind it without waiting, a planted `shell`
 /// command that would create `mark`; returns the answer to `initialize`, after checking the
 /// connection was closed and the command never ran.
@@ -293,14 +304,7 @@ fn the_token_from_its_private_file_admits_an_editor_whose_commands_run() {
             .contains("listen here"),
         "{read}"
     );
-    let mark = setup.mark("allowed");
-    let ran = tool(
-        &mut editor,
-        "shell",
-        json!({"command": format!("touch {}", mark.display())}),
-    );
-    assert_eq!(ran["result"]["is_error"], false, "{ran}");
-    assert!(mark.exists(), "{ran}");
+    assert_shell_runs(&mut editor, &setup.mark("allowed"));
     editor.shutdown();
 
     // The listener goes on: the next editor is served too.
@@ -406,14 +410,7 @@ fn a_unix_socket_is_the_users_alone_and_needs_no_token() {
     let mut editor = Editor::over(stream.try_clone().unwrap(), stream);
     editor.message_answer = Some("Allow".into());
     editor.initialize(&setup.root);
-    let mark = setup.mark("over-unix");
-    let ran = tool(
-        &mut editor,
-        "shell",
-        json!({"command": format!("touch {}", mark.display())}),
-    );
-    assert_eq!(ran["result"]["is_error"], false, "{ran}");
-    assert!(mark.exists(), "{ran}");
+    assert_shell_runs(&mut editor, &setup.mark("over-unix"));
     editor.shutdown();
     drop(server);
 

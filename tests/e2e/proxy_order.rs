@@ -24,19 +24,40 @@ impl Rng {
     }
 }
 
-fn serve(root: &Path, state: &Path, record: &Path) -> Editor {
-    Editor::start(serve_command(root, state, record))
-}
-
 /// `serve` for `root`, its fake child recording what it receives to `record`.
 fn serve_command(root: &Path, state: &Path, record: &Path) -> Command {
-    let program = agent_tests::workspace_bin("fake-lsp");
-    let config = format!(
-        "[server.fake]\ncommand = {:?}\nargs = [\"record\", {:?}]\nlanguages = [\"fake\"]\nfile_patterns = [\"*.fake\"]\nrequest_timeout_secs = 30\n",
-        program.display().to_string(),
-        record.display().to_string(),
-    );
+    let config = agent_tests::fake_lsp_config(&["record", record.to_str().unwrap()]);
     agent_tests::serve_command(root, state, &config)
+}
+
+/// A workspace whose `documents` hold `0`, and a state folder where the child's record goes.
+struct Recorded {
+    root: std::path::PathBuf,
+    state: tempfile::TempDir,
+    record: std::path::PathBuf,
+    _workspace: tempfile::TempDir,
+}
+
+impl Recorded {
+    fn new(documents: &[&str]) -> Recorded {
+        let workspace = tempfile::tempdir().unwrap();
+        let root = workspace.path().canonicalize().unwrap();
+        for document in documents {
+            std::fs::write(root.join(document), "0\n").unwrap();
+        }
+        let state = tempfile::tempdir().unwrap();
+        let record = state.path().join("received.jsonl");
+        Recorded {
+            root,
+            state,
+            record,
+            _workspace: workspace,
+        }
+    }
+
+    fn command(&self) -> Command {
+        serve_command(&self.root, self.state.path(), &self.record)
+    }
 }
 
 /// What the child received about each document, in its order: each message's sequence number
@@ -68,17 +89,12 @@ fn received_per_document(record: &Path, uris: &[String]) -> HashMap<String, Vec<
 }
 
 fn one_interleaving(seed: u64) {
-    let workspace = tempfile::tempdir().unwrap();
-    let root = workspace.path().canonicalize().unwrap();
-    let state = tempfile::tempdir().unwrap();
-    let record = state.path().join("received.jsonl");
+    let recorded = Recorded::new(&["a.fake", "b.fake"]);
+    let (root, record) = (&recorded.root, &recorded.record);
     let documents = [root.join("a.fake"), root.join("b.fake")];
-    for document in &documents {
-        std::fs::write(document, "0\n").unwrap();
-    }
     let uris: Vec<String> = documents.iter().map(|path| url(path)).collect();
-    let mut editor = serve(&root, state.path(), &record);
-    editor.initialize(&root);
+    let mut editor = Editor::start(recorded.command());
+    editor.initialize(root);
     for document in &documents {
         editor.open(document, "fake");
     }
@@ -153,7 +169,7 @@ fn one_interleaving(seed: u64) {
     assert!(extra.is_empty(), "seed {seed}: second answers {extra:?}");
     expected.entry(uris[0].clone()).or_default().push(999);
 
-    let received = received_per_document(&record, &uris);
+    let received = received_per_document(record, &uris);
     for uri in &uris {
         let got = received.get(uri).cloned().unwrap_or_default();
         // The warm-up hover at character 0 comes first.
@@ -178,14 +194,11 @@ fn every_child_gets_each_documents_messages_in_the_editors_order_and_each_reques
 
 #[test]
 fn the_editor_gets_a_childs_notifications_and_answers_in_the_childs_order() {
-    let workspace = tempfile::tempdir().unwrap();
-    let root = workspace.path().canonicalize().unwrap();
-    let state = tempfile::tempdir().unwrap();
-    let record = state.path().join("received.jsonl");
+    let recorded = Recorded::new(&["a.fake"]);
+    let root = &recorded.root;
     let document = root.join("a.fake");
-    std::fs::write(&document, "0\n").unwrap();
-    let mut editor = serve(&root, state.path(), &record);
-    editor.initialize(&root);
+    let mut editor = Editor::start(recorded.command());
+    editor.initialize(root);
     editor.open(&document, "fake");
     let at = |n: u64| json!({"textDocument": {"uri": url(&document)}, "position": {"line": 0, "character": n}});
     editor.request("textDocument/hover", at(0));
@@ -237,19 +250,15 @@ struct RawServe {
     to_server: std::process::ChildStdin,
     from_server: std::io::BufReader<std::process::ChildStdout>,
     document: std::path::PathBuf,
-    record: std::path::PathBuf,
-    _dirs: [tempfile::TempDir; 2],
+    recorded: Recorded,
 }
 
 impl RawServe {
     fn start() -> RawServe {
-        let workspace = tempfile::tempdir().unwrap();
-        let root = workspace.path().canonicalize().unwrap();
-        let state = tempfile::tempdir().unwrap();
-        let record = state.path().join("received.jsonl");
-        let document = root.join("a.fake");
-        std::fs::write(&document, "0\n").unwrap();
-        let mut server = serve_command(&root, state.path(), &record)
+        let recorded = Recorded::new(&["a.fake"]);
+        let document = recorded.root.join("a.fake");
+        let mut server = recorded
+            .command()
             .stdin(std::process::Stdio::piped())
             .stdout(std::process::Stdio::piped())
             .spawn()
@@ -261,12 +270,11 @@ impl RawServe {
             to_server,
             from_server,
             document,
-            record,
-            _dirs: [workspace, state],
+            recorded,
         };
         serve.send(
             json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
-            "processId": null, "rootUri": url(&root), "capabilities": {}}}),
+            "processId": null, "rootUri": url(&serve.recorded.root), "capabilities": {}}}),
         );
         serve.answer_to(1);
         serve.send(json!({"jsonrpc": "2.0", "method": "initialized", "params": {}}));
@@ -390,7 +398,7 @@ fn changes_for_a_child_that_stops_reading_wait_in_the_editors_pipe_and_all_arriv
     }
     writer.join().unwrap();
     serve.hover(3);
-    let changes: Vec<u64> = agent_tests::fake_lsp_record(&serve.record)
+    let changes: Vec<u64> = agent_tests::fake_lsp_record(&serve.recorded.record)
         .iter()
         .filter(|message| message["method"] == "textDocument/didChange")
         .map(|message| {

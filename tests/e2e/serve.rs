@@ -190,20 +190,6 @@ fn the_agents_tools_see_the_editors_unsaved_buffer() {
     editor.shutdown();
 }
 
-/// A config that sends `*.fake` files to the scripted fake child.
-fn fake_config(args: &[&str]) -> String {
-    let program = agent_tests::workspace_bin("fake-lsp");
-    let args = args
-        .iter()
-        .map(|arg| format!("{arg:?}"))
-        .collect::<Vec<_>>()
-        .join(", ");
-    format!(
-        "[server.fake]\ncommand = {:?}\nargs = [{args}]\nlanguages = [\"fake\"]\nfile_patterns = [\"*.fake\"]\nrequest_timeout_secs = 30\n",
-        program.display().to_string()
-    )
-}
-
 #[test]
 fn custom_methods_cancellation_and_child_requests_cross_the_proxy() {
     let workspace = tempfile::tempdir().unwrap();
@@ -211,7 +197,7 @@ fn custom_methods_cancellation_and_child_requests_cross_the_proxy() {
     std::fs::write(root.join("a.fake"), "grüße\n").unwrap();
     let state = tempfile::tempdir().unwrap();
     let record = state.path().join("received.jsonl");
-    let config = fake_config(&[
+    let config = agent_tests::fake_lsp_config(&[
         "slow",
         "textDocument/hover",
         "20000",
@@ -312,7 +298,7 @@ impl FakeWorkspace {
         let record = state.path().join("received.jsonl");
         let mut args = args.to_vec();
         args.extend(["record", record.to_str().unwrap()]);
-        let config = format!("{}{config}", fake_config(&args));
+        let config = format!("{}{config}", agent_tests::fake_lsp_config(&args));
         let mut editor = Editor::start(serve_command(&root, state.path(), &config));
         editor.client_name = client.map(str::to_owned);
         editor.initialize(&root);
@@ -539,7 +525,7 @@ fn an_editor_that_gives_socket_pairs_for_stdio_is_served_and_large_answers_arriv
     let state = tempfile::tempdir().unwrap();
     let (mut to_server, server_in) = UnixStream::pair().unwrap();
     let (from_server, server_out) = UnixStream::pair().unwrap();
-    let mut server = serve_command(&root, state.path(), &fake_config(&[]))
+    let mut server = serve_command(&root, state.path(), &agent_tests::fake_lsp_config(&[]))
         .stdin(std::process::Stdio::from(std::os::fd::OwnedFd::from(
             server_in,
         )))

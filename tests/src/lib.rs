@@ -158,6 +158,20 @@ pub fn fake_lsp_record(path: &Path) -> Vec<serde_json::Value> {
         .collect()
 }
 
+/// A config that sends `*.fake` files (and documents whose languageId is `fake`) to the scripted
+/// `fake-lsp` child, started with `args`.
+pub fn fake_lsp_config(args: &[&str]) -> String {
+    let args = args
+        .iter()
+        .map(|arg| format!("{arg:?}"))
+        .collect::<Vec<_>>()
+        .join(", ");
+    format!(
+        "[server.fake]\ncommand = {:?}\nargs = [{args}]\nlanguages = [\"fake\"]\nfile_patterns = [\"*.fake\"]\nrequest_timeout_secs = 30\n",
+        workspace_bin("fake-lsp").display().to_string()
+    )
+}
+
 /// `agent-lsp serve` for `workspace`, with `config` as its config file's text (written into
 /// `state`, which is also its state folder) and the test tools on `PATH`.
 pub fn serve_command(
