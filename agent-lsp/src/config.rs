@@ -1,9 +1,10 @@
 //! User configuration: the model endpoint and the default preset.
 //!
 //! Read from `$AGENT_LSP_CONFIG` when set, else `agent-lsp/config.toml` under the user's config
-//! directory (`~/.config` on Linux). Every key is optional; command-line flags win over the
-//! file, and the file wins over the preset. The API key itself never goes into this file, only
-//! the name of the environment variable that holds it:
+//! directory (`~/.config` on Linux). The folder the file is in is the user's agent-lsp folder
+//! ([`Config::user_dir`]), which also holds the user's presets (`presets/NAME.toml`). Every key
+//! is optional; command-line flags win over the file, and the file wins over the preset. The API
+//! key itself never goes into this file, only the name of the environment variable that holds it:
 //!
 //! ```toml
 //! preset = "standard"
@@ -80,6 +81,17 @@ impl Config {
         match std::env::var_os(CONFIG_ENV) {
             Some(path) if !path.is_empty() => Some(PathBuf::from(path)),
             _ => dirs::config_dir().map(|dir| dir.join("agent-lsp").join("config.toml")),
+        }
+    }
+
+    /// The user's agent-lsp folder: the folder of the config file, so `$AGENT_LSP_CONFIG`
+    /// moves it too (a test's or a second setup's presets stay beside its config file).
+    /// User presets live in its `presets/` folder.
+    pub fn user_dir() -> Option<PathBuf> {
+        let path = Config::path()?;
+        match path.parent() {
+            Some(dir) if !dir.as_os_str().is_empty() => Some(dir.to_owned()),
+            _ => Some(PathBuf::from(".")),
         }
     }
 

@@ -53,6 +53,12 @@ pub fn runtime_with(
         .with_write_observer(Arc::new(lsp_tools)))
 }
 
+/// A preset's text parsed and checked as a session's preset is: the strict parse (`origin`
+/// names the file in errors). What `agent-lsp preset` reports about a preset file.
+pub fn parse_preset(name: &str, origin: &str, text: &str) -> anyhow::Result<Preset> {
+    Preset::parse(name, origin, text)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -60,12 +66,12 @@ mod tests {
 
     #[test]
     fn policies_come_from_presets() {
-        let readonly = Preset::load("readonly").unwrap();
+        let readonly = Preset::builtin("readonly").unwrap();
         let policy = PermissionPolicy::from_table(&readonly.file.permissions);
         assert_eq!(policy.permission("read"), Permission::Allow);
         assert_eq!(policy.permission("write"), Permission::Deny);
         assert_eq!(policy.permission("shell"), Permission::Deny);
-        let standard = Preset::load("standard").unwrap();
+        let standard = Preset::builtin("standard").unwrap();
         assert_eq!(
             PermissionPolicy::from_table(&standard.file.permissions),
             PermissionPolicy::default()

@@ -25,7 +25,7 @@ use super::{Reply, ResponseError, Shared, codes, internal};
 use crate::agent::{Agent, TurnOutcome};
 use crate::cli::run::{ModelArgs, provider_config};
 use crate::llm::provider::{Provider, ProviderError};
-use crate::preset::{DEFAULT_PRESET, Preset};
+use crate::preset::{DEFAULT_PRESET, Preset, PresetDirs};
 use crate::session::Session;
 use crate::session::log::Durability;
 use crate::session::store::Store;
@@ -233,7 +233,7 @@ impl Host {
                     .clone()
                     .or_else(|| shared.config.preset.clone())
                     .unwrap_or_else(|| DEFAULT_PRESET.to_owned());
-                Preset::load(&name).map_err(internal)?
+                Preset::load(&name, &PresetDirs::for_workspace(&workspace)).map_err(internal)?
             }
         };
         let tools = crate::harness::runtime_with(

@@ -217,7 +217,7 @@ mod tests {
     fn sessions_created_in_one_burst_all_get_their_own_file() {
         let dir = tempfile::tempdir().unwrap();
         let store = Store::for_workspace_in(dir.path(), dir.path()).unwrap();
-        let preset = Preset::load("minimal").unwrap();
+        let preset = Preset::builtin("minimal").unwrap();
         // 300 sessions within a second or two: far past the birthday bound of 16 random bits.
         let ids = (0..300)
             .map(|_| {
