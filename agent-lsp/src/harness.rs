@@ -6,6 +6,7 @@ use std::path::Path;
 use std::sync::Arc;
 
 use crate::preset::Preset;
+use crate::preset::authoring::PresetWrite;
 use crate::tools::{PermissionPolicy, ToolRegistry, ToolRuntime, lsp, web};
 use crate::workspace::Workspace;
 
@@ -43,6 +44,12 @@ pub fn runtime_with(
         registry.register(tool);
     }
     registry.register(crate::compaction::recall::RecallHistory);
+    registry.register(PresetWrite::new(
+        crate::config::Config::user_dir().map(|dir| dir.join("presets")),
+        Arc::new(|name: &str, origin: &str, text: &str| {
+            parse_preset(name, origin, text).map(|_| ())
+        }),
+    ));
     // Web tools without the user's `[web]` settings (fetch works, search says what to
     // configure); callers with a configuration replace them with `ToolRuntime::with_web`.
     let (web_search, web_fetch) = web::tools(crate::web::WebRuntime::new(&Default::default())?);
@@ -54,7 +61,8 @@ pub fn runtime_with(
 }
 
 /// A preset's text parsed and checked as a session's preset is: the strict parse (`origin`
-/// names the file in errors). What `agent-lsp preset` reports about a preset file.
+/// names the file in errors). What `preset_write` checks before it saves, and what `agent-lsp
+/// preset` reports about a preset file.
 pub fn parse_preset(name: &str, origin: &str, text: &str) -> anyhow::Result<Preset> {
     Preset::parse(name, origin, text)
 }

@@ -9,6 +9,7 @@
 //! Parsing is strict (unknown keys are errors), and errors name the file, the line and the key,
 //! because a typo in a permission table must not silently allow a tool.
 
+pub mod authoring;
 pub mod catalog;
 
 use std::collections::BTreeMap;
@@ -23,7 +24,8 @@ use crate::permissions::{POLICY_KEYS, Permission};
 pub use catalog::PresetDirs;
 
 /// `(name, text)` of every built-in preset.
-pub const BUILTIN: [(&str, &str); 3] = [
+pub const BUILTIN: [(&str, &str); 4] = [
+    ("creative", include_str!("../../presets/creative.toml")),
     ("minimal", include_str!("../../presets/minimal.toml")),
     ("readonly", include_str!("../../presets/readonly.toml")),
     ("standard", include_str!("../../presets/standard.toml")),
@@ -300,6 +302,9 @@ mod tests {
         let err = Preset::load("nonesuch", &PresetDirs::builtin_only())
             .unwrap_err()
             .to_string();
-        assert!(err.contains("minimal, readonly, standard"), "{err}");
+        assert!(
+            err.contains("creative, minimal, readonly, standard"),
+            "{err}"
+        );
     }
 }

@@ -457,6 +457,7 @@ mod tests {
         assert_eq!(
             order,
             [
+                ("creative", Source::BuiltIn),
                 ("minimal", Source::User),
                 ("minimal", Source::BuiltIn),
                 ("minimal", Source::Workspace),
@@ -485,7 +486,7 @@ mod tests {
         std::fs::write(root.path().join("user/readme.txt"), "x").unwrap();
         let error = find("nonesuch", &dirs).unwrap_err().to_string();
         assert!(
-            error.contains("mine, minimal, readonly, standard"),
+            error.contains("creative, mine, minimal, readonly, standard"),
             "{error}"
         );
         let error = find("../etc/passwd", &dirs).unwrap_err().to_string();
