@@ -16,6 +16,7 @@ mod lsp_tools;
 mod malformed_params;
 mod model_endpoint;
 mod model_output_bounds;
+mod plugin_registry;
 mod presets;
 mod provider_faults;
 mod proxy_differential;

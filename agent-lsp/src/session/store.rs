@@ -69,6 +69,12 @@ impl Store {
         &self.sessions_dir
     }
 
+    /// The workspace's state directory: its sessions, and what plugins keep per workspace
+    /// (memories).
+    pub fn workspace_dir(&self) -> &Path {
+        self.sessions_dir.parent().unwrap_or(&self.sessions_dir)
+    }
+
     /// Start a new session with the given preset.
     pub fn create_session(
         &self,
