@@ -15,7 +15,7 @@ use crate::llm::provider::Provider;
 use crate::plugin::registry::{Assembly, PluginHost, PluginRegistry};
 use crate::plugin::tool::Tool;
 use crate::preset::Preset;
-use crate::preset::authoring::PresetWrite;
+use crate::preset::authoring::{self, PresetAuthoringSettings};
 use crate::session::store::Store;
 use crate::tools::{PermissionPolicy, ToolRegistry, ToolRuntime, lsp, web};
 use crate::workspace::Workspace;
@@ -30,8 +30,24 @@ pub fn registry() -> PluginRegistry {
         .register::<EnvironmentSettings>("runtime_context", Environment::parts)
         .register::<CompactionSettings>("compaction", CompactionPlugin::parts)
         .register::<PrunerSettings>("tool_result_pruner", ToolResultPruner::parts)
-        .register::<ContextRulesSettings>("context_rules", ContextRulesPlugin::parts);
+        .register::<ContextRulesSettings>("context_rules", ContextRulesPlugin::parts)
+        .register::<PresetAuthoringSettings>("preset_authoring", preset_authoring);
     registry
+}
+
+/// `[plugins.preset_authoring]`: the preset guide and `preset_write`, which saves into the
+/// user's presets folder (beside the config file) or the workspace's, once [`parse_preset`]
+/// accepts the text.
+fn preset_authoring(
+    _settings: PresetAuthoringSettings,
+    _host: &PluginHost,
+) -> anyhow::Result<crate::plugin::registry::Parts> {
+    Ok(authoring::parts(
+        crate::config::Config::user_dir().map(|dir| dir.join("presets")),
+        Arc::new(|workspace: &Path, name: &str, origin: &str, text: &str| {
+            parse_preset(workspace, name, origin, text).map(drop)
+        }),
+    ))
 }
 
 /// Check a preset's plugin tables against the registry: the strict parse of a whole preset is
@@ -95,12 +111,6 @@ pub fn runtime_with(
     for tool in plugin_tools {
         registry.register_shared(tool.clone());
     }
-    registry.register(PresetWrite::new(
-        crate::config::Config::user_dir().map(|dir| dir.join("presets")),
-        Arc::new(|name: &str, origin: &str, text: &str| {
-            parse_preset(name, origin, text).map(|_| ())
-        }),
-    ));
     // Web tools without the user's `[web]` settings (fetch works, search says what to
     // configure); callers with a configuration replace them with `ToolRuntime::with_web`.
     let (web_search, web_fetch) = web::tools(crate::web::WebRuntime::new(&Default::default())?);
@@ -111,11 +121,33 @@ pub fn runtime_with(
         .with_write_observer(Arc::new(lsp_tools)))
 }
 
-/// A preset's text parsed and checked as a session's preset is: the strict parse (`origin`
-/// names the file in errors). What `preset_write` checks before it saves, and what `agent-lsp
-/// preset` reports about a preset file.
-pub fn parse_preset(name: &str, origin: &str, text: &str) -> anyhow::Result<Preset> {
-    Preset::parse(name, origin, text)
+/// A preset's text checked as a session's start checks it, in `workspace`: the strict parse
+/// (`origin` names the file in errors), its plugin tables against the registry, and
+/// `tools.enabled` against the tools there are, the built-in ones and those its plugins bring.
+/// Nothing is started (the language servers behind the `lsp_*` tools start on a query, and none
+/// is made here). What `preset_write` checks before it saves, and what `agent-lsp preset`
+/// reports about a preset file.
+pub fn parse_preset(
+    workspace: &Path,
+    name: &str,
+    origin: &str,
+    text: &str,
+) -> anyhow::Result<Preset> {
+    let preset = Preset::parse(name, origin, text)?;
+    check_preset(&preset)?;
+    let host = PluginHost {
+        workspace: workspace.to_owned(),
+        state_dir: None,
+        preset: preset.name.clone(),
+        context_window: preset.file.model.context_window,
+        provider: None,
+    };
+    let assembly = assemble(&preset, &host)?;
+    let bridge = lsp_bridge::Bridge::new(lsp_bridge::BridgeConfig::builtin(), Vec::new());
+    let documents = Arc::new(lsp_bridge::documents::DocumentMirror::new());
+    runtime_with(workspace, &preset, bridge, documents, &assembly.tools)
+        .map_err(|error| anyhow::anyhow!("preset {origin}: tools.enabled: {error:#}"))?;
+    Ok(preset)
 }
 
 #[cfg(test)]
@@ -163,7 +195,10 @@ mod tests {
                 .collect::<Vec<_>>();
             match name {
                 "minimal" => assert!(plugins.is_empty() && tools.is_empty()),
-                "creative" => assert!(plugins == ["runtime_context"] && tools.is_empty()),
+                "creative" => {
+                    assert_eq!(plugins, ["runtime_context", "preset_authoring"]);
+                    assert_eq!(tools, ["preset_write"]);
+                }
                 // Without a model there is no compaction engine, but its tool is there.
                 _ => {
                     assert_eq!(
@@ -174,5 +209,44 @@ mod tests {
                 }
             }
         }
+    }
+
+    #[test]
+    fn a_preset_is_checked_as_a_session_start_checks_it() {
+        let workspace = tempfile::tempdir().unwrap();
+        let creative = crate::preset::catalog::builtin_text("creative").unwrap();
+        let check = |text: &str| {
+            parse_preset(workspace.path(), "mine", "mine.toml", text)
+                .map(drop)
+                .map_err(|error| format!("{error:#}"))
+        };
+        check(creative).unwrap();
+        let table = "[plugins.preset_authoring]\nenabled = true";
+        let line = creative
+            .lines()
+            .position(|line| line == "[plugins.preset_authoring]")
+            .unwrap()
+            + 3;
+        let error =
+            check(&creative.replace(table, &format!("{table}\nguide = false"))).unwrap_err();
+        assert!(
+            error.starts_with(&format!(
+                "preset mine.toml, line {line}: [plugins.preset_authoring] `guide`: unknown field `guide`"
+            )),
+            "{error}"
+        );
+        // A tool that comes with a plugin needs the plugin.
+        let error = check(&creative.replace(table, "[plugins.preset_authoring]\nenabled = false"))
+            .unwrap_err();
+        assert!(
+            error.starts_with("preset mine.toml: tools.enabled: no tool named `preset_write`"),
+            "{error}"
+        );
+        let error = check(&creative.replace(
+            "\"grep\", \"preset_write\"",
+            "\"grep\", \"teleport\", \"preset_write\"",
+        ))
+        .unwrap_err();
+        assert!(error.contains("no tool named `teleport`"), "{error}");
     }
 }

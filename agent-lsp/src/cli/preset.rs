@@ -36,28 +36,28 @@ pub enum PresetCommand {
 pub fn run(workspace: &Path, command: PresetCommand) -> anyhow::Result<ExitCode> {
     let dirs = PresetDirs::for_workspace(workspace);
     match command {
-        PresetCommand::List { json } => list(&dirs, json),
+        PresetCommand::List { json } => list(workspace, &dirs, json),
         PresetCommand::Show { name } => show(&dirs, &name),
-        PresetCommand::New { name, from, scope } => new(&dirs, &name, &from, scope),
+        PresetCommand::New { name, from, scope } => new(workspace, &dirs, &name, &from, scope),
     }
 }
 
 /// A listed preset's description, or why it does not load.
-fn description(listed: &Listed) -> Result<String, String> {
+fn description(workspace: &Path, listed: &Listed) -> Result<String, String> {
     let found = &listed.found;
-    crate::harness::parse_preset(&found.name, &found.origin(), &found.text)
+    crate::harness::parse_preset(workspace, &found.name, &found.origin(), &found.text)
         .map(|preset| preset.file.description)
         .map_err(|error| format!("{error:#}"))
 }
 
-fn list(dirs: &PresetDirs, json: bool) -> anyhow::Result<ExitCode> {
+fn list(workspace: &Path, dirs: &PresetDirs, json: bool) -> anyhow::Result<ExitCode> {
     let listed = catalog::list(dirs)?;
     let mut out = std::io::stdout().lock();
     if json {
         let rows: Vec<_> = listed
             .iter()
             .map(|listed| {
-                let description = description(listed);
+                let description = description(workspace, listed);
                 json!({
                     "name": listed.name(),
                     "source": listed.found.source,
@@ -78,7 +78,7 @@ fn list(dirs: &PresetDirs, json: bool) -> anyhow::Result<ExitCode> {
         .max()
         .unwrap_or(0);
     for listed in &listed {
-        let text = match description(listed) {
+        let text = match description(workspace, listed) {
             Ok(description) => description,
             Err(error) => format!("invalid: {}", one_line(&error)),
         };
@@ -135,10 +135,16 @@ fn show(dirs: &PresetDirs, name: &str) -> anyhow::Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-fn new(dirs: &PresetDirs, name: &str, from: &str, scope: Scope) -> anyhow::Result<ExitCode> {
+fn new(
+    workspace: &Path,
+    dirs: &PresetDirs,
+    name: &str,
+    from: &str,
+    scope: Scope,
+) -> anyhow::Result<ExitCode> {
     catalog::check_name(name)?;
     let (base, origin, text) = text_of(dirs, from)?;
-    crate::harness::parse_preset(&base, &origin, &text)
+    crate::harness::parse_preset(workspace, &base, &origin, &text)
         .with_context(|| format!("preset `{from}` cannot be copied: it is not valid"))?;
     if scope == Scope::Workspace
         && let Some(hiding) = catalog::candidates(name, dirs)?

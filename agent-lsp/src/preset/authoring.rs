@@ -1,10 +1,16 @@
-//! `preset_write`: the agent saves a preset it wrote (the `creative` preset's tool).
+//! `[plugins.preset_authoring]`: the agent builds presets (the `creative` preset's plugin).
 //!
-//! The text is checked before anything is written, by the same checks `--preset NAME` runs on
-//! a preset file; the check is given to the tool as a value ([`Validate`]), because the part
-//! that knows every plugin's table sits above the tools. An invalid preset is not saved, and
-//! the model gets the checker's error as it is (the file it would have been, the line and the
-//! key), so it can correct the text and call again.
+//! The plugin brings the `preset_write` tool and one system-prompt section, [`GUIDE`]: the
+//! preset reference people read (`presets/README.md`) and the built-in `standard` preset as an
+//! example, compiled in, so the agent is told exactly what the documentation says and the
+//! section is the same for the session's whole life.
+//!
+//! `preset_write` checks the text before anything is written, with the checks a session's start
+//! runs on a preset (the strict parse, the plugin tables, the tool names); those are given to the
+//! tool as a value ([`Validate`]), because the part that knows every plugin sits above the tools
+//! and the presets. An invalid preset is not saved, and the model gets the checker's error as it
+//! is (the file it would have been, the line and the key), so it can correct the text and call
+//! again.
 //!
 //! What the tool may write is narrow: a file named after a preset name (see
 //! [`catalog::check_name`]) in the user's presets folder or the workspace's
@@ -21,12 +27,74 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 
 use super::catalog::{self, PresetDirs, Scope, Source, WORKSPACE_PRESETS_DIR};
+use crate::context::system_prompt::SystemPrompt;
 use crate::llm::ToolDef;
+use crate::plugin::Plugin;
+use crate::plugin::registry::{Parts, PluginSettings};
+use crate::session::Session;
 use crate::tools::{Tool, ToolContext, ToolOutput, blocking, parse_args};
 
-/// The checks a preset's text must pass to be saved: `(name, origin, text)`, where `origin`
-/// is how errors name the file.
-pub type Validate = Arc<dyn Fn(&str, &str, &str) -> anyhow::Result<()> + Send + Sync>;
+/// The checks a preset's text must pass to be saved: `(workspace, name, origin, text)`, where
+/// `origin` is how errors name the file.
+pub type Validate = Arc<dyn Fn(&Path, &str, &str, &str) -> anyhow::Result<()> + Send + Sync>;
+
+/// The system-prompt section of `[plugins.preset_authoring]`.
+pub const GUIDE: &str = concat!(
+    "# Building presets\n\n",
+    "You build agent-lsp presets with the user: TOML files that choose the model settings, the tools, the permissions and the plugins of a session. ",
+    "Ask what the preset is for when the request does not say; look at the workspace (`read`, `list`, `glob`, `grep`) when the preset should fit the project. ",
+    "Save each preset with `preset_write`. It checks the text as `--preset` does and saves nothing when something is wrong: its error names the file, the line and the key, so correct exactly that and call it again. ",
+    "Prefer the fewest tools and the strictest permissions that do the job, and never allow `shell` unless the user asks for it. ",
+    "When a preset is saved, tell the user its name, where it is and how to start it (`agent-lsp run --preset NAME`).\n\n",
+    "The preset reference (presets/README.md) follows, then the built-in `standard` preset as an example.\n\n",
+    "<preset-reference file=\"presets/README.md\">\n",
+    include_str!("../../../presets/README.md"),
+    "</preset-reference>\n\n<preset-example file=\"presets/standard.toml\">\n",
+    include_str!("../../../presets/standard.toml"),
+    "</preset-example>",
+);
+
+/// `[plugins.preset_authoring]` of a preset.
+#[derive(Clone, Debug, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PresetAuthoringSettings {
+    pub enabled: bool,
+}
+
+impl PluginSettings for PresetAuthoringSettings {
+    fn enabled(&self) -> bool {
+        self.enabled
+    }
+}
+
+/// The plugin: [`GUIDE`] as a section, and the `preset_write` tool its [`parts`] bring.
+pub struct PresetAuthoring;
+
+/// The plugin and its tool; `user_dir` is the user's presets folder, `validate` the checks a
+/// preset passes before it is saved.
+pub fn parts(user_dir: Option<PathBuf>, validate: Validate) -> Parts {
+    Parts {
+        plugin: Some(Box::new(PresetAuthoring)),
+        tools: vec![Arc::new(PresetWrite::new(user_dir, validate))],
+    }
+}
+
+impl Plugin for PresetAuthoring {
+    fn name(&self) -> &'static str {
+        "preset_authoring"
+    }
+
+    fn contribute(
+        &mut self,
+        prompt: &mut SystemPrompt,
+        _session: &mut Session,
+        _turn: u32,
+    ) -> anyhow::Result<()> {
+        // After the agent's own section (order 0); compiled-in text, so nothing to record.
+        prompt.section("preset_authoring", 50, GUIDE);
+        Ok(())
+    }
+}
 
 /// The `preset_write` tool.
 #[derive(Clone)]
@@ -59,8 +127,8 @@ impl Tool for PresetWrite {
             name: "preset_write".into(),
             description: "Save a preset (TOML text) under a name, so that `agent-lsp run --preset NAME` uses it. \
                 The text is checked first with the same strict checks `--preset` runs: unknown keys, missing required \
-                keys, bad values and unknown plugins are errors naming the file, the line and the key, and an invalid \
-                preset is not saved; fix the text and call again. scope `user` (default) saves it for every workspace, \
+                keys, bad values, unknown plugins and unknown tools are errors naming the file, the line and the key, and \
+                an invalid preset is not saved; fix the text and call again. scope `user` (default) saves it for every workspace, \
                 `workspace` into this workspace's .agent-lsp/presets/. Built-in preset names are taken, and an existing \
                 preset is only replaced with overwrite: true."
                 .into(),
@@ -126,7 +194,7 @@ impl PresetWrite {
             )));
         }
         let shown = self.shown(ctx, &dir.join(format!("{name}.toml")));
-        if let Err(error) = (self.validate)(name, &shown, &args.text) {
+        if let Err(error) = (self.validate)(ctx.workspace.root(), name, &shown, &args.text) {
             return Err(ToolOutput::error(format!(
                 "preset `{name}` was not saved, because it is not valid:\n{error:#}\nFix the text and call preset_write again."
             ))
@@ -178,7 +246,7 @@ mod tests {
     fn tool(user: &Path) -> PresetWrite {
         PresetWrite::new(
             Some(user.to_owned()),
-            Arc::new(|name, origin, text| Preset::parse(name, origin, text).map(|_| ())),
+            Arc::new(|_, name, origin, text| Preset::parse(name, origin, text).map(|_| ())),
         )
     }
 
