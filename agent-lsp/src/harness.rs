@@ -249,4 +249,44 @@ mod tests {
         .unwrap_err();
         assert!(error.contains("no tool named `teleport`"), "{error}");
     }
+
+    /// The preset reference (presets/README.md, also the creative agent's guide) names every
+    /// plugin of the registry and every tool a preset can enable.
+    #[test]
+    fn the_preset_reference_names_every_plugin_and_tool() {
+        let readme = include_str!("../../presets/README.md");
+        for name in registry().names() {
+            assert!(
+                readme.contains(&format!("| `{name}` |")),
+                "README lacks plugin `{name}`"
+            );
+        }
+        let workspace = tempfile::tempdir().unwrap();
+        let every_plugin = format!(
+            "{}\n[plugins.preset_authoring]\nenabled = true\n",
+            crate::preset::catalog::builtin_text("standard").unwrap()
+        );
+        let preset = Preset::parse("all", "all.toml", &every_plugin).unwrap();
+        let host = PluginHost {
+            workspace: workspace.path().to_owned(),
+            state_dir: None,
+            preset: preset.name.clone(),
+            context_window: preset.file.model.context_window,
+            provider: None,
+        };
+        let plugin_tools = assemble(&preset, &host).unwrap().tools;
+        let mut names: Vec<String> = ToolRegistry::standard()
+            .names()
+            .map(str::to_owned)
+            .collect();
+        names.extend(lsp::lsp_tool_names().into_iter().map(str::to_owned));
+        names.extend(["web_search".to_owned(), "web_fetch".to_owned()]);
+        names.extend(plugin_tools.iter().map(|tool| tool.def().name));
+        for name in names {
+            assert!(
+                readme.contains(&format!("`{name}`")),
+                "README lacks tool `{name}`"
+            );
+        }
+    }
 }
