@@ -218,58 +218,90 @@ fn preset_list_show_and_new_from_a_clean_config_folder() {
     );
 }
 
-/// The `minimal` preset renamed and with one key changed, or broken by an unknown key.
-fn reviewer_preset(broken: bool) -> String {
+/// How the scripted model's preset is wrong.
+#[derive(Clone, Copy)]
+enum Draft {
+    /// A misspelt `[model]` key: the TOML parser's error.
+    ModelKey,
+    /// A misspelt plugin key: the plugin registry's error.
+    PluginKey,
+    Correct,
+}
+
+/// The `minimal` preset renamed, with writing denied, and the mistake `draft` names.
+fn reviewer_preset(draft: Draft) -> String {
     let text = agent_lsp::preset::catalog::builtin_text("minimal")
         .unwrap()
         .replace(
             "description = \"File tools without shell; no thinking; no plugins.\"",
             "description = \"Reviews code: reads, never writes.\"",
+        )
+        .replace(
+            "default = \"allow\"",
+            "default = \"allow\"\nwrite = \"deny\"\nedit = \"deny\"",
         );
-    let text = text.replace(
-        "default = \"allow\"",
-        "default = \"allow\"\nwrite = \"deny\"\nedit = \"deny\"",
-    );
-    if broken {
-        text.replace("max_steps = 20", "max_steps = 20\nmax_stepz = 5")
-    } else {
-        text
+    match draft {
+        Draft::ModelKey => text.replace("max_steps = 20", "max_steps = 20\nmax_stepz = 5"),
+        Draft::PluginKey => text.replace(
+            "[plugins.runtime_context]\nenabled = false",
+            "[plugins.runtime_context]\nenabled = false\nevery_step = true",
+        ),
+        Draft::Correct => text,
     }
+}
+
+/// The 1-based line of `draft`'s text that starts with `prefix`.
+fn line_of(draft: Draft, prefix: &str) -> usize {
+    reviewer_preset(draft)
+        .lines()
+        .position(|line| line.starts_with(prefix))
+        .unwrap()
+        + 1
 }
 
 #[test]
 fn creative_refuses_an_invalid_preset_with_the_parsers_error_and_saves_the_corrected_one() {
     let fixture = Fixture::new();
     let endpoint = ModelEndpoint::start(EndpointConfig::default()).unwrap();
-    let write =
-        |broken: bool| json!({"name": "reviewer", "text": reviewer_preset(broken)}).to_string();
-    let broken_line = reviewer_preset(true)
-        .lines()
-        .position(|line| line.starts_with("max_stepz"))
-        .unwrap()
-        + 1;
+    let write = |draft| json!({"name": "reviewer", "text": reviewer_preset(draft)}).to_string();
     // The user's presets folder as `$AGENT_LSP_CONFIG` names it.
     let user_file = fixture.state.path().join("presets/reviewer.toml");
-    let expected_file = user_file.clone();
+    let shown = user_file.display().to_string();
+    let shown_too = shown.clone();
     endpoint.push_all([
         Reply::Turn(
             ModelTurn::new()
                 .reasoning("Write the reviewer preset.")
-                .tool_call("preset_write", write(true)),
+                .tool_call("preset_write", write(Draft::ModelKey)),
         ),
         Reply::from_fn(move |request| {
             let result = request.tool_result_text();
             // The parser's error: the file it would have been, the line and the key.
             assert!(result.contains("was not saved"), "{result}");
+            let line = line_of(Draft::ModelKey, "max_stepz");
             assert!(
-                result.contains(&expected_file.display().to_string()),
+                result.contains(&format!("preset {shown}: TOML parse error at line {line}")),
                 "{result}"
             );
-            assert!(result.contains(&format!("line {broken_line}")), "{result}");
             assert!(result.contains("unknown field `max_stepz`"), "{result}");
             ModelTurn::new()
-                .reasoning("Drop the misspelt key.")
-                .tool_call("preset_write", write(false))
+                .reasoning("Drop the misspelt key; also inject the context every step.")
+                .tool_call("preset_write", write(Draft::PluginKey))
+                .into()
+        }),
+        Reply::from_fn(move |request| {
+            let result = request.tool_result_text();
+            // The plugin registry's check, in the same words `--preset` would use.
+            let line = line_of(Draft::PluginKey, "every_step");
+            assert!(
+                result.contains(&format!(
+                    "preset {shown_too}, line {line}: [plugins.runtime_context] `every_step`: unknown field `every_step`"
+                )),
+                "{result}"
+            );
+            ModelTurn::new()
+                .reasoning("runtime_context has only `enabled`.")
+                .tool_call("preset_write", write(Draft::Correct))
                 .into()
         }),
         Reply::from_fn(|request| {
@@ -303,8 +335,16 @@ fn creative_refuses_an_invalid_preset_with_the_parsers_error_and_saves_the_corre
     assert_eq!(tools, ["glob", "grep", "list", "preset_write", "read"]);
     assert_eq!(
         std::fs::read_to_string(&user_file).unwrap(),
-        reviewer_preset(false)
+        reviewer_preset(Draft::Correct)
     );
+    // Its system prompt carries the preset reference people read, and the example.
+    let system = first["messages"][0]["content"].as_str().unwrap();
+    assert!(system.contains("# Building presets"), "{system}");
+    assert!(
+        system.contains(agent_lsp::preset::catalog::builtin_text("standard").unwrap()),
+        "{system}"
+    );
+    assert!(system.contains("## Presets you make"), "{system}");
     let store = fixture.store();
     let creative = store.resolve("last").unwrap();
     let header = store.load(&creative).unwrap().header().unwrap().clone();
@@ -328,7 +368,7 @@ fn creative_refuses_an_invalid_preset_with_the_parsers_error_and_saves_the_corre
     assert_eq!(header.preset, "reviewer");
     assert_eq!(
         header.preset_text.as_deref(),
-        Some(reviewer_preset(false).as_str())
+        Some(reviewer_preset(Draft::Correct).as_str())
     );
     let listed = fixture.ok(&["preset", "list"]);
     assert!(
