@@ -362,9 +362,12 @@ fn creative_refuses_an_invalid_preset_with_the_parsers_error_and_saves_the_corre
     ]);
     assert!(output.status.success(), "{}", stderr(&output));
     endpoint.assert_no_violations();
-    let session = store.resolve("last").unwrap();
-    assert_ne!(session, creative);
-    let header = store.load(&session).unwrap().header().unwrap().clone();
+    // Two sessions started within a second need not sort in start order, so the new one is
+    // the one that is not the first.
+    let ids = store.ids().unwrap();
+    assert_eq!(ids.len(), 2, "{ids:?}");
+    let session = ids.iter().find(|id| **id != creative).unwrap();
+    let header = store.load(session).unwrap().header().unwrap().clone();
     assert_eq!(header.preset, "reviewer");
     assert_eq!(
         header.preset_text.as_deref(),
