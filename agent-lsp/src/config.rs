@@ -84,15 +84,12 @@ impl Config {
         }
     }
 
-    /// The user's agent-lsp folder: the folder of the config file, so `$AGENT_LSP_CONFIG`
-    /// moves it too (a test's or a second setup's presets stay beside its config file).
-    /// User presets live in its `presets/` folder.
+    /// The user's agent-lsp folder, where the config file is (`~/.config/agent-lsp`, or the
+    /// folder of `$AGENT_LSP_CONFIG`): the user's own `AGENTS.md` lives beside it, and the
+    /// user's presets in its `presets/` folder (so a test's or a second setup's presets stay
+    /// beside its config file).
     pub fn user_dir() -> Option<PathBuf> {
-        let path = Config::path()?;
-        match path.parent() {
-            Some(dir) if !dir.as_os_str().is_empty() => Some(dir.to_owned()),
-            _ => Some(PathBuf::from(".")),
-        }
+        Config::path().and_then(|path| path.parent().map(std::path::Path::to_owned))
     }
 
     /// The config file as messages name it: its path, where the path came from when

@@ -11,6 +11,7 @@ use std::sync::Arc;
 use crate::compaction::pruner::ToolResultPruner;
 use crate::compaction::{CompactionPlugin, CompactionSettings, PrunerSettings};
 use crate::context_editor::rules::{ContextRulesPlugin, ContextRulesSettings};
+use crate::instructions::{self, InstructionsSettings, ProjectInstructions};
 use crate::llm::provider::Provider;
 use crate::plugin::registry::{Assembly, PluginHost, PluginRegistry};
 use crate::plugin::tool::Tool;
@@ -22,12 +23,14 @@ use crate::workspace::Workspace;
 use environment::{Environment, EnvironmentSettings};
 
 /// Every plugin a preset can name, in the order they handle events: the environment first (its
-/// runtime context is injected before the other pre-step plugins edit the surface), then the
-/// pruner and the context rules. Compaction runs before all of them, first thing in each step.
+/// runtime context is injected before the other pre-step plugins edit the surface), the project
+/// instructions, then the pruner, the context rules and preset authoring (which only adds a
+/// section and a tool). Compaction runs before all of them, first thing in each step.
 pub fn registry() -> PluginRegistry {
     let mut registry = PluginRegistry::new();
     registry
         .register::<EnvironmentSettings>("runtime_context", Environment::parts)
+        .register::<InstructionsSettings>(instructions::PLUGIN, ProjectInstructions::parts)
         .register::<CompactionSettings>("compaction", CompactionPlugin::parts)
         .register::<PrunerSettings>("tool_result_pruner", ToolResultPruner::parts)
         .register::<ContextRulesSettings>("context_rules", ContextRulesPlugin::parts)
@@ -203,7 +206,12 @@ mod tests {
                 _ => {
                     assert_eq!(
                         plugins,
-                        ["runtime_context", "tool_result_pruner", "context_rules"]
+                        [
+                            "runtime_context",
+                            "project_instructions",
+                            "tool_result_pruner",
+                            "context_rules"
+                        ]
                     );
                     assert_eq!(tools, ["recall_history"]);
                 }
