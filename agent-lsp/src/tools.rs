@@ -64,6 +64,12 @@ pub struct ToolContext {
     /// The session's log file, for tools that read the session's own history
     /// (`recall_history`); `None` outside of a session.
     pub session_path: Option<PathBuf>,
+    /// The session's id, for tools that record where something came from (`memory`); `None`
+    /// outside of a session.
+    pub session_id: Option<String>,
+    /// The seq of this call's `tool/call` event (appended before the call runs); `None` outside
+    /// of a session.
+    pub call_seq: Option<u64>,
     /// The editor's open buffers under `agent-lsp serve`; `None` on the terminal.
     pub buffers: Option<Arc<dyn buffers::Buffers>>,
 }
@@ -288,6 +294,15 @@ pub struct ToolRuntime {
     limits: Limits,
 }
 
+/// Where a call is recorded: what its [`ToolContext`] tells the tool about the session.
+#[derive(Clone, Copy)]
+struct Recorded<'a> {
+    session_path: &'a Path,
+    session_id: &'a str,
+    /// The seq of the call's `tool/call` event.
+    call_seq: u64,
+}
+
 /// What a call turned into before anything runs.
 enum Prepared {
     /// Answered without running: invalid arguments, unknown tool, refused.
@@ -456,11 +471,12 @@ impl ToolRuntime {
         cancel: &CancellationToken,
         origin: Option<&str>,
     ) -> anyhow::Result<Vec<ToolCallOutcome>> {
+        let mut call_seqs = Vec::with_capacity(calls.len());
         for call in calls {
             for observer in &self.observers {
                 observer.before_call(call);
             }
-            session.append(NewEvent::new(
+            let event = session.append(NewEvent::new(
                 turn,
                 step,
                 EventBody::ToolCall(ToolCallEvent {
@@ -469,6 +485,7 @@ impl ToolRuntime {
                     arguments: call.arguments.clone(),
                 }),
             ))?;
+            call_seqs.push(event.seq);
         }
 
         // Permission questions are asked one at a time, in call order, before anything runs.
@@ -481,6 +498,7 @@ impl ToolRuntime {
         }
 
         let session_path = session.path().to_owned();
+        let session_id = session.id().to_owned();
         let mut outputs: Vec<Option<(ToolOutput, Duration)>> = vec![None; calls.len()];
         let mut index = 0;
         while index < calls.len() {
@@ -496,9 +514,15 @@ impl ToolRuntime {
                 }
                 _ => index + 1,
             };
-            let session_path = &session_path;
+            let (session_path, session_id) = (&session_path, &session_id);
+            let call_seqs = &call_seqs;
             let runs = (index..batch_end).map(|i| {
                 let call = &calls[i];
+                let recorded = Recorded {
+                    session_path,
+                    session_id,
+                    call_seq: call_seqs[i],
+                };
                 let prepared = std::mem::replace(
                     &mut prepared[i],
                     Prepared::Done(ToolOutput::ok(String::new())),
@@ -507,8 +531,7 @@ impl ToolRuntime {
                     match prepared {
                         Prepared::Done(output) => (output, Duration::ZERO),
                         Prepared::Run { tool, args } => {
-                            self.run_guarded(call, tool, args, cancel, session_path)
-                                .await
+                            self.run_guarded(call, tool, args, cancel, recorded).await
                         }
                     }
                 }
@@ -627,7 +650,7 @@ impl ToolRuntime {
         tool: Arc<dyn Tool>,
         args: Value,
         cancel: &CancellationToken,
-        session_path: &Path,
+        recorded: Recorded<'_>,
     ) -> (ToolOutput, Duration) {
         if cancel.is_cancelled() {
             return (cancelled_before_start(&call.name), Duration::ZERO);
@@ -638,7 +661,9 @@ impl ToolRuntime {
             workspace: self.workspace.clone(),
             cancel: call_cancel.clone(),
             call_id: call.id.clone(),
-            session_path: Some(session_path.to_owned()),
+            session_path: Some(recorded.session_path.to_owned()),
+            session_id: Some(recorded.session_id.to_owned()),
+            call_seq: Some(recorded.call_seq),
             buffers: self.buffers.clone(),
         };
         let read_only = tool.read_only();

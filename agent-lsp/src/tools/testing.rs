@@ -53,6 +53,8 @@ impl Fixture {
             cancel: CancellationToken::new(),
             call_id: "test-call".into(),
             session_path: None,
+            session_id: None,
+            call_seq: None,
             buffers: None,
         }
     }
