@@ -33,6 +33,7 @@ pub fn state_root() -> anyhow::Result<PathBuf> {
 #[derive(Clone, Debug)]
 pub struct Store {
     workspace: PathBuf,
+    root: PathBuf,
     sessions_dir: PathBuf,
 }
 
@@ -57,6 +58,7 @@ impl Store {
             .join("sessions");
         Ok(Store {
             workspace,
+            root: root.to_owned(),
             sessions_dir,
         })
     }
@@ -67,6 +69,19 @@ impl Store {
 
     pub fn sessions_dir(&self) -> &Path {
         &self.sessions_dir
+    }
+
+    /// The workspace's state directory, `<state root>/workspaces/<name>-<hash>`: its sessions
+    /// and its memory file live there.
+    pub fn workspace_dir(&self) -> &Path {
+        self.sessions_dir
+            .parent()
+            .expect("the sessions directory is inside the workspace's directory")
+    }
+
+    /// The state root this store lives under (the user's memory file lives there).
+    pub fn state_root(&self) -> &Path {
+        &self.root
     }
 
     /// Start a new session with the given preset.
@@ -237,6 +252,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let store = Store {
             workspace: dir.path().into(),
+            root: dir.path().into(),
             sessions_dir: dir.path().join("s"),
         };
         assert!(
