@@ -23,6 +23,7 @@
 
 pub mod secrets;
 pub mod store;
+pub mod tool;
 
 use std::path::PathBuf;
 
