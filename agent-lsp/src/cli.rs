@@ -3,6 +3,7 @@
 
 mod context;
 mod files;
+mod memory;
 pub(crate) mod run;
 mod servers;
 mod session;
@@ -79,6 +80,9 @@ enum Command {
     /// See and edit what the model sees: segments, fold, pin, delete, replace, rollback.
     #[command(subcommand)]
     Context(context::ContextCommand),
+    /// The memories new sessions get (the workspace's and the user's): list, show, forget, edit.
+    #[command(subcommand)]
+    Memory(memory::MemoryCommand),
 }
 
 /// Parse the process arguments and run the command.
@@ -121,5 +125,6 @@ pub fn run() -> anyhow::Result<ExitCode> {
         Command::Session(command) => session::run(&Store::for_workspace(&workspace)?, command),
         Command::Files(args) => files::run(&workspace, args),
         Command::Context(command) => context::run(&Store::for_workspace(&workspace)?, command),
+        Command::Memory(command) => memory::run(&Store::for_workspace(&workspace)?, command),
     }
 }
