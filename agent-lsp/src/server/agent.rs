@@ -59,6 +59,8 @@ pub(crate) struct Host {
     next_progress: AtomicU64,
     /// The model of the current session, readable while a turn holds the state.
     provider: Mutex<Option<Provider>>,
+    /// The id of the current session, readable while a turn holds the state.
+    session_id: Mutex<Option<String>>,
 }
 
 /// The session and what runs in it; made on first use.
@@ -167,6 +169,12 @@ impl Host {
         {
             running.cancel.cancel();
         }
+    }
+
+    /// The id of the server's current session, `None` before it has one (nothing is made for
+    /// asking).
+    pub(crate) fn session_id(&self) -> Option<String> {
+        self.session_id.lock().expect("session id").clone()
     }
 
     /// The session state, made on first use.
@@ -282,6 +290,7 @@ impl Host {
             .clone()
             .map(|provider| Agent::new(provider, tools.clone(), preset.clone()));
         *self.provider.lock().expect("provider") = provider.clone();
+        *self.session_id.lock().expect("session id") = Some(session.id().to_owned());
         Ok(State {
             tools,
             session,
