@@ -14,6 +14,7 @@ mod hardening;
 mod listen_auth;
 mod lsp_tools;
 mod malformed_params;
+mod memory;
 mod model_endpoint;
 mod model_output_bounds;
 mod provider_faults;
