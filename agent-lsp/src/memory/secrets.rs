@@ -46,7 +46,7 @@ static SHAPES: LazyLock<Vec<(Regex, &'static str)>> = LazyLock::new(|| {
 /// `NAME = value`, `NAME: value`, `"NAME": "value"` where the name sounds like a secret.
 static ASSIGNMENT: LazyLock<Regex> = LazyLock::new(|| {
     Regex::new(
-        r#"(?i)([A-Za-z0-9_.-]*(?:api[_-]?key|access[_-]?key|secret|token|passw(?:or)?d|passwd|pwd|credential|auth)[A-Za-z0-9_.-]*)["']?\s*[:=]\s*["']?([^\s"'`,;]+)"#,
+        r#"(?i)([A-Za-z0-9_.-]*(?:api[_-]?key|access[_-]?key|private[_-]?key|secret|token|passw(?:or)?d|passwd|pwd|credential)[A-Za-z0-9_.-]*)["']?\s*[:=]\s*["']?([^\s"'`,;]+)"#,
     )
     .expect("valid pattern")
 });
@@ -173,6 +173,7 @@ mod tests {
         );
         check(r#"{"api_key": "f3a9c2e17b4d8a6e05c1"}"#, Some("`api_key`"));
         check("auth_token: 9f86d081884c7d659a2feaa0", Some("`auth_token`"));
+        check("PRIVATE_KEY='q8Zr2mW7xK4pL9vT'", Some("`PRIVATE_KEY`"));
     }
 
     #[test]
@@ -189,6 +190,7 @@ mod tests {
         check("sk- prefixes mark keys; never store one", None);
         check("the tokenizer is tiktoken cl100k_base", None);
         check("commit 1a2b3c4d5e6f7a8b9c0d fixed the parser", None);
+        check("author: JohnSmith1234567", None);
         check("", None);
     }
 }
