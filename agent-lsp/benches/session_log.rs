@@ -56,6 +56,7 @@ fn append_step(session: &mut Session, step: u64) {
         tools_digest: "t".into(),
         system: (index == 1).then(|| "You are agent-lsp.".into()),
         tools: (index == 1).then(Vec::new),
+        sections: Vec::new(),
     };
     session
         .append(NewEvent::new(turn, 1, EventBody::RequestHeader(header)))

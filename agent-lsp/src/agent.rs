@@ -25,20 +25,18 @@ pub mod bounds;
 
 pub use crate::plugin::{AgentEvent, Plugin, TurnOutcome};
 
-use std::path::Path;
-
 use anyhow::Context;
 use tokio_util::sync::CancellationToken;
 
-use crate::compaction::pruner::ToolResultPruner;
-use crate::compaction::{
-    CompactionContext, CompactionEngine, CompactionOutcome, CompactionStats, Trigger,
-};
 use crate::context::request::build_request;
-use crate::context::runtime::{RuntimeContextProjection, RuntimeSnapshot};
-use crate::context::system_prompt::{AssembledPrompt, SystemPrompt, catalog_json};
+use crate::context::runtime::RuntimeContextProjection;
+use crate::context::system_prompt::{AssembledPrompt, SystemPrompt};
 use crate::llm::ModelParams;
 use crate::llm::provider::{Provider, ProviderError, StreamDelta};
+use crate::plugin::compaction_seam::{
+    CompactionContext, CompactionEngine, CompactionStats, Trigger,
+};
+use crate::plugin::outcomes::CompactionOutcome;
 use crate::preset::Preset;
 use crate::session::event::{EventBody, RequestError, UserMessage};
 use crate::session::{NewEvent, Session};
@@ -66,51 +64,47 @@ pub struct SilentUi;
 
 impl TurnUi for SilentUi {}
 
-/// Injects the runtime context (cwd, workspace, date, git branch, …) before each step when it
-/// changed.
-pub struct RuntimeContextPlugin {
-    workspace: std::path::PathBuf,
-}
-
-impl RuntimeContextPlugin {
-    pub fn new(workspace: &Path) -> RuntimeContextPlugin {
-        RuntimeContextPlugin {
-            workspace: workspace.to_owned(),
-        }
-    }
-}
-
-impl Plugin for RuntimeContextPlugin {
-    fn name(&self) -> &'static str {
-        "runtime_context"
-    }
-
-    fn on_event(&mut self, event: &AgentEvent<'_>, session: &mut Session) -> anyhow::Result<()> {
-        if let AgentEvent::PreStep { turn, step } = event {
-            let snapshot = RuntimeSnapshot::collect(&self.workspace, &[]);
-            RuntimeContextProjection::project(session, *turn, *step, &snapshot)?;
-        }
-        Ok(())
-    }
-}
-
-/// The agent: a provider, a tool runtime, a preset and the plugins the preset enables.
+/// The agent: a provider, a tool runtime, a preset and the plugins the harness assembled for it.
 pub struct Agent {
     provider: Provider,
     tools: ToolRuntime,
     preset: Preset,
+    /// The system prompt of the current turn: the base section, the tool catalog and what the
+    /// plugins contributed for the session.
     prompt: SystemPrompt,
     params: ModelParams,
     plugins: Vec<Box<dyn Plugin>>,
-    compaction: Option<Box<dyn CompactionEngine>>,
     /// The window the provider stated in a context-overflow error, when it is smaller than the
     /// preset's: pressure checks use it from then on.
     stated_window: Option<u64>,
 }
 
 impl Agent {
-    pub fn new(provider: Provider, tools: ToolRuntime, preset: Preset) -> Agent {
-        let root = tools.workspace().root().to_owned();
+    /// An agent running `plugins` (built by `harness::assemble` from the preset's
+    /// `[plugins.*]` tables; the loop builds none itself).
+    pub fn new(
+        provider: Provider,
+        tools: ToolRuntime,
+        preset: Preset,
+        plugins: Vec<Box<dyn Plugin>>,
+    ) -> Agent {
+        let params = preset.model_params();
+        let mut agent = Agent {
+            provider,
+            tools,
+            preset,
+            prompt: SystemPrompt::default(),
+            params,
+            plugins,
+            stated_window: None,
+        };
+        agent.prompt = agent.base_prompt();
+        agent
+    }
+
+    /// The agent's own part of the system prompt: the base section and the tool catalog.
+    fn base_prompt(&self) -> SystemPrompt {
+        let root = self.tools.workspace().root();
         let mut prompt = SystemPrompt::default();
         let name = root.file_name().map_or("workspace".into(), |name| {
             name.to_string_lossy().into_owned()
@@ -118,75 +112,43 @@ impl Agent {
         prompt
             .section("base", 0, BASE_PROMPT)
             .variable("workspace_name", &name);
-        for tool in tools.catalog() {
+        for tool in self.tools.catalog() {
             prompt.tool(tool);
         }
-        let mut plugins: Vec<Box<dyn Plugin>> = Vec::new();
-        if preset.file.plugins.runtime_context.enabled {
-            plugins.push(Box::new(RuntimeContextPlugin::new(&root)));
-        }
-        if let Some(settings) = preset
-            .file
-            .plugins
-            .tool_result_pruner
-            .as_ref()
-            .filter(|settings| settings.enabled)
-        {
-            let overhead = prompt.assemble().map_or(0, |assembled| {
-                crate::tokens::estimate_text(&assembled.system)
-                    + crate::tokens::estimate_text(&catalog_json(&assembled.tools))
-            });
-            plugins.push(Box::new(ToolResultPruner::new(
-                settings.clone(),
-                preset.file.model.context_window,
-                overhead,
-            )));
-        }
-        if let Some(settings) = preset
-            .file
-            .plugins
-            .context_rules
-            .as_ref()
-            .filter(|settings| settings.enabled)
-        {
-            plugins.push(Box::new(
-                crate::context_editor::rules::ContextRulesPlugin::new(settings.clone()),
-            ));
-        }
-        // `Preset::parse` checked the settings, so this only fails for a hand-built preset.
-        let compaction = crate::compaction::engine_for(
-            preset.file.plugins.compaction.as_ref(),
-            &preset.name,
-            &provider,
-        )
-        .unwrap_or_else(|error| {
-            tracing::error!(%error, "compaction disabled: the preset's settings are invalid");
-            None
-        });
-        let params = preset.model_params();
-        Agent {
-            provider,
-            tools,
-            preset,
-            prompt,
-            params,
-            plugins,
-            compaction,
-            stated_window: None,
-        }
+        prompt
     }
 
-    /// Use `engine` for compaction instead of the preset's (or `None` for none), e.g. the basic
-    /// engine with another summarizer.
-    pub fn with_compaction(mut self, engine: Option<Box<dyn CompactionEngine>>) -> Agent {
-        self.compaction = engine;
-        self
+    /// The system prompt of a turn of `session`: the agent's own part and what every plugin
+    /// contributes; plugins that budget against the window see the result.
+    fn assemble_prompt(
+        &mut self,
+        session: &mut Session,
+        turn: u32,
+    ) -> anyhow::Result<AssembledPrompt> {
+        let mut prompt = self.base_prompt();
+        for plugin in &mut self.plugins {
+            plugin
+                .contribute(&mut prompt, session, turn)
+                .with_context(|| format!("plugin `{}` failed to contribute", plugin.name()))?;
+        }
+        let assembled = prompt.assemble()?;
+        for plugin in &mut self.plugins {
+            plugin.prompt_assembled(&assembled);
+        }
+        self.prompt = prompt;
+        Ok(assembled)
+    }
+
+    /// The compaction engine, if a plugin is one.
+    fn compaction(&mut self) -> Option<&mut dyn CompactionEngine> {
+        self.plugins
+            .iter_mut()
+            .find_map(|plugin| plugin.compaction())
     }
 
     /// What the compaction engine did so far (zeros without one).
-    pub fn compaction_stats(&self) -> CompactionStats {
-        self.compaction
-            .as_ref()
+    pub fn compaction_stats(&mut self) -> CompactionStats {
+        self.compaction()
             .map(|engine| engine.stats())
             .unwrap_or_default()
     }
@@ -197,6 +159,7 @@ impl Agent {
         self
     }
 
+    /// The system prompt of the current turn (before the first turn: the agent's own part).
     pub fn system_prompt(&self) -> &SystemPrompt {
         &self.prompt
     }
@@ -218,6 +181,7 @@ impl Agent {
             );
         }
         let text = self.prompt_text(prompt)?;
+        let assembled = self.assemble_prompt(session, turn)?;
         self.emit(&AgentEvent::SessionStart { turn }, session, ui)?;
         session.append(NewEvent::new(
             turn,
@@ -227,7 +191,7 @@ impl Agent {
                 origin: "prompt".into(),
             }),
         ))?;
-        let result = self.steps(session, turn, cancel, ui).await;
+        let result = self.steps(session, &assembled, turn, cancel, ui).await;
         session.flush()?;
         let outcome = result?;
         self.emit(
@@ -274,6 +238,7 @@ impl Agent {
     async fn steps(
         &mut self,
         session: &mut Session,
+        assembled: &AssembledPrompt,
         turn: u32,
         cancel: &CancellationToken,
         ui: &mut dyn TurnUi,
@@ -283,26 +248,28 @@ impl Agent {
             if cancel.is_cancelled() {
                 return Ok(TurnOutcome::Cancelled { steps: step - 1 });
             }
-            let assembled = self.prompt.assemble()?;
-            self.compact(session, &assembled, turn, step, cancel, None, ui)
+            self.compact(session, assembled, turn, step, cancel, None, ui)
                 .await?;
-            self.emit(&AgentEvent::PreStep { turn, step }, session, ui)?;
+            self.pre_step(session, turn, step, ui)?;
             let model = self.provider.config().model.clone();
             let mut compacted_for_overflow = false;
             let (request, completion) = loop {
-                let request = build_request(session, &assembled, &model, &self.params, turn, step)?;
+                let request = build_request(session, assembled, &model, &self.params, turn, step)?;
                 session.flush()?;
-                let compaction = &mut self.compaction;
+                let mut engine = self
+                    .plugins
+                    .iter_mut()
+                    .find_map(|plugin| plugin.compaction());
                 let streamed = self
                     .provider
                     .stream(&request, cancel, |delta| {
-                        if let Some(engine) = compaction.as_mut() {
+                        if let Some(engine) = engine.as_mut() {
                             engine.loop_request_sent();
                         }
                         ui.delta(&delta);
                     })
                     .await;
-                if let Some(engine) = self.compaction.as_mut() {
+                if let Some(engine) = engine.as_mut() {
                     engine.loop_request_sent();
                 }
                 let error = match streamed {
@@ -336,7 +303,7 @@ impl Agent {
                     let outcome = self
                         .compact(
                             session,
-                            &assembled,
+                            assembled,
                             turn,
                             step,
                             cancel,
@@ -433,9 +400,6 @@ impl Agent {
         ui: &mut dyn TurnUi,
     ) -> anyhow::Result<Option<CompactionOutcome>> {
         let context_window = self.context_window();
-        let Some(engine) = self.compaction.as_mut() else {
-            return Ok(None);
-        };
         let ctx = CompactionContext {
             prompt: prompt.clone(),
             model: self.provider.config().model.clone(),
@@ -444,6 +408,9 @@ impl Agent {
             turn,
             step,
             cancel: cancel.clone(),
+        };
+        let Some(engine) = self.compaction() else {
+            return Ok(None);
         };
         let outcome = match trigger {
             None => engine.compact_if_needed(session, &ctx).await?,
@@ -464,6 +431,42 @@ impl Agent {
             )?;
         }
         Ok(Some(outcome))
+    }
+
+    /// `agent/pre-step`: each plugin handles the event, then its runtime context is injected if
+    /// it changed, in plugin order (the environment first, before the pruner and the rules edit
+    /// the surface).
+    fn pre_step(
+        &mut self,
+        session: &mut Session,
+        turn: u32,
+        step: u32,
+        ui: &mut dyn TurnUi,
+    ) -> anyhow::Result<()> {
+        let event = AgentEvent::PreStep { turn, step };
+        for plugin in &mut self.plugins {
+            plugin.on_event(&event, session).with_context(|| {
+                format!("plugin `{}` failed on {}", plugin.name(), event.name())
+            })?;
+            let contribution = plugin.runtime_context(session.history()).with_context(|| {
+                format!(
+                    "plugin `{}` failed to give its runtime context",
+                    plugin.name()
+                )
+            })?;
+            if let Some(contribution) = contribution {
+                RuntimeContextProjection::project_from(
+                    session,
+                    turn,
+                    step,
+                    contribution.source.as_deref(),
+                    &contribution.facts,
+                    contribution.text,
+                )?;
+            }
+        }
+        ui.event(&event);
+        Ok(())
     }
 
     fn emit(

@@ -27,18 +27,20 @@ pub mod recall;
 pub mod summary;
 
 use std::sync::Arc;
-use std::time::Duration;
 
 use anyhow::Context;
-use futures_util::future::BoxFuture;
 use serde::Deserialize;
 use tokio_util::sync::CancellationToken;
 
 use crate::context::request::replay_request;
 use crate::context::system_prompt::AssembledPrompt;
-use crate::llm::ModelParams;
 use crate::llm::provider::Provider;
+use crate::plugin::Plugin;
+pub use crate::plugin::compaction_seam::{
+    CompactionContext, CompactionEngine, CompactionStats, Trigger,
+};
 pub use crate::plugin::outcomes::{CompactionOutcome, CompactionReport, ElisionReport};
+use crate::plugin::registry::{InvalidSetting, Parts, PluginHost, PluginSettings};
 use crate::session::Session;
 
 /// `[plugins.compaction]` of a preset. Absent (as in `minimal`) means no compaction at all.
@@ -116,25 +118,46 @@ impl Default for CompactionSettings {
 impl CompactionSettings {
     /// Check the values a typo could make meaningless; `origin` names the preset in errors.
     pub fn check(&self, origin: &str) -> anyhow::Result<()> {
+        match self.validate() {
+            Ok(()) => Ok(()),
+            Err(invalid) => anyhow::bail!(
+                "preset {origin}: plugins.compaction.{} {}",
+                invalid.key,
+                invalid.message
+            ),
+        }
+    }
+}
+
+impl PluginSettings for CompactionSettings {
+    fn enabled(&self) -> bool {
+        self.enabled
+    }
+
+    fn validate(&self) -> Result<(), InvalidSetting> {
+        let invalid = |key, message: String| Err(InvalidSetting { key, message });
         let ok = |ratio: f64| ratio > 0.0 && ratio <= 1.0;
-        anyhow::ensure!(
-            ok(self.soft_ratio) && ok(self.hard_ratio) && self.soft_ratio <= self.hard_ratio,
-            "preset {origin}: plugins.compaction needs 0 < soft_ratio <= hard_ratio <= 1"
-        );
-        anyhow::ensure!(
-            (0.0..1.0).contains(&self.min_shrink_ratio),
-            "preset {origin}: plugins.compaction.min_shrink_ratio must be in [0, 1)"
-        );
-        anyhow::ensure!(
-            self.engine == "basic",
-            "preset {origin}: plugins.compaction.engine `{}` is unknown (the engines are: basic)",
-            self.engine
-        );
-        anyhow::ensure!(
-            matches!(self.summarizer.as_str(), "llm" | "template"),
-            "preset {origin}: plugins.compaction.summarizer `{}` is unknown (llm or template)",
-            self.summarizer
-        );
+        if !(ok(self.soft_ratio) && ok(self.hard_ratio) && self.soft_ratio <= self.hard_ratio) {
+            return invalid(
+                "soft_ratio",
+                "and hard_ratio need 0 < soft_ratio <= hard_ratio <= 1".into(),
+            );
+        }
+        if !(0.0..1.0).contains(&self.min_shrink_ratio) {
+            return invalid("min_shrink_ratio", "must be in [0, 1)".into());
+        }
+        if self.engine != "basic" {
+            return invalid(
+                "engine",
+                format!("`{}` is unknown (the engines are: basic)", self.engine),
+            );
+        }
+        if !matches!(self.summarizer.as_str(), "llm" | "template") {
+            return invalid(
+                "summarizer",
+                format!("`{}` is unknown (llm or template)", self.summarizer),
+            );
+        }
         Ok(())
     }
 }
@@ -189,108 +212,51 @@ fn default_prune_keep_recent() -> u32 {
     2
 }
 
+impl PluginSettings for PrunerSettings {
+    fn enabled(&self) -> bool {
+        self.enabled
+    }
+}
+
 impl Default for PrunerSettings {
     fn default() -> Self {
         toml::from_str("enabled = true").expect("defaults parse")
     }
 }
 
-/// What asked for a compaction; recorded in `compaction/start`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Trigger {
-    /// The pre-step pressure check reached the hard mark.
-    PreStep,
-    /// The pre-step check reached the soft mark; the summary is prepared off the main path.
-    Background,
-    /// The provider refused a request as too long.
-    Overflow,
-    /// The user asked (`agent-lsp session compact`, the editor's `agent.compact`).
-    Manual,
+/// The compaction plugin: the loop reaches the engine through [`Plugin::compaction`].
+pub struct CompactionPlugin {
+    engine: Box<dyn CompactionEngine>,
 }
 
-impl Trigger {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Trigger::PreStep => "pre_step",
-            Trigger::Background => "background",
-            Trigger::Overflow => "overflow",
-            Trigger::Manual => "manual",
-        }
+impl CompactionPlugin {
+    pub fn new(engine: Box<dyn CompactionEngine>) -> CompactionPlugin {
+        CompactionPlugin { engine }
     }
 
-    /// Automatic triggers stop after too many consecutive failures; a manual one always runs.
-    pub fn is_automatic(self) -> bool {
-        self != Trigger::Manual
+    /// The registry entry of `[plugins.compaction]`: the engine (when a model is configured, as
+    /// its summaries are model calls) and the `recall_history` tool, which reads back what the
+    /// checkpoints shadowed.
+    pub fn parts(settings: CompactionSettings, host: &PluginHost) -> anyhow::Result<Parts> {
+        let plugin = match &host.provider {
+            Some(provider) => engine_for(Some(&settings), &host.preset, provider)?
+                .map(|engine| Box::new(CompactionPlugin::new(engine)) as Box<dyn Plugin>),
+            None => None,
+        };
+        Ok(Parts {
+            plugin,
+            tools: vec![Arc::new(recall::RecallHistory)],
+        })
     }
 }
 
-/// What a compaction needs besides the session: the prompt prefix it replays and the model
-/// settings of the session. Owned, so a background candidate can take what it needs along.
-#[derive(Clone, Debug)]
-pub struct CompactionContext {
-    pub prompt: AssembledPrompt,
-    pub model: String,
-    pub params: ModelParams,
-    /// The model's context window in tokens (the preset's `model.context_window`).
-    pub context_window: u64,
-    pub turn: u32,
-    pub step: u32,
-    pub cancel: CancellationToken,
-}
+impl Plugin for CompactionPlugin {
+    fn name(&self) -> &'static str {
+        "compaction"
+    }
 
-/// Running figures of an engine, for progress reports and the benchmark.
-#[derive(Clone, Debug, Default, PartialEq)]
-pub struct CompactionStats {
-    pub committed: u32,
-    pub failed: u32,
-    pub discarded: u32,
-    pub candidates_started: u32,
-    /// Total and longest time a pre-step (or overflow retry) waited for compaction.
-    pub waited: Duration,
-    pub longest_wait: Duration,
-}
-
-/// The compaction seam: what a compaction backend must do. [`basic::BasicCompactionEngine`]
-/// is the implementation; a backend that only wants another way to summarize plugs a
-/// [`summary::Summarizer`] into it instead of implementing this.
-///
-/// Errors are failures to write the session log; a summary call that fails, a stale candidate
-/// or a compaction too small to help are [`CompactionOutcome::Failed`] and leave the surface as
-/// it was.
-pub trait CompactionEngine: Send {
-    /// The pre-step pressure check: prepare a candidate at the soft mark, compact at the hard
-    /// mark, do nothing below.
-    fn compact_if_needed<'a>(
-        &'a mut self,
-        session: &'a mut Session,
-        ctx: &'a CompactionContext,
-    ) -> BoxFuture<'a, anyhow::Result<CompactionOutcome>>;
-
-    /// Compact the compactable range now, whatever the pressure (overflow, user command).
-    fn compact_now<'a>(
-        &'a mut self,
-        session: &'a mut Session,
-        ctx: &'a CompactionContext,
-        trigger: Trigger,
-    ) -> BoxFuture<'a, anyhow::Result<CompactionOutcome>>;
-
-    /// Fold exactly the surface range `start..=end` (event seqs), if it keeps tool pairs whole.
-    fn compact_region<'a>(
-        &'a mut self,
-        session: &'a mut Session,
-        ctx: &'a CompactionContext,
-        start: u64,
-        end: u64,
-    ) -> BoxFuture<'a, anyhow::Result<CompactionOutcome>>;
-
-    /// The loop's request of this step has reached the provider (its first answer byte came,
-    /// or it ended). An engine that prepares summaries in the background sends a candidate's
-    /// summary call only after this: the call replays the prefix that request just put in the
-    /// provider's cache, and the step the user waits for goes first.
-    fn loop_request_sent(&mut self) {}
-
-    fn stats(&self) -> CompactionStats {
-        CompactionStats::default()
+    fn compaction(&mut self) -> Option<&mut dyn CompactionEngine> {
+        Some(self.engine.as_mut())
     }
 }
 

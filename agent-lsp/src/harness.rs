@@ -1,28 +1,76 @@
-//! The assembly: a preset turned into the parts the loop runs with. It sits above the tools,
-//! compaction and presets, so those never import each other to be put together (see
-//! docs/decisions/0004-plugin-layer.md).
+//! The assembly: a preset turned into the parts the loop runs with. It sits above the plugins,
+//! the tools, compaction and presets, so those never import each other to be put together (see
+//! docs/decisions/0004-plugin-layer.md). [`registry`] is the one list of the plugins a preset
+//! can name.
+
+pub mod environment;
 
 use std::path::Path;
 use std::sync::Arc;
 
+use crate::compaction::pruner::ToolResultPruner;
+use crate::compaction::{CompactionPlugin, CompactionSettings, PrunerSettings};
+use crate::context_editor::rules::{ContextRulesPlugin, ContextRulesSettings};
+use crate::llm::provider::Provider;
+use crate::plugin::registry::{Assembly, PluginHost, PluginRegistry};
+use crate::plugin::tool::Tool;
 use crate::preset::Preset;
+use crate::session::store::Store;
 use crate::tools::{PermissionPolicy, ToolRegistry, ToolRuntime, lsp, web};
 use crate::workspace::Workspace;
+use environment::{Environment, EnvironmentSettings};
 
-/// The tools of `preset` for `workspace`: the file tools and the `lsp_*` tools over a bridge to
-/// the workspace's language servers (started lazily, on the first query that needs each), with
-/// the preset's permissions and fresh diagnostics after every write. The bridge is returned too,
-/// so the caller can shut its servers down.
+/// Every plugin a preset can name, in the order they handle events: the environment first (its
+/// runtime context is injected before the other pre-step plugins edit the surface), then the
+/// pruner and the context rules. Compaction runs before all of them, first thing in each step.
+pub fn registry() -> PluginRegistry {
+    let mut registry = PluginRegistry::new();
+    registry
+        .register::<EnvironmentSettings>("runtime_context", Environment::parts)
+        .register::<CompactionSettings>("compaction", CompactionPlugin::parts)
+        .register::<PrunerSettings>("tool_result_pruner", ToolResultPruner::parts)
+        .register::<ContextRulesSettings>("context_rules", ContextRulesPlugin::parts);
+    registry
+}
+
+/// Check a preset's plugin tables against the registry: the strict parse of a whole preset is
+/// [`Preset::parse`] followed by this.
+pub fn check_preset(preset: &Preset) -> anyhow::Result<()> {
+    registry().check(&preset.origin, &preset.file.plugins)
+}
+
+/// What the host offers the plugins of `preset` in the workspace of `store`: the workspace's
+/// state directory and the model, if one is configured.
+pub fn host(store: &Store, preset: &Preset, provider: Option<Provider>) -> PluginHost {
+    PluginHost {
+        workspace: store.workspace().to_owned(),
+        state_dir: Some(store.workspace_dir().to_owned()),
+        preset: preset.name.clone(),
+        context_window: preset.file.model.context_window,
+        provider,
+    }
+}
+
+/// The plugins of `preset` and the tools they bring.
+pub fn assemble(preset: &Preset, host: &PluginHost) -> anyhow::Result<Assembly> {
+    registry().build(&preset.origin, &preset.file.plugins, host)
+}
+
+/// The tools of `preset` for `workspace`: the file tools, the tools its plugins bring, and the
+/// `lsp_*` tools over a bridge to the workspace's language servers (started lazily, on the first
+/// query that needs each), with the preset's permissions and fresh diagnostics after every
+/// write. The bridge is returned too, so the caller can shut its servers down.
 pub fn runtime_for(
     workspace: &Path,
     preset: &Preset,
     servers: lsp_bridge::BridgeConfig,
+    plugin_tools: &[Arc<dyn Tool>],
 ) -> anyhow::Result<(ToolRuntime, lsp_bridge::Bridge)> {
     let bridge =
         lsp_bridge::Bridge::new(servers, vec![Workspace::new(workspace)?.root().to_owned()]);
     let documents = Arc::new(lsp_bridge::documents::DocumentMirror::new());
     Ok((
-        runtime_with(workspace, preset, bridge.clone(), documents)?,
+        runtime_with(workspace, preset, bridge.clone(), documents, plugin_tools)?,
         bridge,
     ))
 }
@@ -34,6 +82,7 @@ pub fn runtime_with(
     preset: &Preset,
     bridge: lsp_bridge::Bridge,
     documents: Arc<lsp_bridge::documents::DocumentMirror>,
+    plugin_tools: &[Arc<dyn Tool>],
 ) -> anyhow::Result<ToolRuntime> {
     let workspace = Workspace::new(workspace)?;
     let queries = lsp_bridge::queries::Queries::new(Arc::new(bridge), documents);
@@ -42,7 +91,9 @@ pub fn runtime_with(
     for tool in lsp_tools.all() {
         registry.register(tool);
     }
-    registry.register(crate::compaction::recall::RecallHistory);
+    for tool in plugin_tools {
+        registry.register_shared(tool.clone());
+    }
     // Web tools without the user's `[web]` settings (fetch works, search says what to
     // configure); callers with a configuration replace them with `ToolRuntime::with_web`.
     let (web_search, web_fetch) = web::tools(crate::web::WebRuntime::new(&Default::default())?);
@@ -70,5 +121,43 @@ mod tests {
             PermissionPolicy::from_table(&standard.file.permissions),
             PermissionPolicy::default()
         );
+    }
+
+    #[test]
+    fn every_builtin_preset_is_assembled_from_registry_names() {
+        let workspace = tempfile::tempdir().unwrap();
+        for (name, _) in crate::preset::BUILTIN {
+            let preset = Preset::load(name).unwrap();
+            check_preset(&preset).unwrap();
+            let host = PluginHost {
+                workspace: workspace.path().to_owned(),
+                state_dir: None,
+                preset: preset.name.clone(),
+                context_window: preset.file.model.context_window,
+                provider: None,
+            };
+            let assembly = assemble(&preset, &host).unwrap();
+            let plugins = assembly
+                .plugins
+                .iter()
+                .map(|p| p.name())
+                .collect::<Vec<_>>();
+            let tools = assembly
+                .tools
+                .iter()
+                .map(|t| t.def().name)
+                .collect::<Vec<_>>();
+            match name {
+                "minimal" => assert!(plugins.is_empty() && tools.is_empty()),
+                // Without a model there is no compaction engine, but its tool is there.
+                _ => {
+                    assert_eq!(
+                        plugins,
+                        ["runtime_context", "tool_result_pruner", "context_rules"]
+                    );
+                    assert_eq!(tools, ["recall_history"]);
+                }
+            }
+        }
     }
 }

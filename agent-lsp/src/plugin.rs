@@ -1,13 +1,23 @@
-//! The plugin layer: the loop's events, the [`Plugin`] trait that subscribes to them, and the
-//! records the events carry. It sits below the loop and below everything that plugs into it
-//! (compaction, the tool-result pruner, the context rules, the runtime context), so those
-//! import it and never the loop (see docs/decisions/0004-plugin-layer.md).
+//! The plugin layer: the loop's events, the [`Plugin`] trait that subscribes to them and
+//! contributes to the system prompt and the runtime context, the seams for tools and compaction,
+//! and the [`registry`] that turns a preset's `[plugins.NAME]` tables into plugins. It sits below
+//! the loop and below everything that plugs into it (compaction, the tool-result pruner, the
+//! context rules, the runtime context, project instructions, memory, plans), so those import it
+//! and never the loop (see docs/decisions/0004-plugin-layer.md). Below it are only the session
+//! log, the model types, the workspace and the prompt primitives of `context`.
 
+pub mod compaction_seam;
 pub mod outcomes;
+pub mod registry;
+pub mod tool;
 
+use std::collections::BTreeMap;
+
+use crate::context::system_prompt::{AssembledPrompt, SystemPrompt};
 use crate::llm::provider::Completion;
-use crate::session::Session;
 use crate::session::event::ToolCallRef;
+use crate::session::{History, Session};
+use compaction_seam::CompactionEngine;
 use outcomes::{CompactionOutcome, ToolCallOutcome};
 
 /// What wakes plugins. Names follow the event names of ARCHITECTURE.md.
@@ -60,11 +70,64 @@ impl AgentEvent<'_> {
     }
 }
 
-/// A subscriber to the loop's events. Plugins may append to the session (that is how dynamic
-/// content enters it); an error from a plugin ends the turn.
+/// A part of the harness the loop runs with: it may add sections and variables to the system
+/// prompt, facts to the runtime context, and handle the loop's events (appending to the session
+/// is how dynamic content enters it). Tools come with a plugin through its registry entry. An
+/// error from a plugin ends the turn.
+///
+/// Every method has a default that does nothing, so a plugin implements only what it uses.
 pub trait Plugin: Send {
     fn name(&self) -> &'static str;
-    fn on_event(&mut self, event: &AgentEvent<'_>, session: &mut Session) -> anyhow::Result<()>;
+
+    /// Add this plugin's sections and variables for `session`; asked at the start of every turn,
+    /// before `session/start`. The text must stay the same for the session's whole life (the
+    /// provider's cached prefix depends on it): a plugin that reads something that may change
+    /// records what it read in the session (`plugin/state`) the first time and rebuilds the
+    /// section from that record afterwards, and announces later changes through
+    /// [`Plugin::runtime_context`].
+    fn contribute(
+        &mut self,
+        _prompt: &mut SystemPrompt,
+        _session: &mut Session,
+        _turn: u32,
+    ) -> anyhow::Result<()> {
+        Ok(())
+    }
+
+    /// The prompt as assembled for this turn (a plugin that budgets against the window, like
+    /// the pruner, measures it here).
+    fn prompt_assembled(&mut self, _prompt: &AssembledPrompt) {}
+
+    /// This plugin's runtime context now, asked before each step's request (after the
+    /// `agent/pre-step` event). The loop appends it as a `context/runtime` message only when
+    /// its facts differ from the last ones of the same source the model can still see.
+    fn runtime_context(
+        &mut self,
+        _history: &History,
+    ) -> anyhow::Result<Option<RuntimeContribution>> {
+        Ok(None)
+    }
+
+    fn on_event(&mut self, _event: &AgentEvent<'_>, _session: &mut Session) -> anyhow::Result<()> {
+        Ok(())
+    }
+
+    /// The compaction engine, for the one plugin that is one. The loop awaits it first thing in
+    /// each step and on a context overflow, which a synchronous event cannot do.
+    fn compaction(&mut self) -> Option<&mut dyn CompactionEngine> {
+        None
+    }
+}
+
+/// Facts a plugin puts into the runtime context, compared as a whole against its last ones.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RuntimeContribution {
+    /// The plugin's name, or `None` for the environment (cwd, date, branch), whose events are
+    /// written without a source as they always were.
+    pub source: Option<String>,
+    pub facts: BTreeMap<String, String>,
+    /// The message text the model reads.
+    pub text: String,
 }
 
 /// How a turn ended.

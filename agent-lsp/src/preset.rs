@@ -14,9 +14,11 @@ use std::path::Path;
 use anyhow::{Context, bail};
 use serde::Deserialize;
 
-use crate::compaction::{CompactionSettings, PrunerSettings};
+use toml::Spanned;
+
 use crate::llm::{ModelParams, Thinking};
 use crate::permissions::{POLICY_KEYS, Permission};
+use crate::plugin::registry::{PluginSettings, PluginTable};
 
 /// `(name, text)` of every built-in preset.
 pub const BUILTIN: [(&str, &str); 3] = [
@@ -60,45 +62,70 @@ pub struct ToolsSection {
     pub enabled: Vec<String>,
 }
 
-#[derive(Clone, Debug, Default, PartialEq, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct PluginToggle {
-    pub enabled: bool,
-}
-
-#[derive(Clone, Debug, Default, PartialEq, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct PluginsSection {
-    #[serde(default)]
-    pub runtime_context: PluginToggle,
-    /// Folding older history into checkpoints; absent means none (`minimal`).
-    #[serde(default)]
-    pub compaction: Option<CompactionSettings>,
-    /// Shortening old oversized tool results on the surface; absent means none.
-    #[serde(default)]
-    pub tool_result_pruner: Option<PrunerSettings>,
-    /// Context-editor rules (fold old large tool results, pin the first goal); absent means none.
-    #[serde(default)]
-    pub context_rules: Option<crate::context_editor::rules::ContextRulesSettings>,
-}
-
 /// The parsed contents of a preset file.
-#[derive(Clone, Debug, PartialEq, Deserialize)]
-#[serde(deny_unknown_fields)]
+#[derive(Clone, Debug, PartialEq)]
 pub struct PresetFile {
     pub description: String,
     pub model: ModelSection,
     pub tools: ToolsSection,
     /// `default` plus one entry per tool name.
     pub permissions: BTreeMap<String, Permission>,
+    /// The `[plugins.NAME]` tables, in file order. The plugin registry reads them (each plugin
+    /// its own keys, strictly); this module only keeps where each key is.
+    pub plugins: Vec<PluginTable>,
+}
+
+/// A preset file as TOML gives it, with the spans of the plugin tables.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawPresetFile {
+    description: String,
+    model: ModelSection,
+    tools: ToolsSection,
+    permissions: BTreeMap<String, Permission>,
     #[serde(default)]
-    pub plugins: PluginsSection,
+    plugins: BTreeMap<String, Spanned<BTreeMap<String, Spanned<toml::Value>>>>,
+}
+
+impl RawPresetFile {
+    fn into_file(self, text: &str) -> PresetFile {
+        let line_of = |offset: usize| text[..offset.min(text.len())].matches('\n').count() + 1;
+        let mut plugins = self
+            .plugins
+            .into_iter()
+            .map(|(name, table)| {
+                let line = line_of(table.span().start);
+                let mut key_lines = BTreeMap::new();
+                let mut values = toml::Table::new();
+                for (key, value) in table.into_inner() {
+                    key_lines.insert(key.clone(), line_of(value.span().start));
+                    values.insert(key, value.into_inner());
+                }
+                PluginTable {
+                    name,
+                    line,
+                    key_lines,
+                    table: values,
+                }
+            })
+            .collect::<Vec<_>>();
+        plugins.sort_by_key(|table| table.line);
+        PresetFile {
+            description: self.description,
+            model: self.model,
+            tools: self.tools,
+            permissions: self.permissions,
+            plugins,
+        }
+    }
 }
 
 /// A loaded preset: its name, where it came from, its text and its contents.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Preset {
     pub name: String,
+    /// Where it came from, as errors name it (`presets/standard.toml`, a path).
+    pub origin: String,
     /// The text as read, recorded in the session header.
     pub text: String,
     pub file: PresetFile,
@@ -142,8 +169,9 @@ impl Preset {
 
     /// Parse preset text; `origin` names the file in errors.
     pub fn parse(name: &str, origin: &str, text: &str) -> anyhow::Result<Preset> {
-        let file: PresetFile =
+        let raw: RawPresetFile =
             toml::from_str(text).map_err(|error| anyhow::anyhow!("preset {origin}: {error}"))?;
+        let file = raw.into_file(text);
         if !file.permissions.contains_key("default") {
             bail!("preset {origin}: [permissions] needs a `default` entry (allow, ask or deny)");
         }
@@ -164,14 +192,25 @@ impl Preset {
         if file.model.max_tool_calls_per_step == 0 {
             bail!("preset {origin}: model.max_tool_calls_per_step must be at least 1");
         }
-        if let Some(compaction) = &file.plugins.compaction {
-            compaction.check(origin)?;
-        }
         Ok(Preset {
             name: name.to_owned(),
+            origin: origin.to_owned(),
             text: text.to_owned(),
             file,
         })
+    }
+
+    /// The table `[plugins.NAME]`, if the preset has one.
+    pub fn plugin_table(&self, name: &str) -> Option<&PluginTable> {
+        self.file.plugins.iter().find(|table| table.name == name)
+    }
+
+    /// The settings of plugin `name` read as `S` (strictly, errors naming line and key), or
+    /// `None` when the preset has no such table.
+    pub fn plugin_settings<S: PluginSettings>(&self, name: &str) -> anyhow::Result<Option<S>> {
+        self.plugin_table(name)
+            .map(|table| table.settings(&self.origin))
+            .transpose()
     }
 
     /// The permission for one tool.
@@ -213,45 +252,29 @@ mod tests {
             Preset::load("standard").unwrap().permission("shell"),
             Permission::Ask
         );
-        assert!(
-            Preset::load("minimal")
-                .unwrap()
-                .file
-                .plugins
-                .compaction
-                .is_none()
-        );
+        let minimal = Preset::load("minimal").unwrap();
+        assert!(minimal.plugin_table("compaction").is_none());
+        assert!(minimal.plugin_table("context_rules").is_none());
         let standard = Preset::load("standard").unwrap();
         assert_eq!(standard.file.model.max_tool_calls_per_step, 32);
-        let compaction = standard.file.plugins.compaction.as_ref().unwrap();
-        assert!(compaction.enabled && compaction.background);
-        let pruner = standard.file.plugins.tool_result_pruner.as_ref().unwrap();
+        let compaction = standard.plugin_table("compaction").unwrap();
+        assert_eq!(compaction.table["background"], toml::Value::Boolean(true));
         assert_eq!(
-            (pruner.threshold_chars, pruner.head_chars, pruner.tail_chars),
-            (8192, 4096, 1024)
-        );
-        let rules = standard.file.plugins.context_rules.as_ref().unwrap();
-        assert!(rules.enabled && !rules.pin_first_goal);
-        assert_eq!(
+            (compaction.line, compaction.key_lines["background"]),
             (
-                rules.fold_tool_results_over_tokens,
-                rules.fold_older_than_steps
-            ),
-            (6000, 12)
-        );
-        assert!(
-            Preset::load("minimal")
-                .unwrap()
-                .file
-                .plugins
-                .context_rules
-                .is_none()
+                line_of(&standard.text, "[plugins.compaction]"),
+                line_of(&standard.text, "background = true")
+            )
         );
         // The catalog does not depend on permissions.
         assert_eq!(
             readonly.file.tools.enabled,
             Preset::load("standard").unwrap().file.tools.enabled
         );
+    }
+
+    fn line_of(text: &str, needle: &str) -> usize {
+        text.lines().position(|line| line == needle).unwrap() + 1
     }
 
     #[test]

@@ -35,7 +35,7 @@ mod testing;
 mod tests;
 
 use std::collections::{BTreeMap, HashMap};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -49,63 +49,10 @@ use crate::canonical::canonical_json;
 use crate::llm::ToolDef;
 pub use crate::permissions::{POLICY_KEYS, Permission, PermissionPolicy};
 pub use crate::plugin::outcomes::{ToolCallOutcome, ToolOutput};
+pub use crate::plugin::tool::{Tool, ToolContext};
 use crate::session::event::{AssistantMessage, EventBody, ToolCallEvent, ToolCallRef, ToolResult};
 use crate::session::{NewEvent, Session};
 use crate::workspace::Workspace;
-
-/// What a tool is given for one call.
-#[derive(Clone, Debug)]
-pub struct ToolContext {
-    pub workspace: Arc<Workspace>,
-    /// Cancelled when the turn is cancelled or the call timed out; long-running tools (walkers,
-    /// processes) watch it and stop.
-    pub cancel: CancellationToken,
-    pub call_id: String,
-    /// The session's log file, for tools that read the session's own history
-    /// (`recall_history`); `None` outside of a session.
-    pub session_path: Option<PathBuf>,
-    /// The session's id, for tools that record where something came from (`memory`); `None`
-    /// outside of a session.
-    pub session_id: Option<String>,
-    /// The seq of this call's `tool/call` event (appended before the call runs); `None` outside
-    /// of a session.
-    pub call_seq: Option<u64>,
-    /// The editor's open buffers under `agent-lsp serve`; `None` on the terminal.
-    pub buffers: Option<Arc<dyn buffers::Buffers>>,
-}
-
-impl ToolContext {
-    /// Resolve a path argument inside the workspace, or the error output saying why it was
-    /// refused. Every file tool goes through this.
-    pub fn resolve(&self, user_path: &str) -> Result<PathBuf, ToolOutput> {
-        self.workspace.resolve(user_path).map_err(|err| {
-            tracing::warn!(path = user_path, %err, "path refused");
-            ToolOutput::error(format!(
-                "path refused: {err}. Tools only work inside the workspace; give a path relative to its root"
-            ))
-            .with_meta("refused_path", user_path)
-        })
-    }
-}
-
-/// A tool the model can call.
-pub trait Tool: Send + Sync + 'static {
-    /// Name, description and JSON schema, as listed in the catalog.
-    fn def(&self) -> ToolDef;
-
-    /// Whether the tool only reads, so that it may run concurrently with the other read-only
-    /// calls of the same step.
-    fn read_only(&self) -> bool;
-
-    /// How long this call may take, when it is not the runtime's default (e.g. the shell's
-    /// own `timeout_secs` plus a grace period).
-    fn timeout(&self, _args: &Value) -> Option<Duration> {
-        None
-    }
-
-    /// Run one call. Failures are outputs with `is_error`, never panics: the model reads them.
-    fn run(&self, ctx: ToolContext, args: Value) -> BoxFuture<'static, ToolOutput>;
-}
 
 /// Deserialize a tool's arguments, or the error output naming what is wrong with them.
 pub fn parse_args<T: DeserializeOwned>(tool: &str, args: Value) -> Result<T, ToolOutput> {
@@ -125,6 +72,14 @@ where
         Ok(output) => output,
         Err(err) => ToolOutput::error(format!("the tool failed unexpectedly: {err}")),
     }
+}
+
+/// The session a call runs in, as its [`ToolContext`] names it.
+#[derive(Clone, Copy)]
+struct CallSession<'a> {
+    path: &'a Path,
+    id: &'a str,
+    call_seq: u64,
 }
 
 #[derive(Clone)]
@@ -168,7 +123,7 @@ impl ToolRegistry {
             let name = name.as_ref();
             if !self.tools.contains_key(name) {
                 anyhow::bail!(
-                    "no tool named `{name}`; the tools are {}",
+                    "no tool named `{name}`; the tools are {} (a tool that comes with a plugin, like `recall_history` with `compaction`, needs the plugin's [plugins.NAME] table enabled)",
                     self.names().collect::<Vec<_>>().join(", ")
                 );
             }
@@ -181,16 +136,16 @@ impl ToolRegistry {
     /// Add a tool, or replace the one with the same name. Its schema is normalized to
     /// canonical JSON (sorted keys) so the catalog is byte-stable whatever the map type.
     pub fn register(&mut self, tool: impl Tool) -> &mut Self {
+        self.register_shared(Arc::new(tool))
+    }
+
+    /// [`ToolRegistry::register`] for a tool a plugin brought.
+    pub fn register_shared(&mut self, tool: Arc<dyn Tool>) -> &mut Self {
         let mut def = tool.def();
         def.parameters = serde_json::from_str(&canonical_json(&def.parameters))
             .expect("canonical JSON parses back");
-        self.tools.insert(
-            def.name.clone(),
-            Registered {
-                tool: Arc::new(tool),
-                def,
-            },
-        );
+        self.tools
+            .insert(def.name.clone(), Registered { tool, def });
         self
     }
 
@@ -292,15 +247,6 @@ pub struct ToolRuntime {
     write_observer: Option<Arc<dyn WriteObserver>>,
     buffers: Option<Arc<dyn buffers::Buffers>>,
     limits: Limits,
-}
-
-/// Where a call is recorded: what its [`ToolContext`] tells the tool about the session.
-#[derive(Clone, Copy)]
-struct Recorded<'a> {
-    session_path: &'a Path,
-    session_id: &'a str,
-    /// The seq of the call's `tool/call` event.
-    call_seq: u64,
 }
 
 /// What a call turned into before anything runs.
@@ -514,15 +460,9 @@ impl ToolRuntime {
                 }
                 _ => index + 1,
             };
-            let (session_path, session_id) = (&session_path, &session_id);
-            let call_seqs = &call_seqs;
+            let (session_path, session_id, call_seqs) = (&session_path, &session_id, &call_seqs);
             let runs = (index..batch_end).map(|i| {
                 let call = &calls[i];
-                let recorded = Recorded {
-                    session_path,
-                    session_id,
-                    call_seq: call_seqs[i],
-                };
                 let prepared = std::mem::replace(
                     &mut prepared[i],
                     Prepared::Done(ToolOutput::ok(String::new())),
@@ -531,7 +471,12 @@ impl ToolRuntime {
                     match prepared {
                         Prepared::Done(output) => (output, Duration::ZERO),
                         Prepared::Run { tool, args } => {
-                            self.run_guarded(call, tool, args, cancel, recorded).await
+                            let session = CallSession {
+                                path: session_path,
+                                id: session_id,
+                                call_seq: call_seqs[i],
+                            };
+                            self.run_guarded(call, tool, args, cancel, session).await
                         }
                     }
                 }
@@ -650,7 +595,7 @@ impl ToolRuntime {
         tool: Arc<dyn Tool>,
         args: Value,
         cancel: &CancellationToken,
-        recorded: Recorded<'_>,
+        session: CallSession<'_>,
     ) -> (ToolOutput, Duration) {
         if cancel.is_cancelled() {
             return (cancelled_before_start(&call.name), Duration::ZERO);
@@ -661,9 +606,9 @@ impl ToolRuntime {
             workspace: self.workspace.clone(),
             cancel: call_cancel.clone(),
             call_id: call.id.clone(),
-            session_path: Some(recorded.session_path.to_owned()),
-            session_id: Some(recorded.session_id.to_owned()),
-            call_seq: Some(recorded.call_seq),
+            session_path: Some(session.path.to_owned()),
+            session_id: Some(session.id.to_owned()),
+            call_seq: Some(session.call_seq),
             buffers: self.buffers.clone(),
         };
         let read_only = tool.read_only();

@@ -172,6 +172,7 @@ async fn a_server_that_answers_nothing_while_it_may_be_indexing_is_reported_as_s
         &preset,
         bridge.clone(),
         queries.documents.clone(),
+        &agent_tests::plugin_tools(&preset, workspace.path()),
     )
     .unwrap();
     let state = tempfile::tempdir().unwrap();

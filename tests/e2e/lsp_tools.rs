@@ -30,8 +30,13 @@ impl Harness {
         let workspace = agent_tests::fixture(fixture);
         let state = tempfile::tempdir().unwrap();
         let preset = Preset::load("standard").unwrap();
-        let (runtime, bridge) =
-            runtime_for(workspace.path(), &preset, agent_tests::bridge_config()).unwrap();
+        let (runtime, bridge) = runtime_for(
+            workspace.path(),
+            &preset,
+            agent_tests::bridge_config(),
+            &agent_tests::plugin_tools(&preset, workspace.path()),
+        )
+        .unwrap();
         let header = SessionHeader {
             schema: SCHEMA_VERSION,
             session_id: "lsp".into(),
@@ -382,6 +387,7 @@ async fn without_a_server_symbols_come_from_tree_sitter_labelled_approximate() {
             servers: vec![],
             ..lsp_bridge::BridgeConfig::builtin()
         },
+        &agent_tests::plugin_tools(&preset, workspace.path()),
     )
     .unwrap();
     let state = tempfile::tempdir().unwrap();

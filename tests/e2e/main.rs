@@ -17,6 +17,7 @@ mod malformed_params;
 mod memory;
 mod model_endpoint;
 mod model_output_bounds;
+mod plugin_registry;
 mod provider_faults;
 mod proxy_differential;
 mod proxy_order;

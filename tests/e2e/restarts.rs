@@ -24,8 +24,13 @@ async fn the_agents_query_after_its_server_was_killed_is_answered_by_a_restarted
     let workspace = agent_tests::fixture("python");
     let state = tempfile::tempdir().unwrap();
     let preset = Preset::load("standard").unwrap();
-    let (runtime, bridge) =
-        runtime_for(workspace.path(), &preset, agent_tests::bridge_config()).unwrap();
+    let (runtime, bridge) = runtime_for(
+        workspace.path(),
+        &preset,
+        agent_tests::bridge_config(),
+        &agent_tests::plugin_tools(&preset, workspace.path()),
+    )
+    .unwrap();
     let header = SessionHeader {
         schema: SCHEMA_VERSION,
         session_id: "restart".into(),

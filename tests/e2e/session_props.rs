@@ -79,6 +79,7 @@ fn to_event(session: &Session, action: &Action, counter: u64) -> NewEvent {
                 1,
                 0,
                 EventBody::RuntimeContext(RuntimeContext {
+                    source: None,
                     snapshot,
                     text: format!("rt {value}"),
                 }),

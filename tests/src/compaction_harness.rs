@@ -12,7 +12,6 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use agent_lsp::agent::{Agent, AgentEvent, TurnOutcome, TurnUi};
-use agent_lsp::compaction::recall::RecallHistory;
 use agent_lsp::compaction::summary::{INSTRUCTION_MARKER, SECTIONS};
 use agent_lsp::llm::provider::{Provider, ProviderConfig, ProviderOptions};
 use agent_lsp::preset::Preset;
@@ -274,13 +273,17 @@ fn agent_for(endpoint: &ModelEndpoint, preset: Preset, workspace: &Path) -> Agen
     };
     let config = ProviderConfig::resolve(&options, |_| None).expect("provider config");
     let provider = Provider::new(config).expect("provider");
+    let host = crate::plugin_host(&preset, workspace, Some(provider.clone()));
+    let assembly = agent_lsp::harness::assemble(&preset, &host).expect("the preset's plugins");
     let mut registry = ToolRegistry::standard();
-    registry.register(RecallHistory);
+    for tool in assembly.tools {
+        registry.register_shared(tool);
+    }
     let registry = registry
         .only(&preset.file.tools.enabled)
         .expect("tools of the preset");
     let tools = ToolRuntime::new(Workspace::new(workspace).expect("ws"), registry);
-    Agent::new(provider, tools, preset)
+    Agent::new(provider, tools, preset, assembly.plugins)
 }
 
 /// `src/file{i}.txt` for `i < files`, each about `bytes` bytes of distinct words.

@@ -133,6 +133,32 @@ fn copy_tree(from: &std::path::Path, to: &std::path::Path) {
 
 /// The built-in language servers, with each command that is not on `PATH` looked up in
 /// `.ci/tools` instead, so in-process tests need no `PATH` changes.
+/// What the host offers the plugins of `preset` in `workspace`, with no state directory.
+pub fn plugin_host(
+    preset: &agent_lsp::preset::Preset,
+    workspace: &Path,
+    provider: Option<agent_lsp::llm::provider::Provider>,
+) -> agent_lsp::plugin::registry::PluginHost {
+    agent_lsp::plugin::registry::PluginHost {
+        workspace: workspace.to_owned(),
+        state_dir: None,
+        preset: preset.name.clone(),
+        context_window: preset.file.model.context_window,
+        provider,
+    }
+}
+
+/// The tools the plugins of `preset` bring (`recall_history` with compaction), for tests that
+/// build a tool runtime without an agent.
+pub fn plugin_tools(
+    preset: &agent_lsp::preset::Preset,
+    workspace: &Path,
+) -> Vec<std::sync::Arc<dyn agent_lsp::tools::Tool>> {
+    agent_lsp::harness::assemble(preset, &plugin_host(preset, workspace, None))
+        .expect("the preset's plugins")
+        .tools
+}
+
 pub fn bridge_config() -> lsp_bridge::BridgeConfig {
     let mut config = lsp_bridge::BridgeConfig::builtin();
     for server in &mut config.servers {

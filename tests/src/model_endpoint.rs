@@ -440,6 +440,24 @@ pub struct ToolCall {
 }
 
 impl ChatRequest {
+    /// The names of the tools in the request's catalog, in catalog order.
+    pub fn tool_names(&self) -> Vec<String> {
+        self.body["tools"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(|tool| tool["function"]["name"].as_str().map(str::to_owned))
+            .collect()
+    }
+
+    /// The request's system message.
+    pub fn system_text(&self) -> Option<&str> {
+        self.messages
+            .iter()
+            .find(|message| message.role == "system")
+            .and_then(|message| message.content.as_deref())
+    }
+
     /// The content of the tool message answering `call_id`.
     pub fn tool_result(&self, call_id: &str) -> Option<&str> {
         self.messages

@@ -11,7 +11,7 @@ use futures_util::future::BoxFuture;
 use serde_json::json;
 use tokio_util::sync::CancellationToken;
 
-use crate::agent::{Agent, AgentEvent, TurnOutcome, TurnUi};
+use crate::agent::{Agent, AgentEvent, Plugin, TurnOutcome, TurnUi};
 use crate::config::Config;
 use crate::llm::provider::{Provider, ProviderConfig, ProviderError, ProviderOptions, StreamDelta};
 use crate::preset::{DEFAULT_PRESET, Preset};
@@ -133,10 +133,14 @@ pub fn run(store: &Store, args: RunArgs) -> anyhow::Result<ExitCode> {
     } else {
         Arc::new(HeadlessAsker { yes: args.yes })
     };
-    let (tools, bridge) = standard_runtime(store, &preset, &config)?;
+    let Standard {
+        tools,
+        bridge,
+        plugins,
+    } = standard_runtime(store, &preset, &config, Some(provider.clone()))?;
     let tools = tools.with_asker(asker);
 
-    let mut agent = Agent::new(provider, tools, preset.clone());
+    let mut agent = Agent::new(provider, tools, preset.clone(), plugins);
     // A prompt too long to record is refused before a session is made or opened for it.
     agent.prompt_text(&args.prompt)?;
     let mut session = match &existing {
@@ -217,18 +221,36 @@ fn finish(
     Ok(ExitCode::from(code))
 }
 
-/// The tools of `preset` for the store's workspace, with the language servers of `config`.
+/// What a terminal command runs with: the preset's tools, the bridge under the `lsp_*` tools (to
+/// shut its servers down) and the preset's plugins.
+pub struct Standard {
+    pub tools: ToolRuntime,
+    pub bridge: Bridge,
+    pub plugins: Vec<Box<dyn Plugin>>,
+}
+
+/// The plugins of `preset` and its tools for the store's workspace, with the language servers
+/// of `config`. Without a `provider` the plugins that need a model (compaction's summaries)
+/// build nothing, but every tool is there.
 pub fn standard_runtime(
     store: &Store,
     preset: &Preset,
     config: &Config,
-) -> anyhow::Result<(ToolRuntime, Bridge)> {
-    let (runtime, bridge) =
-        crate::harness::runtime_for(store.workspace(), preset, config.bridge_config()?)?;
-    Ok((
-        runtime.with_web(crate::web::WebRuntime::new(&config.web)?),
+    provider: Option<Provider>,
+) -> anyhow::Result<Standard> {
+    let assembly =
+        crate::harness::assemble(preset, &crate::harness::host(store, preset, provider))?;
+    let (runtime, bridge) = crate::harness::runtime_for(
+        store.workspace(),
+        preset,
+        config.bridge_config()?,
+        &assembly.tools,
+    )?;
+    Ok(Standard {
+        tools: runtime.with_web(crate::web::WebRuntime::new(&config.web)?),
         bridge,
-    ))
+        plugins: assembly.plugins,
+    })
 }
 
 #[allow(clippy::print_stdout)]

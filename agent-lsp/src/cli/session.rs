@@ -147,7 +147,9 @@ fn compact(
     let cancel = tokio_util::sync::CancellationToken::new();
     let outcome = runtime.block_on(compact_session(
         &mut session,
-        preset.file.plugins.compaction.clone().unwrap_or_default(),
+        preset
+            .plugin_settings::<crate::compaction::CompactionSettings>("compaction")?
+            .unwrap_or_default(),
         preset.file.model.context_window,
         &provider,
         summarizer,
@@ -430,13 +432,22 @@ fn describe(event: &Event) -> String {
             result.name,
             preview(&result.text, 80)
         ),
-        EventBody::RuntimeContext(context) => context
-            .snapshot
-            .keys()
-            .cloned()
-            .collect::<Vec<_>>()
-            .join(", "),
+        EventBody::RuntimeContext(context) => {
+            let keys = context
+                .snapshot
+                .keys()
+                .cloned()
+                .collect::<Vec<_>>()
+                .join(", ");
+            match &context.source {
+                Some(source) => format!("{source}: {keys}"),
+                None => keys,
+            }
+        }
         EventBody::SurfaceEdit(edit) => edit.reason.clone(),
+        EventBody::PluginState(state) => {
+            format!("{}: {}", state.plugin, preview(&state.data.to_string(), 80))
+        }
         EventBody::RequestHeader(header) => format!(
             "request {} to {}{}",
             header.index,

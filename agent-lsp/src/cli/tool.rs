@@ -49,7 +49,11 @@ pub fn run(store: &Store, args: ToolArgs) -> anyhow::Result<ExitCode> {
         .or(config.preset.as_deref())
         .unwrap_or(DEFAULT_PRESET);
     let preset = Preset::load(preset_name)?;
-    let (runtime, bridge) = standard_runtime(store, &preset, &config)?;
+    let super::run::Standard {
+        tools: runtime,
+        bridge,
+        ..
+    } = standard_runtime(store, &preset, &config, None)?;
     let runtime = runtime.with_asker(Arc::new(HeadlessAsker { yes: args.yes }));
     let mut out = std::io::stdout().lock();
 

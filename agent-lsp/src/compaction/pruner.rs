@@ -23,6 +23,8 @@ use serde_json::json;
 
 use super::PrunerSettings;
 use super::range::recent_steps_start;
+use crate::context::system_prompt::{AssembledPrompt, catalog_json};
+use crate::plugin::registry::{Parts, PluginHost};
 use crate::plugin::{AgentEvent, Plugin};
 use crate::session::event::{EventBody, SurfaceOp, ToolResult};
 use crate::session::surface::Pairing;
@@ -238,9 +240,29 @@ impl ToolResultPruner {
     }
 }
 
+impl ToolResultPruner {
+    /// The registry entry of `[plugins.tool_result_pruner]`.
+    pub fn parts(settings: PrunerSettings, host: &PluginHost) -> anyhow::Result<Parts> {
+        Ok(Parts {
+            plugin: Some(Box::new(ToolResultPruner::new(
+                settings,
+                host.context_window,
+                0,
+            ))),
+            tools: Vec::new(),
+        })
+    }
+}
+
 impl Plugin for ToolResultPruner {
     fn name(&self) -> &'static str {
         "tool_result_pruner"
+    }
+
+    /// The system prompt and catalog count against the window but are not on the surface.
+    fn prompt_assembled(&mut self, prompt: &AssembledPrompt) {
+        self.overhead_tokens = crate::tokens::estimate_text(&prompt.system)
+            + crate::tokens::estimate_text(&catalog_json(&prompt.tools));
     }
 
     fn on_event(&mut self, event: &AgentEvent<'_>, session: &mut Session) -> anyhow::Result<()> {

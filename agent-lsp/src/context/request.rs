@@ -50,6 +50,7 @@ pub fn build_request(
         tools_digest: prompt.tools_digest.clone(),
         system: changed.then(|| prompt.system.clone()),
         tools: changed.then(|| prompt.tools.clone()),
+        sections: prompt.sections.clone(),
     };
     session.append(NewEvent::new(turn, step, EventBody::RequestHeader(header)))?;
     let context = RequestContext {

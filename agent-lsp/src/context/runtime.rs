@@ -74,33 +74,61 @@ fn git_branch(workspace: &Path) -> Option<String> {
 pub struct RuntimeContextProjection;
 
 impl RuntimeContextProjection {
-    /// The last runtime snapshot still visible to the model, recovered from the history.
+    /// The last environment snapshot still visible to the model, recovered from the history.
     pub fn last_visible(history: &History) -> Option<(u64, &BTreeMap<String, String>)> {
-        let seq = *history
+        Self::last_visible_from(history, None)
+    }
+
+    /// The last snapshot of `source` (a plugin's name; `None` for the environment) still
+    /// visible to the model.
+    pub fn last_visible_from<'h>(
+        history: &'h History,
+        source: Option<&str>,
+    ) -> Option<(u64, &'h BTreeMap<String, String>)> {
+        history
             .runtime_context_seqs()
             .iter()
             .rev()
-            .find(|seq| history.surface().contains(**seq))?;
-        match &history.event(seq)?.body {
-            EventBody::RuntimeContext(context) => Some((seq, &context.snapshot)),
-            _ => None,
-        }
+            .filter(|seq| history.surface().contains(**seq))
+            .find_map(|&seq| match &history.event(seq)?.body {
+                EventBody::RuntimeContext(context) if context.source.as_deref() == source => {
+                    Some((seq, &context.snapshot))
+                }
+                _ => None,
+            })
     }
 
-    /// Append `snapshot` as a `context/runtime` message if it differs from the last visible one.
-    /// Returns the seq of the appended event, or `None` when nothing changed.
+    /// Append the environment `snapshot` as a `context/runtime` message if it differs from the
+    /// last visible one. Returns the seq of the appended event, or `None` when nothing changed.
     pub fn project(
         session: &mut Session,
         turn: u32,
         step: u32,
         snapshot: &RuntimeSnapshot,
     ) -> anyhow::Result<Option<u64>> {
-        if Self::last_visible(session.history()).is_some_and(|(_, last)| *last == snapshot.0) {
+        Self::project_from(session, turn, step, None, &snapshot.0, snapshot.render())
+    }
+
+    /// Append the facts of `source` (with the text the model reads) as a `context/runtime`
+    /// message if they differ from the last visible ones of the same source. Each source is
+    /// compared on its own, so a plugin's change does not repeat the environment, and the
+    /// environment's does not repeat a plugin's.
+    pub fn project_from(
+        session: &mut Session,
+        turn: u32,
+        step: u32,
+        source: Option<&str>,
+        facts: &BTreeMap<String, String>,
+        text: String,
+    ) -> anyhow::Result<Option<u64>> {
+        if Self::last_visible_from(session.history(), source).is_some_and(|(_, last)| last == facts)
+        {
             return Ok(None);
         }
         let body = EventBody::RuntimeContext(RuntimeContext {
-            snapshot: snapshot.0.clone(),
-            text: snapshot.render(),
+            source: source.map(str::to_owned),
+            snapshot: facts.clone(),
+            text,
         });
         Ok(Some(session.append(NewEvent::new(turn, step, body))?.seq))
     }
@@ -161,6 +189,7 @@ mod tests {
         assert_eq!(
             session.history().events()[4].body,
             EventBody::RuntimeContext(RuntimeContext {
+                source: None,
                 snapshot: snapshot("dev").0,
                 text: "<runtime-context>\ngit_branch: dev\n</runtime-context>".into()
             })

@@ -12,6 +12,7 @@ use serde_json::Value;
 
 use crate::canonical::{canonical_json, sha256_hex};
 use crate::llm::ToolDef;
+use crate::session::event::SectionRecord;
 
 /// One named block of system text.
 #[derive(Clone, Debug, PartialEq)]
@@ -21,6 +22,9 @@ pub struct Section {
     pub order: i32,
     /// Text with `{{variable}}` placeholders.
     pub text: String,
+    /// Where the text was read from (a file path, `memory`), for sections that are not the
+    /// agent's own; recorded with the section's digest in every `request/header`.
+    pub source: Option<String>,
 }
 
 /// Contributions to the system prompt from the loop and its plugins.
@@ -38,6 +42,8 @@ pub struct AssembledPrompt {
     pub tools: Vec<ToolDef>,
     pub system_digest: String,
     pub tools_digest: String,
+    /// The sourced sections, in prompt order, with the digest of their rendered text.
+    pub sections: Vec<SectionRecord>,
 }
 
 impl AssembledPrompt {
@@ -51,6 +57,7 @@ impl AssembledPrompt {
             tools_digest: sha256_hex(&canonical_json(&catalog)),
             system,
             tools,
+            sections: Vec::new(),
         })
     }
 }
@@ -58,12 +65,28 @@ impl AssembledPrompt {
 impl SystemPrompt {
     /// Add a section, or replace the one with the same id.
     pub fn section(&mut self, id: &str, order: i32, text: &str) -> &mut Self {
-        self.sections.retain(|section| section.id != id);
-        self.sections.push(Section {
+        self.push(Section {
             id: id.to_owned(),
             order,
             text: text.to_owned(),
-        });
+            source: None,
+        })
+    }
+
+    /// Add a section read from `source` (a file, the memories), or replace the one with the
+    /// same id. Its text is taken literally: `{{` in a project's `AGENTS.md` is not a variable.
+    pub fn sourced_section(&mut self, id: &str, order: i32, text: &str, source: &str) -> &mut Self {
+        self.push(Section {
+            id: id.to_owned(),
+            order,
+            text: text.to_owned(),
+            source: Some(source.to_owned()),
+        })
+    }
+
+    fn push(&mut self, section: Section) -> &mut Self {
+        self.sections.retain(|existing| existing.id != section.id);
+        self.sections.push(section);
         self
     }
 
@@ -84,8 +107,20 @@ impl SystemPrompt {
         let mut sections = self.sections.iter().collect::<Vec<_>>();
         sections.sort_by(|a, b| (a.order, &a.id).cmp(&(b.order, &b.id)));
         let mut parts = Vec::with_capacity(sections.len());
+        let mut records = Vec::new();
         for section in sections {
-            parts.push(self.render(section)?);
+            let text = match &section.source {
+                Some(_) => section.text.clone(),
+                None => self.render(section)?,
+            };
+            if let Some(source) = &section.source {
+                records.push(SectionRecord {
+                    id: section.id.clone(),
+                    source: source.clone(),
+                    digest: sha256_hex(&text),
+                });
+            }
+            parts.push(text);
         }
         let system = parts.join("\n\n");
 
@@ -97,6 +132,7 @@ impl SystemPrompt {
             tools_digest: sha256_hex(&canonical_json(&catalog)),
             system,
             tools,
+            sections: records,
         })
     }
 

@@ -17,6 +17,7 @@ use serde::Deserialize;
 use super::ops::{BatchOptions, EditOp, ORIGIN, PIN_TAG, apply_batch};
 use crate::compaction::basic::open_compaction;
 use crate::compaction::range::recent_steps_start;
+use crate::plugin::registry::{Parts, PluginHost, PluginSettings};
 use crate::plugin::{AgentEvent, Plugin};
 use crate::session::event::EventBody;
 use crate::session::surface::Pairing;
@@ -37,6 +38,12 @@ pub struct ContextRulesSettings {
     /// Pin the session's first prompt when it has left the surface.
     #[serde(default)]
     pub pin_first_goal: bool,
+}
+
+impl PluginSettings for ContextRulesSettings {
+    fn enabled(&self) -> bool {
+        self.enabled
+    }
 }
 
 fn default_fold_older_than_steps() -> u32 {
@@ -120,6 +127,14 @@ pub struct ContextRulesPlugin {
 impl ContextRulesPlugin {
     pub fn new(settings: ContextRulesSettings) -> ContextRulesPlugin {
         ContextRulesPlugin { settings }
+    }
+
+    /// The registry entry of `[plugins.context_rules]`.
+    pub fn parts(settings: ContextRulesSettings, _host: &PluginHost) -> anyhow::Result<Parts> {
+        Ok(Parts {
+            plugin: Some(Box::new(ContextRulesPlugin::new(settings))),
+            tools: Vec::new(),
+        })
     }
 
     /// Apply what is due now; returns the number of ops applied.

@@ -244,22 +244,6 @@ impl Host {
                 Preset::load(&name).map_err(internal)?
             }
         };
-        let tools = crate::harness::runtime_with(
-            &workspace,
-            &preset,
-            shared.bridge()?.clone(),
-            shared.documents().clone(),
-        )
-        .map_err(internal)?
-        .with_web(crate::web::WebRuntime::new(&shared.config.web).map_err(internal)?)
-        .with_buffers(Arc::new(EditorBuffers::new(shared)))
-        .with_asker(Arc::new(EditorAsker {
-            shared: Arc::downgrade(shared),
-        }));
-        let session = self
-            .store()?
-            .create_session(&preset, Durability::Sync)
-            .map_err(internal)?;
         let editor_key = options
             .api_key
             .as_deref()
@@ -286,9 +270,31 @@ impl Host {
             .map(Provider::new)
             .transpose()
             .map_err(internal)?;
+        let store = self.store()?;
+        let assembly = crate::harness::assemble(
+            &preset,
+            &crate::harness::host(&store, &preset, provider.clone()),
+        )
+        .map_err(internal)?;
+        let tools = crate::harness::runtime_with(
+            &workspace,
+            &preset,
+            shared.bridge()?.clone(),
+            shared.documents().clone(),
+            &assembly.tools,
+        )
+        .map_err(internal)?
+        .with_web(crate::web::WebRuntime::new(&shared.config.web).map_err(internal)?)
+        .with_buffers(Arc::new(EditorBuffers::new(shared)))
+        .with_asker(Arc::new(EditorAsker {
+            shared: Arc::downgrade(shared),
+        }));
+        let session = store
+            .create_session(&preset, Durability::Sync)
+            .map_err(internal)?;
         let agent = provider
             .clone()
-            .map(|provider| Agent::new(provider, tools.clone(), preset.clone()));
+            .map(|provider| Agent::new(provider, tools.clone(), preset.clone(), assembly.plugins));
         *self.provider.lock().expect("provider") = provider.clone();
         *self.session_id.lock().expect("session id") = Some(session.id().to_owned());
         Ok(State {
@@ -430,10 +436,8 @@ impl Host {
             &mut state.session,
             state
                 .preset
-                .file
-                .plugins
-                .compaction
-                .clone()
+                .plugin_settings::<crate::compaction::CompactionSettings>("compaction")
+                .map_err(internal)?
                 .unwrap_or_default(),
             state.preset.file.model.context_window,
             &provider,

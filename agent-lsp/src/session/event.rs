@@ -70,10 +70,12 @@ pub enum EventKind {
     ContextEditBegin,
     #[serde(rename = "context-edit/end")]
     ContextEditEnd,
+    #[serde(rename = "plugin/state")]
+    PluginState,
 }
 
 impl EventKind {
-    pub const ALL: [EventKind; 16] = [
+    pub const ALL: [EventKind; 17] = [
         EventKind::SessionHeader,
         EventKind::UserMessage,
         EventKind::AssistantMessage,
@@ -90,6 +92,7 @@ impl EventKind {
         EventKind::CompactionEnd,
         EventKind::ContextEditBegin,
         EventKind::ContextEditEnd,
+        EventKind::PluginState,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -110,6 +113,7 @@ impl EventKind {
             EventKind::CompactionEnd => "compaction/end",
             EventKind::ContextEditBegin => "context-edit/begin",
             EventKind::ContextEditEnd => "context-edit/end",
+            EventKind::PluginState => "plugin/state",
         }
     }
 
@@ -191,6 +195,7 @@ pub enum EventBody {
     CompactionEnd(CompactionEnd),
     ContextEditBegin(ContextEditBegin),
     ContextEditEnd(ContextEditEnd),
+    PluginState(PluginState),
 }
 
 impl EventBody {
@@ -212,6 +217,7 @@ impl EventBody {
             EventBody::CompactionEnd(_) => EventKind::CompactionEnd,
             EventBody::ContextEditBegin(_) => EventKind::ContextEditBegin,
             EventBody::ContextEditEnd(_) => EventKind::ContextEditEnd,
+            EventBody::PluginState(_) => EventKind::PluginState,
         }
     }
 
@@ -233,6 +239,7 @@ impl EventBody {
             EventBody::CompactionEnd(p) => serde_json::to_value(p),
             EventBody::ContextEditBegin(p) => serde_json::to_value(p),
             EventBody::ContextEditEnd(p) => serde_json::to_value(p),
+            EventBody::PluginState(p) => serde_json::to_value(p),
         }
     }
 
@@ -268,6 +275,7 @@ impl EventBody {
             EventKind::ContextEditEnd => {
                 EventBody::ContextEditEnd(serde_json::from_value(payload)?)
             }
+            EventKind::PluginState => EventBody::PluginState(serde_json::from_value(payload)?),
         })
     }
 }
@@ -358,6 +366,10 @@ pub struct ToolResult {
 /// Volatile state (cwd, open documents, date…) as injected into the history when it changed.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct RuntimeContext {
+    /// The plugin whose facts these are; absent for the environment (cwd, date, branch, …),
+    /// which is how every session before plugins could contribute runtime context was written.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub source: Option<String>,
     pub snapshot: BTreeMap<String, String>,
     /// The message text the model sees.
     pub text: String,
@@ -388,6 +400,29 @@ pub struct RequestHeader {
     /// The full tool catalog, present whenever its digest differs from the previous request's.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tools: Option<Vec<crate::llm::ToolDef>>,
+    /// The system-prompt sections read from somewhere (a project's `AGENTS.md`, the memories),
+    /// with their source and digest, so an audit sees which text of which file went in.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub sections: Vec<SectionRecord>,
+}
+
+/// One sourced system-prompt section of a request (see [`RequestHeader::sections`]).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SectionRecord {
+    pub id: String,
+    /// Where the text came from: a file path, or a name such as `memory`.
+    pub source: String,
+    /// sha256 of the section's text as it went into the system prompt.
+    pub digest: String,
+}
+
+/// What a plugin read or decided that must stay fixed for the session's life (the memories and
+/// project instructions its system prompt was built from), so a resumed session rebuilds the
+/// same prompt. Lives only in the log, never on the model's surface.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct PluginState {
+    pub plugin: String,
+    pub data: Value,
 }
 
 /// Which part of the log went into a model request.

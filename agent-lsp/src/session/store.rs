@@ -71,12 +71,10 @@ impl Store {
         &self.sessions_dir
     }
 
-    /// The workspace's state directory, `<state root>/workspaces/<name>-<hash>`: its sessions
-    /// and its memory file live there.
+    /// The workspace's state directory: its sessions, and what plugins keep per workspace
+    /// (memories).
     pub fn workspace_dir(&self) -> &Path {
-        self.sessions_dir
-            .parent()
-            .expect("the sessions directory is inside the workspace's directory")
+        self.sessions_dir.parent().unwrap_or(&self.sessions_dir)
     }
 
     /// The state root this store lives under (the user's memory file lives there).

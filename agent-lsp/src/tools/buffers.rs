@@ -7,28 +7,10 @@
 //! one undoable change and leaves saving to the programmer. Files the editor does not have open
 //! are still read and written on disk.
 
-use std::path::Path;
-
-use futures_util::future::BoxFuture;
 use lsp_bridge::position::{PositionEncoding, to_server_offset};
 use serde_json::{Value, json};
 
-/// The editor's open buffers, as the file tools see them.
-pub trait Buffers: Send + Sync + std::fmt::Debug {
-    /// The editor's current text of `path`, unsaved changes included, when it has the file
-    /// open; `None` means "read the disk".
-    fn text(&self, path: &Path) -> Option<String>;
-
-    /// Replace the buffer of `path` (open in the editor, with text `before`) by `after`.
-    /// Resolves once the editor applied the change and the buffer shows it, or with the reason
-    /// the editor refused it.
-    fn replace(
-        &self,
-        path: &Path,
-        before: &str,
-        after: &str,
-    ) -> BoxFuture<'static, Result<(), String>>;
-}
+pub use crate::plugin::tool::Buffers;
 
 /// The smallest single LSP text edit turning `before` into `after`: the common prefix and
 /// suffix stay (so the editor keeps cursors, marks and folds outside the change), the middle is

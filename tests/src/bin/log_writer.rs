@@ -104,6 +104,7 @@ fn main() -> anyhow::Result<()> {
                     .into_iter()
                     .collect();
                 let body = EventBody::RuntimeContext(RuntimeContext {
+                    source: None,
                     snapshot,
                     text: format!("step {step}"),
                 });
