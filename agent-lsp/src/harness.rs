@@ -12,6 +12,8 @@ use crate::compaction::pruner::ToolResultPruner;
 use crate::compaction::{CompactionPlugin, CompactionSettings, PrunerSettings};
 use crate::context_editor::rules::{ContextRulesPlugin, ContextRulesSettings};
 use crate::llm::provider::Provider;
+use crate::memory;
+use crate::memory::plugin::{MemoryPlugin, MemorySettings};
 use crate::plugin::registry::{Assembly, PluginHost, PluginRegistry};
 use crate::plugin::tool::Tool;
 use crate::preset::Preset;
@@ -22,14 +24,16 @@ use environment::{Environment, EnvironmentSettings};
 
 /// Every plugin a preset can name, in the order they handle events: the environment first (its
 /// runtime context is injected before the other pre-step plugins edit the surface), then the
-/// pruner and the context rules. Compaction runs before all of them, first thing in each step.
+/// pruner and the context rules; memory only contributes its prompt section. Compaction runs
+/// before all of them, first thing in each step.
 pub fn registry() -> PluginRegistry {
     let mut registry = PluginRegistry::new();
     registry
         .register::<EnvironmentSettings>("runtime_context", Environment::parts)
         .register::<CompactionSettings>("compaction", CompactionPlugin::parts)
         .register::<PrunerSettings>("tool_result_pruner", ToolResultPruner::parts)
-        .register::<ContextRulesSettings>("context_rules", ContextRulesPlugin::parts);
+        .register::<ContextRulesSettings>("context_rules", ContextRulesPlugin::parts)
+        .register::<MemorySettings>(memory::plugin::NAME, MemoryPlugin::parts);
     registry
 }
 
@@ -149,13 +153,14 @@ mod tests {
                 .collect::<Vec<_>>();
             match name {
                 "minimal" => assert!(plugins.is_empty() && tools.is_empty()),
-                // Without a model there is no compaction engine, but its tool is there.
+                // Without a model there is no compaction engine, and without a state directory
+                // no memory section, but their tools are there.
                 _ => {
                     assert_eq!(
                         plugins,
                         ["runtime_context", "tool_result_pruner", "context_rules"]
                     );
-                    assert_eq!(tools, ["recall_history"]);
+                    assert_eq!(tools, ["recall_history", "memory"]);
                 }
             }
         }

@@ -21,16 +21,17 @@
 //! ([`render_section`]); what changes later reaches new sessions only, so a running session's
 //! prompt prefix stays cached.
 
+pub mod plugin;
 pub mod secrets;
 pub mod store;
 pub mod tool;
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use anyhow::{anyhow, bail};
 use serde::{Deserialize, Serialize};
 
-use crate::session::store::Store;
+use crate::session::store::{Store, state_root_of};
 use store::{MemoryFile, Replayed};
 
 /// The name of a memory file, in the workspace's state directory and in the state root.
@@ -213,10 +214,14 @@ impl Memories {
 
     /// The memories of the workspace of `store`, and of its state root's user.
     pub fn for_store(store: &Store) -> Memories {
-        Memories::new(
-            store.workspace_dir().join(FILE_NAME),
-            store.state_root().join(FILE_NAME),
-        )
+        Memories::for_workspace_dir(store.workspace_dir())
+    }
+
+    /// The memories of the workspace whose state directory is `dir` (`<state root>/workspaces/
+    /// <name>-<hash>`), and of the user of that state root.
+    pub fn for_workspace_dir(dir: &Path) -> Memories {
+        let root = state_root_of(dir).unwrap_or(dir);
+        Memories::new(dir.join(FILE_NAME), root.join(FILE_NAME))
     }
 
     pub fn with_caps(mut self, caps: Caps) -> Memories {
@@ -409,15 +414,6 @@ pub fn render_section(memories: &[Memory]) -> Option<String> {
         text.push('\n');
     }
     Some(text.trim_end().to_owned())
-}
-
-/// The memory files' paths, for messages.
-pub fn describe_files(memories: &Memories) -> String {
-    format!(
-        "{} (workspace) and {} (user)",
-        memories.workspace.path().display(),
-        memories.user.path().display()
-    )
 }
 
 #[cfg(test)]

@@ -7,7 +7,9 @@ use std::process::ExitCode;
 use anyhow::{Context, bail};
 use clap::Subcommand;
 
+use crate::memory::plugin::caps_of;
 use crate::memory::{CLI, Memories, Memory, Provenance, Scope};
+use crate::preset::{DEFAULT_PRESET, Preset};
 use crate::session::store::Store;
 
 #[derive(Debug, Subcommand)]
@@ -34,7 +36,10 @@ pub enum MemoryCommand {
 }
 
 pub fn run(store: &Store, command: MemoryCommand) -> anyhow::Result<ExitCode> {
-    let memories = Memories::for_store(store);
+    // Changes are held to the caps of the preset new sessions use, as the agent's are.
+    let config = crate::config::Config::load()?;
+    let preset = Preset::load(config.preset.as_deref().unwrap_or(DEFAULT_PRESET))?;
+    let memories = Memories::for_store(store).with_caps(caps_of(&preset)?);
     let mut out = std::io::stdout().lock();
     match command {
         MemoryCommand::List { scope, json } => {

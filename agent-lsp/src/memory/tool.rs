@@ -7,18 +7,24 @@ use futures_util::future::BoxFuture;
 use serde::Deserialize;
 use serde_json::{Value, json};
 
-use super::{Memories, Provenance, Scope};
+use super::{Caps, Memories, Provenance, Scope};
 use crate::llm::ToolDef;
-use crate::tools::{Tool, ToolContext, ToolOutput, blocking, parse_args};
+use crate::plugin::tool::{Tool, ToolContext};
+use crate::tools::{ToolOutput, blocking, parse_args};
 
-/// The tool over one workspace's and user's memory files.
+/// The tool over one workspace's and user's memory files; `None` where the host has no state
+/// directory (a tool runtime built without a session store), where every call says so.
 pub struct MemoryTool {
-    memories: Memories,
+    memories: Option<Memories>,
+    caps: Caps,
 }
 
 impl MemoryTool {
-    pub fn new(memories: Memories) -> MemoryTool {
-        MemoryTool { memories }
+    pub fn new(memories: Option<Memories>, caps: Caps) -> MemoryTool {
+        MemoryTool {
+            memories: memories.map(|memories| memories.with_caps(caps)),
+            caps,
+        }
     }
 }
 
@@ -44,7 +50,7 @@ struct MemoryArgs {
 
 impl Tool for MemoryTool {
     fn def(&self) -> ToolDef {
-        let caps = self.memories.caps();
+        let caps = self.caps;
         ToolDef {
             name: "memory".into(),
             description: format!(
@@ -81,6 +87,11 @@ impl Tool for MemoryTool {
             let args: MemoryArgs = match parse_args("memory", args) {
                 Ok(args) => args,
                 Err(output) => return output,
+            };
+            let Some(memories) = memories else {
+                return ToolOutput::error(
+                    "memories are kept in the workspace's state directory, and this agent runs without one; they cannot be used here",
+                );
             };
             run(&memories, &ctx, args).unwrap_or_else(|output| output)
         }))
@@ -204,7 +215,7 @@ mod tests {
     async fn remember_list_and_forget_with_the_calls_provenance() {
         let dir = tempfile::tempdir().unwrap();
         let memories = Memories::new(dir.path().join("w.jsonl"), dir.path().join("u.jsonl"));
-        let tool = MemoryTool::new(memories.clone());
+        let tool = MemoryTool::new(Some(memories.clone()), Caps::default());
         let remembered = call(
             &tool,
             dir.path(),
@@ -263,10 +274,13 @@ mod tests {
     #[tokio::test]
     async fn secrets_and_bad_arguments_are_errors_the_model_can_act_on() {
         let dir = tempfile::tempdir().unwrap();
-        let tool = MemoryTool::new(Memories::new(
-            dir.path().join("w.jsonl"),
-            dir.path().join("u.jsonl"),
-        ));
+        let tool = MemoryTool::new(
+            Some(Memories::new(
+                dir.path().join("w.jsonl"),
+                dir.path().join("u.jsonl"),
+            )),
+            Caps::default(),
+        );
         let secret = call(
             &tool,
             dir.path(),
@@ -299,5 +313,14 @@ mod tests {
                 output.text
             );
         }
+    }
+
+    #[tokio::test]
+    async fn without_a_state_directory_every_call_says_so() {
+        let dir = tempfile::tempdir().unwrap();
+        let tool = MemoryTool::new(None, Caps::default());
+        let output = call(&tool, dir.path(), json!({"action": "list"})).await;
+        assert!(output.is_error);
+        assert!(output.text.contains("runs without one"), "{}", output.text);
     }
 }

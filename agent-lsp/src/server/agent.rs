@@ -177,6 +177,21 @@ impl Host {
         self.session_id.lock().expect("session id").clone()
     }
 
+    /// The caps memories are held to: those of the preset new sessions use here.
+    pub(crate) fn memory_caps(&self, shared: &Arc<Shared>) -> anyhow::Result<crate::memory::Caps> {
+        let preset = Preset::load(&self.preset_name(shared))?;
+        crate::memory::plugin::caps_of(&preset)
+    }
+
+    /// The preset of new sessions: `initializationOptions`, the config file, or the default.
+    fn preset_name(&self, shared: &Arc<Shared>) -> String {
+        self.options
+            .get()
+            .and_then(|options| options.preset.clone())
+            .or_else(|| shared.config.preset.clone())
+            .unwrap_or_else(|| DEFAULT_PRESET.to_owned())
+    }
+
     /// The session state, made on first use.
     pub(crate) async fn state(
         &self,
@@ -235,14 +250,7 @@ impl Host {
         let options = self.options.get().cloned().unwrap_or_default();
         let preset = match preset {
             Some(preset) => preset,
-            None => {
-                let name = options
-                    .preset
-                    .clone()
-                    .or_else(|| shared.config.preset.clone())
-                    .unwrap_or_else(|| DEFAULT_PRESET.to_owned());
-                Preset::load(&name).map_err(internal)?
-            }
+            None => Preset::load(&self.preset_name(shared)).map_err(internal)?,
         };
         let editor_key = options
             .api_key

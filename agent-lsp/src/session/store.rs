@@ -29,11 +29,16 @@ pub fn state_root() -> anyhow::Result<PathBuf> {
     })
 }
 
+/// The state root that a workspace's state directory ([`Store::workspace_dir`]) lies under:
+/// `<root>/workspaces/<name>-<hash>` is two levels down.
+pub fn state_root_of(workspace_dir: &Path) -> Option<&Path> {
+    workspace_dir.parent()?.parent()
+}
+
 /// The sessions of one workspace.
 #[derive(Clone, Debug)]
 pub struct Store {
     workspace: PathBuf,
-    root: PathBuf,
     sessions_dir: PathBuf,
 }
 
@@ -58,7 +63,6 @@ impl Store {
             .join("sessions");
         Ok(Store {
             workspace,
-            root: root.to_owned(),
             sessions_dir,
         })
     }
@@ -75,11 +79,6 @@ impl Store {
     /// (memories).
     pub fn workspace_dir(&self) -> &Path {
         self.sessions_dir.parent().unwrap_or(&self.sessions_dir)
-    }
-
-    /// The state root this store lives under (the user's memory file lives there).
-    pub fn state_root(&self) -> &Path {
-        &self.root
     }
 
     /// Start a new session with the given preset.
@@ -227,6 +226,13 @@ mod tests {
     use super::*;
 
     #[test]
+    fn the_state_root_is_two_levels_above_a_workspace_directory() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::for_workspace_in(dir.path(), dir.path()).unwrap();
+        assert_eq!(state_root_of(store.workspace_dir()), Some(dir.path()));
+    }
+
+    #[test]
     fn sessions_created_in_one_burst_all_get_their_own_file() {
         let dir = tempfile::tempdir().unwrap();
         let store = Store::for_workspace_in(dir.path(), dir.path()).unwrap();
@@ -250,7 +256,6 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let store = Store {
             workspace: dir.path().into(),
-            root: dir.path().into(),
             sessions_dir: dir.path().join("s"),
         };
         assert!(

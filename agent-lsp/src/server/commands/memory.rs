@@ -54,7 +54,8 @@ pub(super) enum MemoryCommand {
 /// Run a memory command off the async threads (a change waits for the file's lock, which a
 /// terminal `agent-lsp memory` may hold for a moment).
 pub(super) async fn run(shared: &Arc<Shared>, command: MemoryCommand) -> Reply {
-    let memories = Memories::for_store(&shared.host.store()?);
+    let caps = shared.host.memory_caps(shared).map_err(internal)?;
+    let memories = Memories::for_store(&shared.host.store()?).with_caps(caps);
     let provenance = Provenance::now(
         shared
             .host
