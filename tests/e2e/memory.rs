@@ -11,9 +11,12 @@ use std::process::{Command, Output, Stdio};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
+use agent_lsp::canonical::sha256_hex;
 use agent_lsp::memory::{Caps, Memories, Provenance, Scope};
+use agent_lsp::session::event::{EventBody, EventKind};
 use agent_lsp::session::store::Store;
 use agent_tests::editor::Editor;
+use agent_tests::model_endpoint::{EndpointConfig, ModelEndpoint, RecordedRequest, Reply};
 use serde_json::{Value, json};
 
 /// A workspace, a state directory and a config file that make runs independent of the machine.
@@ -74,6 +77,191 @@ impl Fixture {
     fn memories(&self) -> Memories {
         Memories::for_store(&self.store())
     }
+}
+
+/// The system message of a recorded chat request.
+fn system_of(request: &RecordedRequest) -> String {
+    let body = request.body.as_ref().expect("a JSON body");
+    let first = &body["messages"][0];
+    assert_eq!(first["role"], "system", "{body:#}");
+    first["content"].as_str().unwrap().to_owned()
+}
+
+/// The memory section of a system prompt, if it has one.
+fn memory_section(system: &str) -> Option<&str> {
+    system
+        .find("# Memory\n")
+        .map(|start| system[start..].split("\n\n").next().unwrap())
+}
+
+/// Every chat request the endpoint served since `from` belongs to `session`, and is what
+/// `session replay` rebuilds from its log alone.
+fn assert_replays(fixture: &Fixture, endpoint: &ModelEndpoint, from: usize, session: &str) {
+    for (index, request) in endpoint.chat_requests()[from..].iter().enumerate() {
+        let n = (index + 1).to_string();
+        let replayed = fixture.ok(&["session", "replay", session, "--request", &n]);
+        assert_eq!(
+            replayed,
+            String::from_utf8_lossy(&request.raw),
+            "request {n} of {session} does not replay byte-identically"
+        );
+    }
+}
+
+#[test]
+fn a_memory_of_session_a_is_in_session_bs_first_request_until_it_is_forgotten() {
+    let fixture = Fixture::new();
+    let endpoint = ModelEndpoint::start(EndpointConfig::default()).unwrap();
+    let base_url = endpoint.base_url();
+    let store = fixture.store();
+    // Runs `prompt` and returns the session it ran in (ids made in the same second sort by
+    // their random tail, so `last` is not necessarily the newest).
+    let run = |prompt: &str, session: Option<&str>| {
+        let before = store.ids().unwrap();
+        let mut args = vec!["run", "--preset", "standard", "--base-url", &base_url];
+        if let Some(session) = session {
+            args.extend(["--session", session]);
+        }
+        args.push(prompt);
+        fixture.ok(&args);
+        match session {
+            Some(session) => session.to_owned(),
+            None => {
+                let mut new = store.ids().unwrap();
+                new.retain(|id| !before.contains(id));
+                assert_eq!(new.len(), 1, "one new session");
+                new.pop().unwrap()
+            }
+        }
+    };
+
+    // Session A: the model keeps a note, and is refused a secret with the reason.
+    endpoint.push_all([
+        Reply::tool_call(
+            "memory",
+            r#"{"action":"remember","text":"Tests run with `make check`; never `cargo test` alone."}"#,
+        ),
+        Reply::from_fn(|request| {
+            let result = request.tool_result_text();
+            assert!(result.starts_with("remembered as w1"), "{result}");
+            Reply::tool_call(
+                "memory",
+                r#"{"action":"remember","text":"deploy with AWS key AKIAIOSFODNN7EXAMPLE","scope":"user"}"#,
+            )
+        }),
+        Reply::from_fn(|request| {
+            let result = request.tool_result_text();
+            assert!(
+                result.starts_with("error: refused: it looks like it contains an AWS access key id"),
+                "{result}"
+            );
+            Reply::text("Noted how tests run; the key was not kept.")
+        }),
+    ]);
+    let a = run("Remember how the tests run.", None);
+    let history = store.load(&a).unwrap();
+    let call_seq = history
+        .events()
+        .iter()
+        .find(|event| matches!(&event.body, EventBody::ToolCall(call) if call.name == "memory"))
+        .map(|event| event.seq)
+        .unwrap();
+    // A's own prompt does not change: it started without memories.
+    let a_requests = endpoint.chat_requests();
+    assert_eq!(a_requests.len(), 3);
+    assert!(
+        a_requests
+            .iter()
+            .all(|request| memory_section(&system_of(request)).is_none())
+    );
+    let listed = fixture.ok(&["memory", "list"]);
+    assert!(
+        listed.starts_with(&format!("w1 (workspace; session {a} event {call_seq}, ")),
+        "{listed}"
+    );
+    assert!(!listed.contains("AKIA"), "{listed}");
+
+    // Session B: its first request has the memory, with where it came from.
+    endpoint.push(Reply::text("I will run `make check`."));
+    let b = run("How do I run the tests?", None);
+    let b_first = &endpoint.chat_requests()[3];
+    let system = system_of(b_first);
+    let section = memory_section(&system).unwrap_or_else(|| panic!("no memory section: {system}"));
+    let line = format!("- w1 (workspace; session {a} event {call_seq}, ");
+    assert!(section.contains(&line), "{section}");
+    assert!(
+        section.ends_with("): Tests run with `make check`; never `cargo test` alone."),
+        "{section}"
+    );
+    // Recorded: the memories B started with, and the section's digest in its request header.
+    let history = store.load(&b).unwrap();
+    let state = history
+        .events()
+        .iter()
+        .find_map(|event| match &event.body {
+            EventBody::PluginState(state) if state.plugin == "memory" => Some(state.data.clone()),
+            _ => None,
+        })
+        .expect("a plugin/state event of memory");
+    assert_eq!(
+        state["memories"][0]["provenance"]["session"],
+        a.as_str(),
+        "{state:#}"
+    );
+    assert_eq!(state["memories"][0]["provenance"]["seq"], call_seq);
+    assert_eq!(state["digest"], sha256_hex(section));
+    let header = history
+        .events()
+        .iter()
+        .find_map(|event| match &event.body {
+            EventBody::RequestHeader(header) => Some(header.clone()),
+            _ => None,
+        })
+        .unwrap();
+    let record = header
+        .sections
+        .iter()
+        .find(|record| record.id == "memory")
+        .unwrap();
+    assert_eq!(record.source, "memory");
+    assert_eq!(record.digest, sha256_hex(section));
+
+    // Forgotten from the terminal: B keeps its prompt for its whole life, a new session has none.
+    let forgot = fixture.ok(&["memory", "forget", "w1"]);
+    assert!(forgot.starts_with("forgot w1: "), "{forgot}");
+    endpoint.push(Reply::text("Still `make check`."));
+    run("And again?", Some(&b));
+    let b_second = &endpoint.chat_requests()[4];
+    assert_eq!(system_of(b_second), system, "B's system prompt changed");
+    assert_eq!(
+        count_plugin_states(&store, &b),
+        1,
+        "the resumed session rebuilt its section from the record"
+    );
+    assert_replays(&fixture, &endpoint, 3, &b);
+
+    endpoint.push(Reply::text("No notes."));
+    let c = run("Any notes?", None);
+    assert_ne!(c, b);
+    let c_first = &endpoint.chat_requests()[5];
+    assert_eq!(
+        memory_section(&system_of(c_first)),
+        None,
+        "{}",
+        system_of(c_first)
+    );
+    endpoint.assert_no_violations();
+    assert_eq!(endpoint.remaining_replies(), 0);
+}
+
+fn count_plugin_states(store: &Store, session: &str) -> usize {
+    store
+        .load(session)
+        .unwrap()
+        .events()
+        .iter()
+        .filter(|event| event.kind() == EventKind::PluginState)
+        .count()
 }
 
 #[test]
@@ -245,6 +433,23 @@ fn memory_commands_over_lsp_record_the_editors_session() {
         "{edited:#}"
     );
     assert_eq!(edited["memory"]["provenance"]["session"], "editor");
+    // The agent's tool, run from the editor, records the session and its `tool/call` seq.
+    let by_tool = result(execute(
+        "agent.tool",
+        json!({"name": "memory", "arguments": {"action": "remember", "text": "Generated code is in gen/."}}),
+    ));
+    assert!(
+        by_tool["text"]
+            .as_str()
+            .unwrap()
+            .starts_with("remembered as w2"),
+        "{by_tool:#}"
+    );
+    let listed = result(execute("agent.memory.list", json!({"scope": "workspace"})));
+    let w2 = &listed["memories"][1];
+    assert_eq!(w2["provenance"]["session"], session.as_str(), "{listed:#}");
+    assert!(w2["provenance"]["seq"].as_u64().is_some(), "{listed:#}");
+    result(execute("agent.memory.forget", json!({"id": "w2"})));
     let user = result(execute(
         "agent.memory.remember",
         json!({"text": "Answers in German.", "scope": "user"}),
