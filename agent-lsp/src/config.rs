@@ -83,6 +83,12 @@ impl Config {
         }
     }
 
+    /// The user's agent-lsp folder, where the config file is (`~/.config/agent-lsp`, or the
+    /// folder of `$AGENT_LSP_CONFIG`): the user's own `AGENTS.md` lives beside it.
+    pub fn user_dir() -> Option<PathBuf> {
+        Config::path().and_then(|path| path.parent().map(std::path::Path::to_owned))
+    }
+
     /// The config file as messages name it: its path, where the path came from when
     /// `$AGENT_LSP_CONFIG` set it, and whether the file is missing (a message that says "write
     /// this into the file" should not send anyone looking for a file that is not there).

@@ -11,6 +11,7 @@ use std::sync::Arc;
 use crate::compaction::pruner::ToolResultPruner;
 use crate::compaction::{CompactionPlugin, CompactionSettings, PrunerSettings};
 use crate::context_editor::rules::{ContextRulesPlugin, ContextRulesSettings};
+use crate::instructions::{self, InstructionsSettings, ProjectInstructions};
 use crate::llm::provider::Provider;
 use crate::memory;
 use crate::memory::plugin::{MemoryPlugin, MemorySettings};
@@ -23,13 +24,14 @@ use crate::workspace::Workspace;
 use environment::{Environment, EnvironmentSettings};
 
 /// Every plugin a preset can name, in the order they handle events: the environment first (its
-/// runtime context is injected before the other pre-step plugins edit the surface), then the
-/// pruner and the context rules; memory only contributes its prompt section. Compaction runs
-/// before all of them, first thing in each step.
+/// runtime context is injected before the other pre-step plugins edit the surface), the project
+/// instructions, then the pruner and the context rules; memory only contributes its prompt
+/// section. Compaction runs before all of them, first thing in each step.
 pub fn registry() -> PluginRegistry {
     let mut registry = PluginRegistry::new();
     registry
         .register::<EnvironmentSettings>("runtime_context", Environment::parts)
+        .register::<InstructionsSettings>(instructions::PLUGIN, ProjectInstructions::parts)
         .register::<CompactionSettings>("compaction", CompactionPlugin::parts)
         .register::<PrunerSettings>("tool_result_pruner", ToolResultPruner::parts)
         .register::<ContextRulesSettings>("context_rules", ContextRulesPlugin::parts)
@@ -158,7 +160,12 @@ mod tests {
                 _ => {
                     assert_eq!(
                         plugins,
-                        ["runtime_context", "tool_result_pruner", "context_rules"]
+                        [
+                            "runtime_context",
+                            "project_instructions",
+                            "tool_result_pruner",
+                            "context_rules"
+                        ]
                     );
                     assert_eq!(tools, ["recall_history", "memory"]);
                 }

@@ -14,6 +14,7 @@
 //! - [`web`]: `web_search` and `web_fetch` behind the SSRF guard;
 //! - [`tokens`]: the token meter;
 //! - [`trajectory`]: a session exported as cells, as JSON or a self-contained HTML page;
+//! - [`instructions`]: the project's and the user's `AGENTS.md` as prompt sections;
 //! - [`preset`]: named assemblies of model settings, tools, permissions and plugins;
 //! - [`server`]: `agent-lsp serve`, the editor-facing server brokering the child servers;
 //! - [`cli`]: the terminal commands, and [`config`]: the user's configuration file;
@@ -28,6 +29,7 @@ pub mod config;
 pub mod context;
 pub mod context_editor;
 pub mod harness;
+pub mod instructions;
 pub mod llm;
 pub mod logging;
 pub mod memory;

@@ -11,6 +11,7 @@ mod editors;
 mod file_search;
 mod first_contact;
 mod hardening;
+mod instructions;
 mod listen_auth;
 mod lsp_tools;
 mod malformed_params;

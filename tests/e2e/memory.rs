@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 
 use agent_lsp::canonical::sha256_hex;
 use agent_lsp::memory::{Caps, Memories, Provenance, Scope};
-use agent_lsp::session::event::{EventBody, EventKind};
+use agent_lsp::session::event::EventBody;
 use agent_lsp::session::store::Store;
 use agent_tests::editor::Editor;
 use agent_tests::model_endpoint::{EndpointConfig, ModelEndpoint, RecordedRequest, Reply};
@@ -260,7 +260,7 @@ fn count_plugin_states(store: &Store, session: &str) -> usize {
         .unwrap()
         .events()
         .iter()
-        .filter(|event| event.kind() == EventKind::PluginState)
+        .filter(|event| matches!(&event.body, EventBody::PluginState(state) if state.plugin == "memory"))
         .count()
 }
 

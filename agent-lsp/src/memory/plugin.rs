@@ -26,8 +26,9 @@ use crate::session::{NewEvent, Session};
 
 /// The plugin's name, in presets and in its `plugin/state` events.
 pub const NAME: &str = "memory";
-/// Where the section goes among the system prompt's sections (the agent's own is 0).
-pub const SECTION_ORDER: i32 = 50;
+/// Where the section goes among the system prompt's sections: after the agent's own (0) and the
+/// project instructions (100, 110).
+pub const SECTION_ORDER: i32 = 120;
 
 /// `[plugins.memory]` of a preset.
 #[derive(Clone, Debug, PartialEq, Deserialize)]
