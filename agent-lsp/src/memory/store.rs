@@ -114,6 +114,15 @@ impl MemoryFile {
             let _ = file.set_len(valid_len);
             return Err(error).with_context(|| format!("failed to write {}", self.path.display()));
         }
+        if valid_len == 0 {
+            // The file's first record: make its directory entry durable too (best effort, as not
+            // every filesystem lets a directory be opened for syncing).
+            if let Some(parent) = self.path.parent()
+                && let Ok(dir) = File::open(parent)
+            {
+                let _ = dir.sync_all();
+            }
+        }
         Ok(answer)
     }
 
