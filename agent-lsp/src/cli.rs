@@ -3,6 +3,7 @@
 
 mod context;
 mod files;
+mod memory;
 mod preset;
 pub(crate) mod run;
 mod servers;
@@ -83,6 +84,9 @@ enum Command {
     /// List presets, print one, or copy one under a new name to change it.
     #[command(subcommand)]
     Preset(preset::PresetCommand),
+    /// The memories new sessions get (the workspace's and the user's): list, show, forget, edit.
+    #[command(subcommand)]
+    Memory(memory::MemoryCommand),
 }
 
 /// Parse the process arguments and run the command.
@@ -126,5 +130,6 @@ pub fn run() -> anyhow::Result<ExitCode> {
         Command::Files(args) => files::run(&workspace, args),
         Command::Context(command) => context::run(&Store::for_workspace(&workspace)?, command),
         Command::Preset(command) => preset::run(&workspace, command),
+        Command::Memory(command) => memory::run(&Store::for_workspace(&workspace)?, command),
     }
 }

@@ -13,6 +13,8 @@ use crate::compaction::{CompactionPlugin, CompactionSettings, PrunerSettings};
 use crate::context_editor::rules::{ContextRulesPlugin, ContextRulesSettings};
 use crate::instructions::{self, InstructionsSettings, ProjectInstructions};
 use crate::llm::provider::Provider;
+use crate::memory;
+use crate::memory::plugin::{MemoryPlugin, MemorySettings};
 use crate::plugin::registry::{Assembly, PluginHost, PluginRegistry};
 use crate::plugin::tool::Tool;
 use crate::preset::Preset;
@@ -24,8 +26,9 @@ use environment::{Environment, EnvironmentSettings};
 
 /// Every plugin a preset can name, in the order they handle events: the environment first (its
 /// runtime context is injected before the other pre-step plugins edit the surface), the project
-/// instructions, then the pruner, the context rules and preset authoring (which only adds a
-/// section and a tool). Compaction runs before all of them, first thing in each step.
+/// instructions, then the pruner, the context rules, preset authoring (which only adds a
+/// section and a tool) and memory (its prompt section and tool). Compaction runs before all
+/// of them, first thing in each step.
 pub fn registry() -> PluginRegistry {
     let mut registry = PluginRegistry::new();
     registry
@@ -34,7 +37,8 @@ pub fn registry() -> PluginRegistry {
         .register::<CompactionSettings>("compaction", CompactionPlugin::parts)
         .register::<PrunerSettings>("tool_result_pruner", ToolResultPruner::parts)
         .register::<ContextRulesSettings>("context_rules", ContextRulesPlugin::parts)
-        .register::<PresetAuthoringSettings>("preset_authoring", preset_authoring);
+        .register::<PresetAuthoringSettings>("preset_authoring", preset_authoring)
+        .register::<MemorySettings>(memory::plugin::NAME, MemoryPlugin::parts);
     registry
 }
 
@@ -202,7 +206,8 @@ mod tests {
                     assert_eq!(plugins, ["runtime_context", "preset_authoring"]);
                     assert_eq!(tools, ["preset_write"]);
                 }
-                // Without a model there is no compaction engine, but its tool is there.
+                // Without a model there is no compaction engine, and without a state directory
+                // no memory section, but their tools are there.
                 _ => {
                     assert_eq!(
                         plugins,
@@ -213,7 +218,7 @@ mod tests {
                             "context_rules"
                         ]
                     );
-                    assert_eq!(tools, ["recall_history"]);
+                    assert_eq!(tools, ["recall_history", "memory"]);
                 }
             }
         }

@@ -5,6 +5,7 @@
 //! - [`session`]: the append-only session log, the surface and the derived messages; every
 //!   model request is derived from it (the one rule of ARCHITECTURE.md);
 //! - [`compaction`]: memory for long sessions: checkpoints, tool-result pruning, recall;
+//! - [`memory`]: memory across sessions: notes per workspace and per user, with provenance;
 //! - [`context`]: system prompt assembly, runtime context projection, request building and
 //!   replay;
 //! - [`llm`]: provider-neutral requests and the wire formats they are sent in;
@@ -31,6 +32,7 @@ pub mod harness;
 pub mod instructions;
 pub mod llm;
 pub mod logging;
+pub mod memory;
 pub mod permissions;
 pub mod plugin;
 pub mod preset;

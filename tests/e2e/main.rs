@@ -15,6 +15,7 @@ mod instructions;
 mod listen_auth;
 mod lsp_tools;
 mod malformed_params;
+mod memory;
 mod model_endpoint;
 mod model_output_bounds;
 mod plugin_registry;

@@ -29,6 +29,12 @@ pub fn state_root() -> anyhow::Result<PathBuf> {
     })
 }
 
+/// The state root that a workspace's state directory ([`Store::workspace_dir`]) lies under:
+/// `<root>/workspaces/<name>-<hash>` is two levels down.
+pub fn state_root_of(workspace_dir: &Path) -> Option<&Path> {
+    workspace_dir.parent()?.parent()
+}
+
 /// The sessions of one workspace.
 #[derive(Clone, Debug)]
 pub struct Store {
@@ -253,6 +259,13 @@ pub fn first_prompt(history: &History) -> Option<&str> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_state_root_is_two_levels_above_a_workspace_directory() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::for_workspace_in(dir.path(), dir.path()).unwrap();
+        assert_eq!(state_root_of(store.workspace_dir()), Some(dir.path()));
+    }
 
     #[test]
     fn sessions_created_in_one_burst_all_get_their_own_file() {
