@@ -308,6 +308,47 @@ fn a_prompt_document_completes_paths_and_gets_its_answer_streamed_with_progress(
 }
 
 #[test]
+fn a_new_sessions_answer_streams_under_its_own_heading_in_the_same_document() {
+    let workspace = Workspace::new(&[("notes.agent.md", "First question?\n")]);
+    let notes = workspace.root.join("notes.agent.md");
+    let endpoint = ModelEndpoint::start(EndpointConfig::default().delta_bytes(3)).unwrap();
+    for answer in ["The first answer.", "The second answer, in its own place."] {
+        endpoint.push(
+            ModelTurn::new()
+                .content(answer)
+                .chunk_delay(Duration::from_millis(20)),
+        );
+    }
+    let mut editor = workspace.serve(Some(&endpoint.base_url()));
+    editor.open(&notes, "markdown");
+    let send = |editor: &mut Editor, line: u32| {
+        command(
+            editor,
+            "agent.send",
+            json!({"uri": url(&notes), "position": {"line": line, "character": 0}}),
+        )
+    };
+    let first = send(&mut editor, 0);
+    assert_eq!(first["result"]["outcome"], "answered", "{first}");
+    assert_eq!(
+        editor.buffer(&notes),
+        "First question?\n\n## agent (turn 1)\nThe first answer.\n\n## you\n\n"
+    );
+    // A new session: its first turn is turn 1 again, and the heading is in the document twice.
+    command(&mut editor, "agent.session.new", Value::Null);
+    let text = format!("{}Second question?\n", editor.buffer(&notes));
+    editor.change(&notes, &text);
+    let second = send(&mut editor, 6);
+    assert_eq!(second["result"]["outcome"], "answered", "{second}");
+    assert_eq!(
+        editor.buffer(&notes),
+        "First question?\n\n## agent (turn 1)\nThe first answer.\n\n## you\n\nSecond question?\n\n## agent (turn 1)\nThe second answer, in its own place.\n\n## you\n\n"
+    );
+    endpoint.assert_no_violations();
+    editor.shutdown();
+}
+
+#[test]
 fn cancelling_mid_turn_stops_it_cleanly_and_the_session_continues() {
     let workspace = Workspace::new(&[("app.py", APP)]);
     let endpoint =

@@ -170,6 +170,10 @@ pub(super) struct AnswerWriter {
     pub(super) buffers: EditorBuffers,
     pub(super) target: AnswerTarget,
     pub(super) heading: String,
+    /// Where the heading was when the writer last wrote: the same heading may be in the
+    /// document more than once (each session of a chat document starts at turn 1), and the
+    /// answer continues under the one nearest to here.
+    pub(super) heading_at: usize,
     pub(super) written: String,
     /// Whether the document is open in the editor (else the answer goes to disk at the end).
     pub(super) open: bool,
@@ -188,6 +192,7 @@ impl AnswerWriter {
             buffers,
             target,
             heading: answer_heading(turn),
+            heading_at: 0,
             written: String::new(),
             open,
             own_line_break: false,
@@ -248,7 +253,9 @@ impl AnswerWriter {
             .text(&self.target.path)
             .ok_or("the prompt document was closed")?;
         let at = self.target.insert_at.min(text.len());
-        let mut head = format!("{}{}", Self::opening(&text, at), self.heading);
+        let opening = Self::opening(&text, at);
+        self.heading_at = at + opening.len();
+        let mut head = format!("{opening}{}", self.heading);
         if text[at..].is_empty() {
             head.push('\n');
             self.own_line_break = true;
@@ -281,13 +288,20 @@ impl AnswerWriter {
             .buffers
             .text(&self.target.path)
             .ok_or("the prompt document was closed")?;
-        let heading = text
-            .find(&self.heading)
-            .ok_or("the answer's heading was removed")?;
-        let anchor = heading + self.heading.len();
-        if !text[anchor..].starts_with(&self.written) {
-            return Err("the answer was edited while it streamed".into());
+        let headings = text
+            .match_indices(&self.heading)
+            .map(|(at, _)| at)
+            .collect::<Vec<_>>();
+        if headings.is_empty() {
+            return Err("the answer's heading was removed".into());
         }
+        let heading = headings
+            .into_iter()
+            .filter(|at| text[at + self.heading.len()..].starts_with(&self.written))
+            .min_by_key(|at| at.abs_diff(self.heading_at))
+            .ok_or("the answer was edited while it streamed")?;
+        self.heading_at = heading;
+        let anchor = heading + self.heading.len();
         let at = anchor + self.written.len();
         let mut after = format!("{}{more}{}", &text[..at], &text[at..]);
         if text[at..].is_empty() {
