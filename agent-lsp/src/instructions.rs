@@ -388,7 +388,10 @@ fn contribution(source: String, path: &str, digest: &str, body: String) -> Runti
     ]);
     RuntimeContribution {
         source: Some(source),
-        text: format!("<project-instructions path=\"{path}\">\n{body}\n</project-instructions>"),
+        text: format!(
+            "<project-instructions path=\"{path}\">\n{}\n</project-instructions>",
+            body.trim_end()
+        ),
         facts,
     }
 }
