@@ -12,6 +12,7 @@ use crate::compaction::pruner::ToolResultPruner;
 use crate::compaction::{CompactionPlugin, CompactionSettings, PrunerSettings};
 use crate::context_editor::rules::{ContextRulesPlugin, ContextRulesSettings};
 use crate::instructions::{self, InstructionsSettings, ProjectInstructions};
+use crate::jobs::{self, JobsPlugin, JobsSettings};
 use crate::llm::provider::Provider;
 use crate::plugin::registry::{Assembly, PluginHost, PluginRegistry};
 use crate::plugin::tool::Tool;
@@ -23,7 +24,8 @@ use environment::{Environment, EnvironmentSettings};
 
 /// Every plugin a preset can name, in the order they handle events: the environment first (its
 /// runtime context is injected before the other pre-step plugins edit the surface), the project
-/// instructions, then the pruner and the context rules. Compaction runs before all of them, first thing in each step.
+/// instructions, then the pruner and the context rules, and the jobs (the ends of background
+/// jobs). Compaction runs before all of them, first thing in each step.
 pub fn registry() -> PluginRegistry {
     let mut registry = PluginRegistry::new();
     registry
@@ -31,7 +33,8 @@ pub fn registry() -> PluginRegistry {
         .register::<InstructionsSettings>(instructions::PLUGIN, ProjectInstructions::parts)
         .register::<CompactionSettings>("compaction", CompactionPlugin::parts)
         .register::<PrunerSettings>("tool_result_pruner", ToolResultPruner::parts)
-        .register::<ContextRulesSettings>("context_rules", ContextRulesPlugin::parts);
+        .register::<ContextRulesSettings>("context_rules", ContextRulesPlugin::parts)
+        .register::<JobsSettings>(jobs::PLUGIN, JobsPlugin::parts);
     registry
 }
 
@@ -159,10 +162,20 @@ mod tests {
                             "runtime_context",
                             "project_instructions",
                             "tool_result_pruner",
-                            "context_rules"
+                            "context_rules",
+                            "jobs"
                         ]
                     );
-                    assert_eq!(tools, ["recall_history"]);
+                    assert_eq!(
+                        tools,
+                        [
+                            "recall_history",
+                            "shell",
+                            "job_output",
+                            "job_kill",
+                            "job_list"
+                        ]
+                    );
                 }
             }
         }
