@@ -45,7 +45,7 @@ pub struct End {
     pub signal: Option<i32>,
     /// How long it ran.
     pub after: Duration,
-    /// Whether `job_kill` (or the end of the process) ended it.
+    /// Whether `job_kill` ended it.
     pub killed: bool,
 }
 
@@ -197,7 +197,7 @@ impl Job {
                 code,
                 signal,
                 after: self.started.elapsed(),
-                killed: inner.terminating,
+                killed: inner.by_request,
             });
         }
         self.ended.notify_all();
@@ -211,6 +211,18 @@ impl Job {
     /// How the job ended, or `None` while it runs.
     pub fn end(&self) -> Option<End> {
         self.inner.lock().expect("job").end.clone()
+    }
+
+    /// The command as shown in results and notices: its first line, cut at 200 characters.
+    pub fn shown_command(&self) -> String {
+        const MAX: usize = 200;
+        let first = self.command.lines().next().unwrap_or_default();
+        if first.len() == self.command.len() && first.chars().count() <= MAX {
+            return first.to_owned();
+        }
+        let mut shown = first.chars().take(MAX).collect::<String>();
+        shown.push_str(" …");
+        shown
     }
 
     /// How long it has run (until its end, once it ended).

@@ -145,7 +145,7 @@ impl Plugin for JobsPlugin {
                     "<job-ended id=\"{}\">\nThe background job {} (`{}`) ended: {} after {:.1} s.\n",
                     job.id,
                     job.id,
-                    job.command,
+                    job.shown_command(),
                     end.status(),
                     end.after.as_secs_f64()
                 );

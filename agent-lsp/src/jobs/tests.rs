@@ -236,7 +236,7 @@ async fn job_kill_leaves_no_process_of_the_job() {
     // A killed job's end is what job_kill said: no notice.
     assert!(fx.notices().is_empty());
     let again = fx.call("job_kill", json!({"id": "job-1"})).await;
-    assert!(again.text.starts_with("job-1 had already ended; nothing to kill.\njob-1: ended, killed by signal 15 (killed) after "), "{}", again.text);
+    assert!(again.text.starts_with("job-1 had already ended; nothing to kill.\njob-1: ended, killed by signal 15, stopped by job_kill, after "), "{}", again.text);
     let unknown = fx.call("job_kill", json!({"id": "job-7"})).await;
     assert!(unknown.is_error);
     assert_eq!(
@@ -379,4 +379,20 @@ fn the_catalog_adds_background_to_shell() {
     );
     assert_eq!(shell.parameters["required"], plain.parameters["required"]);
     assert!(shell.description.starts_with(&plain.description));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_long_command_is_shown_by_its_first_line_cut_short() {
+    let fx = Fixture::new(JobsSettings::enabled());
+    let long = format!("true {}", "x".repeat(300));
+    let started = fx
+        .call(
+            "shell",
+            json!({"command": format!("{long}\necho two"), "background": true}),
+        )
+        .await;
+    let shown = format!("`{} …`", &long[..200]);
+    assert!(started.text.contains(&shown), "{}", started.text);
+    let list = fx.call("job_list", json!({})).await;
+    assert!(list.text.contains(&shown), "{}", list.text);
 }

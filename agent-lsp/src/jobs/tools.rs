@@ -93,6 +93,7 @@ impl Tool for JobShell {
                      Read its output with job_output {{\"id\": \"{id}\"}} (with wait_secs to wait for more), stop it with job_kill {{\"id\": \"{id}\"}}.",
                     id = job.id,
                     pid = job.pid,
+                    command = job.shown_command(),
                 ))
                 .with_meta("job", job.id.clone())
                 .with_meta("pid", job.pid),
@@ -127,15 +128,19 @@ fn state_line(job: &Job) -> String {
             "{}: running for {:.1} s (`{}`)",
             job.id,
             job.elapsed().as_secs_f64(),
-            job.command
+            job.shown_command()
         ),
         Some(end) => format!(
             "{}: ended, {}{} after {:.1} s (`{}`)",
             job.id,
             end.status(),
-            if end.killed { " (killed)" } else { "" },
+            if end.killed {
+                ", stopped by job_kill,"
+            } else {
+                ""
+            },
             end.after.as_secs_f64(),
-            job.command
+            job.shown_command()
         ),
     }
 }
