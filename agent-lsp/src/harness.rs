@@ -12,6 +12,7 @@ use crate::compaction::pruner::ToolResultPruner;
 use crate::compaction::{CompactionPlugin, CompactionSettings, PrunerSettings};
 use crate::context_editor::rules::{ContextRulesPlugin, ContextRulesSettings};
 use crate::instructions::{self, InstructionsSettings, ProjectInstructions};
+use crate::jobs::{self, JobsPlugin, JobsSettings};
 use crate::llm::provider::Provider;
 use crate::memory;
 use crate::memory::plugin::{MemoryPlugin, MemorySettings};
@@ -27,8 +28,8 @@ use environment::{Environment, EnvironmentSettings};
 /// Every plugin a preset can name, in the order they handle events: the environment first (its
 /// runtime context is injected before the other pre-step plugins edit the surface), the project
 /// instructions, then the pruner, the context rules, preset authoring (which only adds a
-/// section and a tool) and memory (its prompt section and tool). Compaction runs before all
-/// of them, first thing in each step.
+/// section and a tool), memory (its prompt section and tool) and the jobs (the ends of
+/// background jobs). Compaction runs before all of them, first thing in each step.
 pub fn registry() -> PluginRegistry {
     let mut registry = PluginRegistry::new();
     registry
@@ -38,7 +39,8 @@ pub fn registry() -> PluginRegistry {
         .register::<PrunerSettings>("tool_result_pruner", ToolResultPruner::parts)
         .register::<ContextRulesSettings>("context_rules", ContextRulesPlugin::parts)
         .register::<PresetAuthoringSettings>("preset_authoring", preset_authoring)
-        .register::<MemorySettings>(memory::plugin::NAME, MemoryPlugin::parts);
+        .register::<MemorySettings>(memory::plugin::NAME, MemoryPlugin::parts)
+        .register::<JobsSettings>(jobs::PLUGIN, JobsPlugin::parts);
     registry
 }
 
@@ -215,10 +217,21 @@ mod tests {
                             "runtime_context",
                             "project_instructions",
                             "tool_result_pruner",
-                            "context_rules"
+                            "context_rules",
+                            "jobs"
                         ]
                     );
-                    assert_eq!(tools, ["recall_history", "memory"]);
+                    assert_eq!(
+                        tools,
+                        [
+                            "recall_history",
+                            "memory",
+                            "shell",
+                            "job_output",
+                            "job_kill",
+                            "job_list"
+                        ]
+                    );
                 }
             }
         }

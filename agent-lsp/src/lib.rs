@@ -15,6 +15,8 @@
 //! - [`tokens`]: the token meter;
 //! - [`trajectory`]: a session exported as cells, as JSON or a self-contained HTML page;
 //! - [`instructions`]: the project's and the user's `AGENTS.md` as prompt sections;
+//! - [`jobs`]: background jobs (`shell` with `background`, `job_output`, `job_kill`,
+//!   `job_list`) and the notice of their end;
 //! - [`preset`]: named assemblies of model settings, tools, permissions and plugins;
 //! - [`server`]: `agent-lsp serve`, the editor-facing server brokering the child servers;
 //! - [`cli`]: the terminal commands, and [`config`]: the user's configuration file;
@@ -30,6 +32,7 @@ pub mod context;
 pub mod context_editor;
 pub mod harness;
 pub mod instructions;
+pub mod jobs;
 pub mod llm;
 pub mod logging;
 pub mod memory;

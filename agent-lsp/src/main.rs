@@ -4,11 +4,14 @@ use std::process::ExitCode;
 
 fn main() -> ExitCode {
     agent_lsp::logging::init();
-    match agent_lsp::cli::run() {
+    let code = match agent_lsp::cli::run() {
         Ok(code) => code,
         Err(error) => {
             eprintln!("agent-lsp: {error:#}");
             ExitCode::FAILURE
         }
-    }
+    };
+    // No background job outlives the process, whatever still held it.
+    agent_lsp::jobs::kill_all();
+    code
 }

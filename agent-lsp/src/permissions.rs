@@ -40,9 +40,12 @@ pub struct PermissionPolicy {
 pub const POLICY_KEYS: [&str; 2] = ["default", "protected_paths"];
 
 impl Default for PermissionPolicy {
-    /// The `standard` preset's policy: everything allowed, the shell asked for.
+    /// The `standard` preset's policy: everything allowed, the shell (and killing the jobs it
+    /// started) asked for.
     fn default() -> PermissionPolicy {
-        PermissionPolicy::new(Permission::Allow).with("shell", Permission::Ask)
+        PermissionPolicy::new(Permission::Allow)
+            .with("shell", Permission::Ask)
+            .with("job_kill", Permission::Ask)
     }
 }
 

@@ -12,6 +12,7 @@ mod file_search;
 mod first_contact;
 mod hardening;
 mod instructions;
+mod jobs;
 mod listen_auth;
 mod lsp_tools;
 mod malformed_params;

@@ -18,7 +18,13 @@
 //! below only catches a few commands that are destructive beyond any task (`rm -rf /`, `mkfs`,
 //! writing to a disk device, a fork bomb), so that a slip or an injected instruction does not
 //! wipe the machine even where the shell is allowed.
+//!
+//! Background jobs (`crate::jobs`) start and kill their commands with the same pieces
+//! (`refusal`, `sh_command`, `ProcessGroup`), so a job is refused, grouped, marked and
+//! killed exactly as a foreground command is.
 
+use std::os::unix::process::CommandExt;
+use std::path::Path;
 use std::process::Stdio;
 use std::sync::LazyLock;
 use std::time::{Duration, Instant};
@@ -147,25 +153,105 @@ impl Tool for Shell {
 }
 
 /// The variable whose value marks every process of one command (see the module docs).
-const CALL_TOKEN_VAR: &str = "AGENT_LSP_SHELL_CALL";
+pub(crate) const CALL_TOKEN_VAR: &str = "AGENT_LSP_SHELL_CALL";
+
+/// Why `command` is not run, as the tool's error output: it is empty, or on the deny-list.
+/// Background jobs (`crate::jobs`) are refused by the same check.
+pub(crate) fn refusal(command: &str) -> Option<ToolOutput> {
+    if command.trim().is_empty() {
+        return Some(ToolOutput::error("`command` is empty"));
+    }
+    let what = denied(command)?;
+    tracing::warn!(command, what, "shell command refused by the deny-list");
+    Some(
+        ToolOutput::error(format!(
+            "refused: this command looks like it would {what}; such commands are never run by the agent"
+        ))
+        .with_meta("denied", true),
+    )
+}
+
+/// `sh -c command` in `root`, in a process group of its own and marked with a fresh token, and
+/// that token: how the foreground shell and background jobs start a command. The caller sets
+/// its standard streams, spawns it and makes the `ProcessGroup` from the child's pid.
+pub(crate) fn sh_command(root: &Path, command: &str) -> (std::process::Command, String) {
+    let token = call_token();
+    let mut sh = std::process::Command::new("sh");
+    sh.arg("-c")
+        .arg(command)
+        .env(CALL_TOKEN_VAR, &token)
+        .current_dir(root)
+        .process_group(0);
+    (sh, token)
+}
+
+/// A command's process group (its id is the pid of its `sh`, which `process_group(0)` made
+/// the leader) and the token every process the command starts carries.
+#[derive(Debug)]
+pub(crate) struct ProcessGroup {
+    pgid: Pid,
+    token: String,
+}
+
+impl ProcessGroup {
+    /// The group led by the process `pid`, marked with `token` (both from `sh_command`).
+    pub(crate) fn new(pid: u32, token: String) -> Option<ProcessGroup> {
+        let pgid = Pid::from_raw(i32::try_from(pid).ok()?);
+        Some(ProcessGroup { pgid, token })
+    }
+
+    /// Send `signal` to every process in the group; `false` when there is none.
+    pub(crate) fn signal(&self, signal: Signal) -> bool {
+        killpg(self.pgid, signal).is_ok()
+    }
+
+    /// Whether a live process is left in the group. Zombies do not count: a killed process
+    /// whose parent died is adopted by init, which may take its time to reap it (some
+    /// containers' init never does), and a zombie holds nothing.
+    pub(crate) fn is_alive(&self) -> bool {
+        if killpg(self.pgid, None).is_err() {
+            return false;
+        }
+        let Ok(processes) = std::fs::read_dir("/proc") else {
+            return true;
+        };
+        let pgid = self.pgid.as_raw().to_string();
+        processes.filter_map(Result::ok).any(|process| {
+            let stat = std::fs::read_to_string(process.path().join("stat")).unwrap_or_default();
+            // After the parenthesised name (which may hold spaces): state, ppid, pgrp, ….
+            let mut fields = stat
+                .rsplit_once(')')
+                .map_or("", |(_, rest)| rest)
+                .split_whitespace();
+            let state = fields.next();
+            state.is_some_and(|state| state != "Z" && state != "X")
+                && fields.nth(1) == Some(pgid.as_str())
+        })
+    }
+
+    /// SIGKILL the group, then every process carrying the token (those that left the group
+    /// with `setsid` or a double fork).
+    pub(crate) fn kill(&self) {
+        // ESRCH (the group is already gone) is the usual, harmless outcome.
+        let _ = killpg(self.pgid, Signal::SIGKILL);
+        let killed = kill_marked(&format!("{CALL_TOKEN_VAR}={}", self.token));
+        if killed > 0 {
+            tracing::info!(killed, "killed processes that had left the command's group");
+        }
+    }
+}
 
 /// Kills the command's process group, and every process carrying its token, when dropped,
 /// unless already done: this is what stops the processes when the runtime drops the call on a
 /// timeout or a cancelled turn.
 struct GroupGuard {
-    pgid: Option<Pid>,
-    token: String,
+    group: Option<ProcessGroup>,
 }
 
 impl GroupGuard {
     fn kill(&mut self) {
-        if let Some(pgid) = self.pgid.take() {
-            // ESRCH (the group is already gone) is the usual, harmless outcome.
-            let _ = killpg(pgid, Signal::SIGKILL);
-            let killed = kill_marked(&format!("{CALL_TOKEN_VAR}={}", self.token));
-            if killed > 0 {
-                tracing::info!(killed, "killed processes that had left the command's group");
-            }
+        if let Some(group) = self.group.take() {
+            group.kill();
         }
     }
 }
@@ -220,44 +306,27 @@ impl Drop for GroupGuard {
 
 async fn run_command(ctx: &ToolContext, args: &ShellArgs) -> ToolOutput {
     let command = args.command.as_str();
-    if command.trim().is_empty() {
-        return ToolOutput::error("`command` is empty");
-    }
-    if let Some(what) = denied(command) {
-        tracing::warn!(command, what, "shell command refused by the deny-list");
-        return ToolOutput::error(format!(
-            "refused: this command looks like it would {what}; such commands are never run by the agent"
-        ))
-        .with_meta("denied", true);
+    if let Some(refused) = refusal(command) {
+        return refused;
     }
     let timeout_secs = args
         .timeout_secs
         .unwrap_or(SHELL_DEFAULT_TIMEOUT_SECS)
         .clamp(1, SHELL_MAX_TIMEOUT_SECS);
     let started = Instant::now();
-    let token = call_token();
-    let mut child = match tokio::process::Command::new("sh")
-        .arg("-c")
-        .arg(command)
-        .env(CALL_TOKEN_VAR, &token)
-        .current_dir(ctx.workspace.root())
+    let (sh, token) = sh_command(ctx.workspace.root(), command);
+    let mut child = match tokio::process::Command::from(sh)
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
-        .process_group(0)
         .kill_on_drop(true)
         .spawn()
     {
         Ok(child) => child,
         Err(err) => return ToolOutput::error(format!("`sh` could not be started: {err}")),
     };
-    // With `process_group(0)` the group id is the child's pid.
     let mut guard = GroupGuard {
-        pgid: child
-            .id()
-            .and_then(|pid| i32::try_from(pid).ok())
-            .map(Pid::from_raw),
-        token,
+        group: child.id().and_then(|pid| ProcessGroup::new(pid, token)),
     };
     tracing::info!(command, pid = ?child.id(), timeout_secs, "shell command started");
     let stdout = tokio::spawn(capture(child.stdout.take().expect("piped stdout")));

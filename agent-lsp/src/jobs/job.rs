@@ -1,0 +1,362 @@
+//! One background job: a `sh -c` command started the way the `shell` tool starts one (its own
+//! process group, the call token in its environment), its output spooled to disk, and the
+//! threads and the watchdog that see it end.
+//!
+//! A job is watched by plain threads rather than runtime tasks: a job outlives the tool call
+//! that started it, and it must be seen to end (and be killed) whatever runtime is running, or
+//! none, as when the job table is dropped at the end of the process. A reader thread copies the
+//! job's output (stdout and stderr on one pipe, so their order is kept) into the spool; a
+//! supervisor thread waits for `sh`, kills what it left in the background (as the `shell`
+//! tool does), waits for the rest of the output and records the end.
+//!
+//! The watchdog covers the one case no code of ours runs in: agent-lsp killed by SIGKILL or a
+//! crash. It is a tiny `sh` in a group of its own, reading a pipe only agent-lsp holds; when
+//! agent-lsp dies the kernel closes the pipe, the read ends, and the watchdog kills the job's
+//! group (SIGTERM, SIGKILL two seconds later). A parent-death signal (`PR_SET_PDEATHSIG`) was
+//! not used: it reaches only the job's `sh`, not the processes in its group, and it fires when
+//! the *thread* that spawned the job exits, which in a runtime's thread pool is any time.
+
+use std::io::{Read, Write};
+use std::path::Path;
+use std::process::{Child, ChildStdin, Stdio};
+use std::sync::{Arc, Condvar, Mutex};
+use std::time::{Duration, Instant};
+
+use nix::sys::signal::Signal;
+use tokio::sync::watch;
+
+use super::spool::Spool;
+use crate::tools::shell::{CALL_TOKEN_VAR, ProcessGroup, sh_command};
+
+/// How long a job's output is waited for once its `sh` exited and its group was killed; only a
+/// process that left the group unmarked can keep the pipe open longer.
+const PIPE_GRACE: Duration = Duration::from_secs(2);
+
+/// What the watchdog runs: `$1` is the job's process group. A line on its input means the job
+/// ended and agent-lsp is fine; end of input means agent-lsp is gone.
+const WATCHDOG: &str =
+    r#"read -r _ || { kill -s TERM -- -"$1"; sleep 2; kill -s KILL -- -"$1"; } 2>/dev/null"#;
+
+/// How a job ended.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct End {
+    /// The exit code of its `sh`, or `None` when a signal ended it.
+    pub code: Option<i32>,
+    pub signal: Option<i32>,
+    /// How long it ran.
+    pub after: Duration,
+    /// Whether `job_kill` ended it.
+    pub killed: bool,
+}
+
+impl End {
+    /// `exit code 3`, `killed by signal 15`.
+    pub fn status(&self) -> String {
+        match (self.code, self.signal) {
+            (Some(code), _) => format!("exit code {code}"),
+            (None, Some(signal)) => format!("killed by signal {signal}"),
+            (None, None) => "exit status unknown".to_owned(),
+        }
+    }
+}
+
+#[derive(Debug, Default)]
+struct Inner {
+    end: Option<End>,
+    /// Whether a kill is under way: the supervisor then leaves the group to the killer, which
+    /// gives it a grace period after SIGTERM.
+    terminating: bool,
+    /// Whether the kill was asked for by `job_kill`.
+    by_request: bool,
+    /// How far this session has read the output with `job_output`.
+    read_to: u64,
+    /// Whether the end was announced in the runtime context.
+    announced: bool,
+}
+
+/// A background job.
+#[derive(Debug)]
+pub struct Job {
+    pub id: String,
+    pub command: String,
+    /// The pid of its `sh`, which is also its process group id.
+    pub pid: u32,
+    /// When it started, as an RFC 3339 time (it tells apart jobs of the same id in one session
+    /// log, started by different processes).
+    pub started_at: String,
+    started: Instant,
+    group: ProcessGroup,
+    pub(super) spool: Spool,
+    inner: Mutex<Inner>,
+    ended: Condvar,
+    /// Bumped on every piece of output and on the end, for `job_output`'s `wait_secs`.
+    changed: watch::Sender<u64>,
+}
+
+impl Job {
+    /// Start `command` in `root` as job `id`, spooling its output into `dir`.
+    pub(super) fn start(
+        id: String,
+        command: &str,
+        root: &Path,
+        dir: &Path,
+        spool_bytes: u64,
+    ) -> anyhow::Result<Arc<Job>> {
+        let spool = Spool::create(dir, &id, spool_bytes)?;
+        let (mut output, writer) = std::io::pipe()?;
+        let (mut sh, token) = sh_command(root, command);
+        sh.stdin(Stdio::null())
+            .stdout(writer.try_clone()?)
+            .stderr(writer);
+        let mut child = sh.spawn()?;
+        // Our copies of the pipe's writing end go with the command, so the reader sees the end
+        // of the output once the job's processes are gone.
+        drop(sh);
+        let group = ProcessGroup::new(child.id(), token)
+            .ok_or_else(|| anyhow::anyhow!("the job's pid {} is out of range", child.id()))?;
+        let watchdog = Watchdog::start(child.id())
+            .inspect_err(|err| tracing::warn!(%err, "no watchdog for the job: it may outlive a killed agent-lsp"))
+            .ok();
+        let job = Arc::new(Job {
+            id,
+            command: command.to_owned(),
+            pid: child.id(),
+            started_at: chrono::Local::now().to_rfc3339_opts(chrono::SecondsFormat::Millis, false),
+            started: Instant::now(),
+            group,
+            spool,
+            inner: Mutex::default(),
+            ended: Condvar::new(),
+            changed: watch::Sender::new(0),
+        });
+        tracing::info!(job = %job.id, pid = job.pid, command, "background job started");
+
+        let (done, output_done) = std::sync::mpsc::channel::<()>();
+        let reader = job.clone();
+        let spawned = std::thread::Builder::new()
+            .name(format!("{}-output", job.id))
+            .spawn(move || {
+                let mut buffer = vec![0u8; 16 * 1024];
+                loop {
+                    match output.read(&mut buffer) {
+                        Ok(0) | Err(_) => break,
+                        Ok(n) => {
+                            if let Err(err) = reader.spool.append(&buffer[..n]) {
+                                tracing::warn!(job = %reader.id, %err, "the job's output could not be spooled");
+                            }
+                            reader.changed.send_modify(|version| *version += 1);
+                        }
+                    }
+                }
+                let _ = done.send(());
+            })
+            .and_then(|_| {
+                let supervised = job.clone();
+                std::thread::Builder::new()
+                    .name(format!("{}-wait", job.id))
+                    .spawn(move || supervised.supervise(&mut child, &output_done, watchdog))
+            });
+        if let Err(err) = spawned {
+            job.group.kill();
+            anyhow::bail!("cannot watch the job: {err}");
+        }
+        Ok(job)
+    }
+
+    /// Wait for `sh`, clean up after it, and record the end (the supervisor thread).
+    fn supervise(
+        &self,
+        child: &mut Child,
+        output_done: &std::sync::mpsc::Receiver<()>,
+        watchdog: Option<Watchdog>,
+    ) {
+        let status = child.wait();
+        let terminating = self.inner.lock().expect("job").terminating;
+        if !terminating {
+            // What the command left in the background goes with it, as with `shell`.
+            self.group.kill();
+        }
+        let grace = if terminating {
+            PIPE_GRACE + super::KILL_GRACE
+        } else {
+            PIPE_GRACE
+        };
+        if output_done.recv_timeout(grace).is_err() {
+            tracing::warn!(job = %self.id, "a process outside the job's group keeps its output open");
+        }
+        let (code, signal) = match &status {
+            Ok(status) => {
+                use std::os::unix::process::ExitStatusExt;
+                (status.code(), status.signal())
+            }
+            Err(_) => (None, None),
+        };
+        {
+            let mut inner = self.inner.lock().expect("job");
+            inner.end = Some(End {
+                code,
+                signal,
+                after: self.started.elapsed(),
+                killed: inner.by_request,
+            });
+        }
+        self.ended.notify_all();
+        self.changed.send_modify(|version| *version += 1);
+        tracing::info!(job = %self.id, ?status, "background job ended");
+        if let Some(watchdog) = watchdog {
+            watchdog.release();
+        }
+    }
+
+    /// How the job ended, or `None` while it runs.
+    pub fn end(&self) -> Option<End> {
+        self.inner.lock().expect("job").end.clone()
+    }
+
+    /// The command as shown in results and notices: its first line, cut at 200 characters.
+    pub fn shown_command(&self) -> String {
+        const MAX: usize = 200;
+        let first = self.command.lines().next().unwrap_or_default();
+        if first.len() == self.command.len() && first.chars().count() <= MAX {
+            return first.to_owned();
+        }
+        let mut shown = first.chars().take(MAX).collect::<String>();
+        shown.push_str(" …");
+        shown
+    }
+
+    /// How long it has run (until its end, once it ended).
+    pub fn elapsed(&self) -> Duration {
+        self.end()
+            .map_or_else(|| self.started.elapsed(), |end| end.after)
+    }
+
+    /// A receiver told of every piece of output and of the end.
+    pub fn subscribe(&self) -> watch::Receiver<u64> {
+        self.changed.subscribe()
+    }
+
+    /// How far `job_output` has read; [`Job::mark_read`] moves it on.
+    pub fn read_to(&self) -> u64 {
+        self.inner.lock().expect("job").read_to
+    }
+
+    pub fn mark_read(&self, to: u64) {
+        let mut inner = self.inner.lock().expect("job");
+        inner.read_to = inner.read_to.max(to);
+    }
+
+    /// The end, once, if it is to be announced: the job ended by itself (a killed job's end
+    /// is what `job_kill` answered) and was not announced before.
+    pub(super) fn take_announcement(&self) -> Option<End> {
+        let mut inner = self.inner.lock().expect("job");
+        let end = inner.end.clone()?;
+        if inner.announced || inner.by_request {
+            return None;
+        }
+        inner.announced = true;
+        Some(end)
+    }
+
+    /// Begin a kill: SIGTERM to the group. Returns `false` when the job had already ended.
+    pub(super) fn begin_kill(&self, by_request: bool) -> bool {
+        {
+            let mut inner = self.inner.lock().expect("job");
+            if inner.end.is_some() {
+                return false;
+            }
+            inner.terminating = true;
+            inner.by_request |= by_request;
+        }
+        self.group.signal(Signal::SIGTERM);
+        true
+    }
+
+    /// Whether a process is left in the job's group.
+    pub(super) fn group_alive(&self) -> bool {
+        self.group.is_alive()
+    }
+
+    /// End a kill: SIGKILL whatever is left (in the group, or marked with the job's token), then
+    /// wait for the supervisor to record the end.
+    pub(super) fn finish_kill(&self) -> Option<End> {
+        self.group.kill();
+        let inner = self.inner.lock().expect("job");
+        let (inner, _) = self
+            .ended
+            .wait_timeout_while(inner, PIPE_GRACE + super::KILL_GRACE, |inner| {
+                inner.end.is_none()
+            })
+            .expect("job");
+        inner.end.clone()
+    }
+}
+
+/// The watchdog of one job (see the module docs).
+#[derive(Debug)]
+struct Watchdog {
+    input: ChildStdin,
+    process: Child,
+}
+
+impl Watchdog {
+    fn start(pgid: u32) -> std::io::Result<Watchdog> {
+        use std::os::unix::process::CommandExt;
+        let mut process = std::process::Command::new("sh")
+            .arg("-c")
+            .arg(WATCHDOG)
+            .arg("agent-lsp-job-watchdog")
+            .arg(pgid.to_string())
+            .env_remove(CALL_TOKEN_VAR)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            // Its own group: killing the job's does not kill it, nor does Ctrl-C.
+            .process_group(0)
+            .spawn()?;
+        let input = process.stdin.take().expect("piped stdin");
+        Ok(Watchdog { input, process })
+    }
+
+    /// The job ended: tell the watchdog to exit without killing anything, and reap it.
+    fn release(mut self) {
+        let _ = self.input.write_all(b"\n");
+        drop(self.input);
+        let _ = self.process.wait();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::unix::process::{CommandExt, ExitStatusExt};
+
+    fn group_of_one(seconds: &str) -> Child {
+        std::process::Command::new("sleep")
+            .arg(seconds)
+            .process_group(0)
+            .spawn()
+            .unwrap()
+    }
+
+    #[test]
+    fn the_watchdog_kills_the_group_when_its_input_closes_and_not_when_released() {
+        let mut job = group_of_one("3011");
+        let Watchdog { input, mut process } = Watchdog::start(job.id()).unwrap();
+        // agent-lsp dying closes the pipe without a line.
+        drop(input);
+        assert!(process.wait().unwrap().success());
+        assert_eq!(job.wait().unwrap().signal(), Some(15));
+
+        let mut job = group_of_one("3012");
+        Watchdog::start(job.id()).unwrap().release();
+        std::thread::sleep(Duration::from_millis(100));
+        assert_eq!(
+            job.try_wait().unwrap(),
+            None,
+            "a released watchdog kills nothing"
+        );
+        job.kill().unwrap();
+        job.wait().unwrap();
+    }
+}

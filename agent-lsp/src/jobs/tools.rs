@@ -1,0 +1,422 @@
+//! The job tools: `shell` with `background` (the `shell` tool, plus starting a job), and
+//! `job_output`, `job_kill`, `job_list`. The plugin brings its `shell` in place of the plain
+//! one, so a preset with jobs has one `shell` whose foreground calls are the plain tool's.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures_util::future::BoxFuture;
+use serde::Deserialize;
+use serde_json::{Value, json};
+
+use super::spool::excerpt;
+use super::{Job, JobTable, KILL_GRACE};
+use crate::llm::ToolDef;
+use crate::tools::shell::{Shell, refusal};
+use crate::tools::{Tool, ToolContext, ToolOutput, blocking, parse_args};
+
+/// The longest `job_output` waits for output.
+pub const MAX_WAIT_SECS: u64 = 60;
+
+/// `shell {command, timeout_secs?, background?}`.
+pub struct JobShell {
+    table: Arc<JobTable>,
+}
+
+impl JobShell {
+    pub fn new(table: Arc<JobTable>) -> JobShell {
+        JobShell { table }
+    }
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ShellArgs {
+    command: String,
+    #[serde(default)]
+    timeout_secs: Option<u64>,
+    #[serde(default)]
+    background: bool,
+}
+
+impl Tool for JobShell {
+    fn def(&self) -> ToolDef {
+        let mut def = Shell.def();
+        def.description.push_str(
+            " With `background: true` the command starts as a background job and the call returns its id at once: \
+             read its output with `job_output`, stop it with `job_kill`, see all jobs with `job_list`; when a job ends \
+             by itself you are told its exit code and last lines. Jobs run until they end or are killed, and are \
+             killed when this agent's process ends; processes a job leaves in the background are killed when it exits.",
+        );
+        def.parameters["properties"]["background"] = json!({
+            "type": "boolean",
+            "description": "Start the command as a background job and return its id at once (no `timeout_secs`). Default false.",
+        });
+        def
+    }
+
+    fn read_only(&self) -> bool {
+        false
+    }
+
+    fn timeout(&self, args: &Value) -> Option<Duration> {
+        Shell.timeout(args)
+    }
+
+    fn run(&self, ctx: ToolContext, args: Value) -> BoxFuture<'static, ToolOutput> {
+        let table = self.table.clone();
+        Box::pin(async move {
+            let parsed: ShellArgs = match parse_args("shell", args.clone()) {
+                Ok(parsed) => parsed,
+                Err(output) => return output,
+            };
+            if !parsed.background {
+                let mut args = args;
+                if let Some(args) = args.as_object_mut() {
+                    args.remove("background");
+                }
+                return Shell.run(ctx, args).await;
+            }
+            if parsed.timeout_secs.is_some() {
+                return ToolOutput::error(
+                    "`timeout_secs` is for commands in the foreground; a background job runs until it ends or job_kill stops it",
+                );
+            }
+            if let Some(refused) = refusal(&parsed.command) {
+                return refused;
+            }
+            let root = ctx.workspace.root().to_owned();
+            let command = parsed.command;
+            blocking(move || match table.start(&root, &command) {
+                Ok(job) => ToolOutput::ok(format!(
+                    "started background job {id} (pid {pid}): `{command}`\n\
+                     Read its output with job_output {{\"id\": \"{id}\"}} (with wait_secs to wait for more), stop it with job_kill {{\"id\": \"{id}\"}}.",
+                    id = job.id,
+                    pid = job.pid,
+                    command = job.shown_command(),
+                ))
+                .with_meta("job", job.id.clone())
+                .with_meta("pid", job.pid),
+                Err(err) => ToolOutput::error(format!("the job was not started: {err:#}")),
+            })
+            .await
+        })
+    }
+}
+
+/// The job an `id` argument names, or the error output listing the jobs there are.
+fn find(table: &JobTable, id: &str) -> Result<Arc<Job>, ToolOutput> {
+    table.get(id).ok_or_else(|| {
+        let ids = table
+            .jobs()
+            .iter()
+            .map(|job| job.id.clone())
+            .collect::<Vec<_>>();
+        ToolOutput::error(if ids.is_empty() {
+            format!("there is no job `{id}`: no background job was started in this session")
+        } else {
+            format!("there is no job `{id}`; the jobs are {}", ids.join(", "))
+        })
+        .with_meta("unknown_job", true)
+    })
+}
+
+/// `job-1: running for 3.2 s` or `job-1: exit code 3 after 2.0 s`.
+fn state_line(job: &Job) -> String {
+    match job.end() {
+        None => format!(
+            "{}: running for {:.1} s (`{}`)",
+            job.id,
+            job.elapsed().as_secs_f64(),
+            job.shown_command()
+        ),
+        Some(end) => format!(
+            "{}: ended, {}{} after {:.1} s (`{}`)",
+            job.id,
+            end.status(),
+            if end.killed {
+                ", stopped by job_kill,"
+            } else {
+                ""
+            },
+            end.after.as_secs_f64(),
+            job.shown_command()
+        ),
+    }
+}
+
+/// `job_output {id, since?, wait_secs?}`.
+pub struct JobOutput {
+    table: Arc<JobTable>,
+}
+
+impl JobOutput {
+    pub fn new(table: Arc<JobTable>) -> JobOutput {
+        JobOutput { table }
+    }
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct OutputArgs {
+    id: IdArg,
+    #[serde(default)]
+    since: Option<u64>,
+    #[serde(default)]
+    wait_secs: Option<u64>,
+}
+
+/// A job id as the model may send it: `"job-1"`, `"1"` or `1`.
+#[derive(Deserialize)]
+#[serde(untagged)]
+enum IdArg {
+    Text(String),
+    Number(u64),
+}
+
+impl IdArg {
+    fn text(&self) -> String {
+        match self {
+            IdArg::Text(text) => text.clone(),
+            IdArg::Number(number) => number.to_string(),
+        }
+    }
+}
+
+impl Tool for JobOutput {
+    fn def(&self) -> ToolDef {
+        ToolDef {
+            name: "job_output".into(),
+            description: format!(
+                "The output of a background job (stdout and stderr as printed), from byte offset `since`, by default \
+                 from where your last job_output of it stopped, and whether it still runs or how it ended. Long \
+                 output keeps its start and end (at most {} bytes). `wait_secs` (at most {MAX_WAIT_SECS}) first \
+                 waits until there is new output or the job has ended.",
+                self.table.settings().output_bytes
+            ),
+            parameters: json!({
+                "type": "object",
+                "properties": {
+                    "id": {"type": "string", "description": "The job's id, as `shell` returned it (`job-1`)."},
+                    "since": {"type": "integer", "minimum": 0, "description": "Byte offset to read from; default: where the last read of this job stopped."},
+                    "wait_secs": {"type": "integer", "minimum": 0, "maximum": MAX_WAIT_SECS, "description": "Seconds to wait for new output or the job's end when there is none yet. Default 0."},
+                },
+                "required": ["id"],
+                "additionalProperties": false,
+            }),
+        }
+    }
+
+    fn read_only(&self) -> bool {
+        true
+    }
+
+    fn timeout(&self, args: &Value) -> Option<Duration> {
+        let wait = args.get("wait_secs").and_then(Value::as_u64).unwrap_or(0);
+        Some(Duration::from_secs(wait.min(MAX_WAIT_SECS) + 30))
+    }
+
+    fn run(&self, ctx: ToolContext, args: Value) -> BoxFuture<'static, ToolOutput> {
+        let table = self.table.clone();
+        Box::pin(async move {
+            let args: OutputArgs = match parse_args("job_output", args) {
+                Ok(args) => args,
+                Err(output) => return output,
+            };
+            let job = match find(&table, &args.id.text()) {
+                Ok(job) => job,
+                Err(output) => return output,
+            };
+            let wait = Duration::from_secs(args.wait_secs.unwrap_or(0).min(MAX_WAIT_SECS));
+            let since = args.since.unwrap_or_else(|| job.read_to());
+            if !wait.is_zero() {
+                let mut changed = job.subscribe();
+                let deadline = tokio::time::Instant::now() + wait;
+                while job.end().is_none() && job.spool.total() <= since {
+                    tokio::select! {
+                        result = changed.changed() => if result.is_err() { break },
+                        () = tokio::time::sleep_until(deadline) => break,
+                        () = ctx.cancel.cancelled() => break,
+                    }
+                }
+            }
+            let cap = table.settings().output_bytes;
+            blocking(move || {
+                // The state first: output printed before an end is then always in the read.
+                let state = state_line(&job);
+                let end = job.end();
+                let excerpt = match excerpt(&job.spool, since, cap) {
+                    Ok(excerpt) => excerpt,
+                    Err(err) => {
+                        return ToolOutput::error(format!(
+                            "the job's output could not be read: {err}"
+                        ));
+                    }
+                };
+                job.mark_read(excerpt.to);
+                let mut text = format!("{state}\n");
+                if let Some((from, to)) = excerpt.dropped {
+                    text.push_str(&format!(
+                        "[bytes {from}–{to} are no longer kept (a job keeps its last {} bytes)]\n",
+                        table.settings().spool_bytes
+                    ));
+                }
+                if excerpt.from == excerpt.to {
+                    text.push_str(&format!("(no new output; {} bytes in all)\n", excerpt.to));
+                } else {
+                    text.push_str(&format!(
+                        "--- output, bytes {}–{} of {} ---\n{}",
+                        excerpt.from, excerpt.to, excerpt.to, excerpt.text
+                    ));
+                    if !text.ends_with('\n') {
+                        text.push('\n');
+                    }
+                }
+                ToolOutput::ok(text)
+                    .with_meta("job", job.id.clone())
+                    .with_meta("running", end.is_none())
+                    .with_meta("exit_code", end.as_ref().and_then(|end| end.code))
+                    .with_meta("from", excerpt.from)
+                    .with_meta("to", excerpt.to)
+                    .with_meta("truncated", excerpt.cut.is_some())
+            })
+            .await
+        })
+    }
+}
+
+/// `job_kill {id}`.
+pub struct JobKill {
+    table: Arc<JobTable>,
+}
+
+impl JobKill {
+    pub fn new(table: Arc<JobTable>) -> JobKill {
+        JobKill { table }
+    }
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct KillArgs {
+    id: IdArg,
+}
+
+impl Tool for JobKill {
+    fn def(&self) -> ToolDef {
+        ToolDef {
+            name: "job_kill".into(),
+            description: format!(
+                "Stop a background job and every process it started: SIGTERM, then SIGKILL after {} s. Returns how \
+                 it ended.",
+                KILL_GRACE.as_secs()
+            ),
+            parameters: json!({
+                "type": "object",
+                "properties": {
+                    "id": {"type": "string", "description": "The job's id, as `shell` returned it (`job-1`)."},
+                },
+                "required": ["id"],
+                "additionalProperties": false,
+            }),
+        }
+    }
+
+    fn read_only(&self) -> bool {
+        false
+    }
+
+    fn run(&self, _ctx: ToolContext, args: Value) -> BoxFuture<'static, ToolOutput> {
+        let table = self.table.clone();
+        Box::pin(async move {
+            let args: KillArgs = match parse_args("job_kill", args) {
+                Ok(args) => args,
+                Err(output) => return output,
+            };
+            let job = match find(&table, &args.id.text()) {
+                Ok(job) => job,
+                Err(output) => return output,
+            };
+            blocking(move || {
+                let killed = table.kill(&job);
+                let unread = job.spool.total().saturating_sub(job.read_to());
+                let mut text = match &killed {
+                    Some(end) => format!(
+                        "{} killed with everything it started ({} after {:.1} s).",
+                        job.id,
+                        end.status(),
+                        end.after.as_secs_f64()
+                    ),
+                    None => format!("{} had already ended; nothing to kill.\n{}", job.id, state_line(&job)),
+                };
+                if unread > 0 {
+                    text.push_str(&format!(
+                        "\n{unread} bytes of its output were not read: job_output {{\"id\": \"{}\"}} reads them.",
+                        job.id
+                    ));
+                }
+                ToolOutput::ok(text)
+                    .with_meta("job", job.id.clone())
+                    .with_meta("killed", killed.is_some())
+            })
+            .await
+        })
+    }
+}
+
+/// `job_list {}`.
+pub struct JobList {
+    table: Arc<JobTable>,
+}
+
+impl JobList {
+    pub fn new(table: Arc<JobTable>) -> JobList {
+        JobList { table }
+    }
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ListArgs {}
+
+impl Tool for JobList {
+    fn def(&self) -> ToolDef {
+        ToolDef {
+            name: "job_list".into(),
+            description: "The background jobs of this session: id, running or how it ended, the command, and how much of \
+                          its output you have not read."
+                .into(),
+            parameters: json!({"type": "object", "properties": {}, "additionalProperties": false}),
+        }
+    }
+
+    fn read_only(&self) -> bool {
+        true
+    }
+
+    fn run(&self, _ctx: ToolContext, args: Value) -> BoxFuture<'static, ToolOutput> {
+        let table = self.table.clone();
+        Box::pin(async move {
+            if let Err(output) = parse_args::<ListArgs>("job_list", args) {
+                return output;
+            }
+            let jobs = table.jobs();
+            if jobs.is_empty() {
+                return ToolOutput::ok("no background jobs in this session");
+            }
+            let mut text = String::new();
+            for job in &jobs {
+                let total = job.spool.total();
+                let unread = total.saturating_sub(job.read_to());
+                text.push_str(&format!(
+                    "{}; {total} bytes of output, {unread} not read\n",
+                    state_line(job)
+                ));
+            }
+            let running = jobs.iter().filter(|job| job.end().is_none()).count();
+            ToolOutput::ok(text)
+                .with_meta("jobs", jobs.len())
+                .with_meta("running", running)
+        })
+    }
+}
