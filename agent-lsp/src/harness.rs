@@ -12,6 +12,7 @@ use crate::compaction::pruner::ToolResultPruner;
 use crate::compaction::{CompactionPlugin, CompactionSettings, PrunerSettings};
 use crate::context_editor::rules::{ContextRulesPlugin, ContextRulesSettings};
 use crate::llm::provider::Provider;
+use crate::plans::{PlansPlugin, PlansSettings};
 use crate::plugin::registry::{Assembly, PluginHost, PluginRegistry};
 use crate::plugin::tool::Tool;
 use crate::preset::Preset;
@@ -21,12 +22,14 @@ use crate::workspace::Workspace;
 use environment::{Environment, EnvironmentSettings};
 
 /// Every plugin a preset can name, in the order they handle events: the environment first (its
-/// runtime context is injected before the other pre-step plugins edit the surface), then the
-/// pruner and the context rules. Compaction runs before all of them, first thing in each step.
+/// runtime context is injected before the other pre-step plugins edit the surface), the plan
+/// beside it, then the pruner and the context rules. Compaction runs before all of them, first
+/// thing in each step.
 pub fn registry() -> PluginRegistry {
     let mut registry = PluginRegistry::new();
     registry
         .register::<EnvironmentSettings>("runtime_context", Environment::parts)
+        .register::<PlansSettings>(crate::plans::PLUGIN, PlansPlugin::parts)
         .register::<CompactionSettings>("compaction", CompactionPlugin::parts)
         .register::<PrunerSettings>("tool_result_pruner", ToolResultPruner::parts)
         .register::<ContextRulesSettings>("context_rules", ContextRulesPlugin::parts);
@@ -153,9 +156,9 @@ mod tests {
                 _ => {
                     assert_eq!(
                         plugins,
-                        ["runtime_context", "tool_result_pruner", "context_rules"]
+                        ["runtime_context", "plans", "tool_result_pruner", "context_rules"]
                     );
-                    assert_eq!(tools, ["recall_history"]);
+                    assert_eq!(tools, ["todo", "recall_history"]);
                 }
             }
         }

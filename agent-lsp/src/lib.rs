@@ -5,6 +5,7 @@
 //! - [`session`]: the append-only session log, the surface and the derived messages; every
 //!   model request is derived from it (the one rule of ARCHITECTURE.md);
 //! - [`compaction`]: memory for long sessions: checkpoints, tool-result pruning, recall;
+//! - [`plans`]: the `todo` plan the model keeps and the session's goal, both read from the log;
 //! - [`context`]: system prompt assembly, runtime context projection, request building and
 //!   replay;
 //! - [`llm`]: provider-neutral requests and the wire formats they are sent in;
@@ -30,6 +31,7 @@ pub mod harness;
 pub mod llm;
 pub mod logging;
 pub mod permissions;
+pub mod plans;
 pub mod plugin;
 pub mod preset;
 pub mod server;
