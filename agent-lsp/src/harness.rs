@@ -156,7 +156,12 @@ mod tests {
                 _ => {
                     assert_eq!(
                         plugins,
-                        ["runtime_context", "plans", "tool_result_pruner", "context_rules"]
+                        [
+                            "runtime_context",
+                            "plans",
+                            "tool_result_pruner",
+                            "context_rules"
+                        ]
                     );
                     assert_eq!(tools, ["todo", "recall_history"]);
                 }

@@ -136,7 +136,10 @@ fn a_valid_list_is_the_current_plan_and_a_broken_one_says_what_to_fix() {
         assert_eq!(text, message);
     }
     let (text, failed) = fx.todo(items(&[("a", "started")]));
-    assert!(failed && text.contains("unknown variant `started`"), "{text}");
+    assert!(
+        failed && text.contains("unknown variant `started`"),
+        "{text}"
+    );
     let (text, failed) = fx.todo(json!({"items": [{"text": "a", "status": "done", "id": 1}]}));
     assert!(failed && text.contains("unknown field `id`"), "{text}");
 
