@@ -291,6 +291,7 @@ fn show_json(history: &mut History) -> Value {
             "estimated_tokens": surface_tokens,
             "seqs": surface_seqs,
         },
+        "plan": crate::plans::view(history),
         "timeline": timeline,
     })
 }
@@ -369,6 +370,7 @@ fn show_human(history: &mut History, out: &mut impl Write) -> anyhow::Result<()>
         "surface    generation {}, {} messages, ~{} tokens",
         surface["generation"], surface["messages"], surface["estimated_tokens"]
     )?;
+    show_plan(history, out)?;
     writeln!(out)?;
     writeln!(
         out,
@@ -395,6 +397,32 @@ fn show_human(history: &mut History, out: &mut impl Write) -> anyhow::Result<()>
             row["kind"].as_str().unwrap_or_default(),
             row["summary"].as_str().unwrap_or_default(),
         )?;
+    }
+    Ok(())
+}
+
+/// The session's goal and its current plan, one item per line.
+fn show_plan(history: &History, out: &mut impl Write) -> anyhow::Result<()> {
+    if let Some(goal) = crate::plans::goal(history) {
+        let source = match goal.source {
+            crate::plans::GoalSource::Prompt => "first prompt",
+            crate::plans::GoalSource::Editor => "set in the editor",
+        };
+        writeln!(out, "goal       ({source}) {}", preview(&goal.text, 100))?;
+    }
+    if let Some((seq, plan)) = crate::plans::current(history) {
+        writeln!(
+            out,
+            "plan       {} (todo result {seq})",
+            if plan.items.is_empty() {
+                "empty".to_owned()
+            } else {
+                plan.summary()
+            }
+        )?;
+        for line in plan.lines() {
+            writeln!(out, "           {line}")?;
+        }
     }
     Ok(())
 }

@@ -112,7 +112,7 @@ fn a_valid_list_is_the_current_plan_and_a_broken_one_says_what_to_fix() {
     for (arguments, message) in [
         (
             items(&[("a", "in_progress"), ("b", "done"), ("c", "in_progress")]),
-            "error: items 1, 3 are all in_progress, and at most one item is in progress at a time: mark the others pending or done; the previous plan stays the current one",
+            "error: 2 items are in_progress (items 1, 3), and at most one may be at a time: mark the others pending or done; the previous plan stays the current one",
         ),
         (
             items(&[("a", "done"), ("  ", "pending")]),

@@ -119,7 +119,8 @@ pub fn check(mut plan: Plan) -> Result<Plan, ToolOutput> {
         .collect::<Vec<_>>();
     if running.len() > 1 {
         return refuse(format!(
-            "items {} are all in_progress, and at most one item is in progress at a time: mark the others pending or done",
+            "{} items are in_progress (items {}), and at most one may be at a time: mark the others pending or done",
+            running.len(),
             running.join(", ")
         ));
     }
