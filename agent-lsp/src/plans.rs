@@ -26,6 +26,7 @@ use std::sync::Arc;
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
+use crate::plugin::outcomes::ToolCallOutcome;
 use crate::plugin::registry::{Parts, PluginHost, PluginSettings};
 use crate::plugin::{Plugin, RuntimeContribution};
 use crate::session::event::{EventBody, PluginState};
@@ -165,6 +166,15 @@ pub struct Goal {
 /// The plan of the latest successful `todo` call, and the seq of its `tool/result`.
 pub fn current(history: &History) -> Option<(u64, Plan)> {
     history.events().iter().rev().find_map(plan_of)
+}
+
+/// The plan a tool call recorded, if it is a successful `todo` call: what progress displays
+/// show as the call's result arrives.
+pub fn recorded(outcome: &ToolCallOutcome) -> Option<Plan> {
+    if outcome.call.name != TOOL || outcome.output.is_error {
+        return None;
+    }
+    serde_json::from_value(outcome.output.meta.get("plan")?.clone()).ok()
 }
 
 /// The session's goal: the latest set with `agent.goal.set`, else the first prompt.

@@ -260,11 +260,7 @@ impl PlanWatch {
         &mut self,
         outcome: &crate::plugin::outcomes::ToolCallOutcome,
     ) -> Option<&crate::plans::Plan> {
-        if outcome.call.name != crate::plans::TOOL || outcome.output.is_error {
-            return None;
-        }
-        let plan: crate::plans::Plan =
-            serde_json::from_value(outcome.output.meta.get("plan")?.clone()).ok()?;
+        let plan = crate::plans::recorded(outcome)?;
         if self.0.as_ref() == Some(&plan) {
             return None;
         }

@@ -114,6 +114,8 @@ pub(super) struct HostUi {
     pub(super) changed: Vec<String>,
     /// Whether the current step streamed text (a later step's text starts a new paragraph).
     pub(super) text_in_step: bool,
+    /// The plan progress last reported, to report it again only when a `todo` call changed it.
+    pub(super) plan: Option<crate::plans::Plan>,
 }
 
 impl TurnUi for HostUi {
@@ -144,6 +146,12 @@ impl TurnUi for HostUi {
                 self.progress.report(&format!("step {step}: {names}"));
             }
             AgentEvent::ToolsAfterResult { outcome, .. } => {
+                if let Some(plan) = crate::plans::recorded(outcome)
+                    && self.plan.as_ref() != Some(&plan)
+                {
+                    self.progress.report(&format!("plan {}", plan.summary()));
+                    self.plan = Some(plan);
+                }
                 let mutating = matches!(outcome.call.name.as_str(), "edit" | "write");
                 if mutating
                     && !outcome.output.is_error
