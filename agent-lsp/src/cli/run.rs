@@ -470,11 +470,16 @@ impl TurnUi for TextUi {
                 self.print("\n");
             }
             AgentEvent::ToolsAfterResult { outcome, .. }
-                if outcome.call.name == crate::plans::TOOL && !outcome.output.is_error =>
+                if outcome.call.name == crate::plans::TOOL =>
             {
-                // The list instead of its JSON: one line when it changed.
+                // The plan instead of the list's JSON, which would fill the line: where it
+                // stands when it changed, or what to fix.
                 let line = match self.plan.changed(outcome) {
                     Some(plan) => format!("✓ todo → plan {}", plan.summary()),
+                    None if outcome.output.is_error => format!(
+                        "✗ todo → {}",
+                        outcome.output.text.lines().next().unwrap_or_default()
+                    ),
                     None => "✓ todo → plan unchanged".to_owned(),
                 };
                 self.progress_line(&line);
