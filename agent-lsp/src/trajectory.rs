@@ -214,11 +214,11 @@ pub fn build(history: &History) -> Trajectory {
                 cells.push(cell(kind, title, Some(message.text.clone())));
             }
             EventBody::RuntimeContext(context) => {
-                cells.push(cell(
-                    "context",
-                    "runtime context".into(),
-                    Some(context.text.clone()),
-                ));
+                let title = match &context.source {
+                    Some(source) => format!("runtime context ({source})"),
+                    None => "runtime context".into(),
+                };
+                cells.push(cell("context", title, Some(context.text.clone())));
             }
             EventBody::AssistantMessage(message) => {
                 // A call run outside a model step comes with an empty assistant message that only
