@@ -16,6 +16,7 @@ mod lsp_tools;
 mod malformed_params;
 mod model_endpoint;
 mod model_output_bounds;
+mod plans;
 mod plugin_registry;
 mod provider_faults;
 mod proxy_differential;
