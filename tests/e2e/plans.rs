@@ -4,7 +4,9 @@
 //! cache keeps serving at least 95 % of the prompt tokens, progress shows each change, and the
 //! turn that answers with items open says so and exits 4; `session show` and the trajectory show
 //! the plan. And the session's goal, verbatim after two compactions (the library's loop with a
-//! small window), then a goal set as `agent.goal.set` records it carried by the next one.
+//! small window), then a goal set as `agent.goal.set` records it carried by the next one; and
+//! the editor's side: `agent.goal.set`, the plan in `agent.status`, `$/progress` and a turn's
+//! answer.
 
 use std::process::Output;
 use std::sync::{Arc, Mutex};
@@ -14,6 +16,7 @@ use agent_lsp::session::History;
 use agent_lsp::session::event::{EventBody, EventKind};
 use agent_lsp::session::store::Store;
 use agent_tests::compaction_harness::{Harness, Next, Script, is_summary_body, push_responders};
+use agent_tests::editor::Editor;
 use agent_tests::model_endpoint::{EndpointConfig, ModelEndpoint, ModelTurn};
 use serde_json::{Value, json};
 
@@ -487,4 +490,109 @@ fn checkpoints(history: &History) -> Vec<(u64, String)> {
             _ => None,
         })
         .collect()
+}
+
+/// `agent-lsp serve` for a workspace of text files, with the loopback model and `preset`.
+fn serve(fixture: &Fixture, base_url: &str, preset: &str) -> Editor {
+    let mut command = std::process::Command::new(agent_tests::workspace_bin("agent-lsp"));
+    command
+        .env("AGENT_LSP_STATE_DIR", fixture.state.path())
+        .env("AGENT_LSP_CONFIG", &fixture.config)
+        .env_remove("DEEPSEEK_API_KEY")
+        .arg("--workspace")
+        .arg(fixture.workspace.path())
+        .arg("serve");
+    let mut editor = Editor::start(command);
+    editor.initialize_with(
+        fixture.workspace.path(),
+        json!({"baseUrl": base_url, "apiKey": "sk-test", "model": "deepseek-v4-flash", "preset": preset}),
+    );
+    editor
+}
+
+fn execute(editor: &mut Editor, command: &str, argument: Value) -> Value {
+    editor.request(
+        "workspace/executeCommand",
+        json!({"command": command, "arguments": [argument]}),
+    )
+}
+
+#[test]
+fn the_editor_sets_the_goal_and_sees_the_plan_in_status_progress_and_the_turns_answer() {
+    let fixture = Fixture::new();
+    let endpoint = ModelEndpoint::start(EndpointConfig::default()).unwrap();
+    let mut editor = serve(&fixture, &endpoint.base_url(), "standard");
+    let status = execute(&mut editor, "agent.status", Value::Null);
+    assert_eq!(
+        status["result"]["plan"],
+        json!({"goal": null, "goal_source": null, "items": [], "open": 0}),
+        "{status}"
+    );
+
+    let set = execute(
+        &mut editor,
+        "agent.goal.set",
+        json!({"goal": " Number every line of src/ \n"}),
+    );
+    assert_eq!(set["result"]["goal"], "Number every line of src/", "{set}");
+    let status = execute(&mut editor, "agent.status", Value::Null);
+    assert_eq!(
+        status["result"]["plan"]["goal"],
+        "Number every line of src/"
+    );
+    assert_eq!(status["result"]["plan"]["goal_source"], "editor");
+
+    // The first request shows the model the goal the editor set, with no plan yet; the plan
+    // it writes reaches the next request.
+    endpoint.push(agent_tests::model_endpoint::Reply::from_fn(|request| {
+        let goal = request
+            .messages
+            .iter()
+            .filter_map(|message| message.content.as_deref())
+            .find(|text| text.starts_with("<goal>"));
+        assert_eq!(goal, Some("<goal>\nNumber every line of src/\n</goal>"));
+        ModelTurn::new()
+            .tool_call("todo", todo(&[("Read", "done"), ("Number", "in_progress")]))
+            .into()
+    }));
+    endpoint.push(agent_tests::model_endpoint::Reply::from_fn(|request| {
+        let last = request.last_user_text().unwrap_or_default().to_owned();
+        assert_eq!(
+            last,
+            "<goal>\nNumber every line of src/\n</goal>\n<todo>\n[x] Read\n[>] Number\n</todo>"
+        );
+        agent_tests::model_endpoint::Reply::text("Numbering is under way.")
+    }));
+    let answer = execute(&mut editor, "agent.ask", json!({"prompt": "Go."}));
+    let result = &answer["result"];
+    assert_eq!(result["outcome"], "answered", "{answer}");
+    assert_eq!(
+        result["plan"],
+        json!({"goal": "Number every line of src/", "goal_source": "editor",
+               "items": [{"text": "Read", "status": "done"}, {"text": "Number", "status": "in_progress"}], "open": 1}),
+        "{answer}"
+    );
+    editor.wait_for("the plan's progress", |message| {
+        message["method"] == "$/progress"
+            && message["params"]["value"]["message"] == "plan 1/2 done, now: Number"
+    });
+    editor.wait_for("the end naming the open item", |message| {
+        message["method"] == "$/progress"
+            && message["params"]["value"]["kind"] == "end"
+            && message["params"]["value"]["message"] == "done in 2 steps; 1 plan item is still open"
+    });
+    let status = execute(&mut editor, "agent.status", Value::Null);
+    assert_eq!(status["result"]["plan"], result["plan"], "{status}");
+    endpoint.assert_no_violations();
+    editor.shutdown();
+
+    // A preset without the plans plugin has nobody to show the goal to: refused, with why.
+    let mut editor = serve(&fixture, &endpoint.base_url(), "minimal");
+    let refused = execute(&mut editor, "agent.goal.set", json!({"goal": "Anything"}));
+    let message = refused["error"]["message"].as_str().unwrap_or_default();
+    assert!(
+        message.contains("preset `minimal` has no plans plugin ([plugins.plans])"),
+        "{refused}"
+    );
+    editor.shutdown();
 }
