@@ -151,8 +151,9 @@ impl Plan {
 pub enum GoalSource {
     /// The session's first prompt.
     Prompt,
-    /// Set with `agent.goal.set` (recorded as this plugin's `plugin/state`).
-    Editor,
+    /// Set with `agent.goal.set` or `agent-lsp session goal` (recorded as this plugin's
+    /// `plugin/state`).
+    Set,
 }
 
 /// The session's goal and the event it was read from.
@@ -161,6 +162,8 @@ pub struct Goal {
     pub text: String,
     pub source: GoalSource,
     pub seq: u64,
+    /// Who set it (`editor`, `cli`), for a goal that is not the first prompt.
+    pub by: Option<String>,
 }
 
 /// The plan of the latest successful `todo` call, and the seq of its `tool/result`.
@@ -182,8 +185,12 @@ pub fn goal(history: &History) -> Option<Goal> {
     let set = history.events().iter().rev().find_map(|event| {
         goal_of(event).map(|text| Goal {
             text: text.to_owned(),
-            source: GoalSource::Editor,
+            source: GoalSource::Set,
             seq: event.seq,
+            by: match &event.body {
+                EventBody::PluginState(state) => state.data["by"].as_str().map(str::to_owned),
+                _ => None,
+            },
         })
     });
     set.or_else(|| {
@@ -192,6 +199,7 @@ pub fn goal(history: &History) -> Option<Goal> {
                 text: message.text.clone(),
                 source: GoalSource::Prompt,
                 seq: event.seq,
+                by: None,
             }),
             _ => None,
         })
@@ -236,10 +244,11 @@ pub fn check_goal(text: &str) -> Result<&str, String> {
     Ok(text)
 }
 
-/// Record `text` as the session's goal (`agent.goal.set`): a `plugin/state` event of this
-/// plugin, which only the log holds; the plugin shows it to the model from the next step on.
-/// Returns the goal as recorded (trimmed), or why it was refused.
-pub fn set_goal(session: &mut Session, text: &str) -> anyhow::Result<Goal> {
+/// Record `text` as the session's goal, set `by` the editor (`agent.goal.set`) or the command
+/// line (`agent-lsp session goal`): a `plugin/state` event of this plugin, which only the log
+/// holds; the plugin shows it to the model from the next step on. Returns the goal as recorded
+/// (trimmed), or why it was refused.
+pub fn set_goal(session: &mut Session, text: &str, by: &str) -> anyhow::Result<Goal> {
     let text = check_goal(text).map_err(anyhow::Error::msg)?.to_owned();
     let turn = session.history().next_turn().saturating_sub(1);
     let seq = session
@@ -248,15 +257,16 @@ pub fn set_goal(session: &mut Session, text: &str) -> anyhow::Result<Goal> {
             0,
             EventBody::PluginState(PluginState {
                 plugin: PLUGIN.into(),
-                data: json!({ "goal": text }),
+                data: json!({ "goal": text, "by": by }),
             }),
         ))?
         .seq;
     session.flush()?;
     Ok(Goal {
         text,
-        source: GoalSource::Editor,
+        source: GoalSource::Set,
         seq,
+        by: Some(by.to_owned()),
     })
 }
 
@@ -310,7 +320,7 @@ impl PluginSettings for PlansSettings {
     }
 }
 
-/// Shows the model the current plan (and a goal set in the editor) as runtime context.
+/// Shows the model the current plan (and a goal that was set) as runtime context.
 #[derive(Default)]
 pub struct PlansPlugin {
     cursor: Cursor,

@@ -14,8 +14,8 @@
 //!   the editor's `agent.tool`); this agent has no sub-agents yet, so these are the only calls
 //!   nested under no model message.
 //!
-//! A `todo` call's cell also carries the plan it recorded (`plan`), a goal set in the editor is
-//! a `user` cell, and the trajectory's own `plan` is the session's goal and current plan, so a
+//! A `todo` call's cell also carries the plan it recorded (`plan`), a goal that was set (in the
+//! editor or with `agent-lsp session goal`) is a `user` cell, and the trajectory's own `plan` is the session's goal and current plan, so a
 //! reader sees how the plan moved.
 //!
 //! The HTML page (`trajectory/page.html`) embeds the JSON and renders it with inline script and
@@ -290,11 +290,12 @@ pub fn build(history: &History) -> Trajectory {
             }
             EventBody::PluginState(state) if state.plugin == crate::plans::PLUGIN => {
                 if let Some(goal) = state.data["goal"].as_str() {
-                    let mut goal = cell(
-                        "user",
-                        "goal (set in the editor)".into(),
-                        Some(goal.to_owned()),
-                    );
+                    let by = match state.data["by"].as_str() {
+                        Some("editor") => " in the editor",
+                        Some("cli") => " with `session goal`",
+                        _ => "",
+                    };
+                    let mut goal = cell("user", format!("goal (set{by})"), Some(goal.to_owned()));
                     // Only the log holds it; the model reads it in the plan's runtime context.
                     goal.on_surface = false;
                     cells.push(goal);

@@ -330,6 +330,18 @@ fn todo_over_a_30_step_session_reaches_the_model_once_per_change_and_keeps_the_c
     let summary: Value = serde_json::from_str(&summary.replace("&quot;", "\"")).unwrap();
     assert_eq!(summary["plan_items"], 4, "{summary}");
     assert_eq!(summary["todo_cells_with_plan"], 5, "{summary}");
+
+    // `session goal` prints the goal, and sets another, as `agent.goal.set` does.
+    let goal = |args: &[&str]| {
+        text(
+            &fixture
+                .run(&[&["session", "goal", "last"], args].concat())
+                .stdout,
+        )
+    };
+    assert_eq!(goal(&[]), "Summarize how the files in src/ are numbered.\n");
+    assert!(goal(&["Count the lines too."]).starts_with("goal set (event "));
+    assert_eq!(goal(&[]), "Count the lines too.\n");
 }
 
 #[test]
@@ -447,7 +459,12 @@ async fn the_goal_survives_two_compactions_verbatim_and_a_goal_set_later_the_nex
 
     // A goal set as the editor's `agent.goal.set` sets it: shown to the model with the plan at
     // the next step, and carried by the next checkpoint instead of the first prompt.
-    let set = plans::set_goal(&mut harness.session, "Trailing commas, nothing else.").unwrap();
+    let set = plans::set_goal(
+        &mut harness.session,
+        "Trailing commas, nothing else.",
+        "editor",
+    )
+    .unwrap();
     assert_eq!(plans::goal(harness.session.history()).unwrap(), set);
     let mut turns = 0;
     while checkpoints(harness.session.history()).len() == checkpoints_before.len() {
@@ -540,7 +557,7 @@ fn the_editor_sets_the_goal_and_sees_the_plan_in_status_progress_and_the_turns_a
         status["result"]["plan"]["goal"],
         "Number every line of src/"
     );
-    assert_eq!(status["result"]["plan"]["goal_source"], "editor");
+    assert_eq!(status["result"]["plan"]["goal_source"], "set");
 
     // The first request shows the model the goal the editor set, with no plan yet; the plan
     // it writes reaches the next request.
@@ -568,7 +585,7 @@ fn the_editor_sets_the_goal_and_sees_the_plan_in_status_progress_and_the_turns_a
     assert_eq!(result["outcome"], "answered", "{answer}");
     assert_eq!(
         result["plan"],
-        json!({"goal": "Number every line of src/", "goal_source": "editor",
+        json!({"goal": "Number every line of src/", "goal_source": "set",
                "items": [{"text": "Read", "status": "done"}, {"text": "Number", "status": "in_progress"}], "open": 1}),
         "{answer}"
     );

@@ -1,4 +1,4 @@
-//! `agent-lsp session list|show|replay|compact|trajectory`.
+//! `agent-lsp session list|show|replay|compact|trajectory|goal`.
 
 use std::collections::BTreeMap;
 use std::io::Write;
@@ -45,6 +45,13 @@ pub enum SessionCommand {
         #[arg(short = 'o', long, value_name = "FILE")]
         output: Option<std::path::PathBuf>,
     },
+    /// Print the session's goal (its first prompt, or the one set last), or set it: the model
+    /// sees a goal set here with its plan, and every compaction keeps the goal verbatim.
+    Goal {
+        session: String,
+        /// The new goal; without it, the current one is printed.
+        text: Option<String>,
+    },
     /// Fold the session's older history into a checkpoint now (a model call that replays the
     /// session's cached prompt prefix; the log keeps every original event).
     Compact {
@@ -83,6 +90,7 @@ pub fn run(store: &Store, command: SessionCommand) -> anyhow::Result<ExitCode> {
             model,
             template,
         } => return compact(store, &session, &model, template),
+        SessionCommand::Goal { session, text } => goal(store, &session, text.as_deref(), &mut out)?,
         SessionCommand::Trajectory {
             session,
             format,
@@ -103,6 +111,44 @@ pub fn run(store: &Store, command: SessionCommand) -> anyhow::Result<ExitCode> {
     }
     out.flush()?;
     Ok(ExitCode::SUCCESS)
+}
+
+/// `agent-lsp session goal`: print the goal, or record a new one (`plans::set_goal`, the same
+/// record as the editor's `agent.goal.set`), refused when the session's preset has no plans
+/// plugin to show it to the model.
+fn goal(
+    store: &Store,
+    query: &str,
+    text: Option<&str>,
+    out: &mut impl Write,
+) -> anyhow::Result<()> {
+    let Some(text) = text else {
+        let history = store.load(query)?;
+        match crate::plans::goal(&history) {
+            Some(goal) => writeln!(out, "{}", goal.text)?,
+            None => anyhow::bail!("session {query} has no goal yet: it has no prompt"),
+        }
+        return Ok(());
+    };
+    let id = store.resolve(query)?;
+    let mut session = store.open(&id, crate::session::log::Durability::Sync)?;
+    let header = session
+        .history()
+        .header()
+        .context("the session has no header")?
+        .clone();
+    let preset = crate::preset::Preset::of_session(&header)?;
+    let enabled = preset
+        .plugin_settings::<crate::plans::PlansSettings>(crate::plans::PLUGIN)?
+        .is_some_and(|settings| settings.enabled);
+    anyhow::ensure!(
+        enabled,
+        "the session's preset `{}` has no plans plugin ([plugins.plans]), so the model would never see the goal",
+        preset.name
+    );
+    let goal = crate::plans::set_goal(&mut session, text, "cli")?;
+    writeln!(out, "goal set (event {})", goal.seq)?;
+    Ok(())
 }
 
 /// `agent-lsp session compact`: see [`crate::compaction::compact_session`].
@@ -404,9 +450,11 @@ fn show_human(history: &mut History, out: &mut impl Write) -> anyhow::Result<()>
 /// The session's goal and its current plan, one item per line.
 fn show_plan(history: &History, out: &mut impl Write) -> anyhow::Result<()> {
     if let Some(goal) = crate::plans::goal(history) {
-        let source = match goal.source {
-            crate::plans::GoalSource::Prompt => "first prompt",
-            crate::plans::GoalSource::Editor => "set in the editor",
+        let source = match (goal.source, goal.by.as_deref()) {
+            (crate::plans::GoalSource::Prompt, _) => "first prompt",
+            (_, Some("editor")) => "set in the editor",
+            (_, Some("cli")) => "set with `session goal`",
+            _ => "set",
         };
         writeln!(out, "goal       ({source}) {}", preview(&goal.text, 100))?;
     }

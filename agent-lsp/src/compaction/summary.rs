@@ -213,7 +213,7 @@ fn carried_goal(history: &History, shadowed_seqs: &[u64]) -> Option<String> {
             "its first prompt",
             shadowed_seqs.contains(&goal.seq) || !history.surface().contains(goal.seq),
         ),
-        GoalSource::Editor => ("set by the programmer", true),
+        GoalSource::Set => ("set by the programmer", true),
     };
     carry.then(|| {
         format!(
@@ -422,8 +422,8 @@ mod tests {
         assert!(carried(&session, &[2, 3]).contains(&expected));
         // A fold that leaves the first prompt on the surface does not repeat it.
         assert!(!carried(&session, &[3]).contains("<goal>"));
-        // A goal set in the editor is only in the log: every checkpoint carries it.
-        crate::plans::set_goal(&mut session, "Trailing commas everywhere").unwrap();
+        // A goal that was set is only in the log: every checkpoint carries it.
+        crate::plans::set_goal(&mut session, "Trailing commas everywhere", "editor").unwrap();
         assert!(carried(&session, &[3]).contains(
             "The session's goal (set by the programmer), verbatim:\n<goal>\nTrailing commas everywhere\n</goal>\n"
         ));

@@ -164,16 +164,18 @@ fn the_goal_is_the_first_prompt_until_one_is_set() {
     assert_eq!((first.source, first.seq), (GoalSource::Prompt, 2));
 
     assert_eq!(
-        set_goal(&mut fx.session, "   ").unwrap_err().to_string(),
+        set_goal(&mut fx.session, "   ", "editor")
+            .unwrap_err()
+            .to_string(),
         "the goal is empty; say what the session is for"
     );
-    let set = set_goal(&mut fx.session, " Ship trailing commas \n").unwrap();
+    let set = set_goal(&mut fx.session, " Ship trailing commas \n", "editor").unwrap();
     assert_eq!(set.text, "Ship trailing commas");
     assert_eq!(goal(fx.session.history()).unwrap(), set);
     let view = view(fx.session.history());
     assert_eq!(
         view,
-        json!({"goal": "Ship trailing commas", "goal_source": "editor", "items": [], "open": 0})
+        json!({"goal": "Ship trailing commas", "goal_source": "set", "items": [], "open": 0})
     );
     let long = "g".repeat(MAX_GOAL_CHARS + 1);
     assert!(check_goal(&long).unwrap_err().contains("at most 4000"));
@@ -216,9 +218,9 @@ fn the_list_reaches_the_runtime_context_once_per_change() {
     assert_eq!(step(&mut fx, &mut plugin, 3), None);
     fx.todo(items(&[("Read", "done"), ("Fix", "in_progress")]));
     assert!(step(&mut fx, &mut plugin, 4).is_some());
-    // A goal set in the editor comes with the list; a fresh plugin (a new process) sees the
+    // A goal that was set comes with the list; a fresh plugin (a new process) sees the
     // same facts and injects nothing twice.
-    set_goal(&mut fx.session, "Parser fixed").unwrap();
+    set_goal(&mut fx.session, "Parser fixed", "cli").unwrap();
     let with_goal = step(&mut fx, &mut plugin, 5).unwrap();
     let EventBody::RuntimeContext(context) = &fx.session.history().event(with_goal).unwrap().body
     else {

@@ -89,7 +89,7 @@ test("the plan float shows the goal, then each item with its mark", function()
     "  [>] Fix lex()",
     "  [ ] Run the tests",
   })
-  eq(plan_view.render({ goal = "Ship", goal_source = "editor", items = {}, open = 0 }), { "Goal (set with :AgentGoal):", "  Ship" })
+  eq(plan_view.render({ goal = "Ship", goal_source = "set", items = {}, open = 0 }), { "Goal (set):", "  Ship" })
   eq(plan_view.render(nil), { "No plan yet: the agent writes one with its todo tool." })
   eq(plan_view.render({ goal = vim.NIL, items = {}, open = 0 }), { "No plan yet: the agent writes one with its todo tool." })
   local buf, win = plan_view.show(plan)

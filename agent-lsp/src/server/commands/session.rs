@@ -98,7 +98,7 @@ pub(super) async fn set_goal(shared: &Arc<Shared>, argument: GoalArgument) -> Re
             ),
         ));
     }
-    let goal = crate::plans::set_goal(&mut state.session, &goal).map_err(internal)?;
+    let goal = crate::plans::set_goal(&mut state.session, &goal, "editor").map_err(internal)?;
     Ok(json!({"goal": goal.text, "seq": goal.seq, "session": state.session.id()}))
 }
 

@@ -15,7 +15,7 @@ function M.render(plan)
   end
   local lines = {}
   if goal then
-    local source = plan.goal_source == "editor" and "set with :AgentGoal" or "first prompt"
+    local source = plan.goal_source == "set" and "set" or "first prompt"
     table.insert(lines, "Goal (" .. source .. "):")
     for _, line in ipairs(vim.split(goal, "\n", { plain = true })) do
       table.insert(lines, "  " .. line)

@@ -48,7 +48,7 @@ export function planTree(plan: Plan | null | undefined): PlanNode[] {
     nodes.push({
       label: "Goal",
       description: oneLine(plan.goal),
-      tooltip: `${plan.goal_source === "editor" ? "Set with Agent: Set Goal…" : "The session's first prompt"}\n\n${plan.goal}`,
+      tooltip: `${plan.goal_source === "set" ? "Set with Agent: Set Goal… (or agent-lsp session goal)" : "The session's first prompt"}\n\n${plan.goal}`,
       icon: "target",
       children: [],
     });

@@ -59,7 +59,7 @@ export interface PlanItem {
 /** The session's goal and its current plan, as `agent.status` and turn answers carry them. */
 export interface Plan {
   goal: string | null;
-  goal_source?: "prompt" | "editor" | null;
+  goal_source?: "prompt" | "set" | null;
   items: PlanItem[];
   /** How many items are not done. */
   open: number;

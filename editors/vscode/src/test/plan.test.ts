@@ -39,7 +39,7 @@ test("the plan view shows the goal, then each item with its status", () => {
     ],
   );
   assert.match(nodes[0].tooltip, /first prompt/);
-  assert.match(planTree({ ...plan, goal_source: "editor" })[0].tooltip, /Set Goal/);
+  assert.match(planTree({ ...plan, goal_source: "set" })[0].tooltip, /Set Goal/);
   assert.equal(planTree(null)[0].label, "No plan yet");
   assert.equal(planTree({ goal: null, items: [], open: 0 })[0].label, "No plan yet");
 });
