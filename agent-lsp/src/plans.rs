@@ -171,13 +171,34 @@ pub fn current(history: &History) -> Option<(u64, Plan)> {
     history.events().iter().rev().find_map(plan_of)
 }
 
-/// The plan a tool call recorded, if it is a successful `todo` call: what progress displays
-/// show as the call's result arrives.
-pub fn recorded(outcome: &ToolCallOutcome) -> Option<Plan> {
+/// The plan a tool call recorded, if it is a successful `todo` call.
+fn recorded(outcome: &ToolCallOutcome) -> Option<Plan> {
     if outcome.call.name != TOOL || outcome.output.is_error {
         return None;
     }
     serde_json::from_value(outcome.output.meta.get("plan")?.clone()).ok()
+}
+
+/// What a progress display (the terminal's, the editor's `$/progress`) last showed of the plan,
+/// so it shows the plan again only when a `todo` call changed it. It starts from the session's
+/// plan, so a turn that resends the list it found shows no change.
+#[derive(Clone, Debug, Default)]
+pub struct Watch(Option<Plan>);
+
+impl Watch {
+    pub fn new(history: &History) -> Watch {
+        Watch(current(history).map(|(_, plan)| plan))
+    }
+
+    /// The plan `outcome` recorded, if it is a `todo` call that changed it.
+    pub fn changed(&mut self, outcome: &ToolCallOutcome) -> Option<&Plan> {
+        let plan = recorded(outcome)?;
+        if self.0.as_ref() == Some(&plan) {
+            return None;
+        }
+        self.0 = Some(plan);
+        self.0.as_ref()
+    }
 }
 
 /// The session's goal: the latest set with `agent.goal.set`, else the first prompt.

@@ -151,7 +151,7 @@ pub fn run(store: &Store, args: RunArgs) -> anyhow::Result<ExitCode> {
         None => store.create_session(&preset, Durability::Sync)?,
     };
     // Progress shows the plan when it changes, so it starts from the one the session has.
-    let plan = PlanWatch(crate::plans::current(session.history()).map(|(_, plan)| plan));
+    let plan = crate::plans::Watch::new(session.history());
     let mut ui: Box<dyn TurnUi> = if args.json {
         Box::new(JsonUi { plan })
     } else {
@@ -251,24 +251,6 @@ fn finish(
     Ok(ExitCode::from(code))
 }
 
-/// The plan progress last showed, to show it again only when a `todo` call changed it.
-struct PlanWatch(Option<crate::plans::Plan>);
-
-impl PlanWatch {
-    /// The plan `outcome` recorded, if it is a `todo` call that changed it.
-    fn changed(
-        &mut self,
-        outcome: &crate::plugin::outcomes::ToolCallOutcome,
-    ) -> Option<&crate::plans::Plan> {
-        let plan = crate::plans::recorded(outcome)?;
-        if self.0.as_ref() == Some(&plan) {
-            return None;
-        }
-        self.0 = Some(plan);
-        self.0.as_ref()
-    }
-}
-
 /// What a terminal command runs with: the preset's tools, the bridge under the `lsp_*` tools (to
 /// shut its servers down) and the preset's plugins.
 pub struct Standard {
@@ -310,7 +292,7 @@ fn println_json(value: &serde_json::Value) {
 
 /// Machine output: one JSON object per line.
 struct JsonUi {
-    plan: PlanWatch,
+    plan: crate::plans::Watch,
 }
 
 impl TurnUi for JsonUi {
@@ -379,14 +361,14 @@ struct TextUi {
     spinner: Option<indicatif::ProgressBar>,
     step: u32,
     width: usize,
-    plan: PlanWatch,
+    plan: crate::plans::Watch,
 }
 
 /// How wide progress lines are on a pipe (a log file, CI output), where no terminal says.
 const PIPE_WIDTH: usize = 120;
 
 impl TextUi {
-    fn new(terminal: bool, plan: PlanWatch) -> TextUi {
+    fn new(terminal: bool, plan: crate::plans::Watch) -> TextUi {
         let spinner = terminal.then(|| {
             let spinner = indicatif::ProgressBar::new_spinner();
             spinner.enable_steady_tick(Duration::from_millis(120));

@@ -8,6 +8,8 @@ use anyhow::Context;
 use clap::Subcommand;
 use serde_json::{Value, json};
 
+mod plan;
+
 use crate::context::request::replay_request;
 use crate::llm::wire;
 use crate::session::History;
@@ -90,7 +92,9 @@ pub fn run(store: &Store, command: SessionCommand) -> anyhow::Result<ExitCode> {
             model,
             template,
         } => return compact(store, &session, &model, template),
-        SessionCommand::Goal { session, text } => goal(store, &session, text.as_deref(), &mut out)?,
+        SessionCommand::Goal { session, text } => {
+            plan::goal(store, &session, text.as_deref(), &mut out)?
+        }
         SessionCommand::Trajectory {
             session,
             format,
@@ -111,44 +115,6 @@ pub fn run(store: &Store, command: SessionCommand) -> anyhow::Result<ExitCode> {
     }
     out.flush()?;
     Ok(ExitCode::SUCCESS)
-}
-
-/// `agent-lsp session goal`: print the goal, or record a new one (`plans::set_goal`, the same
-/// record as the editor's `agent.goal.set`), refused when the session's preset has no plans
-/// plugin to show it to the model.
-fn goal(
-    store: &Store,
-    query: &str,
-    text: Option<&str>,
-    out: &mut impl Write,
-) -> anyhow::Result<()> {
-    let Some(text) = text else {
-        let history = store.load(query)?;
-        match crate::plans::goal(&history) {
-            Some(goal) => writeln!(out, "{}", goal.text)?,
-            None => anyhow::bail!("session {query} has no goal yet: it has no prompt"),
-        }
-        return Ok(());
-    };
-    let id = store.resolve(query)?;
-    let mut session = store.open(&id, crate::session::log::Durability::Sync)?;
-    let header = session
-        .history()
-        .header()
-        .context("the session has no header")?
-        .clone();
-    let preset = crate::preset::Preset::of_session(&header)?;
-    let enabled = preset
-        .plugin_settings::<crate::plans::PlansSettings>(crate::plans::PLUGIN)?
-        .is_some_and(|settings| settings.enabled);
-    anyhow::ensure!(
-        enabled,
-        "the session's preset `{}` has no plans plugin ([plugins.plans]), so the model would never see the goal",
-        preset.name
-    );
-    let goal = crate::plans::set_goal(&mut session, text, "cli")?;
-    writeln!(out, "goal set (event {})", goal.seq)?;
-    Ok(())
 }
 
 /// `agent-lsp session compact`: see [`crate::compaction::compact_session`].
@@ -416,7 +382,7 @@ fn show_human(history: &mut History, out: &mut impl Write) -> anyhow::Result<()>
         "surface    generation {}, {} messages, ~{} tokens",
         surface["generation"], surface["messages"], surface["estimated_tokens"]
     )?;
-    show_plan(history, out)?;
+    plan::show(history, out)?;
     writeln!(out)?;
     writeln!(
         out,
@@ -443,34 +409,6 @@ fn show_human(history: &mut History, out: &mut impl Write) -> anyhow::Result<()>
             row["kind"].as_str().unwrap_or_default(),
             row["summary"].as_str().unwrap_or_default(),
         )?;
-    }
-    Ok(())
-}
-
-/// The session's goal and its current plan, one item per line.
-fn show_plan(history: &History, out: &mut impl Write) -> anyhow::Result<()> {
-    if let Some(goal) = crate::plans::goal(history) {
-        let source = match (goal.source, goal.by.as_deref()) {
-            (crate::plans::GoalSource::Prompt, _) => "first prompt",
-            (_, Some("editor")) => "set in the editor",
-            (_, Some("cli")) => "set with `session goal`",
-            _ => "set",
-        };
-        writeln!(out, "goal       ({source}) {}", preview(&goal.text, 100))?;
-    }
-    if let Some((seq, plan)) = crate::plans::current(history) {
-        writeln!(
-            out,
-            "plan       {} (todo result {seq})",
-            if plan.items.is_empty() {
-                "empty".to_owned()
-            } else {
-                plan.summary()
-            }
-        )?;
-        for line in plan.lines() {
-            writeln!(out, "           {line}")?;
-        }
     }
     Ok(())
 }

@@ -364,7 +364,7 @@ impl Host {
             deltas,
             changed: Vec::new(),
             text_in_step: false,
-            plan: crate::plans::current(state.session.history()).map(|(_, plan)| plan),
+            plan: crate::plans::Watch::new(state.session.history()),
         };
         let outcome = agent
             .run_turn(&mut state.session, &request.prompt, cancel, &mut ui)

@@ -115,7 +115,7 @@ pub(super) struct HostUi {
     /// Whether the current step streamed text (a later step's text starts a new paragraph).
     pub(super) text_in_step: bool,
     /// The plan progress last reported, to report it again only when a `todo` call changed it.
-    pub(super) plan: Option<crate::plans::Plan>,
+    pub(super) plan: crate::plans::Watch,
 }
 
 impl TurnUi for HostUi {
@@ -146,11 +146,8 @@ impl TurnUi for HostUi {
                 self.progress.report(&format!("step {step}: {names}"));
             }
             AgentEvent::ToolsAfterResult { outcome, .. } => {
-                if let Some(plan) = crate::plans::recorded(outcome)
-                    && self.plan.as_ref() != Some(&plan)
-                {
+                if let Some(plan) = self.plan.changed(outcome) {
                     self.progress.report(&format!("plan {}", plan.summary()));
-                    self.plan = Some(plan);
                 }
                 let mutating = matches!(outcome.call.name.as_str(), "edit" | "write");
                 if mutating
