@@ -448,13 +448,15 @@ impl Agent {
             plugin.on_event(&event, session).with_context(|| {
                 format!("plugin `{}` failed on {}", plugin.name(), event.name())
             })?;
-            let contribution = plugin.runtime_context(session.history()).with_context(|| {
-                format!(
-                    "plugin `{}` failed to give its runtime context",
-                    plugin.name()
-                )
-            })?;
-            if let Some(contribution) = contribution {
+            let contributions = plugin
+                .runtime_contexts(session.history())
+                .with_context(|| {
+                    format!(
+                        "plugin `{}` failed to give its runtime context",
+                        plugin.name()
+                    )
+                })?;
+            for contribution in contributions {
                 RuntimeContextProjection::project_from(
                     session,
                     turn,

@@ -3,6 +3,8 @@
 
 mod context;
 mod files;
+mod memory;
+mod preset;
 pub(crate) mod run;
 mod servers;
 mod session;
@@ -79,6 +81,12 @@ enum Command {
     /// See and edit what the model sees: segments, fold, pin, delete, replace, rollback.
     #[command(subcommand)]
     Context(context::ContextCommand),
+    /// List presets, print one, or copy one under a new name to change it.
+    #[command(subcommand)]
+    Preset(preset::PresetCommand),
+    /// The memories new sessions get (the workspace's and the user's): list, show, forget, edit.
+    #[command(subcommand)]
+    Memory(memory::MemoryCommand),
 }
 
 /// Parse the process arguments and run the command.
@@ -121,5 +129,7 @@ pub fn run() -> anyhow::Result<ExitCode> {
         Command::Session(command) => session::run(&Store::for_workspace(&workspace)?, command),
         Command::Files(args) => files::run(&workspace, args),
         Command::Context(command) => context::run(&Store::for_workspace(&workspace)?, command),
+        Command::Preset(command) => preset::run(&workspace, command),
+        Command::Memory(command) => memory::run(&Store::for_workspace(&workspace)?, command),
     }
 }

@@ -1,9 +1,10 @@
 //! User configuration: the model endpoint and the default preset.
 //!
 //! Read from `$AGENT_LSP_CONFIG` when set, else `agent-lsp/config.toml` under the user's config
-//! directory (`~/.config` on Linux). Every key is optional; command-line flags win over the
-//! file, and the file wins over the preset. The API key itself never goes into this file, only
-//! the name of the environment variable that holds it:
+//! directory (`~/.config` on Linux). The folder the file is in is the user's agent-lsp folder
+//! ([`Config::user_dir`]), which also holds the user's presets (`presets/NAME.toml`). Every key
+//! is optional; command-line flags win over the file, and the file wins over the preset. The API
+//! key itself never goes into this file, only the name of the environment variable that holds it:
 //!
 //! ```toml
 //! preset = "standard"
@@ -81,6 +82,14 @@ impl Config {
             Some(path) if !path.is_empty() => Some(PathBuf::from(path)),
             _ => dirs::config_dir().map(|dir| dir.join("agent-lsp").join("config.toml")),
         }
+    }
+
+    /// The user's agent-lsp folder, where the config file is (`~/.config/agent-lsp`, or the
+    /// folder of `$AGENT_LSP_CONFIG`): the user's own `AGENTS.md` lives beside it, and the
+    /// user's presets in its `presets/` folder (so a test's or a second setup's presets stay
+    /// beside its config file).
+    pub fn user_dir() -> Option<PathBuf> {
+        Config::path().and_then(|path| path.parent().map(std::path::Path::to_owned))
     }
 
     /// The config file as messages name it: its path, where the path came from when

@@ -11,29 +11,52 @@ use std::sync::Arc;
 use crate::compaction::pruner::ToolResultPruner;
 use crate::compaction::{CompactionPlugin, CompactionSettings, PrunerSettings};
 use crate::context_editor::rules::{ContextRulesPlugin, ContextRulesSettings};
+use crate::instructions::{self, InstructionsSettings, ProjectInstructions};
 use crate::llm::provider::Provider;
+use crate::memory;
+use crate::memory::plugin::{MemoryPlugin, MemorySettings};
 use crate::plans::{PlansPlugin, PlansSettings};
 use crate::plugin::registry::{Assembly, PluginHost, PluginRegistry};
 use crate::plugin::tool::Tool;
 use crate::preset::Preset;
+use crate::preset::authoring::{self, PresetAuthoringSettings};
 use crate::session::store::Store;
 use crate::tools::{PermissionPolicy, ToolRegistry, ToolRuntime, lsp, web};
 use crate::workspace::Workspace;
 use environment::{Environment, EnvironmentSettings};
 
 /// Every plugin a preset can name, in the order they handle events: the environment first (its
-/// runtime context is injected before the other pre-step plugins edit the surface), the plan
-/// beside it, then the pruner and the context rules. Compaction runs before all of them, first
-/// thing in each step.
+/// runtime context is injected before the other pre-step plugins edit the surface), the project
+/// instructions, the plan, then the pruner, the context rules, preset authoring (which only adds
+/// a section and a tool) and memory (its prompt section and tool). Compaction runs before all
+/// of them, first thing in each step.
 pub fn registry() -> PluginRegistry {
     let mut registry = PluginRegistry::new();
     registry
         .register::<EnvironmentSettings>("runtime_context", Environment::parts)
+        .register::<InstructionsSettings>(instructions::PLUGIN, ProjectInstructions::parts)
         .register::<PlansSettings>(crate::plans::PLUGIN, PlansPlugin::parts)
         .register::<CompactionSettings>("compaction", CompactionPlugin::parts)
         .register::<PrunerSettings>("tool_result_pruner", ToolResultPruner::parts)
-        .register::<ContextRulesSettings>("context_rules", ContextRulesPlugin::parts);
+        .register::<ContextRulesSettings>("context_rules", ContextRulesPlugin::parts)
+        .register::<PresetAuthoringSettings>("preset_authoring", preset_authoring)
+        .register::<MemorySettings>(memory::plugin::NAME, MemoryPlugin::parts);
     registry
+}
+
+/// `[plugins.preset_authoring]`: the preset guide and `preset_write`, which saves into the
+/// user's presets folder (beside the config file) or the workspace's, once [`parse_preset`]
+/// accepts the text.
+fn preset_authoring(
+    _settings: PresetAuthoringSettings,
+    _host: &PluginHost,
+) -> anyhow::Result<crate::plugin::registry::Parts> {
+    Ok(authoring::parts(
+        crate::config::Config::user_dir().map(|dir| dir.join("presets")),
+        Arc::new(|workspace: &Path, name: &str, origin: &str, text: &str| {
+            parse_preset(workspace, name, origin, text).map(drop)
+        }),
+    ))
 }
 
 /// Check a preset's plugin tables against the registry: the strict parse of a whole preset is
@@ -107,6 +130,35 @@ pub fn runtime_with(
         .with_write_observer(Arc::new(lsp_tools)))
 }
 
+/// A preset's text checked as a session's start checks it, in `workspace`: the strict parse
+/// (`origin` names the file in errors), its plugin tables against the registry, and
+/// `tools.enabled` against the tools there are, the built-in ones and those its plugins bring.
+/// Nothing is started (the language servers behind the `lsp_*` tools start on a query, and none
+/// is made here). What `preset_write` checks before it saves, and what `agent-lsp preset`
+/// reports about a preset file.
+pub fn parse_preset(
+    workspace: &Path,
+    name: &str,
+    origin: &str,
+    text: &str,
+) -> anyhow::Result<Preset> {
+    let preset = Preset::parse(name, origin, text)?;
+    check_preset(&preset)?;
+    let host = PluginHost {
+        workspace: workspace.to_owned(),
+        state_dir: None,
+        preset: preset.name.clone(),
+        context_window: preset.file.model.context_window,
+        provider: None,
+    };
+    let assembly = assemble(&preset, &host)?;
+    let bridge = lsp_bridge::Bridge::new(lsp_bridge::BridgeConfig::builtin(), Vec::new());
+    let documents = Arc::new(lsp_bridge::documents::DocumentMirror::new());
+    runtime_with(workspace, &preset, bridge, documents, &assembly.tools)
+        .map_err(|error| anyhow::anyhow!("preset {origin}: tools.enabled: {error:#}"))?;
+    Ok(preset)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -114,12 +166,12 @@ mod tests {
 
     #[test]
     fn policies_come_from_presets() {
-        let readonly = Preset::load("readonly").unwrap();
+        let readonly = Preset::builtin("readonly").unwrap();
         let policy = PermissionPolicy::from_table(&readonly.file.permissions);
         assert_eq!(policy.permission("read"), Permission::Allow);
         assert_eq!(policy.permission("write"), Permission::Deny);
         assert_eq!(policy.permission("shell"), Permission::Deny);
-        let standard = Preset::load("standard").unwrap();
+        let standard = Preset::builtin("standard").unwrap();
         assert_eq!(
             PermissionPolicy::from_table(&standard.file.permissions),
             PermissionPolicy::default()
@@ -130,7 +182,7 @@ mod tests {
     fn every_builtin_preset_is_assembled_from_registry_names() {
         let workspace = tempfile::tempdir().unwrap();
         for (name, _) in crate::preset::BUILTIN {
-            let preset = Preset::load(name).unwrap();
+            let preset = Preset::builtin(name).unwrap();
             check_preset(&preset).unwrap();
             let host = PluginHost {
                 workspace: workspace.path().to_owned(),
@@ -152,20 +204,105 @@ mod tests {
                 .collect::<Vec<_>>();
             match name {
                 "minimal" => assert!(plugins.is_empty() && tools.is_empty()),
-                // Without a model there is no compaction engine, but its tool is there.
+                "creative" => {
+                    assert_eq!(plugins, ["runtime_context", "preset_authoring"]);
+                    assert_eq!(tools, ["preset_write"]);
+                }
+                // Without a model there is no compaction engine, and without a state directory
+                // no memory section, but their tools are there.
                 _ => {
                     assert_eq!(
                         plugins,
                         [
                             "runtime_context",
+                            "project_instructions",
                             "plans",
                             "tool_result_pruner",
                             "context_rules"
                         ]
                     );
-                    assert_eq!(tools, ["todo", "recall_history"]);
+                    assert_eq!(tools, ["todo", "recall_history", "memory"]);
                 }
             }
+        }
+    }
+
+    #[test]
+    fn a_preset_is_checked_as_a_session_start_checks_it() {
+        let workspace = tempfile::tempdir().unwrap();
+        let creative = crate::preset::catalog::builtin_text("creative").unwrap();
+        let check = |text: &str| {
+            parse_preset(workspace.path(), "mine", "mine.toml", text)
+                .map(drop)
+                .map_err(|error| format!("{error:#}"))
+        };
+        check(creative).unwrap();
+        let table = "[plugins.preset_authoring]\nenabled = true";
+        let line = creative
+            .lines()
+            .position(|line| line == "[plugins.preset_authoring]")
+            .unwrap()
+            + 3;
+        let error =
+            check(&creative.replace(table, &format!("{table}\nguide = false"))).unwrap_err();
+        assert!(
+            error.starts_with(&format!(
+                "preset mine.toml, line {line}: [plugins.preset_authoring] `guide`: unknown field `guide`"
+            )),
+            "{error}"
+        );
+        // A tool that comes with a plugin needs the plugin.
+        let error = check(&creative.replace(table, "[plugins.preset_authoring]\nenabled = false"))
+            .unwrap_err();
+        assert!(
+            error.starts_with("preset mine.toml: tools.enabled: no tool named `preset_write`"),
+            "{error}"
+        );
+        let error = check(&creative.replace(
+            "\"grep\", \"preset_write\"",
+            "\"grep\", \"teleport\", \"preset_write\"",
+        ))
+        .unwrap_err();
+        assert!(error.contains("no tool named `teleport`"), "{error}");
+    }
+
+    /// The preset reference (presets/README.md, also the creative agent's guide) names every
+    /// plugin of the registry and every tool a preset can enable.
+    #[test]
+    fn the_preset_reference_names_every_plugin_and_tool() {
+        let readme = include_str!("../../presets/README.md");
+        for name in registry().names() {
+            assert!(
+                readme.contains(&format!("| `{name}` |")),
+                "README lacks plugin `{name}`"
+            );
+        }
+        let workspace = tempfile::tempdir().unwrap();
+        let every_plugin = format!(
+            "{}\n[plugins.preset_authoring]\nenabled = true\n",
+            crate::preset::catalog::builtin_text("standard").unwrap()
+        );
+        let preset = Preset::parse("all", "all.toml", &every_plugin).unwrap();
+        let host = PluginHost {
+            workspace: workspace.path().to_owned(),
+            state_dir: None,
+            preset: preset.name.clone(),
+            context_window: preset.file.model.context_window,
+            provider: None,
+        };
+        let plugin_tools = assemble(&preset, &host).unwrap().tools;
+        let mut names: Vec<String> = ToolRegistry::standard()
+            .names()
+            .map(str::to_owned)
+            .collect();
+        names.extend(lsp::lsp_tool_names().into_iter().map(str::to_owned));
+        names.extend(["web_search".to_owned(), "web_fetch".to_owned()]);
+        names.extend(plugin_tools.iter().map(|tool| tool.def().name));
+        for name in names {
+            assert!(
+                readme.contains(&format!("`{name}`")),
+                "README lacks tool `{name}`"
+            );
         }
     }
 }

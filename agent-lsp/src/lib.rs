@@ -5,6 +5,7 @@
 //! - [`session`]: the append-only session log, the surface and the derived messages; every
 //!   model request is derived from it (the one rule of ARCHITECTURE.md);
 //! - [`compaction`]: memory for long sessions: checkpoints, tool-result pruning, recall;
+//! - [`memory`]: memory across sessions: notes per workspace and per user, with provenance;
 //! - [`plans`]: the `todo` plan the model keeps and the session's goal, both read from the log;
 //! - [`context`]: system prompt assembly, runtime context projection, request building and
 //!   replay;
@@ -14,6 +15,7 @@
 //! - [`web`]: `web_search` and `web_fetch` behind the SSRF guard;
 //! - [`tokens`]: the token meter;
 //! - [`trajectory`]: a session exported as cells, as JSON or a self-contained HTML page;
+//! - [`instructions`]: the project's and the user's `AGENTS.md` as prompt sections;
 //! - [`preset`]: named assemblies of model settings, tools, permissions and plugins;
 //! - [`server`]: `agent-lsp serve`, the editor-facing server brokering the child servers;
 //! - [`cli`]: the terminal commands, and [`config`]: the user's configuration file;
@@ -28,8 +30,10 @@ pub mod config;
 pub mod context;
 pub mod context_editor;
 pub mod harness;
+pub mod instructions;
 pub mod llm;
 pub mod logging;
+pub mod memory;
 pub mod permissions;
 pub mod plans;
 pub mod plugin;

@@ -108,6 +108,12 @@ pub trait Plugin: Send {
         Ok(None)
     }
 
+    /// [`Plugin::runtime_context`] for a plugin with several sources (one per project
+    /// instructions file), each compared with its own last visible facts.
+    fn runtime_contexts(&mut self, history: &History) -> anyhow::Result<Vec<RuntimeContribution>> {
+        Ok(self.runtime_context(history)?.into_iter().collect())
+    }
+
     fn on_event(&mut self, _event: &AgentEvent<'_>, _session: &mut Session) -> anyhow::Result<()> {
         Ok(())
     }

@@ -1,12 +1,16 @@
 //! Presets: named assemblies of model settings, tools, permissions and plugins.
 //!
-//! The built-in presets are the files in the repository's `presets/` folder, compiled in.
-//! `--preset` takes a built-in name or a path to a TOML file of the same shape. A session
-//! records the preset's name and full text in its header and keeps using that text when it is
-//! resumed, even if the file changed since.
+//! The built-in presets are the files in the repository's `presets/` folder, compiled in; the
+//! user's and the workspace's presets are files of the same shape, found by name ([`catalog`]
+//! has the lookup order and the rules for names). `--preset` takes a name or a path to a TOML
+//! file. A session records the preset's name and full text in its header and keeps using that
+//! text when it is resumed, even if the file changed since.
 //!
 //! Parsing is strict (unknown keys are errors), and errors name the file, the line and the key,
 //! because a typo in a permission table must not silently allow a tool.
+
+pub mod authoring;
+pub mod catalog;
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -19,9 +23,11 @@ use toml::Spanned;
 use crate::llm::{ModelParams, Thinking};
 use crate::permissions::{POLICY_KEYS, Permission};
 use crate::plugin::registry::{PluginSettings, PluginTable};
+pub use catalog::PresetDirs;
 
 /// `(name, text)` of every built-in preset.
-pub const BUILTIN: [(&str, &str); 3] = [
+pub const BUILTIN: [(&str, &str); 4] = [
+    ("creative", include_str!("../../presets/creative.toml")),
     ("minimal", include_str!("../../presets/minimal.toml")),
     ("readonly", include_str!("../../presets/readonly.toml")),
     ("standard", include_str!("../../presets/standard.toml")),
@@ -132,10 +138,10 @@ pub struct Preset {
 }
 
 impl Preset {
-    /// A built-in preset by name, or a preset file by path (anything containing `/` or ending
-    /// in `.toml`).
-    pub fn load(name_or_path: &str) -> anyhow::Result<Preset> {
-        if name_or_path.contains('/') || name_or_path.ends_with(".toml") {
+    /// A preset by name (the user's, a built-in or the workspace's, see [`catalog`]), or a
+    /// preset file by path (anything containing `/` or ending in `.toml`).
+    pub fn load(name_or_path: &str, dirs: &PresetDirs) -> anyhow::Result<Preset> {
+        if catalog::is_path(name_or_path) {
             let path = Path::new(name_or_path);
             let text = std::fs::read_to_string(path)
                 .with_context(|| format!("failed to read preset file {}", path.display()))?;
@@ -144,18 +150,23 @@ impl Preset {
             });
             return Preset::parse(&name, &path.display().to_string(), &text);
         }
-        match BUILTIN.iter().find(|(name, _)| *name == name_or_path) {
-            Some((name, text)) => Preset::parse(name, &format!("presets/{name}.toml"), text),
+        catalog::find(name_or_path, dirs)?.parse()
+    }
+
+    /// A built-in preset by name.
+    pub fn builtin(name: &str) -> anyhow::Result<Preset> {
+        match catalog::builtin_text(name) {
+            Some(text) => Preset::parse(name, &format!("presets/{name}.toml"), text),
             None => bail!(
-                "no preset named `{name_or_path}`; built-in presets are {}, or give a path to a .toml file",
+                "no built-in preset named `{name}`; they are {}",
                 BUILTIN.map(|(name, _)| name).join(", ")
             ),
         }
     }
 
     /// The preset a session started with: the text recorded in its header, so that a resumed
-    /// session behaves as it did even if the built-in preset changed since; the preset by name
-    /// for sessions that recorded no text.
+    /// session behaves as it did even if the preset's file changed since; the preset by name,
+    /// looked up for the session's workspace, for sessions that recorded no text.
     pub fn of_session(header: &crate::session::event::SessionHeader) -> anyhow::Result<Preset> {
         match &header.preset_text {
             Some(text) => Preset::parse(
@@ -163,7 +174,10 @@ impl Preset {
                 &format!("the preset recorded in session {}", header.session_id),
                 text,
             ),
-            None => Preset::load(&header.preset),
+            None => Preset::load(
+                &header.preset,
+                &PresetDirs::for_workspace(Path::new(&header.workspace)),
+            ),
         }
     }
 
@@ -242,20 +256,20 @@ mod tests {
     #[test]
     fn every_builtin_preset_parses() {
         for (name, _) in BUILTIN {
-            let preset = Preset::load(name).unwrap();
+            let preset = Preset::builtin(name).unwrap();
             assert_eq!(preset.name, name);
         }
-        let readonly = Preset::load("readonly").unwrap();
+        let readonly = Preset::builtin("readonly").unwrap();
         assert_eq!(readonly.permission("edit"), Permission::Deny);
         assert_eq!(readonly.permission("read"), Permission::Allow);
         assert_eq!(
-            Preset::load("standard").unwrap().permission("shell"),
+            Preset::builtin("standard").unwrap().permission("shell"),
             Permission::Ask
         );
-        let minimal = Preset::load("minimal").unwrap();
+        let minimal = Preset::builtin("minimal").unwrap();
         assert!(minimal.plugin_table("compaction").is_none());
         assert!(minimal.plugin_table("context_rules").is_none());
-        let standard = Preset::load("standard").unwrap();
+        let standard = Preset::builtin("standard").unwrap();
         assert_eq!(standard.file.model.max_tool_calls_per_step, 32);
         let compaction = standard.plugin_table("compaction").unwrap();
         assert_eq!(compaction.table["background"], toml::Value::Boolean(true));
@@ -269,7 +283,7 @@ mod tests {
         // The catalog does not depend on permissions.
         assert_eq!(
             readonly.file.tools.enabled,
-            Preset::load("standard").unwrap().file.tools.enabled
+            Preset::builtin("standard").unwrap().file.tools.enabled
         );
     }
 
@@ -286,7 +300,7 @@ mod tests {
             "description = \"x\"\n[model]\nmax_steps = 3\ncontext_window = 10\nthinkng = \"enabled\"\n[tools]\nenabled = []\n[permissions]\ndefault = \"allow\"\n",
         )
         .unwrap();
-        let err = Preset::load(path.to_str().unwrap())
+        let err = Preset::load(path.to_str().unwrap(), &PresetDirs::builtin_only())
             .unwrap_err()
             .to_string();
         assert!(err.contains("broken.toml"), "{err}");
@@ -294,13 +308,13 @@ mod tests {
         assert!(err.contains("thinkng"), "{err}");
 
         std::fs::write(&path, "description = \"x\"\n[model]\nmax_steps = 3\ncontext_window = 10\n[tools]\nenabled = []\n[permissions]\ndefault = \"sometimes\"\n").unwrap();
-        let err = Preset::load(path.to_str().unwrap())
+        let err = Preset::load(path.to_str().unwrap(), &PresetDirs::builtin_only())
             .unwrap_err()
             .to_string();
         assert!(err.contains("line 8") && err.contains("sometimes"), "{err}");
 
         std::fs::write(&path, "description = \"x\"\n[model]\nmax_steps = 3\nmax_tool_calls_per_step = 0\ncontext_window = 10\n[tools]\nenabled = []\n[permissions]\ndefault = \"allow\"\n").unwrap();
-        let err = Preset::load(path.to_str().unwrap())
+        let err = Preset::load(path.to_str().unwrap(), &PresetDirs::builtin_only())
             .unwrap_err()
             .to_string();
         assert!(
@@ -308,7 +322,12 @@ mod tests {
             "{err}"
         );
 
-        let err = Preset::load("nonesuch").unwrap_err().to_string();
-        assert!(err.contains("minimal, readonly, standard"), "{err}");
+        let err = Preset::load("nonesuch", &PresetDirs::builtin_only())
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("creative, minimal, readonly, standard"),
+            "{err}"
+        );
     }
 }

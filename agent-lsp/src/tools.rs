@@ -30,7 +30,7 @@ pub mod shell;
 pub mod web;
 
 #[cfg(test)]
-mod testing;
+pub(crate) mod testing;
 #[cfg(test)]
 mod tests;
 

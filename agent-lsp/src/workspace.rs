@@ -149,6 +149,12 @@ impl Workspace {
         self.beneath.write_atomically(path, bytes)
     }
 
+    /// [`Workspace::write_atomically`] for a file that must not exist yet: an existing one is
+    /// left alone and the error is [`io::ErrorKind::AlreadyExists`].
+    pub fn create_atomically(&self, path: &Path, bytes: &[u8]) -> io::Result<()> {
+        self.beneath.create_atomically(path, bytes)
+    }
+
     /// The canonical root.
     pub fn root(&self) -> &Path {
         &self.root

@@ -401,6 +401,7 @@ fn without_a_model_run_explains_how_to_configure_one_and_tools_still_work() {
             "lsp_rename_preview",
             "lsp_type_definition",
             "lsp_workspace_symbols",
+            "memory",
             "read",
             "recall_history",
             "shell",

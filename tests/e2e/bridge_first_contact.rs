@@ -166,7 +166,7 @@ async fn a_server_that_answers_nothing_while_it_may_be_indexing_is_reported_as_s
     );
     // Past its index_wait a server stays "may be indexing" (nothing says otherwise), and the
     // tool says so instead of "no results".
-    let preset = agent_lsp::preset::Preset::load("standard").unwrap();
+    let preset = agent_lsp::preset::Preset::builtin("standard").unwrap();
     let runtime = agent_lsp::harness::runtime_with(
         workspace.path(),
         &preset,

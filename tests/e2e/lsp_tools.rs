@@ -29,7 +29,7 @@ impl Harness {
         agent_lsp::logging::init();
         let workspace = agent_tests::fixture(fixture);
         let state = tempfile::tempdir().unwrap();
-        let preset = Preset::load("standard").unwrap();
+        let preset = Preset::builtin("standard").unwrap();
         let (runtime, bridge) = runtime_for(
             workspace.path(),
             &preset,
@@ -378,7 +378,7 @@ async fn without_a_server_symbols_come_from_tree_sitter_labelled_approximate() {
         "package lib\n\n// Größe is documented.\nfunc Größe() int { return 1 }\n",
     )
     .unwrap();
-    let preset = Preset::load("standard").unwrap();
+    let preset = Preset::builtin("standard").unwrap();
     // No server configured at all: every language falls back.
     let (runtime, _bridge) = runtime_for(
         workspace.path(),

@@ -703,6 +703,37 @@ fn cases(notes: &Path, chat: &Path) -> Vec<Case> {
             json!([{"snapshot": 0, "session": true}]),
             &["session"],
         ),
+        // agent.memory.list {scope?}, remember {text, scope?}, forget {id}, edit {id, text}
+        command(
+            "agent.memory.list",
+            "scope is not a scope",
+            json!([{"scope": "team"}]),
+            &["team"],
+        ),
+        command(
+            "agent.memory.remember",
+            "no text",
+            json!([{"scope": "user"}]),
+            &["text"],
+        ),
+        command(
+            "agent.memory.remember",
+            "text is a number",
+            json!([{"text": 5}]),
+            &["text"],
+        ),
+        command(
+            "agent.memory.forget",
+            "id is a number",
+            json!([{"id": 1}]),
+            &["id"],
+        ),
+        command(
+            "agent.memory.edit",
+            "no text",
+            json!([{"id": "w1"}]),
+            &["text"],
+        ),
         // `@path` completion in a prompt document.
         request(
             "textDocument/completion",

@@ -57,7 +57,7 @@ impl Fixture {
 
     /// The standard preset with another context window, as a file `--preset` takes.
     fn standard_with_window(&self, tokens: u64) -> String {
-        let text = Preset::load("standard").unwrap().text;
+        let text = Preset::builtin("standard").unwrap().text;
         assert!(text.contains("context_window = 128000"));
         let path = self.state.path().join("wide.toml");
         std::fs::write(
@@ -307,7 +307,7 @@ fn a_session_holding_a_message_larger_than_the_window_answers_even_an_empty_prom
     // A session written before messages were bounded: a prompt of about 600000 tokens in a
     // 128000-token window.
     let store = fixture.store();
-    let preset = Preset::load("standard").unwrap();
+    let preset = Preset::builtin("standard").unwrap();
     let mut session = store.create_session(&preset, Durability::Sync).unwrap();
     let huge = session
         .append(NewEvent::new(

@@ -23,7 +23,7 @@ const DEFINITION: &str = "pkg/geometry.py\n  14:5  def größe_von(fläche: Flä
 async fn the_agents_query_after_its_server_was_killed_is_answered_by_a_restarted_one() {
     let workspace = agent_tests::fixture("python");
     let state = tempfile::tempdir().unwrap();
-    let preset = Preset::load("standard").unwrap();
+    let preset = Preset::builtin("standard").unwrap();
     let (runtime, bridge) = runtime_for(
         workspace.path(),
         &preset,

@@ -130,7 +130,7 @@ fn every_request_replays_byte_identically_through_the_cli() {
     let store = Store::for_workspace_in(state.path(), workspace.path()).unwrap();
     let mut session = store
         .create_session(
-            &agent_lsp::preset::Preset::load("standard").unwrap(),
+            &agent_lsp::preset::Preset::builtin("standard").unwrap(),
             Durability::Sync,
         )
         .unwrap();

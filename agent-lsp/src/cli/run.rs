@@ -14,7 +14,7 @@ use tokio_util::sync::CancellationToken;
 use crate::agent::{Agent, AgentEvent, Plugin, TurnOutcome, TurnUi};
 use crate::config::Config;
 use crate::llm::provider::{Provider, ProviderConfig, ProviderError, ProviderOptions, StreamDelta};
-use crate::preset::{DEFAULT_PRESET, Preset};
+use crate::preset::{DEFAULT_PRESET, Preset, PresetDirs};
 use crate::session::Session;
 use crate::session::event::ToolCallRef;
 use crate::session::log::Durability;
@@ -43,7 +43,8 @@ pub struct ModelArgs {
 pub struct RunArgs {
     /// What to ask the agent.
     pub prompt: String,
-    /// Preset for a new session: a built-in name (standard, minimal, readonly) or a .toml path.
+    /// Preset for a new session: a name (a user, built-in or workspace preset; see `agent-lsp
+    /// preset list`) or a .toml path.
     #[arg(long)]
     pub preset: Option<String>,
     /// Continue this session (id, unique prefix or suffix, or `last`) instead of starting one.
@@ -118,6 +119,7 @@ pub fn run(store: &Store, args: RunArgs) -> anyhow::Result<ExitCode> {
                     .as_deref()
                     .or(config.preset.as_deref())
                     .unwrap_or(DEFAULT_PRESET),
+                &PresetDirs::for_workspace(store.workspace()),
             )?,
             None,
         ),

@@ -12,7 +12,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::run::standard_runtime;
 use crate::config::Config;
-use crate::preset::{DEFAULT_PRESET, Preset};
+use crate::preset::{DEFAULT_PRESET, Preset, PresetDirs};
 use crate::session::log::Durability;
 use crate::session::store::Store;
 use crate::tools::HeadlessAsker;
@@ -48,7 +48,7 @@ pub fn run(store: &Store, args: ToolArgs) -> anyhow::Result<ExitCode> {
         .as_deref()
         .or(config.preset.as_deref())
         .unwrap_or(DEFAULT_PRESET);
-    let preset = Preset::load(preset_name)?;
+    let preset = Preset::load(preset_name, &PresetDirs::for_workspace(store.workspace()))?;
     let super::run::Standard {
         tools: runtime,
         bridge,

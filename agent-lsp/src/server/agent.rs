@@ -25,7 +25,7 @@ use super::{Reply, ResponseError, Shared, codes, internal};
 use crate::agent::{Agent, TurnOutcome};
 use crate::cli::run::{ModelArgs, provider_config};
 use crate::llm::provider::{Provider, ProviderError};
-use crate::preset::{DEFAULT_PRESET, Preset};
+use crate::preset::{DEFAULT_PRESET, Preset, PresetDirs};
 use crate::session::Session;
 use crate::session::log::Durability;
 use crate::session::store::Store;
@@ -59,6 +59,8 @@ pub(crate) struct Host {
     next_progress: AtomicU64,
     /// The model of the current session, readable while a turn holds the state.
     provider: Mutex<Option<Provider>>,
+    /// The id of the current session, readable while a turn holds the state.
+    session_id: Mutex<Option<String>>,
 }
 
 /// The session and what runs in it; made on first use.
@@ -179,6 +181,33 @@ impl Host {
         }
     }
 
+    /// The id of the server's current session, `None` before it has one (nothing is made for
+    /// asking).
+    pub(crate) fn session_id(&self) -> Option<String> {
+        self.session_id.lock().expect("session id").clone()
+    }
+
+    /// The caps memories are held to: those of the preset new sessions use here.
+    pub(crate) fn memory_caps(&self, shared: &Arc<Shared>) -> anyhow::Result<crate::memory::Caps> {
+        let preset = Preset::load(
+            &self.preset_name(shared),
+            &PresetDirs::for_workspace(
+                self.workspace()
+                    .map_err(|error| anyhow::anyhow!("{}", error.message))?,
+            ),
+        )?;
+        crate::memory::plugin::caps_of(&preset)
+    }
+
+    /// The preset of new sessions: `initializationOptions`, the config file, or the default.
+    fn preset_name(&self, shared: &Arc<Shared>) -> String {
+        self.options
+            .get()
+            .and_then(|options| options.preset.clone())
+            .or_else(|| shared.config.preset.clone())
+            .unwrap_or_else(|| DEFAULT_PRESET.to_owned())
+    }
+
     /// The session state, made on first use.
     pub(crate) async fn state(
         &self,
@@ -237,14 +266,11 @@ impl Host {
         let options = self.options.get().cloned().unwrap_or_default();
         let preset = match preset {
             Some(preset) => preset,
-            None => {
-                let name = options
-                    .preset
-                    .clone()
-                    .or_else(|| shared.config.preset.clone())
-                    .unwrap_or_else(|| DEFAULT_PRESET.to_owned());
-                Preset::load(&name).map_err(internal)?
-            }
+            None => Preset::load(
+                &self.preset_name(shared),
+                &PresetDirs::for_workspace(&workspace),
+            )
+            .map_err(internal)?,
         };
         let editor_key = options
             .api_key
@@ -298,6 +324,7 @@ impl Host {
             .clone()
             .map(|provider| Agent::new(provider, tools.clone(), preset.clone(), assembly.plugins));
         *self.provider.lock().expect("provider") = provider.clone();
+        *self.session_id.lock().expect("session id") = Some(session.id().to_owned());
         Ok(State {
             tools,
             session,

@@ -31,16 +31,20 @@
 //!   needs_confirmation: true, message, referenced}` for a delete of referenced segments without
 //!   `force`; `agent.context.rollback {session?, snapshot}`. Without `session` they work on the
 //!   server's current session (refused while a turn runs; pass `session` to read it then).
+//! - `agent.memory.list {scope?}` (`{memories, caps}`), `agent.memory.remember {text, scope?}`,
+//!   `agent.memory.forget {id}`, `agent.memory.edit {id, text}`: the memories new sessions get;
+//!   a change records the editor's session (or `editor`) as where it came from.
 //!
 //! A turn's command answers when the turn ends, with `{outcome, steps, text, session, plan, ...}`.
 //!
 //! Where they live: [`chat`] (ask, explain, send: turns in prompt documents), [`fix`],
 //! [`session`] (cancel, compact, sessions, status, the goal, one tool), [`context`] (the context
-//! editor).
+//! editor), [`memory`] (memories across sessions).
 
 mod chat;
 mod context;
 mod fix;
+mod memory;
 mod session;
 
 use std::path::{Path, PathBuf};
@@ -57,7 +61,7 @@ use super::{Reply, ResponseError, Shared, codes, internal};
 use lsp_bridge::jsonrpc::decode_params as decode;
 
 /// The commands this server owns, announced in `executeCommandProvider`.
-pub const COMMANDS: [&str; 14] = [
+pub const COMMANDS: [&str; 18] = [
     "agent.ask",
     "agent.explain",
     "agent.send",
@@ -72,6 +76,10 @@ pub const COMMANDS: [&str; 14] = [
     "agent.context.rollback",
     "agent.status",
     "agent.goal.set",
+    "agent.memory.list",
+    "agent.memory.remember",
+    "agent.memory.forget",
+    "agent.memory.edit",
 ];
 
 /// One of our commands with its argument, as the editor sent it.
@@ -90,6 +98,7 @@ enum Command {
     ContextShow(context::ShowArgument),
     ContextEdit(context::EditArgument),
     ContextRollback(context::RollbackArgument),
+    Memory(memory::MemoryCommand),
 }
 
 /// `workspace/executeCommand`'s params, as far as the envelope goes.
@@ -152,6 +161,18 @@ impl Command {
             "agent.context.show" => Command::ContextShow(decode(name, argument)?),
             "agent.context.edit" => Command::ContextEdit(decode(name, argument)?),
             "agent.context.rollback" => Command::ContextRollback(decode(name, argument)?),
+            "agent.memory.list" => {
+                Command::Memory(memory::MemoryCommand::List(decode(name, argument)?))
+            }
+            "agent.memory.remember" => {
+                Command::Memory(memory::MemoryCommand::Remember(decode(name, argument)?))
+            }
+            "agent.memory.forget" => {
+                Command::Memory(memory::MemoryCommand::Forget(decode(name, argument)?))
+            }
+            "agent.memory.edit" => {
+                Command::Memory(memory::MemoryCommand::Edit(decode(name, argument)?))
+            }
             "agent.cancel" => none(argument).map(|()| Command::Cancel)?,
             "agent.compact" => none(argument).map(|()| Command::Compact)?,
             "agent.session.new" => none(argument).map(|()| Command::SessionNew)?,
@@ -189,6 +210,7 @@ pub(super) async fn execute(
         Command::ContextShow(argument) => context::show(shared, argument).await,
         Command::ContextEdit(argument) => context::edit(shared, argument, cancel).await,
         Command::ContextRollback(argument) => context::rollback(shared, argument).await,
+        Command::Memory(command) => memory::run(shared, command).await,
     }
 }
 

@@ -29,6 +29,12 @@ pub fn state_root() -> anyhow::Result<PathBuf> {
     })
 }
 
+/// The state root that a workspace's state directory ([`Store::workspace_dir`]) lies under:
+/// `<root>/workspaces/<name>-<hash>` is two levels down.
+pub fn state_root_of(workspace_dir: &Path) -> Option<&Path> {
+    workspace_dir.parent()?.parent()
+}
+
 /// The sessions of one workspace.
 #[derive(Clone, Debug)]
 pub struct Store {
@@ -109,7 +115,7 @@ impl Store {
         self.sessions_dir.join(format!("{id}.jsonl"))
     }
 
-    /// Ids of all sessions, oldest first (ids sort by creation time).
+    /// Ids of all sessions, oldest first (ids sort by creation time, to the millisecond).
     pub fn ids(&self) -> anyhow::Result<Vec<String>> {
         let entries = match std::fs::read_dir(&self.sessions_dir) {
             Ok(entries) => entries,
@@ -130,7 +136,42 @@ impl Store {
             })
             .collect::<Vec<_>>();
         ids.sort();
+        // Ids name their second only: sessions of the same second are put in the order their
+        // headers were written, so `last` is the one started last.
+        let second = |id: &str| id.get(..15).unwrap_or(id).to_owned();
+        let mut start = 0;
+        while start < ids.len() {
+            let end = start
+                + ids[start..]
+                    .iter()
+                    .take_while(|id| second(id) == second(&ids[start]))
+                    .count();
+            if end - start > 1 {
+                ids[start..end].sort_by_cached_key(|id| (self.started_at(id), id.clone()));
+            }
+            start = end;
+        }
         Ok(ids)
+    }
+
+    /// The time a session's header was written (its first line's `ts`), or empty if unreadable.
+    fn started_at(&self, id: &str) -> String {
+        use std::io::{BufRead, Read};
+        let Ok(file) = std::fs::File::open(self.path_of(id)) else {
+            return String::new();
+        };
+        // The header is the first line; a bounded read keeps a broken file from costing much.
+        let mut first = String::new();
+        if std::io::BufReader::new(file.take(1 << 20))
+            .read_line(&mut first)
+            .is_err()
+        {
+            return String::new();
+        }
+        serde_json::from_str::<serde_json::Value>(&first)
+            .ok()
+            .and_then(|event| event["ts"].as_str().map(str::to_owned))
+            .unwrap_or_default()
     }
 
     /// Find a session by its full id, a unique prefix or a unique suffix, or `last`.
@@ -220,10 +261,17 @@ mod tests {
     use super::*;
 
     #[test]
+    fn the_state_root_is_two_levels_above_a_workspace_directory() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::for_workspace_in(dir.path(), dir.path()).unwrap();
+        assert_eq!(state_root_of(store.workspace_dir()), Some(dir.path()));
+    }
+
+    #[test]
     fn sessions_created_in_one_burst_all_get_their_own_file() {
         let dir = tempfile::tempdir().unwrap();
         let store = Store::for_workspace_in(dir.path(), dir.path()).unwrap();
-        let preset = Preset::load("minimal").unwrap();
+        let preset = Preset::builtin("minimal").unwrap();
         // 300 sessions within a second or two: far past the birthday bound of 16 random bits.
         let ids = (0..300)
             .map(|_| {
@@ -267,5 +315,33 @@ mod tests {
         assert!(err.contains("matches 2 sessions"), "{err}");
         let err = store.resolve("zzzz").unwrap_err().to_string();
         assert!(err.contains("no session `zzzz`"), "{err}");
+
+        // Two sessions of the same second: the one whose header was written last is `last`,
+        // whatever their random tails say.
+        let header = |ts: &str| format!("{{\"seq\":1,\"ts\":\"{ts}\"}}\n");
+        std::fs::write(
+            store.path_of("20261130-090000-ffff"),
+            header("2026-11-30T09:00:00.100Z"),
+        )
+        .unwrap();
+        std::fs::write(
+            store.path_of("20261130-090000-0000"),
+            header("2026-11-30T09:00:00.900Z"),
+        )
+        .unwrap();
+        std::fs::write(
+            store.path_of("20261130-090000-abcd"),
+            header("2026-11-30T09:00:00.500Z"),
+        )
+        .unwrap();
+        assert_eq!(
+            &store.ids().unwrap()[2..],
+            [
+                "20261130-090000-ffff",
+                "20261130-090000-abcd",
+                "20261130-090000-0000"
+            ]
+        );
+        assert_eq!(store.resolve("last").unwrap(), "20261130-090000-0000");
     }
 }

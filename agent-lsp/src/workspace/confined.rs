@@ -19,7 +19,7 @@ use std::os::fd::OwnedFd;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use rustix::fs::{AtFlags, Mode, OFlags, ResolveFlags};
+use rustix::fs::{AtFlags, Mode, OFlags, RenameFlags, ResolveFlags};
 
 /// A descriptor of the workspace root that files are opened beneath.
 #[derive(Clone, Debug)]
@@ -54,6 +54,17 @@ impl Root {
     /// a temporary file is written in that directory (opened beneath the root), synced, and
     /// renamed over the name. An existing file keeps its permissions; a new one gets `0644`.
     pub(crate) fn write_atomically(&self, path: &Path, bytes: &[u8]) -> io::Result<()> {
+        self.write(path, bytes, false)
+    }
+
+    /// [`Root::write_atomically`] for a file that must not exist yet: the rename refuses to
+    /// replace one (`RENAME_NOREPLACE`), with [`io::ErrorKind::AlreadyExists`], so a file made
+    /// by someone else between a look and the write is never overwritten.
+    pub(crate) fn create_atomically(&self, path: &Path, bytes: &[u8]) -> io::Result<()> {
+        self.write(path, bytes, true)
+    }
+
+    fn write(&self, path: &Path, bytes: &[u8], no_replace: bool) -> io::Result<()> {
         let (dir_path, name) = match (path.parent(), path.file_name()) {
             (Some(dir), Some(name)) => (dir, name),
             _ => return Err(io::Error::other("the path has no parent directory")),
@@ -69,7 +80,11 @@ impl Root {
             file.write_all(bytes)?;
             rustix::fs::fchmod(&file, mode)?;
             file.sync_all()?;
-            rustix::fs::renameat(&dir, &temp_name, &dir, name)?;
+            if no_replace {
+                rustix::fs::renameat_with(&dir, &temp_name, &dir, name, RenameFlags::NOREPLACE)?;
+            } else {
+                rustix::fs::renameat(&dir, &temp_name, &dir, name)?;
+            }
             Ok::<(), io::Error>(())
         })();
         if written.is_err() {
@@ -213,5 +228,22 @@ mod tests {
             names.iter().all(|name| !name.ends_with(".tmp")),
             "{names:?}"
         );
+    }
+
+    #[test]
+    fn creating_never_replaces_an_existing_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let root_path = dir.path().canonicalize().unwrap();
+        let root = Root::open(&root_path).unwrap();
+        let path = root_path.join("made.toml");
+        root.create_atomically(&path, b"first").unwrap();
+        let error = root.create_atomically(&path, b"second").unwrap_err();
+        assert_eq!(error.kind(), io::ErrorKind::AlreadyExists, "{error}");
+        assert_eq!(std::fs::read_to_string(&path).unwrap(), "first");
+        let names: Vec<_> = std::fs::read_dir(&root_path)
+            .unwrap()
+            .map(|entry| entry.unwrap().file_name().into_string().unwrap())
+            .collect();
+        assert_eq!(names, ["made.toml"]);
     }
 }

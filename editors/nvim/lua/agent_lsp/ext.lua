@@ -19,6 +19,10 @@ M.commands = {
   context_edit = "agent.context.edit",
   context_rollback = "agent.context.rollback",
   goal_set = "agent.goal.set",
+  memory_list = "agent.memory.list",
+  memory_remember = "agent.memory.remember",
+  memory_forget = "agent.memory.forget",
+  memory_edit = "agent.memory.edit",
 }
 
 --- Commands that run an agent turn (their answer comes when the turn ends).

@@ -38,6 +38,10 @@ export const SERVER_COMMANDS = {
   contextEdit: "agent.context.edit",
   contextRollback: "agent.context.rollback",
   goalSet: "agent.goal.set",
+  memoryList: "agent.memory.list",
+  memoryRemember: "agent.memory.remember",
+  memoryForget: "agent.memory.forget",
+  memoryEdit: "agent.memory.edit",
 } as const;
 
 /** Commands that run an agent turn: the status bar is refreshed after each of them. */

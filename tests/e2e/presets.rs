@@ -1,0 +1,383 @@
+//! Presets you make, through the real binary: `agent-lsp preset list|show|new` from a clean
+//! user config folder, and the `creative` preset's agent writing a preset with `preset_write`
+//! against the loopback model endpoint (an invalid one refused with the parser's error, the
+//! corrected one saved and then used with `--preset NAME`).
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+use agent_lsp::session::store::Store;
+use agent_tests::model_endpoint::{EndpointConfig, ModelEndpoint, ModelTurn, Reply};
+use serde_json::{Value, json};
+
+/// A workspace, a state folder and a config file of their own: the config file's folder is the
+/// user's agent-lsp folder, so the user's presets are `<state>/presets/`.
+struct Fixture {
+    workspace: tempfile::TempDir,
+    state: tempfile::TempDir,
+    config: PathBuf,
+}
+
+impl Fixture {
+    fn new() -> Fixture {
+        let workspace = tempfile::tempdir().unwrap();
+        std::fs::write(workspace.path().join("README.md"), "# demo\n").unwrap();
+        let state = tempfile::tempdir().unwrap();
+        let config = state.path().join("config.toml");
+        std::fs::write(&config, "[provider]\nrequest_timeout_secs = 20\n").unwrap();
+        Fixture {
+            workspace,
+            state,
+            config,
+        }
+    }
+
+    fn command(&self, args: &[&str]) -> Command {
+        let mut command = agent_tests::agent_lsp_command(
+            self.state.path(),
+            &self.config,
+            self.workspace.path(),
+            args,
+        );
+        // Nothing of the machine's own config folder may leak in.
+        command.env("XDG_CONFIG_HOME", self.state.path().join("xdg"));
+        command
+    }
+
+    fn run(&self, args: &[&str]) -> Output {
+        self.command(args).output().expect("run agent-lsp")
+    }
+
+    /// Run and expect success; stdout.
+    fn ok(&self, args: &[&str]) -> String {
+        let output = self.run(args);
+        assert!(
+            output.status.success(),
+            "agent-lsp {args:?} failed: {}",
+            stderr(&output)
+        );
+        stdout(&output)
+    }
+
+    /// Run and expect failure; stderr.
+    fn fails(&self, args: &[&str]) -> String {
+        let output = self.run(args);
+        assert!(
+            !output.status.success(),
+            "agent-lsp {args:?} succeeded: {}",
+            stdout(&output)
+        );
+        stderr(&output)
+    }
+
+    fn user_presets(&self) -> PathBuf {
+        self.state.path().join("presets")
+    }
+
+    fn store(&self) -> Store {
+        Store::for_workspace_in(self.state.path(), self.workspace.path()).unwrap()
+    }
+}
+
+fn stdout(output: &Output) -> String {
+    String::from_utf8_lossy(&output.stdout).into_owned()
+}
+
+fn stderr(output: &Output) -> String {
+    String::from_utf8_lossy(&output.stderr).into_owned()
+}
+
+fn canonical(path: &Path) -> PathBuf {
+    path.canonicalize().unwrap()
+}
+
+/// `preset list --json` as (name, source, shadowed_by, shadows) rows.
+fn listing(fixture: &Fixture) -> Vec<(String, String, Value, Value)> {
+    let rows: Vec<Value> =
+        serde_json::from_str(&fixture.ok(&["preset", "list", "--json"])).unwrap();
+    rows.into_iter()
+        .map(|row| {
+            assert!(row["error"].is_null(), "{row}");
+            (
+                row["name"].as_str().unwrap().to_owned(),
+                row["source"].as_str().unwrap().to_owned(),
+                row["shadowed_by"].clone(),
+                row["shadows"].clone(),
+            )
+        })
+        .collect()
+}
+
+#[test]
+fn preset_list_show_and_new_from_a_clean_config_folder() {
+    let fixture = Fixture::new();
+    let builtins = ["creative", "minimal", "readonly", "standard"];
+    let rows = listing(&fixture);
+    assert_eq!(
+        rows.iter()
+            .map(|(name, source, ..)| (name.as_str(), source.as_str()))
+            .collect::<Vec<_>>(),
+        builtins.map(|name| (name, "built-in"))
+    );
+    let text = fixture.ok(&["preset", "list"]);
+    assert!(
+        text.lines()
+            .any(|line| line.starts_with("creative") && line.contains("Builds presets")),
+        "{text}"
+    );
+
+    // `show` prints the text as it is, so it can be saved and changed.
+    let minimal = fixture.ok(&["preset", "show", "minimal"]);
+    assert!(minimal.contains("description = \"File tools without shell"));
+
+    // `new` copies into the user's folder (made on the way) and prints the path.
+    let path = fixture.ok(&["preset", "new", "mine", "--from", "minimal"]);
+    let expected = canonical(&fixture.user_presets()).join("mine.toml");
+    assert_eq!(path.trim(), expected.display().to_string());
+    assert_eq!(std::fs::read_to_string(&expected).unwrap(), minimal);
+    assert_eq!(fixture.ok(&["preset", "show", "mine"]), minimal);
+    let error = fixture.fails(&["preset", "new", "mine", "--from", "standard"]);
+    assert!(error.contains("already exists"), "{error}");
+    assert_eq!(std::fs::read_to_string(&expected).unwrap(), minimal);
+
+    // A user preset may replace a built-in one, and the listing says so.
+    fixture.ok(&["preset", "new", "standard", "--from", "readonly"]);
+    // A workspace preset only adds names.
+    let error = fixture.fails(&[
+        "preset",
+        "new",
+        "minimal",
+        "--from",
+        "minimal",
+        "--scope",
+        "workspace",
+    ]);
+    assert!(error.contains("never replaces"), "{error}");
+    let path = fixture.ok(&[
+        "preset",
+        "new",
+        "team",
+        "--from",
+        "mine",
+        "--scope",
+        "workspace",
+    ]);
+    assert_eq!(
+        path.trim(),
+        canonical(fixture.workspace.path())
+            .join(".agent-lsp/presets/team.toml")
+            .display()
+            .to_string()
+    );
+    // A workspace preset named like a user one is listed, and not used.
+    std::fs::write(
+        fixture
+            .workspace
+            .path()
+            .join(".agent-lsp/presets/mine.toml"),
+        fixture.ok(&["preset", "show", "readonly"]),
+    )
+    .unwrap();
+    let rows = listing(&fixture);
+    let row = |name: &str, source: &str| {
+        rows.iter()
+            .find(|row| row.0 == name && row.1 == source)
+            .map(|row| (row.2.clone(), row.3.clone()))
+            .unwrap_or_else(|| panic!("no {source} preset {name}: {rows:?}"))
+    };
+    assert_eq!(row("standard", "user"), (Value::Null, json!(["built-in"])));
+    assert_eq!(row("standard", "built-in"), (json!("user"), json!([])));
+    assert_eq!(row("mine", "user"), (Value::Null, json!(["workspace"])));
+    assert_eq!(row("mine", "workspace"), (json!("user"), json!([])));
+    assert_eq!(row("team", "workspace"), (Value::Null, json!([])));
+    assert_eq!(fixture.ok(&["preset", "show", "mine"]), minimal);
+    let text = fixture.ok(&["preset", "list"]);
+    assert!(
+        text.lines().any(|line| line.starts_with("standard")
+            && line.contains("user")
+            && line.ends_with("(shadows the built-in preset)")),
+        "{text}"
+    );
+
+    // The presets are what `--preset` finds: the user's `standard` is readonly's text.
+    let catalog = fixture.ok(&["tool", "--list", "--preset", "standard"]);
+    assert!(
+        catalog
+            .lines()
+            .any(|line| line.starts_with("write") && line.contains("deny")),
+        "{catalog}"
+    );
+
+    // Names that are not file names are refused, unknown names listed.
+    let error = fixture.fails(&["preset", "new", "Bad.Name", "--from", "minimal"]);
+    assert!(error.contains("is not a preset name"), "{error}");
+    let error = fixture.fails(&["preset", "show", "nonesuch"]);
+    assert!(
+        error.contains("creative, mine, minimal, readonly, standard, team"),
+        "{error}"
+    );
+}
+
+/// How the scripted model's preset is wrong.
+#[derive(Clone, Copy)]
+enum Draft {
+    /// A misspelt `[model]` key: the TOML parser's error.
+    ModelKey,
+    /// A misspelt plugin key: the plugin registry's error.
+    PluginKey,
+    Correct,
+}
+
+/// The `minimal` preset renamed, with writing denied, and the mistake `draft` names.
+fn reviewer_preset(draft: Draft) -> String {
+    let text = agent_lsp::preset::catalog::builtin_text("minimal")
+        .unwrap()
+        .replace(
+            "description = \"File tools without shell; no thinking; no plugins.\"",
+            "description = \"Reviews code: reads, never writes.\"",
+        )
+        .replace(
+            "default = \"allow\"",
+            "default = \"allow\"\nwrite = \"deny\"\nedit = \"deny\"",
+        );
+    match draft {
+        Draft::ModelKey => text.replace("max_steps = 20", "max_steps = 20\nmax_stepz = 5"),
+        Draft::PluginKey => text.replace(
+            "[plugins.runtime_context]\nenabled = false",
+            "[plugins.runtime_context]\nenabled = false\nevery_step = true",
+        ),
+        Draft::Correct => text,
+    }
+}
+
+/// The 1-based line of `draft`'s text that starts with `prefix`.
+fn line_of(draft: Draft, prefix: &str) -> usize {
+    reviewer_preset(draft)
+        .lines()
+        .position(|line| line.starts_with(prefix))
+        .unwrap()
+        + 1
+}
+
+#[test]
+fn creative_refuses_an_invalid_preset_with_the_parsers_error_and_saves_the_corrected_one() {
+    let fixture = Fixture::new();
+    let endpoint = ModelEndpoint::start(EndpointConfig::default()).unwrap();
+    let write = |draft| json!({"name": "reviewer", "text": reviewer_preset(draft)}).to_string();
+    // The user's presets folder as `$AGENT_LSP_CONFIG` names it.
+    let user_file = fixture.state.path().join("presets/reviewer.toml");
+    let shown = user_file.display().to_string();
+    let shown_too = shown.clone();
+    endpoint.push_all([
+        Reply::Turn(
+            ModelTurn::new()
+                .reasoning("Write the reviewer preset.")
+                .tool_call("preset_write", write(Draft::ModelKey)),
+        ),
+        Reply::from_fn(move |request| {
+            let result = request.tool_result_text();
+            // The parser's error: the file it would have been, the line and the key.
+            assert!(result.contains("was not saved"), "{result}");
+            let line = line_of(Draft::ModelKey, "max_stepz");
+            assert!(
+                result.contains(&format!("preset {shown}: TOML parse error at line {line}")),
+                "{result}"
+            );
+            assert!(result.contains("unknown field `max_stepz`"), "{result}");
+            ModelTurn::new()
+                .reasoning("Drop the misspelt key; also inject the context every step.")
+                .tool_call("preset_write", write(Draft::PluginKey))
+                .into()
+        }),
+        Reply::from_fn(move |request| {
+            let result = request.tool_result_text();
+            // The plugin registry's check, in the same words `--preset` would use.
+            let line = line_of(Draft::PluginKey, "every_step");
+            assert!(
+                result.contains(&format!(
+                    "preset {shown_too}, line {line}: [plugins.runtime_context] `every_step`: unknown field `every_step`"
+                )),
+                "{result}"
+            );
+            ModelTurn::new()
+                .reasoning("runtime_context has only `enabled`.")
+                .tool_call("preset_write", write(Draft::Correct))
+                .into()
+        }),
+        Reply::from_fn(|request| {
+            let result = request.tool_result_text();
+            assert!(result.contains("saved preset `reviewer`"), "{result}");
+            assert!(result.contains("--preset reviewer"), "{result}");
+            Reply::text("Saved `reviewer`: run it with --preset reviewer.")
+        }),
+    ]);
+    let output = fixture.run(&[
+        "run",
+        "--preset",
+        "creative",
+        "--base-url",
+        &endpoint.base_url(),
+        "Make me a preset for reviewing code",
+    ]);
+    assert!(output.status.success(), "{}", stderr(&output));
+    assert!(stdout(&output).contains("Saved `reviewer`"));
+    endpoint.assert_no_violations();
+    assert_eq!(endpoint.remaining_replies(), 0);
+
+    // The creative agent had the tool, and the saved text is the corrected one.
+    let first = endpoint.chat_requests()[0].body.clone().unwrap();
+    let tools: Vec<&str> = first["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|tool| tool["function"]["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(tools, ["glob", "grep", "list", "preset_write", "read"]);
+    assert_eq!(
+        std::fs::read_to_string(&user_file).unwrap(),
+        reviewer_preset(Draft::Correct)
+    );
+    // Its system prompt carries the preset reference people read, and the example.
+    let system = first["messages"][0]["content"].as_str().unwrap();
+    assert!(system.contains("# Building presets"), "{system}");
+    assert!(
+        system.contains(agent_lsp::preset::catalog::builtin_text("standard").unwrap()),
+        "{system}"
+    );
+    assert!(system.contains("## Presets you make"), "{system}");
+    let store = fixture.store();
+    let creative = store.resolve("last").unwrap();
+    let header = store.load(&creative).unwrap().header().unwrap().clone();
+    assert_eq!(header.preset, "creative");
+
+    // The saved preset is usable by name: the new session records it.
+    endpoint.push(Reply::text("Reviewing."));
+    let output = fixture.run(&[
+        "run",
+        "--preset",
+        "reviewer",
+        "--base-url",
+        &endpoint.base_url(),
+        "Review the README",
+    ]);
+    assert!(output.status.success(), "{}", stderr(&output));
+    endpoint.assert_no_violations();
+    // Two sessions started within a second need not sort in start order, so the new one is
+    // the one that is not the first.
+    let ids = store.ids().unwrap();
+    assert_eq!(ids.len(), 2, "{ids:?}");
+    let session = ids.iter().find(|id| **id != creative).unwrap();
+    let header = store.load(session).unwrap().header().unwrap().clone();
+    assert_eq!(header.preset, "reviewer");
+    assert_eq!(
+        header.preset_text.as_deref(),
+        Some(reviewer_preset(Draft::Correct).as_str())
+    );
+    let listed = fixture.ok(&["preset", "list"]);
+    assert!(
+        listed.lines().any(|line| line.starts_with("reviewer")
+            && line.contains("user")
+            && line.contains("Reviews code")),
+        "{listed}"
+    );
+}
