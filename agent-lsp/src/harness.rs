@@ -16,6 +16,7 @@ use crate::jobs::{self, JobsPlugin, JobsSettings};
 use crate::llm::provider::Provider;
 use crate::memory;
 use crate::memory::plugin::{MemoryPlugin, MemorySettings};
+use crate::plans::{PlansPlugin, PlansSettings};
 use crate::plugin::registry::{Assembly, PluginHost, PluginRegistry};
 use crate::plugin::tool::Tool;
 use crate::preset::Preset;
@@ -27,14 +28,15 @@ use environment::{Environment, EnvironmentSettings};
 
 /// Every plugin a preset can name, in the order they handle events: the environment first (its
 /// runtime context is injected before the other pre-step plugins edit the surface), the project
-/// instructions, then the pruner, the context rules, preset authoring (which only adds a
-/// section and a tool), memory (its prompt section and tool) and the jobs (the ends of
+/// instructions, the plan, then the pruner, the context rules, preset authoring (which only adds
+/// a section and a tool), memory (its prompt section and tool) and the jobs (the ends of
 /// background jobs). Compaction runs before all of them, first thing in each step.
 pub fn registry() -> PluginRegistry {
     let mut registry = PluginRegistry::new();
     registry
         .register::<EnvironmentSettings>("runtime_context", Environment::parts)
         .register::<InstructionsSettings>(instructions::PLUGIN, ProjectInstructions::parts)
+        .register::<PlansSettings>(crate::plans::PLUGIN, PlansPlugin::parts)
         .register::<CompactionSettings>("compaction", CompactionPlugin::parts)
         .register::<PrunerSettings>("tool_result_pruner", ToolResultPruner::parts)
         .register::<ContextRulesSettings>("context_rules", ContextRulesPlugin::parts)
@@ -216,6 +218,7 @@ mod tests {
                         [
                             "runtime_context",
                             "project_instructions",
+                            "plans",
                             "tool_result_pruner",
                             "context_rules",
                             "jobs"
@@ -224,6 +227,7 @@ mod tests {
                     assert_eq!(
                         tools,
                         [
+                            "todo",
                             "recall_history",
                             "memory",
                             "shell",

@@ -6,6 +6,7 @@
 //!   model request is derived from it (the one rule of ARCHITECTURE.md);
 //! - [`compaction`]: memory for long sessions: checkpoints, tool-result pruning, recall;
 //! - [`memory`]: memory across sessions: notes per workspace and per user, with provenance;
+//! - [`plans`]: the `todo` plan the model keeps and the session's goal, both read from the log;
 //! - [`context`]: system prompt assembly, runtime context projection, request building and
 //!   replay;
 //! - [`llm`]: provider-neutral requests and the wire formats they are sent in;
@@ -37,6 +38,7 @@ pub mod llm;
 pub mod logging;
 pub mod memory;
 pub mod permissions;
+pub mod plans;
 pub mod plugin;
 pub mod preset;
 pub mod server;

@@ -14,6 +14,10 @@
 //!   the editor's `agent.tool`); this agent has no sub-agents yet, so these are the only calls
 //!   nested under no model message.
 //!
+//! A `todo` call's cell also carries the plan it recorded (`plan`), a goal that was set (in the
+//! editor or with `agent-lsp session goal`) is a `user` cell, and the trajectory's own `plan` is the session's goal and current plan, so a
+//! reader sees how the plan moved.
+//!
 //! The HTML page (`trajectory/page.html`) embeds the JSON and renders it with inline script and
 //! style, loads nothing from the network, and shows JSON payloads and results as collapsible
 //! trees.
@@ -23,6 +27,7 @@ use std::collections::HashMap;
 use serde::Serialize;
 use serde_json::Value;
 
+use crate::plans::Plan;
 use crate::session::History;
 use crate::session::event::EventBody;
 
@@ -51,6 +56,9 @@ pub struct Cell {
     /// Tool catalog, on system cells.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub tools: Option<Value>,
+    /// The plan a successful `todo` call recorded, on its tool cell.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub plan: Option<Plan>,
 }
 
 /// A tool call with its result.
@@ -91,6 +99,8 @@ pub struct Trajectory {
     pub created: String,
     pub requests: Vec<RequestFigures>,
     pub totals: Totals,
+    /// The session's goal and its current plan (`plans::view`).
+    pub plan: Value,
     pub cells: Vec<Cell>,
 }
 
@@ -129,6 +139,7 @@ pub fn build(history: &History) -> Trajectory {
             request: None,
             on_surface: surface.contains(event.seq),
             tools: None,
+            plan: None,
         };
         match &event.body {
             EventBody::RequestHeader(header) => {
@@ -203,11 +214,11 @@ pub fn build(history: &History) -> Trajectory {
                 cells.push(cell(kind, title, Some(message.text.clone())));
             }
             EventBody::RuntimeContext(context) => {
-                cells.push(cell(
-                    "context",
-                    "runtime context".into(),
-                    Some(context.text.clone()),
-                ));
+                let title = match &context.source {
+                    Some(source) => format!("runtime context ({source})"),
+                    None => "runtime context".into(),
+                };
+                cells.push(cell("context", title, Some(context.text.clone())));
             }
             EventBody::AssistantMessage(message) => {
                 // A call run outside a model step comes with an empty assistant message that only
@@ -260,6 +271,12 @@ pub fn build(history: &History) -> Trajectory {
                             tool.meta = result.meta.clone();
                             tool.result_seq = Some(event.seq);
                         }
+                        if result.name == crate::plans::TOOL {
+                            target.plan = result
+                                .meta
+                                .get("plan")
+                                .and_then(|plan| serde_json::from_value(plan.clone()).ok());
+                        }
                     }
                     None => {
                         // A later result for the same call: the pruner's or the editor's copy.
@@ -269,6 +286,19 @@ pub fn build(history: &History) -> Trajectory {
                             Some(result.text.clone()),
                         ));
                     }
+                }
+            }
+            EventBody::PluginState(state) if state.plugin == crate::plans::PLUGIN => {
+                if let Some(goal) = state.data["goal"].as_str() {
+                    let by = match state.data["by"].as_str() {
+                        Some("editor") => " in the editor",
+                        Some("cli") => " with `session goal`",
+                        _ => "",
+                    };
+                    let mut goal = cell("user", format!("goal (set{by})"), Some(goal.to_owned()));
+                    // Only the log holds it; the model reads it in the plan's runtime context.
+                    goal.on_surface = false;
+                    cells.push(goal);
                 }
             }
             _ => {}
@@ -295,6 +325,7 @@ pub fn build(history: &History) -> Trajectory {
             .unwrap_or_default(),
         requests,
         totals,
+        plan: crate::plans::view(history),
         cells,
     }
 }

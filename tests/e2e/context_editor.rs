@@ -494,7 +494,7 @@ fn chromium() -> PathBuf {
 }
 
 /// Run headless Chromium with `args` and a bounded time; returns its stdout.
-fn run_chromium(args: &[String]) -> String {
+pub(crate) fn run_chromium(args: &[String]) -> String {
     let mut command = Command::new(chromium());
     command
         .args([
@@ -536,7 +536,7 @@ fn run_chromium(args: &[String]) -> String {
     reader.join().unwrap()
 }
 
-fn artifacts_dir() -> PathBuf {
+pub(crate) fn artifacts_dir() -> PathBuf {
     // target/<profile>/deps/e2e-… → target/test-artifacts
     let exe = std::env::current_exe().unwrap();
     let target = exe.ancestors().nth(3).unwrap();
@@ -680,7 +680,7 @@ fn the_html_trajectory_renders_every_cell_kind_in_headless_chromium() {
     );
 }
 
-fn between(text: &str, start: &str, end: &str) -> String {
+pub(crate) fn between(text: &str, start: &str, end: &str) -> String {
     let from = text
         .find(start)
         .unwrap_or_else(|| panic!("`{start}` not found"))

@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use agent_tests::model_endpoint::{EndpointConfig, ModelEndpoint, Reply};
+use agent_tests::model_endpoint::{EndpointConfig, ModelEndpoint, ModelTurn, Reply};
 use serde_json::Value;
 
 pub(crate) fn repo() -> PathBuf {
@@ -95,6 +95,9 @@ fn nvim_plugin_unit_tests() {
     assert!(stdout.contains(" passed, 0 failed"), "{stdout}");
 }
 
+/// The plan the model writes with `todo` while it fixes the typo (one item left open).
+const PLAN: &str = r#"{"items":[{"text":"Fix the typo","status":"done"},{"text":"Check the other names","status":"pending"}]}"#;
+
 const LIB: &str = "\"\"\"Greetings.\"\"\"\n\n\ndef greet(name):\n    return 'hello ' + name\n";
 const APP: &str = "from lib import greet\ncount = 1\nprint(cuont)\ngreet('x')\n";
 
@@ -134,10 +137,13 @@ fn nvim_plugin_drives_agent_lsp_with_pyright_behind_it() {
                 .collect::<Vec<_>>()
                 .join("\n");
             assert!(prompt.contains("\"cuont\" is not defined"), "{prompt}");
-            Reply::tool_call(
-                "edit",
-                r#"{"path":"app.py","old_string":"print(cuont)","new_string":"print(count)"}"#,
-            )
+            ModelTurn::new()
+                .tool_call("todo", PLAN)
+                .tool_call(
+                    "edit",
+                    r#"{"path":"app.py","old_string":"print(cuont)","new_string":"print(count)"}"#,
+                )
+                .into()
         }),
         Reply::text("Fixed the typo."),
         // The turn :AgentCancel stops.
@@ -283,6 +289,39 @@ fn nvim_plugin_drives_agent_lsp_with_pyright_behind_it() {
     );
     assert!(
         results["statusline"].as_str().unwrap().contains(" ctx"),
+        "{show}"
+    );
+
+    // The plan the fix turn's model wrote: in the turn's answer and progress, the statusline,
+    // and :AgentPlan's float.
+    assert_eq!(results["fix"]["result"]["plan"]["open"], 1, "{show}");
+    assert!(
+        progress
+            .iter()
+            .any(|p| p["message"] == "plan 1/2 done, next: Check the other names"),
+        "{show}"
+    );
+    assert!(
+        results["statusline"]
+            .as_str()
+            .unwrap()
+            .ends_with(" plan 1/2"),
+        "{show}"
+    );
+    let float = results["plan_float"]
+        .as_array()
+        .unwrap_or_else(|| panic!("no plan float: {show}"))
+        .iter()
+        .filter_map(Value::as_str)
+        .collect::<Vec<_>>();
+    assert_eq!(float[0], "Goal (first prompt):", "{show}");
+    assert_eq!(
+        float[float.len() - 3..],
+        [
+            "Plan: 1/2 done, next: Check the other names",
+            "  [x] Fix the typo",
+            "  [ ] Check the other names"
+        ],
         "{show}"
     );
 

@@ -19,6 +19,7 @@ mod malformed_params;
 mod memory;
 mod model_endpoint;
 mod model_output_bounds;
+mod plans;
 mod plugin_registry;
 mod presets;
 mod provider_faults;

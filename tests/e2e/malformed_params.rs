@@ -576,6 +576,20 @@ fn cases(notes: &Path, chat: &Path) -> Vec<Case> {
             json!([true]),
             &["object"],
         ),
+        // agent.goal.set {goal}
+        command("agent.goal.set", "no goal", json!([{}]), &["goal"]),
+        command(
+            "agent.goal.set",
+            "goal is a number",
+            json!([{"goal": 5}]),
+            &["goal"],
+        ),
+        command(
+            "agent.goal.set",
+            "goal is empty",
+            json!([{"goal": "  "}]),
+            &["goal", "empty"],
+        ),
         // agent.tool {name, arguments}
         command(
             "agent.tool",

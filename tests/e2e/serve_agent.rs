@@ -532,9 +532,11 @@ fn agent_compact_folds_older_turns_into_a_checkpoint() {
     let endpoint = ModelEndpoint::start(EndpointConfig::default()).unwrap();
     let mut editor = workspace.serve(Some(&endpoint.base_url()));
     let long = "Background for later: ".to_owned() + &"the parser keeps state. ".repeat(150);
-    for turn in 0..6 {
+    // The first prompt is the session's goal, which every checkpoint carries verbatim: the long
+    // ones come after it, and the last four turns (the preset's `keep_recent_steps`) stay.
+    for turn in 0..7 {
         endpoint.push(Reply::text(format!("Answer {turn}.")));
-        let prompt = if turn < 2 {
+        let prompt = if turn == 1 || turn == 2 {
             long.clone()
         } else {
             format!("Question {turn}?")
@@ -567,6 +569,7 @@ fn agent_compact_folds_older_turns_into_a_checkpoint() {
         let all = user_text(request);
         assert!(all.contains("<compacted-summary"), "{all}");
         assert!(!all.contains("the parser keeps state. the parser"), "{all}");
+        assert!(all.contains("<goal>\nQuestion 0?\n</goal>"), "{all}");
         Reply::text("Still with you.")
     }));
     let after = command(&mut editor, "agent.ask", json!({"prompt": "And now?"}));

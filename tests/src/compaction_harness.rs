@@ -51,6 +51,8 @@ pub enum Next {
     ReadPath(String),
     /// Call `recall_history` with these arguments.
     Recall(String),
+    /// Call the tool `.0` with the arguments `.1` (JSON text).
+    Call(String, String),
     /// Answer and end the turn.
     Answer,
 }
@@ -158,6 +160,9 @@ impl Script {
                 .into(),
             Next::Recall(arguments) => turn
                 .tool_call_with_id(format!("recall-{n}"), "recall_history", arguments)
+                .into(),
+            Next::Call(name, arguments) => turn
+                .tool_call_with_id(format!("{name}-{n}"), name, arguments)
                 .into(),
             Next::Answer => turn.content(format!("Done with part {n}.")).into(),
         }

@@ -25,6 +25,9 @@ use lsp_bridge::Bridge;
 /// Exit code when no model endpoint is configured.
 pub const EXIT_NOT_CONFIGURED: u8 = 2;
 
+/// Exit code of a turn that answered while items of its plan (`todo`) were still open.
+pub const EXIT_PLAN_OPEN: u8 = 4;
+
 /// Model endpoint flags shared by `run` and `models`.
 #[derive(Debug, Default, Args)]
 pub struct ModelArgs {
@@ -149,10 +152,12 @@ pub fn run(store: &Store, args: RunArgs) -> anyhow::Result<ExitCode> {
         Some(id) => store.open(id, Durability::Sync)?,
         None => store.create_session(&preset, Durability::Sync)?,
     };
+    // Progress shows the plan when it changes, so it starts from the one the session has.
+    let plan = crate::plans::Watch::new(session.history());
     let mut ui: Box<dyn TurnUi> = if args.json {
-        Box::new(JsonUi)
+        Box::new(JsonUi { plan })
     } else {
-        Box::new(TextUi::new(std::io::stderr().is_terminal()))
+        Box::new(TextUi::new(std::io::stderr().is_terminal(), plan))
     };
 
     let runtime = tokio::runtime::Builder::new_current_thread()
@@ -175,7 +180,9 @@ pub fn run(store: &Store, args: RunArgs) -> anyhow::Result<ExitCode> {
     finish(&session, outcome, args.json)
 }
 
-/// Print how the turn ended and pick the exit code.
+/// Print how the turn ended and pick the exit code. A turn that answered with items of its plan
+/// still open exits [`EXIT_PLAN_OPEN`]; after a step limit or a cancellation the open items are
+/// named too, and the exit code stays theirs.
 fn finish(
     session: &Session,
     outcome: anyhow::Result<TurnOutcome>,
@@ -183,7 +190,24 @@ fn finish(
 ) -> anyhow::Result<ExitCode> {
     let id = session.id();
     let short = &id[id.len().saturating_sub(4)..];
+    let plan = crate::plans::current(session.history())
+        .map(|(_, plan)| plan)
+        .unwrap_or_default();
+    let open = plan.open().cloned().collect::<Vec<_>>();
+    let open_line = (!open.is_empty()).then(|| {
+        format!(
+            "{} plan item{} still open: {}",
+            open.len(),
+            if open.len() == 1 { " is" } else { "s are" },
+            plan.open_line()
+        )
+    });
     let (code, value, line) = match &outcome {
+        Ok(TurnOutcome::Answered { steps, .. }) if open_line.is_some() => (
+            EXIT_PLAN_OPEN,
+            json!({"outcome": "answered", "steps": steps}),
+            None,
+        ),
         Ok(TurnOutcome::Answered { steps, .. }) => {
             (0, json!({"outcome": "answered", "steps": steps}), None)
         }
@@ -213,10 +237,16 @@ fn finish(
         let mut value = value;
         value["type"] = "end".into();
         value["session"] = id.into();
+        if outcome.is_ok() {
+            value["open_items"] = json!(open);
+        }
         println_json(&value);
     } else {
         if let Some(line) = line {
             eprintln!("agent-lsp: {line}");
+        }
+        if let (Ok(_), Some(open_line)) = (&outcome, &open_line) {
+            eprintln!("agent-lsp: {open_line}");
         }
         eprintln!("session {id} (agent-lsp session show {short})");
     }
@@ -263,7 +293,9 @@ fn println_json(value: &serde_json::Value) {
 }
 
 /// Machine output: one JSON object per line.
-struct JsonUi;
+struct JsonUi {
+    plan: crate::plans::Watch,
+}
 
 impl TurnUi for JsonUi {
     fn delta(&mut self, delta: &StreamDelta) {
@@ -286,12 +318,22 @@ impl TurnUi for JsonUi {
                     );
                 }
             }
-            AgentEvent::ToolsAfterResult { outcome, .. } => println_json(&json!({
-                "type": "tool_result",
-                "id": outcome.call.id,
-                "is_error": outcome.output.is_error,
-                "text": outcome.output.text,
-            })),
+            AgentEvent::ToolsAfterResult { outcome, .. } => {
+                println_json(&json!({
+                    "type": "tool_result",
+                    "id": outcome.call.id,
+                    "is_error": outcome.output.is_error,
+                    "text": outcome.output.text,
+                }));
+                if let Some(plan) = self.plan.changed(outcome) {
+                    println_json(&json!({
+                        "type": "plan",
+                        "items": plan.items,
+                        "done": plan.done(),
+                        "open": plan.open().count(),
+                    }));
+                }
+            }
             AgentEvent::PostStep {
                 step, completion, ..
             } => println_json(&json!({
@@ -321,13 +363,14 @@ struct TextUi {
     spinner: Option<indicatif::ProgressBar>,
     step: u32,
     width: usize,
+    plan: crate::plans::Watch,
 }
 
 /// How wide progress lines are on a pipe (a log file, CI output), where no terminal says.
 const PIPE_WIDTH: usize = 120;
 
 impl TextUi {
-    fn new(terminal: bool) -> TextUi {
+    fn new(terminal: bool, plan: crate::plans::Watch) -> TextUi {
         let spinner = terminal.then(|| {
             let spinner = indicatif::ProgressBar::new_spinner();
             spinner.enable_steady_tick(Duration::from_millis(120));
@@ -341,6 +384,7 @@ impl TextUi {
             spinner,
             step: 0,
             width,
+            plan,
         }
     }
 
@@ -408,6 +452,21 @@ impl TurnUi for TextUi {
                 if !completion.text.is_empty() && !completion.text.ends_with('\n') =>
             {
                 self.print("\n");
+            }
+            AgentEvent::ToolsAfterResult { outcome, .. }
+                if outcome.call.name == crate::plans::TOOL =>
+            {
+                // The plan instead of the list's JSON, which would fill the line: where it
+                // stands when it changed, or what to fix.
+                let line = match self.plan.changed(outcome) {
+                    Some(plan) => format!("✓ todo → plan {}", plan.summary()),
+                    None if outcome.output.is_error => format!(
+                        "✗ todo → {}",
+                        outcome.output.text.lines().next().unwrap_or_default()
+                    ),
+                    None => "✓ todo → plan unchanged".to_owned(),
+                };
+                self.progress_line(&line);
             }
             AgentEvent::ToolsAfterResult { outcome, .. } => {
                 let first = outcome.output.text.lines().next().unwrap_or_default();

@@ -1,4 +1,4 @@
-//! `agent-lsp session list|show|replay|compact|trajectory`.
+//! `agent-lsp session list|show|replay|compact|trajectory|goal`.
 
 use std::collections::BTreeMap;
 use std::io::Write;
@@ -7,6 +7,8 @@ use std::process::ExitCode;
 use anyhow::Context;
 use clap::Subcommand;
 use serde_json::{Value, json};
+
+mod plan;
 
 use crate::context::request::replay_request;
 use crate::llm::wire;
@@ -44,6 +46,13 @@ pub enum SessionCommand {
         /// Write here instead of stdout.
         #[arg(short = 'o', long, value_name = "FILE")]
         output: Option<std::path::PathBuf>,
+    },
+    /// Print the session's goal (its first prompt, or the one set last), or set it: the model
+    /// sees a goal set here with its plan, and every compaction keeps the goal verbatim.
+    Goal {
+        session: String,
+        /// The new goal; without it, the current one is printed.
+        text: Option<String>,
     },
     /// Fold the session's older history into a checkpoint now (a model call that replays the
     /// session's cached prompt prefix; the log keeps every original event).
@@ -83,6 +92,9 @@ pub fn run(store: &Store, command: SessionCommand) -> anyhow::Result<ExitCode> {
             model,
             template,
         } => return compact(store, &session, &model, template),
+        SessionCommand::Goal { session, text } => {
+            plan::goal(store, &session, text.as_deref(), &mut out)?
+        }
         SessionCommand::Trajectory {
             session,
             format,
@@ -291,6 +303,7 @@ fn show_json(history: &mut History) -> Value {
             "estimated_tokens": surface_tokens,
             "seqs": surface_seqs,
         },
+        "plan": crate::plans::view(history),
         "timeline": timeline,
     })
 }
@@ -369,6 +382,7 @@ fn show_human(history: &mut History, out: &mut impl Write) -> anyhow::Result<()>
         "surface    generation {}, {} messages, ~{} tokens",
         surface["generation"], surface["messages"], surface["estimated_tokens"]
     )?;
+    plan::show(history, out)?;
     writeln!(out)?;
     writeln!(
         out,

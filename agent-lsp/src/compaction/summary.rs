@@ -8,6 +8,10 @@
 //!
 //! [`Summarizer`] is the hook a preset swaps without touching the engine: pressure measurement,
 //! range choice, the shrink check and the commit stay in [`super::basic`].
+//!
+//! The checkpoint ([`frame_checkpoint`]) is framed here, not by the summarizer: besides the
+//! summary it names what it replaced, and it carries the session's goal (`plans::goal`) copied
+//! byte for byte from the log, so the goal survives every compaction whatever the summary says.
 
 use std::sync::Arc;
 
@@ -18,6 +22,7 @@ use tokio_util::sync::CancellationToken;
 use super::{CompactionContext, CompactionSettings};
 use crate::llm::provider::Provider;
 use crate::llm::{Message, ModelRequest};
+use crate::plans::GoalSource;
 use crate::session::History;
 use crate::session::event::{EventBody, Usage};
 
@@ -139,7 +144,9 @@ pub fn build_summary_input(
     }
 }
 
-/// The checkpoint text the model sees in place of the folded range.
+/// The checkpoint text the model sees in place of the folded range: what it replaces and how to
+/// recall it, the tool calls it folded, the session's goal verbatim when the fold takes it off
+/// the surface, and the summary.
 pub fn frame_checkpoint(
     history: &History,
     compaction_id: &str,
@@ -170,6 +177,9 @@ pub fn frame_checkpoint(
          `tool_call_id` or a `path` to read them verbatim.\n",
         shadowed_seqs.len()
     );
+    if let Some(goal) = carried_goal(history, shadowed_seqs) {
+        text.push_str(&goal);
+    }
     if !calls.is_empty() {
         text.push_str("Tool calls replaced (id, tool, arguments):\n");
         for call in calls.iter().take(MAX_LISTED_CALLS) {
@@ -189,6 +199,33 @@ pub fn frame_checkpoint(
     text.push_str("\n</compacted-summary>");
     text
 }
+
+/// The session's goal, copied verbatim from the log (never from the model's summary, which may
+/// paraphrase it), when this fold takes it off the surface: the goal is what the model must
+/// never lose, however many compactions there are. Each checkpoint folds the one before, so
+/// every checkpoint carries it again. A goal set with `agent.goal.set` lives only in the log,
+/// so it is always carried; a first prompt only when it is not on the surface outside the
+/// folded range.
+fn carried_goal(history: &History, shadowed_seqs: &[u64]) -> Option<String> {
+    let goal = crate::plans::goal(history)?;
+    let (what, carry) = match goal.source {
+        GoalSource::Prompt => (
+            "its first prompt",
+            shadowed_seqs.contains(&goal.seq) || !history.surface().contains(goal.seq),
+        ),
+        GoalSource::Set => ("set by the programmer", true),
+    };
+    carry.then(|| {
+        format!(
+            "The session's goal ({what}), verbatim:\n{GOAL_OPEN}\n{}\n{GOAL_CLOSE}\n",
+            goal.text
+        )
+    })
+}
+
+/// The tags around the goal a checkpoint carries.
+pub const GOAL_OPEN: &str = "<goal>";
+pub const GOAL_CLOSE: &str = "</goal>";
 
 fn one_line(text: &str, max: usize) -> String {
     let flat = text.split_whitespace().collect::<Vec<_>>().join(" ");
@@ -352,6 +389,44 @@ mod tests {
             at = (i, t);
         }
         assert!(template.contains("- fix the parser"), "{template}");
+    }
+
+    #[test]
+    fn a_checkpoint_carries_the_goal_verbatim_when_the_fold_takes_it_away() {
+        use crate::session::event::{SessionHeader, UserMessage};
+        use crate::session::log::Durability;
+        use crate::session::{NewEvent, Session};
+
+        let dir = tempfile::tempdir().unwrap();
+        let header = SessionHeader::for_test("s", "standard");
+        let mut session =
+            Session::create(&dir.path().join("s.jsonl"), header, Durability::Sync).unwrap();
+        let goal = "Make `parse()` accept trailing commas,\n  and keep   the old errors. ✓";
+        for text in [goal, "And the tests."] {
+            session
+                .append(NewEvent::new(
+                    1,
+                    0,
+                    EventBody::UserMessage(UserMessage {
+                        text: text.into(),
+                        origin: "prompt".into(),
+                    }),
+                ))
+                .unwrap();
+        }
+        let carried = |session: &Session, seqs: &[u64]| {
+            frame_checkpoint(session.history(), "cmp-9", seqs, "## A\nx")
+        };
+        let expected =
+            format!("The session's goal (its first prompt), verbatim:\n<goal>\n{goal}\n</goal>\n");
+        assert!(carried(&session, &[2, 3]).contains(&expected));
+        // A fold that leaves the first prompt on the surface does not repeat it.
+        assert!(!carried(&session, &[3]).contains("<goal>"));
+        // A goal that was set is only in the log: every checkpoint carries it.
+        crate::plans::set_goal(&mut session, "Trailing commas everywhere", "editor").unwrap();
+        assert!(carried(&session, &[3]).contains(
+            "The session's goal (set by the programmer), verbatim:\n<goal>\nTrailing commas everywhere\n</goal>\n"
+        ));
     }
 
     #[test]

@@ -73,6 +73,13 @@ pub(crate) struct State {
     provider: Option<Provider>,
 }
 
+impl State {
+    /// The preset the session runs with.
+    pub(crate) fn preset(&self) -> &Preset {
+        &self.preset
+    }
+}
+
 struct Running {
     cancel: CancellationToken,
     progress: Option<Value>,
@@ -111,6 +118,9 @@ pub(crate) struct TurnReport {
     pub session: String,
     /// Workspace-relative paths the turn's edits and writes changed.
     pub changed: Vec<String>,
+    /// The session's goal and plan when the turn ended (`plans::view`): its `open` items are
+    /// what the turn left undone.
+    pub plan: Value,
 }
 
 impl Host {
@@ -381,6 +391,7 @@ impl Host {
             deltas,
             changed: Vec::new(),
             text_in_step: false,
+            plan: crate::plans::Watch::new(state.session.history()),
         };
         let outcome = agent
             .run_turn(&mut state.session, &request.prompt, cancel, &mut ui)
@@ -411,18 +422,25 @@ impl Host {
             }
         }
         let session = state.session.id().to_owned();
+        let plan = crate::plans::view(state.session.history());
         match outcome {
             Ok(outcome) => {
-                let message = match &outcome {
+                let mut message = match &outcome {
                     TurnOutcome::Answered { steps, .. } => format!("done in {steps} steps"),
                     TurnOutcome::StepLimit { steps } => format!("stopped after {steps} steps"),
                     TurnOutcome::Cancelled { .. } => "cancelled".into(),
                 };
+                match plan["open"].as_u64().unwrap_or(0) {
+                    0 => {}
+                    1 => message.push_str("; 1 plan item is still open"),
+                    open => message.push_str(&format!("; {open} plan items are still open")),
+                }
                 progress.end(&message);
                 Ok(TurnReport {
                     outcome,
                     session,
                     changed,
+                    plan,
                 })
             }
             Err(error) => {

@@ -15,8 +15,12 @@
 //! - `agent.cancel`: stop the running turn (the log stays consistent).
 //! - `agent.compact`: compact the session now (a checkpoint summary replaces older history).
 //! - `agent.session.new`, `agent.session.list`.
-//! - `agent.status`: `{session, running, context_tokens, cache_hit_share}` for an editor's status
-//!   bar, from the session's last `usage` event (`null` figures before the first request).
+//! - `agent.status`: `{session, running, context_tokens, cache_hit_share, plan}` for an editor's
+//!   status bar, from the session's last `usage` event (`null` figures before the first request)
+//!   and its plan (`plans::view`: `{goal, goal_source, items: [{text, status}], open}`).
+//! - `agent.goal.set {goal}`: the session's goal from now on (it replaces the first prompt as
+//!   the goal that every compaction carries verbatim), recorded in the session log; refused
+//!   while a turn runs and in a session whose preset has no `[plugins.plans]`.
 //! - `agent.tool {name, arguments}`: run one agent tool without a model, in the server's
 //!   session, over the editor's buffers; the answer is `{text, is_error, meta, session}`.
 //! - `agent.context.show {session?, query?, role?, sort?, preview?}`: the context editor's
@@ -31,11 +35,11 @@
 //!   `agent.memory.forget {id}`, `agent.memory.edit {id, text}`: the memories new sessions get;
 //!   a change records the editor's session (or `editor`) as where it came from.
 //!
-//! A turn's command answers when the turn ends, with `{outcome, steps, text, session, ...}`.
+//! A turn's command answers when the turn ends, with `{outcome, steps, text, session, plan, ...}`.
 //!
 //! Where they live: [`chat`] (ask, explain, send: turns in prompt documents), [`fix`],
-//! [`session`] (cancel, compact, sessions, status, one tool), [`context`] (the context editor),
-//! [`memory`] (memories across sessions).
+//! [`session`] (cancel, compact, sessions, status, the goal, one tool), [`context`] (the context
+//! editor), [`memory`] (memories across sessions).
 
 mod chat;
 mod context;
@@ -57,7 +61,7 @@ use super::{Reply, ResponseError, Shared, codes, internal};
 use lsp_bridge::jsonrpc::decode_params as decode;
 
 /// The commands this server owns, announced in `executeCommandProvider`.
-pub const COMMANDS: [&str; 17] = [
+pub const COMMANDS: [&str; 18] = [
     "agent.ask",
     "agent.explain",
     "agent.send",
@@ -71,6 +75,7 @@ pub const COMMANDS: [&str; 17] = [
     "agent.context.edit",
     "agent.context.rollback",
     "agent.status",
+    "agent.goal.set",
     "agent.memory.list",
     "agent.memory.remember",
     "agent.memory.forget",
@@ -88,6 +93,7 @@ enum Command {
     SessionNew,
     SessionList,
     Status,
+    GoalSet(session::GoalArgument),
     Tool(session::ToolArgument),
     ContextShow(context::ShowArgument),
     ContextEdit(context::EditArgument),
@@ -151,6 +157,7 @@ impl Command {
             "agent.send" => Command::Send(decode(name, argument)?),
             "agent.fix" => Command::Fix(Box::new(decode(name, argument)?)),
             "agent.tool" => Command::Tool(decode(name, argument)?),
+            "agent.goal.set" => Command::GoalSet(decode(name, argument)?),
             "agent.context.show" => Command::ContextShow(decode(name, argument)?),
             "agent.context.edit" => Command::ContextEdit(decode(name, argument)?),
             "agent.context.rollback" => Command::ContextRollback(decode(name, argument)?),
@@ -198,6 +205,7 @@ pub(super) async fn execute(
         Command::SessionNew => host.new_session(shared).await,
         Command::SessionList => Ok(json!(host.store()?.ids().map_err(internal)?)),
         Command::Status => session::status(shared).await,
+        Command::GoalSet(argument) => session::set_goal(shared, argument).await,
         Command::Tool(argument) => session::run_tool(shared, argument, cancel).await,
         Command::ContextShow(argument) => context::show(shared, argument).await,
         Command::ContextEdit(argument) => context::edit(shared, argument, cancel).await,

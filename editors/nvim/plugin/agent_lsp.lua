@@ -22,3 +22,5 @@ command("AgentNewSession", "new_session", { desc = "Start a new agent session" }
 command("AgentSessions", "sessions", { desc = "List the workspace's agent sessions" })
 command("AgentTool", "tool", { nargs = "+", desc = "Run one agent tool: NAME {json}" })
 command("AgentStatus", "show_status", { desc = "Session, context tokens and cache share" })
+command("AgentPlan", "plan", { desc = "Show the session's goal and the agent's plan" })
+command("AgentGoal", "goal", { nargs = "*", desc = "Set the session's goal" })

@@ -36,7 +36,7 @@ local progress = {}
 vim.api.nvim_create_autocmd("LspProgress", {
   callback = function(args)
     local value = args.data.params.value
-    table.insert(progress, { kind = value.kind, title = value.title, cancellable = value.cancellable })
+    table.insert(progress, { kind = value.kind, title = value.title, message = value.message, cancellable = value.cancellable })
   end,
 })
 local function turn_done(command, count)
@@ -193,6 +193,25 @@ local function main()
   results.status = agent.status
   results.statusline = agent.statusline()
   results.progress = progress
+
+  -- :AgentPlan shows the plan the fix turn's model wrote, in a float.
+  step("plan")
+  local function float_lines()
+    for _, win in ipairs(vim.api.nvim_list_wins()) do
+      if vim.api.nvim_win_get_config(win).relative ~= "" then
+        return vim.api.nvim_buf_get_lines(vim.api.nvim_win_get_buf(win), 0, -1, false), win
+      end
+    end
+  end
+  vim.cmd("AgentPlan")
+  vim.wait(WAIT, function()
+    return float_lines() ~= nil
+  end, 20)
+  local lines, win = float_lines()
+  results.plan_float = lines
+  if win then
+    vim.api.nvim_win_close(win, true)
+  end
 
   step("health")
   vim.cmd("checkhealth agent_lsp")

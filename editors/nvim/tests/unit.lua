@@ -6,6 +6,7 @@ vim.opt.rtp:prepend(root)
 
 local ext = require("agent_lsp.ext")
 local context = require("agent_lsp.context")
+local plan_view = require("agent_lsp.plan")
 
 local passed, failed = 0, 0
 local function test(name, fn)
@@ -66,6 +67,45 @@ test("turns and status are described in one line", function()
   eq(ext.format_status({ running = true }), "agent: running")
 end)
 
+local plan = {
+  goal = "Make the parser accept trailing commas.\nKeep the old errors.",
+  goal_source = "prompt",
+  items = {
+    { text = "Read the lexer", status = "done" },
+    { text = "Fix lex()", status = "in_progress" },
+    { text = "Run the tests", status = "pending" },
+  },
+  open = 2,
+}
+
+test("the plan float shows the goal, then each item with its mark", function()
+  eq(plan_view.render(plan), {
+    "Goal (first prompt):",
+    "  Make the parser accept trailing commas.",
+    "  Keep the old errors.",
+    "",
+    "Plan: 1/3 done, now: Fix lex()",
+    "  [x] Read the lexer",
+    "  [>] Fix lex()",
+    "  [ ] Run the tests",
+  })
+  eq(plan_view.render({ goal = "Ship", goal_source = "set", items = {}, open = 0 }), { "Goal (set):", "  Ship" })
+  eq(plan_view.render(nil), { "No plan yet: the agent writes one with its todo tool." })
+  eq(plan_view.render({ goal = vim.NIL, items = {}, open = 0 }), { "No plan yet: the agent writes one with its todo tool." })
+  local buf, win = plan_view.show(plan)
+  eq(vim.api.nvim_win_get_config(win).relative, "editor")
+  eq(vim.api.nvim_buf_get_lines(buf, 0, -1, false), plan_view.render(plan))
+  vim.api.nvim_win_close(win, true)
+end)
+
+test("the plan is in the statusline and in a finished turn's line", function()
+  eq(ext.format_status({ session = "2026-abcd", context_tokens = 1200, cache_hit_share = 0.5, plan = plan }), "agent abcd 1.2k ctx 50% cached plan 1/3")
+  eq(ext.format_status({ session = "2026-abcd", context_tokens = vim.NIL, cache_hit_share = vim.NIL, plan = vim.NIL }), "agent abcd")
+  eq(ext.describe_turn({ outcome = "answered", steps = 4, plan = plan }), "agent-lsp: answered in 4 steps; 2 plan items are still open")
+  eq(ext.describe_turn({ outcome = "answered", steps = 4, plan = { items = {}, open = 0 } }), "agent-lsp: answered in 4 steps")
+  eq(ext.plan_summary({ items = { { text = "Ship", status = "pending" } }, open = 1 }), "0/1 done, next: Ship")
+end)
+
 test("the context view groups segments by role with token sums", function()
   local lines, segments = context.render({
     segments = {
@@ -122,7 +162,7 @@ end)
 test("the user commands exist", function()
   vim.cmd.runtime("plugin/agent_lsp.lua")
   local commands = vim.api.nvim_get_commands({})
-  for _, name in ipairs({ "AgentAsk", "AgentSend", "AgentFix", "AgentCancel", "AgentCompact", "AgentContext" }) do
+  for _, name in ipairs({ "AgentAsk", "AgentSend", "AgentFix", "AgentCancel", "AgentCompact", "AgentContext", "AgentPlan", "AgentGoal" }) do
     if not commands[name] then
       error("missing :" .. name)
     end

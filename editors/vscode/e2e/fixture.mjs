@@ -44,6 +44,12 @@ export const ANSWER =
 
 export const API_KEY = "sk-ui-test-0815";
 
+/** The plan the model writes with its `todo` tool during "Fix with agent" (left open). */
+export const PLAN = [
+  { text: "Give anzahl an int", status: "in_progress" },
+  { text: "Run the tests", status: "pending" },
+];
+
 /** Write the workspace into `root` (a fresh folder). */
 export function writeWorkspace(root) {
   const files = {
@@ -67,7 +73,10 @@ export function modelScript() {
     { expect_user: "What does @geo/shapes.py define?", content: ANSWER, chunk_delay_ms: 50 },
     {
       expect_user: "typos.py",
-      tool_calls: [{ name: "edit", arguments: { path: "typos.py", old_string: 'anzahl: int = "drei"', new_string: "anzahl: int = 3" } }],
+      tool_calls: [
+        { name: "todo", arguments: { items: PLAN } },
+        { name: "edit", arguments: { path: "typos.py", old_string: 'anzahl: int = "drei"', new_string: "anzahl: int = 3" } },
+      ],
     },
     { content: "Fixed: `anzahl` is an int, so it is now `3` instead of the string `\"drei\"`." },
   ];

@@ -9,7 +9,7 @@ import * as os from "node:os";
 import * as path from "node:path";
 import { chromium } from "playwright-core";
 
-import { API_KEY, ANSWER, modelScript, writeWorkspace, MAIN } from "./fixture.mjs";
+import { API_KEY, ANSWER, PLAN, modelScript, writeWorkspace, MAIN } from "./fixture.mjs";
 import * as processes from "./processes.mjs";
 import { Workbench, WAIT, pageHelpers } from "./ui.mjs";
 
@@ -25,6 +25,7 @@ const checks = [
   ["`@` completes workspace paths in a prompt document", completion],
   ["Send to agent streams the answer in", send],
   ["Fix with agent changes the buffer, unsaved, and the problem goes", fix],
+  ["the plan the agent wrote is in the status bar and the Agent Plan view", plan],
   ["opening a README or a prompt document shows no error", noErrors],
   ["a server that cannot start is reported once, with its reason and its output", startFailure],
 ];
@@ -168,6 +169,26 @@ async function fix(ui, run) {
     .waitFor({ state: "detached", timeout: WAIT });
   await ui.waitForServerState("agent-lsp ready");
   await ui.screenshot("fixed");
+}
+
+async function plan(ui) {
+  // The fix turn's model wrote a plan with `todo` and left it open.
+  await ui.waitForServerState("agent-lsp ready");
+  const label = await ui.page.waitForFunction(
+    () => {
+      const label = document.getElementById("agent-lsp.agent-lsp.agentLsp.status")?.getAttribute("aria-label") ?? "";
+      return label.includes("plan 0/2 done") && label;
+    },
+    undefined,
+    { timeout: WAIT, polling: "raf" },
+  );
+  assert.match(await label.jsonValue(), new RegExp(`plan 0/2 done, now: ${PLAN[0].text}`));
+  await ui.command("Agent: Show Plan");
+  for (const item of PLAN) {
+    await ui.page.locator(".monaco-list-row", { hasText: item.text }).first().waitFor({ timeout: WAIT });
+  }
+  await ui.page.locator(".monaco-list-row", { hasText: "Goal" }).first().waitFor({ timeout: WAIT });
+  await ui.screenshot("plan");
 }
 
 async function noErrors(ui) {

@@ -1,13 +1,15 @@
 // The VS Code side of agent-lsp: starts `agent-lsp serve` (through `server.ts`), keeps the API
 // key in SecretStorage (passed as `initializationOptions.apiKey`, never written to settings),
-// and adds palette commands, the status bar item and the context view. The logic worth testing
-// lives in `logic/`, which does not import `vscode`.
+// and adds palette commands, the status bar item, the context view and the plan view. The
+// logic worth testing lives in `logic/`, which does not import `vscode`.
 
 import * as vscode from "vscode";
 import { ExecuteCommandRequest, LanguageClientOptions } from "vscode-languageclient/node";
 
 import { ContextNode, contextTree, unavailableContext } from "./logic/context";
+import { PlanNode, planTree } from "./logic/plan";
 import {
+  Plan,
   SERVER_COMMANDS,
   Status,
   TURN_COMMANDS,
@@ -17,6 +19,7 @@ import {
   describeTurn,
   diagnosticAt,
   fixArgument,
+  goalArgument,
   isUnknownCommand,
   selectionArgument,
   sendArgument,
@@ -29,6 +32,7 @@ const SECRET_KEY = "agentLsp.apiKey";
 
 let server: ServerController;
 let contextView: ContextTreeProvider;
+let planView: PlanTreeProvider;
 
 /** The running client, if the server started. */
 function running() {
@@ -132,6 +136,7 @@ async function refreshStatus(): Promise<void> {
       arguments: [],
     })) as Status;
     server.show({ kind: "ready", status });
+    planView.show(status.plan);
   } catch {
     // An older server without agent.status: ready, without figures.
     server.show({ kind: "ready" });
@@ -209,6 +214,36 @@ class ContextTreeProvider implements vscode.TreeDataProvider<ContextNode> {
   }
 }
 
+/** The session's goal and the model's plan, from the last `agent.status`. */
+class PlanTreeProvider implements vscode.TreeDataProvider<PlanNode> {
+  private changed = new vscode.EventEmitter<PlanNode | undefined>();
+  readonly onDidChangeTreeData = this.changed.event;
+  private plan: Plan | null | undefined;
+
+  show(plan: Plan | null | undefined): void {
+    // `null` while a turn runs: keep showing the last plan until the turn's end refreshes it.
+    if (plan !== null) {
+      this.plan = plan;
+      this.changed.fire(undefined);
+    }
+  }
+
+  getTreeItem(node: PlanNode): vscode.TreeItem {
+    const item = new vscode.TreeItem(
+      node.label,
+      node.children.length > 0 ? vscode.TreeItemCollapsibleState.Expanded : vscode.TreeItemCollapsibleState.None,
+    );
+    item.description = node.description;
+    item.tooltip = node.tooltip;
+    item.iconPath = new vscode.ThemeIcon(node.icon);
+    return item;
+  }
+
+  getChildren(node?: PlanNode): PlanNode[] {
+    return node ? node.children : planTree(this.plan);
+  }
+}
+
 export async function activate(context: vscode.ExtensionContext): Promise<void> {
   const statusItem = vscode.window.createStatusBarItem("agentLsp.status", vscode.StatusBarAlignment.Right, 100);
   statusItem.name = "agent-lsp";
@@ -219,6 +254,8 @@ export async function activate(context: vscode.ExtensionContext): Promise<void> 
   context.subscriptions.push(server);
   contextView = new ContextTreeProvider();
   context.subscriptions.push(vscode.window.registerTreeDataProvider("agentLsp.context", contextView));
+  planView = new PlanTreeProvider();
+  context.subscriptions.push(vscode.window.registerTreeDataProvider("agentLsp.plan", planView));
 
   const register = (name: string, run: (...args: unknown[]) => unknown) =>
     context.subscriptions.push(vscode.commands.registerCommand(name, run));
@@ -308,6 +345,30 @@ export async function activate(context: vscode.ExtensionContext): Promise<void> 
   register("agentLsp.showContext", async () => {
     contextView.refresh();
     await vscode.commands.executeCommand("agentLsp.context.focus");
+  });
+  register("agentLsp.setGoal", async () => {
+    const goal = await vscode.window.showInputBox({
+      prompt: "The session's goal (kept verbatim through every compaction)",
+      placeHolder: "Make the parser accept trailing commas",
+    });
+    if (goal === undefined) {
+      return;
+    }
+    let argument;
+    try {
+      argument = goalArgument(goal);
+    } catch (error) {
+      void vscode.window.showErrorMessage(`agent-lsp: ${error instanceof Error ? error.message : String(error)}`);
+      return;
+    }
+    if (await execute<{ goal: string }>(SERVER_COMMANDS.goalSet, argument)) {
+      void vscode.window.setStatusBarMessage("agent-lsp: goal set", 4000);
+      void refreshStatus();
+    }
+  });
+  register("agentLsp.showPlan", async () => {
+    await refreshStatus();
+    await vscode.commands.executeCommand("agentLsp.plan.focus");
   });
   register("agentLsp.refreshStatus", () => refreshStatus());
   register("agentLsp.showOutput", () => output.show(true));

@@ -114,6 +114,8 @@ pub(super) struct HostUi {
     pub(super) changed: Vec<String>,
     /// Whether the current step streamed text (a later step's text starts a new paragraph).
     pub(super) text_in_step: bool,
+    /// The plan progress last reported, to report it again only when a `todo` call changed it.
+    pub(super) plan: crate::plans::Watch,
 }
 
 impl TurnUi for HostUi {
@@ -144,6 +146,9 @@ impl TurnUi for HostUi {
                 self.progress.report(&format!("step {step}: {names}"));
             }
             AgentEvent::ToolsAfterResult { outcome, .. } => {
+                if let Some(plan) = self.plan.changed(outcome) {
+                    self.progress.report(&format!("plan {}", plan.summary()));
+                }
                 let mutating = matches!(outcome.call.name.as_str(), "edit" | "write");
                 if mutating
                     && !outcome.output.is_error

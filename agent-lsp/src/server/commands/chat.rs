@@ -325,5 +325,6 @@ pub(super) fn turn_result(report: &TurnReport, document: Option<&Path>) -> Value
         "session": report.session,
         "changed": report.changed,
         "document": document.and_then(|path| Url::from_file_path(path).ok()),
+        "plan": report.plan,
     })
 }

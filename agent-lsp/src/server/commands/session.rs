@@ -1,4 +1,5 @@
-//! The session's commands: `agent.status`, and `agent.tool` (one tool run without a model).
+//! The session's commands: `agent.status`, `agent.goal.set`, and `agent.tool` (one tool run
+//! without a model).
 //! `agent.cancel`, `agent.compact` and the session list and switch are the host's own, called
 //! from the table in `commands`.
 
@@ -25,12 +26,20 @@ enum ToolArguments {
     Object(serde_json::Map<String, Value>),
 }
 
-/// `agent.status`: the figures of the session's last model request. A running turn holds the
-/// session, so the answer then says only that it runs (editors ask again when it ends).
+/// `agent.goal.set`: the goal, in the programmer's words.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct GoalArgument {
+    goal: String,
+}
+
+/// `agent.status`: the figures of the session's last model request and its plan. A running turn
+/// holds the session, so the answer then says only that it runs (editors ask again when it
+/// ends; the turn's `$/progress` says when its plan changes).
 pub(super) async fn status(shared: &Arc<Shared>) -> Reply {
     if shared.host.is_running() {
         return Ok(
-            json!({"session": null, "running": true, "context_tokens": null, "cache_hit_share": null}),
+            json!({"session": null, "running": true, "context_tokens": null, "cache_hit_share": null, "plan": null}),
         );
     }
     let guard = shared.host.state(shared).await?;
@@ -61,7 +70,36 @@ pub(super) async fn status(shared: &Arc<Shared>) -> Reply {
         "running": false,
         "context_tokens": context_tokens,
         "cache_hit_share": cache_hit_share,
+        "plan": crate::plans::view(state.session.history()),
     }))
+}
+
+/// `agent.goal.set`: record the session's goal (see `plans::set_goal`).
+pub(super) async fn set_goal(shared: &Arc<Shared>, argument: GoalArgument) -> Reply {
+    shared.host.ensure_idle()?;
+    let goal = crate::plans::check_goal(&argument.goal)
+        .map_err(|problem| {
+            ResponseError::invalid_params(format!("`agent.goal.set`: `goal`: {problem}"))
+        })?
+        .to_owned();
+    let mut guard = shared.host.state(shared).await?;
+    let state = guard.as_mut().expect("made by state()");
+    let enabled = state
+        .preset()
+        .plugin_settings::<crate::plans::PlansSettings>(crate::plans::PLUGIN)
+        .map_err(internal)?
+        .is_some_and(|settings| settings.enabled);
+    if !enabled {
+        return Err(ResponseError::new(
+            crate::server::codes::REQUEST_FAILED,
+            format!(
+                "the session's preset `{}` has no plans plugin ([plugins.plans]), so the model would never see the goal; start a session with a preset that has it (standard, readonly)",
+                state.preset().name
+            ),
+        ));
+    }
+    let goal = crate::plans::set_goal(&mut state.session, &goal, "editor").map_err(internal)?;
+    Ok(json!({"goal": goal.text, "seq": goal.seq, "session": state.session.id()}))
 }
 
 /// `agent.tool`: one tool run, as the model would call it, in the server's session.

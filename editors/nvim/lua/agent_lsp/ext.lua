@@ -18,6 +18,7 @@ M.commands = {
   context_show = "agent.context.show",
   context_edit = "agent.context.edit",
   context_rollback = "agent.context.rollback",
+  goal_set = "agent.goal.set",
   memory_list = "agent.memory.list",
   memory_remember = "agent.memory.remember",
   memory_forget = "agent.memory.forget",
@@ -131,6 +132,44 @@ function M.diagnostic_at(diagnostics, position)
   return on_line[1]
 end
 
+--- The plan of an answer (`agent.status`, a turn's result), or nil: JSON null is `vim.NIL`.
+function M.plan_of(value)
+  if type(value) ~= "table" or type(value.plan) ~= "table" then
+    return nil
+  end
+  return value.plan
+end
+
+local MARKS = { pending = "[ ]", in_progress = "[>]", done = "[x]" }
+
+--- The checkbox of an item's status, as the server shows it to the model.
+function M.plan_mark(status)
+  return MARKS[status] or "[?]"
+end
+
+--- `2/5 done, now: Fix lex()` (or `next:` the first pending item), as the server says it.
+function M.plan_summary(plan)
+  local items = type(plan.items) == "table" and plan.items or {}
+  local done, now, next_item = 0, nil, nil
+  for _, item in ipairs(items) do
+    if item.status == "done" then
+      done = done + 1
+    else
+      if item.status == "in_progress" and not now then
+        now = item
+      end
+      next_item = next_item or item
+    end
+  end
+  local text = string.format("%d/%d done", done, #items)
+  if now then
+    text = text .. ", now: " .. now.text
+  elseif next_item then
+    text = text .. ", next: " .. next_item.text
+  end
+  return text
+end
+
 --- One line for a finished turn.
 function M.describe_turn(result)
   if type(result) ~= "table" or not result.outcome then
@@ -140,6 +179,13 @@ function M.describe_turn(result)
   local changed = ""
   if type(result.changed) == "table" and #result.changed > 0 then
     changed = "; changed " .. table.concat(result.changed, ", ")
+  end
+  local plan = M.plan_of(result)
+  local open = plan and type(plan.open) == "number" and plan.open or 0
+  if open == 1 then
+    changed = changed .. "; 1 plan item is still open"
+  elseif open > 1 then
+    changed = changed .. string.format("; %d plan items are still open", open)
   end
   if result.outcome == "answered" then
     return "agent-lsp: answered in " .. steps .. changed
@@ -180,6 +226,10 @@ function M.format_status(status)
   end
   if type(status.cache_hit_share) == "number" then
     table.insert(parts, string.format("%d%% cached", math.floor(status.cache_hit_share * 100 + 0.5)))
+  end
+  local plan = M.plan_of(status)
+  if plan and type(plan.items) == "table" and #plan.items > 0 then
+    table.insert(parts, string.format("plan %d/%d", #plan.items - (plan.open or 0), #plan.items))
   end
   return table.concat(parts, " ")
 end

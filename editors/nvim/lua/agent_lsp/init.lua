@@ -162,7 +162,8 @@ function M.refresh_status()
   end)
 end
 
---- For your statusline: session, context tokens and cache share of the last request.
+--- For your statusline: session, context tokens and cache share of the last request, and the
+--- plan's done items (`plan 2/5`).
 function M.statusline()
   if not M.client() then
     return ""
@@ -336,6 +337,52 @@ function M.context(opts)
       require("agent_lsp.context").show(result)
     end
   end)
+end
+
+--- `:AgentPlan`: the session's goal and the agent's plan in a float (after the running turn,
+--- if one runs: the server answers the status without the plan then).
+function M.plan(opts)
+  opts = opts or {}
+  return M.execute(ext.commands.status, nil, opts.on_done or function(err, result)
+    if err then
+      notify(err.message, vim.log.levels.ERROR)
+    elseif type(result) == "table" and result.running then
+      notify("a turn is running; :AgentPlan shows the plan once it ends (its progress says when the plan changes)")
+    else
+      M.status = result
+      require("agent_lsp.plan").show(ext.plan_of(result))
+    end
+  end)
+end
+
+--- `:AgentGoal {text}`: the session's goal from now on (kept verbatim through compactions);
+--- without text, prompt for it.
+function M.goal(opts)
+  opts = opts or {}
+  local function set(text)
+    text = vim.trim(text or "")
+    if text == "" then
+      notify("the goal is empty; say what the session is for", vim.log.levels.WARN)
+      return false
+    end
+    return M.execute(ext.commands.goal_set, { goal = text }, opts.on_done or function(err)
+      if err then
+        notify(err.message, vim.log.levels.ERROR)
+      else
+        notify("goal set")
+        M.refresh_status()
+      end
+    end)
+  end
+  if (opts.args or "") == "" then
+    vim.ui.input({ prompt = "The session's goal: " }, function(input)
+      if input then
+        set(input)
+      end
+    end)
+    return true
+  end
+  return set(opts.args)
 end
 
 function M.show_status()

@@ -37,6 +37,7 @@ export const SERVER_COMMANDS = {
   contextShow: "agent.context.show",
   contextEdit: "agent.context.edit",
   contextRollback: "agent.context.rollback",
+  goalSet: "agent.goal.set",
   memoryList: "agent.memory.list",
   memoryRemember: "agent.memory.remember",
   memoryForget: "agent.memory.forget",
@@ -53,6 +54,21 @@ export const TURN_COMMANDS: ReadonlySet<string> = new Set([
   SERVER_COMMANDS.sessionNew,
 ]);
 
+/** One item of the model's `todo` plan. */
+export interface PlanItem {
+  text: string;
+  status: "pending" | "in_progress" | "done";
+}
+
+/** The session's goal and its current plan, as `agent.status` and turn answers carry them. */
+export interface Plan {
+  goal: string | null;
+  goal_source?: "prompt" | "set" | null;
+  items: PlanItem[];
+  /** How many items are not done. */
+  open: number;
+}
+
 /** The answer of a turn command. */
 export interface TurnResult {
   outcome?: "answered" | "step_limit" | "cancelled";
@@ -62,6 +78,7 @@ export interface TurnResult {
   changed?: string[];
   document?: string | null;
   fixed?: boolean;
+  plan?: Plan | null;
 }
 
 /** The answer of `agent.status`. */
@@ -70,6 +87,8 @@ export interface Status {
   running?: boolean;
   context_tokens: number | null;
   cache_hit_share: number | null;
+  /** Absent from servers before plans; `null` while a turn runs. */
+  plan?: Plan | null;
 }
 
 /** One segment of the context window, as `agent.context.show` lists it. */
@@ -113,6 +132,15 @@ export function toolArgument(name: string, argumentsText: string): { name: strin
   return { name: name.trim(), arguments: parsed as Record<string, unknown> };
 }
 
+/** `agent.goal.set`'s argument from what the user typed: the goal must not be empty. */
+export function goalArgument(goal: string): { goal: string } {
+  const trimmed = goal.trim();
+  if (trimmed === "") {
+    throw new Error("the goal is empty; say what the session is for");
+  }
+  return { goal: trimmed };
+}
+
 /** Whether `position` lies in `range` (ends inclusive, as editors show a squiggle). */
 export function contains(range: Range, position: Position): boolean {
   const before = (a: Position, b: Position) => a.line < b.line || (a.line === b.line && a.character <= b.character);
@@ -145,13 +173,15 @@ export function describeTurn(result: TurnResult | null | undefined): string {
   }
   const steps = result.steps === 1 ? "1 step" : `${result.steps ?? 0} steps`;
   const changed = result.changed && result.changed.length > 0 ? `; changed ${result.changed.join(", ")}` : "";
+  const open = result.plan?.open ?? 0;
+  const plan = open === 0 ? "" : open === 1 ? "; 1 plan item is still open" : `; ${open} plan items are still open`;
   switch (result.outcome) {
     case "answered":
-      return `agent-lsp: answered in ${steps}${changed}`;
+      return `agent-lsp: answered in ${steps}${changed}${plan}`;
     case "step_limit":
-      return `agent-lsp: stopped at the preset's step limit after ${steps}${changed}; send again to continue`;
+      return `agent-lsp: stopped at the preset's step limit after ${steps}${changed}${plan}; send again to continue`;
     case "cancelled":
-      return `agent-lsp: cancelled after ${steps}${changed}`;
+      return `agent-lsp: cancelled after ${steps}${changed}${plan}`;
   }
 }
 

@@ -1,6 +1,6 @@
 // The status bar item's text and tooltip from `agent.status`, without `vscode`.
 
-import { Status } from "./protocol";
+import { Plan, Status } from "./protocol";
 
 /** `12345` → `12.3k`, `1234567` → `1.23M`. */
 export function compactTokens(tokens: number): string {
@@ -16,6 +16,20 @@ export function compactTokens(tokens: number): string {
 /** The last four characters of a session id (enough for `agent-lsp session show`). */
 export function shortSession(session: string): string {
   return session.length <= 4 ? session : session.slice(-4);
+}
+
+/** `2/5 done, now: Fix lex()` (or `next:` the first pending item), as the server says it. */
+export function planSummary(plan: Plan): string {
+  const done = plan.items.filter((item) => item.status === "done").length;
+  let text = `${done}/${plan.items.length} done`;
+  const now = plan.items.find((item) => item.status === "in_progress");
+  const next = plan.items.find((item) => item.status !== "done");
+  if (now) {
+    text += `, now: ${now.text}`;
+  } else if (next) {
+    text += `, next: ${next.text}`;
+  }
+  return text;
 }
 
 export interface StatusText {
@@ -49,6 +63,12 @@ export function formatStatus(status: Status | null | undefined): StatusText {
   }
   if (status.context_tokens === null || status.context_tokens === undefined) {
     tooltip.push("no model request yet");
+  }
+  const plan = status.plan;
+  if (plan && plan.items.length > 0) {
+    const done = plan.items.length - plan.open;
+    parts.push(`$(checklist) ${done}/${plan.items.length}`);
+    tooltip.push(`plan ${planSummary(plan)}`);
   }
   return { text: parts.join(" "), tooltip: `agent-lsp: ${tooltip.join("; ")}` };
 }

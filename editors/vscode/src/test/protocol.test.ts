@@ -10,6 +10,7 @@ import {
   describeTurn,
   diagnosticAt,
   fixArgument,
+  goalArgument,
   isUnknownCommand,
   sendArgument,
   toolArgument,
@@ -77,6 +78,17 @@ test("a finished turn is described in one line", () => {
   assert.match(describeTurn({ outcome: "step_limit", steps: 30 }), /step limit after 30 steps/);
   assert.equal(describeTurn({ outcome: "cancelled", steps: 0 }), "agent-lsp: cancelled after 0 steps");
   assert.equal(describeTurn(undefined), "agent-lsp: done");
+  const plan = { goal: "g", items: [{ text: "a", status: "done" as const }, { text: "b", status: "pending" as const }], open: 1 };
+  assert.equal(describeTurn({ outcome: "answered", steps: 3, plan }), "agent-lsp: answered in 3 steps; 1 plan item is still open");
+  assert.equal(
+    describeTurn({ outcome: "cancelled", steps: 1, plan: { ...plan, open: 2 } }),
+    "agent-lsp: cancelled after 1 step; 2 plan items are still open",
+  );
+});
+
+test("the goal argument is trimmed and must not be empty", () => {
+  assert.deepEqual(goalArgument("  Ship trailing commas \n"), { goal: "Ship trailing commas" });
+  assert.throws(() => goalArgument("   "), /the goal is empty/);
 });
 
 test("unknown commands are recognised by code or message", () => {
