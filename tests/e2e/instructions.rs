@@ -3,53 +3,26 @@
 //! once when the agent works below it, a change mid-session keeps the system prompt and is
 //! announced once, and every request replays byte-identically.
 
-use std::path::PathBuf;
-use std::process::Output;
-
 use agent_lsp::session::event::EventBody;
-use agent_lsp::session::store::Store;
 use agent_tests::model_endpoint::{ChatRequest, EndpointConfig, ModelEndpoint, Reply};
 
-struct Fixture {
-    workspace: tempfile::TempDir,
-    state: tempfile::TempDir,
-    config: PathBuf,
-}
+type Fixture = agent_tests::cli::CliFixture;
 
-impl Fixture {
-    fn new() -> Fixture {
-        let workspace = tempfile::tempdir().unwrap();
-        agent_tests::write_tree(
-            workspace.path(),
-            &[
-                ("AGENTS.md", "Root rule: run `make check` before finishing."),
-                ("CLAUDE.md", "Claude rule: prefer small diffs."),
-                ("sub/AGENTS.md", "Sub rule: indent with tabs here."),
-                ("sub/code.txt", "code\n"),
-                ("other/notes.txt", "notes\n"),
-            ],
-        );
-        let state = tempfile::tempdir().unwrap();
-        let config = state.path().join("config.toml");
-        std::fs::write(&config, "").unwrap();
-        // The user's own instructions live beside the config file.
-        std::fs::write(state.path().join("AGENTS.md"), "User rule: answer briefly.").unwrap();
-        Fixture {
-            workspace,
-            state,
-            config,
-        }
-    }
-
-    fn run(&self, args: &[&str]) -> Output {
-        agent_tests::agent_lsp_command(self.state.path(), &self.config, self.workspace.path(), args)
-            .output()
-            .expect("run agent-lsp")
-    }
-
-    fn store(&self) -> Store {
-        Store::for_workspace_in(self.state.path(), self.workspace.path()).unwrap()
-    }
+fn fixture() -> Fixture {
+    let fixture = Fixture::new("").with_files(&[
+        ("AGENTS.md", "Root rule: run `make check` before finishing."),
+        ("CLAUDE.md", "Claude rule: prefer small diffs."),
+        ("sub/AGENTS.md", "Sub rule: indent with tabs here."),
+        ("sub/code.txt", "code\n"),
+        ("other/notes.txt", "notes\n"),
+    ]);
+    // The user's own instructions live beside the config file.
+    std::fs::write(
+        fixture.state.path().join("AGENTS.md"),
+        "User rule: answer briefly.",
+    )
+    .unwrap();
+    fixture
 }
 
 /// How many messages of `request` (system prompt excluded) contain `needle`.
@@ -64,7 +37,7 @@ fn in_messages(request: &ChatRequest, needle: &str) -> usize {
 
 #[test]
 fn agents_md_root_nested_and_user_are_in_the_right_requests_recorded_and_replayed() {
-    let fixture = Fixture::new();
+    let fixture = fixture();
     let endpoint = ModelEndpoint::start(EndpointConfig::default()).unwrap();
     let user_file = fixture.state.path().join("AGENTS.md");
     let user_path = user_file.canonicalize().unwrap_or(user_file);
@@ -197,7 +170,7 @@ fn agents_md_root_nested_and_user_are_in_the_right_requests_recorded_and_replaye
 
 #[test]
 fn the_preset_decides_which_file_names_count() {
-    let fixture = Fixture::new();
+    let fixture = fixture();
     let standard = agent_lsp::preset::Preset::builtin("standard").unwrap().text;
     let text = standard.replace(
         "file_names = [\"AGENTS.md\"]",

@@ -6,8 +6,7 @@
 //! a file that opens with its torn tail cut and every acknowledged change kept.
 
 use std::io::{BufRead, BufReader};
-use std::path::PathBuf;
-use std::process::{Command, Output, Stdio};
+use std::process::{Command, Stdio};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
@@ -19,64 +18,18 @@ use agent_tests::editor::Editor;
 use agent_tests::model_endpoint::{EndpointConfig, ModelEndpoint, RecordedRequest, Reply};
 use serde_json::{Value, json};
 
-/// A workspace, a state directory and a config file that make runs independent of the machine.
-struct Fixture {
-    workspace: tempfile::TempDir,
-    state: tempfile::TempDir,
-    config: PathBuf,
+type Fixture = agent_tests::cli::CliFixture;
+
+/// A workspace of one README, with fast retries.
+fn fixture() -> Fixture {
+    Fixture::new(
+        "[provider]\nbackoff_base_ms = 20\nbackoff_cap_ms = 2000\nrequest_timeout_secs = 20\n",
+    )
+    .with_files(&[("README.md", "# demo\n")])
 }
 
-impl Fixture {
-    fn new() -> Fixture {
-        let workspace = tempfile::tempdir().unwrap();
-        std::fs::write(workspace.path().join("README.md"), "# demo\n").unwrap();
-        let state = tempfile::tempdir().unwrap();
-        let config = state.path().join("config.toml");
-        std::fs::write(
-            &config,
-            "[provider]\nbackoff_base_ms = 20\nbackoff_cap_ms = 2000\nrequest_timeout_secs = 20\n",
-        )
-        .unwrap();
-        Fixture {
-            workspace,
-            state,
-            config,
-        }
-    }
-
-    fn command(&self, args: &[&str]) -> Command {
-        agent_tests::agent_lsp_command(self.state.path(), &self.config, self.workspace.path(), args)
-    }
-
-    fn run(&self, args: &[&str]) -> Output {
-        self.command(args).output().expect("run agent-lsp")
-    }
-
-    /// stdout of a command that must succeed.
-    fn ok(&self, args: &[&str]) -> String {
-        let output = self.run(args);
-        assert!(
-            output.status.success(),
-            "agent-lsp {args:?}: {}",
-            String::from_utf8_lossy(&output.stderr)
-        );
-        String::from_utf8(output.stdout).unwrap()
-    }
-
-    /// stderr of a command that must fail.
-    fn fails(&self, args: &[&str]) -> String {
-        let output = self.run(args);
-        assert!(!output.status.success(), "agent-lsp {args:?} succeeded");
-        String::from_utf8(output.stderr).unwrap()
-    }
-
-    fn store(&self) -> Store {
-        Store::for_workspace_in(self.state.path(), self.workspace.path()).unwrap()
-    }
-
-    fn memories(&self) -> Memories {
-        Memories::for_store(&self.store())
-    }
+fn memories_of(fixture: &Fixture) -> Memories {
+    Memories::for_store(&fixture.store())
 }
 
 /// The system message of a recorded chat request.
@@ -110,7 +63,7 @@ fn assert_replays(fixture: &Fixture, endpoint: &ModelEndpoint, from: usize, sess
 
 #[test]
 fn a_memory_of_session_a_is_in_session_bs_first_request_until_it_is_forgotten() {
-    let fixture = Fixture::new();
+    let fixture = fixture();
     let endpoint = ModelEndpoint::start(EndpointConfig::default()).unwrap();
     let base_url = endpoint.base_url();
     let store = fixture.store();
@@ -266,9 +219,9 @@ fn count_plugin_states(store: &Store, session: &str) -> usize {
 
 #[test]
 fn memory_commands_list_show_forget_and_edit_with_text_or_editor() {
-    let fixture = Fixture::new();
+    let fixture = fixture();
     assert_eq!(fixture.ok(&["memory", "list"]), "no memories yet\n");
-    let memories = fixture.memories();
+    let memories = memories_of(&fixture);
     let from = Provenance {
         session: "20261129-100000-abcd".into(),
         seq: Some(12),
@@ -364,8 +317,7 @@ fn memory_commands_list_show_forget_and_edit_with_text_or_editor() {
     );
     let gone = fixture.fails(&["memory", "show", "w1"]);
     assert!(gone.contains("there is no memory `w1`"), "{gone}");
-    let ids = fixture
-        .memories()
+    let ids = memories_of(&fixture)
         .list()
         .unwrap()
         .into_iter()
@@ -376,7 +328,7 @@ fn memory_commands_list_show_forget_and_edit_with_text_or_editor() {
 
 #[test]
 fn memory_commands_over_lsp_record_the_editors_session() {
-    let fixture = Fixture::new();
+    let fixture = fixture();
     let root = fixture.workspace.path().canonicalize().unwrap();
     let mut command = Command::new(agent_tests::workspace_bin("agent-lsp"));
     command

@@ -8,49 +8,24 @@
 //! the editor's side: `agent.goal.set`, the plan in `agent.status`, `$/progress` and a turn's
 //! answer.
 
-use std::process::Output;
 use std::sync::{Arc, Mutex};
 
 use agent_lsp::plans;
 use agent_lsp::session::History;
 use agent_lsp::session::event::{EventBody, EventKind};
-use agent_lsp::session::store::Store;
 use agent_tests::compaction_harness::{Harness, Next, Script, is_summary_body, push_responders};
 use agent_tests::editor::Editor;
 use agent_tests::model_endpoint::{EndpointConfig, ModelEndpoint, ModelTurn};
 use serde_json::{Value, json};
 
-struct Fixture {
-    workspace: tempfile::TempDir,
-    state: tempfile::TempDir,
-    config: std::path::PathBuf,
-}
+type Fixture = agent_tests::cli::CliFixture;
 
 const FILES: usize = 8;
 
-impl Fixture {
-    fn new() -> Fixture {
-        let workspace = tempfile::tempdir().unwrap();
-        agent_tests::compaction_harness::write_files(workspace.path(), FILES, 400);
-        let state = tempfile::tempdir().unwrap();
-        let config = state.path().join("config.toml");
-        std::fs::write(&config, "").unwrap();
-        Fixture {
-            workspace,
-            state,
-            config,
-        }
-    }
-
-    fn run(&self, args: &[&str]) -> Output {
-        agent_tests::agent_lsp_command(self.state.path(), &self.config, self.workspace.path(), args)
-            .output()
-            .expect("run agent-lsp")
-    }
-
-    fn store(&self) -> Store {
-        Store::for_workspace_in(self.state.path(), self.workspace.path()).unwrap()
-    }
+fn fixture() -> Fixture {
+    let fixture = Fixture::new("");
+    agent_tests::compaction_harness::write_files(fixture.workspace.path(), FILES, 400);
+    fixture
 }
 
 fn text(bytes: &[u8]) -> String {
@@ -117,7 +92,7 @@ const D: &[(&str, &str)] = &[
 
 #[test]
 fn todo_over_a_30_step_session_reaches_the_model_once_per_change_and_keeps_the_cache() {
-    let fixture = Fixture::new();
+    let fixture = fixture();
     let endpoint = ModelEndpoint::start(EndpointConfig::default()).unwrap();
     // The model's 30 steps: the plan written, changed three times, sent once more unchanged and
     // once broken (two items in progress), and reads of the workspace's files in between; the
@@ -346,7 +321,7 @@ fn todo_over_a_30_step_session_reaches_the_model_once_per_change_and_keeps_the_c
 
 #[test]
 fn run_json_shows_each_plan_change_and_the_open_items_at_the_end() {
-    let fixture = Fixture::new();
+    let fixture = fixture();
     let endpoint = ModelEndpoint::start(EndpointConfig::default()).unwrap();
     endpoint.push_all([
         ModelTurn::new().reasoning("Plan first.").tool_call(
@@ -536,7 +511,7 @@ fn execute(editor: &mut Editor, command: &str, argument: Value) -> Value {
 
 #[test]
 fn the_editor_sets_the_goal_and_sees_the_plan_in_status_progress_and_the_turns_answer() {
-    let fixture = Fixture::new();
+    let fixture = fixture();
     let endpoint = ModelEndpoint::start(EndpointConfig::default()).unwrap();
     let mut editor = serve(&fixture, &endpoint.base_url(), "standard");
     let status = execute(&mut editor, "agent.status", Value::Null);

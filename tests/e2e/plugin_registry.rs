@@ -3,47 +3,20 @@
 //! before anything runs, with the file, the line and the key.
 
 use std::path::{Path, PathBuf};
-use std::process::Output;
 
 use agent_lsp::session::event::{EventBody, EventKind};
-use agent_lsp::session::store::Store;
 use agent_tests::model_endpoint::{EndpointConfig, ModelEndpoint, Reply};
 
-struct Fixture {
-    workspace: tempfile::TempDir,
-    state: tempfile::TempDir,
-    config: PathBuf,
+type Fixture = agent_tests::cli::CliFixture;
+
+fn fixture() -> Fixture {
+    Fixture::new("").with_files(&[("notes.txt", "hello\n")])
 }
 
-impl Fixture {
-    fn new() -> Fixture {
-        let workspace = tempfile::tempdir().unwrap();
-        std::fs::write(workspace.path().join("notes.txt"), "hello\n").unwrap();
-        let state = tempfile::tempdir().unwrap();
-        let config = state.path().join("config.toml");
-        std::fs::write(&config, "").unwrap();
-        Fixture {
-            workspace,
-            state,
-            config,
-        }
-    }
-
-    fn preset(&self, name: &str, text: &str) -> PathBuf {
-        let path = self.state.path().join(format!("{name}.toml"));
-        std::fs::write(&path, text).unwrap();
-        path
-    }
-
-    fn run(&self, args: &[&str]) -> Output {
-        agent_tests::agent_lsp_command(self.state.path(), &self.config, self.workspace.path(), args)
-            .output()
-            .expect("run agent-lsp")
-    }
-
-    fn store(&self) -> Store {
-        Store::for_workspace_in(self.state.path(), self.workspace.path()).unwrap()
-    }
+fn write_preset(fixture: &Fixture, name: &str, text: &str) -> PathBuf {
+    let path = fixture.state.path().join(format!("{name}.toml"));
+    std::fs::write(&path, text).unwrap();
+    path
 }
 
 const HEAD: &str = "description = \"assembled\"\n[model]\nmax_steps = 4\ncontext_window = 64000\n[tools]\nenabled = [\"read\", \"recall_history\"]\n[permissions]\ndefault = \"allow\"\n";
@@ -61,11 +34,11 @@ fn path_str(path: &Path) -> &str {
 
 #[test]
 fn a_preset_made_of_plugin_names_runs_with_exactly_those_plugins() {
-    let fixture = Fixture::new();
+    let fixture = fixture();
     let text = format!(
         "{HEAD}[plugins.runtime_context]\nenabled = true\n[plugins.compaction]\nenabled = true\nsummarizer = \"template\"\n"
     );
-    let preset = fixture.preset("assembled", &text);
+    let preset = write_preset(&fixture, "assembled", &text);
     let endpoint = ModelEndpoint::start(EndpointConfig::default()).unwrap();
     endpoint.push(Reply::from_fn(|request| {
         let tools = request.tool_names();
@@ -99,7 +72,8 @@ fn a_preset_made_of_plugin_names_runs_with_exactly_those_plugins() {
     assert_eq!(runtime, 1);
 
     // Without the runtime-context table, nothing is injected: the loop builds no plugin itself.
-    let bare = fixture.preset(
+    let bare = write_preset(
+        &fixture,
         "bare",
         &format!("{HEAD}[plugins.compaction]\nenabled = true\n"),
     );
@@ -130,7 +104,7 @@ fn a_preset_made_of_plugin_names_runs_with_exactly_those_plugins() {
 
 #[test]
 fn an_unknown_plugin_or_key_is_refused_with_file_line_and_key_before_anything_runs() {
-    let fixture = Fixture::new();
+    let fixture = fixture();
     let cases = [
         (
             "unknown-plugin",
@@ -152,7 +126,7 @@ fn an_unknown_plugin_or_key_is_refused_with_file_line_and_key_before_anything_ru
         ),
     ];
     for (name, text, at, message) in cases {
-        let preset = fixture.preset(name, &text);
+        let preset = write_preset(&fixture, name, &text);
         let line = match name {
             // A range check names the first key of the pair; the line is that key's (absent:
             // the table's).

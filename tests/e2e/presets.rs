@@ -4,79 +4,21 @@
 //! corrected one saved and then used with `--preset NAME`).
 
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::process::Output;
 
-use agent_lsp::session::store::Store;
 use agent_tests::model_endpoint::{EndpointConfig, ModelEndpoint, ModelTurn, Reply};
 use serde_json::{Value, json};
 
-/// A workspace, a state folder and a config file of their own: the config file's folder is the
-/// user's agent-lsp folder, so the user's presets are `<state>/presets/`.
-struct Fixture {
-    workspace: tempfile::TempDir,
-    state: tempfile::TempDir,
-    config: PathBuf,
+/// The config file's folder is the user's agent-lsp folder, so the user's presets are
+/// `<state>/presets/`.
+type Fixture = agent_tests::cli::CliFixture;
+
+fn fixture() -> Fixture {
+    Fixture::new("[provider]\nrequest_timeout_secs = 20\n").with_files(&[("README.md", "# demo\n")])
 }
 
-impl Fixture {
-    fn new() -> Fixture {
-        let workspace = tempfile::tempdir().unwrap();
-        std::fs::write(workspace.path().join("README.md"), "# demo\n").unwrap();
-        let state = tempfile::tempdir().unwrap();
-        let config = state.path().join("config.toml");
-        std::fs::write(&config, "[provider]\nrequest_timeout_secs = 20\n").unwrap();
-        Fixture {
-            workspace,
-            state,
-            config,
-        }
-    }
-
-    fn command(&self, args: &[&str]) -> Command {
-        let mut command = agent_tests::agent_lsp_command(
-            self.state.path(),
-            &self.config,
-            self.workspace.path(),
-            args,
-        );
-        // Nothing of the machine's own config folder may leak in.
-        command.env("XDG_CONFIG_HOME", self.state.path().join("xdg"));
-        command
-    }
-
-    fn run(&self, args: &[&str]) -> Output {
-        self.command(args).output().expect("run agent-lsp")
-    }
-
-    /// Run and expect success; stdout.
-    fn ok(&self, args: &[&str]) -> String {
-        let output = self.run(args);
-        assert!(
-            output.status.success(),
-            "agent-lsp {args:?} failed: {}",
-            stderr(&output)
-        );
-        stdout(&output)
-    }
-
-    /// Run and expect failure; stderr.
-    fn fails(&self, args: &[&str]) -> String {
-        let output = self.run(args);
-        assert!(
-            !output.status.success(),
-            "agent-lsp {args:?} succeeded: {}",
-            stdout(&output)
-        );
-        stderr(&output)
-    }
-
-    fn user_presets(&self) -> PathBuf {
-        self.state.path().join("presets")
-    }
-
-    fn store(&self) -> Store {
-        Store::for_workspace_in(self.state.path(), self.workspace.path()).unwrap()
-    }
+fn user_presets(fixture: &Fixture) -> PathBuf {
+    fixture.state.path().join("presets")
 }
 
 fn stdout(output: &Output) -> String {
@@ -110,7 +52,7 @@ fn listing(fixture: &Fixture) -> Vec<(String, String, Value, Value)> {
 
 #[test]
 fn preset_list_show_and_new_from_a_clean_config_folder() {
-    let fixture = Fixture::new();
+    let fixture = fixture();
     let builtins = ["creative", "minimal", "readonly", "standard"];
     let rows = listing(&fixture);
     assert_eq!(
@@ -132,7 +74,7 @@ fn preset_list_show_and_new_from_a_clean_config_folder() {
 
     // `new` copies into the user's folder (made on the way) and prints the path.
     let path = fixture.ok(&["preset", "new", "mine", "--from", "minimal"]);
-    let expected = canonical(&fixture.user_presets()).join("mine.toml");
+    let expected = canonical(&user_presets(&fixture)).join("mine.toml");
     assert_eq!(path.trim(), expected.display().to_string());
     assert_eq!(std::fs::read_to_string(&expected).unwrap(), minimal);
     assert_eq!(fixture.ok(&["preset", "show", "mine"]), minimal);
@@ -261,7 +203,7 @@ fn line_of(draft: Draft, prefix: &str) -> usize {
 
 #[test]
 fn creative_refuses_an_invalid_preset_with_the_parsers_error_and_saves_the_corrected_one() {
-    let fixture = Fixture::new();
+    let fixture = fixture();
     let endpoint = ModelEndpoint::start(EndpointConfig::default()).unwrap();
     let write = |draft| json!({"name": "reviewer", "text": reviewer_preset(draft)}).to_string();
     // The user's presets folder as `$AGENT_LSP_CONFIG` names it.

@@ -1,6 +1,7 @@
 //! Test support for agent-lsp end-to-end tests: locating the built binaries, building sessions
 //! through the real library API, and checking the invariants every test shares.
 
+pub mod cli;
 pub mod compaction_harness;
 pub mod editor;
 pub mod model_endpoint;
