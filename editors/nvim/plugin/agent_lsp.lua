@@ -24,3 +24,4 @@ command("AgentTool", "tool", { nargs = "+", desc = "Run one agent tool: NAME {js
 command("AgentStatus", "show_status", { desc = "Session, context tokens and cache share" })
 command("AgentPlan", "plan", { desc = "Show the session's goal and the agent's plan" })
 command("AgentGoal", "goal", { nargs = "*", desc = "Set the session's goal" })
+command("AgentMemory", "memory", { nargs = "*", desc = "List, remember, forget or edit the agent's memories" })

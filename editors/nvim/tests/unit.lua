@@ -7,6 +7,7 @@ vim.opt.rtp:prepend(root)
 local ext = require("agent_lsp.ext")
 local context = require("agent_lsp.context")
 local plan_view = require("agent_lsp.plan")
+local memory_view = require("agent_lsp.memory")
 
 local passed, failed = 0, 0
 local function test(name, fn)
@@ -167,6 +168,30 @@ test("the user commands exist", function()
       error("missing :" .. name)
     end
   end
+end)
+
+test("the memory float lists each memory with its scope and where it came from", function()
+  local result = {
+    memories = {
+      { id = "w1", scope = "workspace", text = "Run make check\nbefore pushing", provenance = { session = "20261201-180620-bb05", seq = 17, time = "2026-12-01T18:06:20Z" } },
+      { id = "u1", scope = "user", text = "Answer briefly", provenance = { session = "cli", time = "2026-12-01T18:07:00Z" } },
+    },
+    caps = { max_per_scope = 100 },
+  }
+  eq(memory_view.render(result), {
+    "w1 (workspace) Run make check",
+    "    before pushing",
+    "    from session 20261201-180620-bb05 event 17, 2026-12-01T18:06:20Z",
+    "u1 (user) Answer briefly",
+    "    from cli, 2026-12-01T18:07:00Z",
+    "",
+    ":AgentMemory forget {id} drops one; :AgentMemory edit {id} {text} changes it.",
+  })
+  eq(memory_view.render({ memories = {} }), { "No memories: the agent keeps them with its memory tool, or :AgentMemory remember {text}." })
+  local buf, win = memory_view.show(result)
+  eq(vim.api.nvim_win_get_config(win).relative, "editor")
+  eq(vim.api.nvim_buf_get_lines(buf, 0, -1, false), memory_view.render(result))
+  vim.api.nvim_win_close(win, true)
 end)
 
 io.stdout:write(string.format("%d passed, %d failed\n", passed, failed))

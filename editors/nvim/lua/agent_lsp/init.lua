@@ -355,6 +355,44 @@ function M.plan(opts)
   end)
 end
 
+--- `:AgentMemory`: the memories new sessions get, in a float; `:AgentMemory remember {text}`,
+--- `:AgentMemory forget {id}` and `:AgentMemory edit {id} {text}` change them (as the agent's
+--- `memory` tool and `agent-lsp memory` do; new sessions see the change, the running one keeps
+--- the memories it started with).
+function M.memory(opts)
+  opts = opts or {}
+  local words = vim.split(vim.trim(opts.args or ""), "%s+", { trimempty = true })
+  local action = words[1]
+  local function done(message)
+    return opts.on_done or function(err)
+      if err then
+        notify(err.message, vim.log.levels.ERROR)
+      else
+        notify(message)
+      end
+    end
+  end
+  if not action or action == "list" then
+    return M.execute(ext.commands.memory_list, nil, opts.on_done or function(err, result)
+      if err then
+        notify(err.message, vim.log.levels.ERROR)
+      else
+        require("agent_lsp.memory").show(result)
+      end
+    end)
+  elseif action == "remember" and #words > 1 then
+    local text = table.concat(words, " ", 2)
+    return M.execute(ext.commands.memory_remember, { text = text }, done("remembered"))
+  elseif action == "forget" and #words == 2 then
+    return M.execute(ext.commands.memory_forget, { id = words[2] }, done("forgotten: " .. words[2]))
+  elseif action == "edit" and #words > 2 then
+    local text = table.concat(words, " ", 3)
+    return M.execute(ext.commands.memory_edit, { id = words[2], text = text }, done("changed: " .. words[2]))
+  end
+  notify("usage: :AgentMemory [list | remember {text} | forget {id} | edit {id} {text}]", vim.log.levels.WARN)
+  return false
+end
+
 --- `:AgentGoal {text}`: the session's goal from now on (kept verbatim through compactions);
 --- without text, prompt for it.
 function M.goal(opts)

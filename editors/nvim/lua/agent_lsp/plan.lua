@@ -36,33 +36,7 @@ end
 --- Show the plan in a float near the middle of the editor (`q` or `<Esc>` closes it).
 --- Returns the buffer and the window.
 function M.show(plan)
-  local lines = M.render(plan)
-  local buf = vim.api.nvim_create_buf(false, true)
-  vim.api.nvim_buf_set_lines(buf, 0, -1, false, lines)
-  vim.bo[buf].modifiable = false
-  vim.bo[buf].bufhidden = "wipe"
-  local width = 20
-  for _, line in ipairs(lines) do
-    width = math.max(width, vim.fn.strdisplaywidth(line))
-  end
-  width = math.min(width + 2, math.max(20, vim.o.columns - 4))
-  local height = math.min(#lines, math.max(1, vim.o.lines - 6))
-  local win = vim.api.nvim_open_win(buf, true, {
-    relative = "editor",
-    width = width,
-    height = height,
-    row = math.max(0, math.floor((vim.o.lines - height) / 2) - 1),
-    col = math.max(0, math.floor((vim.o.columns - width) / 2)),
-    style = "minimal",
-    border = "rounded",
-    title = " agent plan ",
-    title_pos = "center",
-  })
-  vim.wo[win].wrap = true
-  for _, key in ipairs({ "q", "<Esc>" }) do
-    vim.keymap.set("n", key, "<cmd>close<cr>", { buffer = buf, nowait = true })
-  end
-  return buf, win
+  return require("agent_lsp.float").open(M.render(plan), " agent plan ")
 end
 
 return M
