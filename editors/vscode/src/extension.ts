@@ -8,6 +8,7 @@ import { ExecuteCommandRequest, LanguageClientOptions } from "vscode-languagecli
 
 import { ContextNode, contextTree, unavailableContext } from "./logic/context";
 import { PlanNode, planTree } from "./logic/plan";
+import { MemoryList, memoryItems, rememberArgument } from "./logic/memory";
 import {
   Plan,
   SERVER_COMMANDS,
@@ -369,6 +370,55 @@ export async function activate(context: vscode.ExtensionContext): Promise<void> 
   register("agentLsp.showPlan", async () => {
     await refreshStatus();
     await vscode.commands.executeCommand("agentLsp.plan.focus");
+  });
+  register("agentLsp.showMemories", async () => {
+    const list = await execute<MemoryList>(SERVER_COMMANDS.memoryList);
+    if (!list) {
+      return;
+    }
+    const items = memoryItems(list);
+    if (items.length === 0) {
+      void vscode.window.showInformationMessage("agent-lsp: no memories yet (the agent keeps them with its memory tool, or Agent: Remember…)");
+      return;
+    }
+    const picked = await vscode.window.showQuickPick(items, {
+      title: "Memories new sessions get (pick one to forget or edit it)",
+      matchOnDescription: true,
+      matchOnDetail: true,
+    });
+    if (!picked) {
+      return;
+    }
+    const action = await vscode.window.showQuickPick(["Edit…", "Forget"], { title: `${picked.label}: ${picked.description}` });
+    if (action === "Forget") {
+      if (await execute(SERVER_COMMANDS.memoryForget, { id: picked.id })) {
+        void vscode.window.setStatusBarMessage(`agent-lsp: forgot ${picked.id}`, 4000);
+      }
+    } else if (action === "Edit…") {
+      const text = await vscode.window.showInputBox({ prompt: `New text of ${picked.id}`, value: picked.description });
+      if (text !== undefined && text.trim() !== "" && (await execute(SERVER_COMMANDS.memoryEdit, { id: picked.id, text: text.trim() }))) {
+        void vscode.window.setStatusBarMessage(`agent-lsp: changed ${picked.id}`, 4000);
+      }
+    }
+  });
+  register("agentLsp.remember", async () => {
+    const text = await vscode.window.showInputBox({
+      prompt: "A memory for new sessions of this workspace (never a secret: memories are sent with every request)",
+      placeHolder: "Tests run with `make check`",
+    });
+    if (text === undefined) {
+      return;
+    }
+    let argument;
+    try {
+      argument = rememberArgument(text);
+    } catch (error) {
+      void vscode.window.showErrorMessage(`agent-lsp: ${error instanceof Error ? error.message : String(error)}`);
+      return;
+    }
+    if (await execute(SERVER_COMMANDS.memoryRemember, argument)) {
+      void vscode.window.setStatusBarMessage("agent-lsp: remembered", 4000);
+    }
   });
   register("agentLsp.refreshStatus", () => refreshStatus());
   register("agentLsp.showOutput", () => output.show(true));
