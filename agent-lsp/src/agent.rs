@@ -1,16 +1,18 @@
 //! The agent loop: session → turn → step. Call the model, run the tools, repeat.
 //!
-//! The loop is the only place with loop logic, and it holds no policy: it emits
-//! [`AgentEvent`]s (`session/start`, `agent/pre-step`, `agent/post-step`, `tools/before-call`,
-//! `tools/after-result`, `session/end`) to [`Plugin`]s, which decide what enters the session
-//! (runtime context, the tool-result pruner, progress reporting). Permissions and limits live in
-//! the [`ToolRuntime`], model settings in the [`Preset`].
+//! The loop is the only place with loop logic, and it holds no policy: it runs the [`Plugin`]s
+//! the harness assembled from the preset (it builds none itself). At the start of every turn it
+//! asks them for their system-prompt sections; before every request, for their runtime context
+//! (appended only when it changed); and it emits [`AgentEvent`]s (`session/start`,
+//! `agent/pre-step`, `agent/post-step`, `tools/before-call`, `tools/after-result`,
+//! `session/end`), on which plugins decide what else enters the session. Permissions and limits
+//! live in the [`ToolRuntime`], model settings in the [`Preset`].
 //!
-//! Compaction is the one pre-step participant that awaits (a summary is a model call), so the
-//! loop calls the preset's [`CompactionEngine`] itself: first thing in each step, before the
-//! `agent/pre-step` plugins (so the runtime-context projection re-injects a snapshot a fold just
-//! shadowed), and again when the provider answers with a context overflow, after which the
-//! request is rebuilt and sent once more. What the engine did reaches plugins and the UI as
+//! Compaction is the one participant that awaits (a summary is a model call), so the loop calls
+//! the compaction plugin's [`CompactionEngine`] ([`Plugin::compaction`]) itself: first thing in
+//! each step, before the `agent/pre-step` plugins (so a runtime context a fold just shadowed is
+//! injected again), and again when the provider answers with a context overflow, after which
+//! the request is rebuilt and sent once more. What the engine did reaches plugins and the UI as
 //! [`AgentEvent::Compaction`].
 //!
 //! Every step goes through the session log: the prompt is appended as `user/message`, the
@@ -22,6 +24,7 @@
 //! a cancelled stream appends no half answer, and cancelled tool calls get results saying so.
 
 pub mod bounds;
+mod request_errors;
 
 pub use crate::plugin::{AgentEvent, Plugin, TurnOutcome};
 
@@ -43,6 +46,8 @@ use crate::session::{NewEvent, Session};
 use crate::tools::{ToolOutput, ToolRuntime};
 use crate::workspace::mentions::resolve_mentions;
 use bounds::MessageBounds;
+pub use request_errors::error_class;
+use request_errors::{learned_context_window, stated_context_window};
 
 /// The stable part of the system prompt. Nothing volatile goes here (see `context::runtime`).
 const BASE_PROMPT: &str = "\
@@ -484,45 +489,5 @@ impl Agent {
         }
         ui.event(event);
         Ok(())
-    }
-}
-
-/// The window a context-overflow message states ("maximum context length is 65536 tokens", as
-/// DeepSeek and OpenAI word it), if it states one.
-fn stated_context_window(message: &str) -> Option<u64> {
-    let (_, rest) = message.split_once("maximum context length is ")?;
-    let digits = rest
-        .chars()
-        .take_while(char::is_ascii_digit)
-        .collect::<String>();
-    digits.parse().ok()
-}
-
-/// The smallest context window the session's `request/error` events recorded.
-fn learned_context_window(history: &crate::session::History) -> Option<u64> {
-    history
-        .events()
-        .iter()
-        .filter_map(|event| match &event.body {
-            EventBody::RequestError(error) => error.context_window,
-            _ => None,
-        })
-        .min()
-}
-
-/// The class recorded in `request/error`.
-pub fn error_class(error: &ProviderError) -> &'static str {
-    match error {
-        ProviderError::Auth { .. } => "auth",
-        ProviderError::Balance { .. } => "balance",
-        ProviderError::RateLimit { .. } => "rate_limit",
-        ProviderError::Overloaded { .. } => "overloaded",
-        ProviderError::ContextOverflow { .. } => "context_overflow",
-        ProviderError::BadRequest { .. } => "bad_request",
-        ProviderError::Http { .. } => "http",
-        ProviderError::Timeout { .. } => "timeout",
-        ProviderError::Network { .. } => "network",
-        ProviderError::Cancelled => "cancelled",
-        ProviderError::Protocol { .. } => "protocol",
     }
 }
