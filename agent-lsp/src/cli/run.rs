@@ -3,7 +3,6 @@
 use std::io::{IsTerminal, Write};
 use std::process::ExitCode;
 use std::sync::Arc;
-use std::time::Duration;
 
 use anyhow::{Context, bail};
 use clap::Args;
@@ -11,9 +10,9 @@ use futures_util::future::BoxFuture;
 use serde_json::json;
 use tokio_util::sync::CancellationToken;
 
-use crate::agent::{Agent, AgentEvent, Plugin, TurnOutcome, TurnUi};
+use crate::agent::{Agent, Plugin, TurnOutcome, TurnUi};
 use crate::config::Config;
-use crate::llm::provider::{Provider, ProviderConfig, ProviderError, ProviderOptions, StreamDelta};
+use crate::llm::provider::{Provider, ProviderConfig, ProviderError, ProviderOptions};
 use crate::preset::{DEFAULT_PRESET, Preset, PresetDirs};
 use crate::session::Session;
 use crate::session::event::ToolCallRef;
@@ -23,6 +22,9 @@ use crate::tools::{Asker, HeadlessAsker, ToolRuntime};
 use lsp_bridge::Bridge;
 
 /// Exit code when no model endpoint is configured.
+mod progress;
+use progress::{JsonUi, TextUi};
+
 pub const EXIT_NOT_CONFIGURED: u8 = 2;
 
 /// Exit code of a turn that answered while items of its plan (`todo`) were still open.
@@ -155,7 +157,7 @@ pub fn run(store: &Store, args: RunArgs) -> anyhow::Result<ExitCode> {
     // Progress shows the plan when it changes, so it starts from the one the session has.
     let plan = crate::plans::Watch::new(session.history());
     let mut ui: Box<dyn TurnUi> = if args.json {
-        Box::new(JsonUi { plan })
+        Box::new(JsonUi::new(plan))
     } else {
         Box::new(TextUi::new(std::io::stderr().is_terminal(), plan))
     };
@@ -286,213 +288,10 @@ pub fn standard_runtime(
 }
 
 #[allow(clippy::print_stdout)]
-fn println_json(value: &serde_json::Value) {
+pub(super) fn println_json(value: &serde_json::Value) {
     let mut out = std::io::stdout().lock();
     let _ = writeln!(out, "{value}");
     let _ = out.flush();
-}
-
-/// Machine output: one JSON object per line.
-struct JsonUi {
-    plan: crate::plans::Watch,
-}
-
-impl TurnUi for JsonUi {
-    fn delta(&mut self, delta: &StreamDelta) {
-        let value = match delta {
-            StreamDelta::Reasoning(text) => json!({"type": "reasoning", "text": text}),
-            StreamDelta::Text(text) => json!({"type": "text", "text": text}),
-            StreamDelta::ToolCallStarted { id, name, .. } => {
-                json!({"type": "tool_call_started", "id": id, "name": name})
-            }
-        };
-        println_json(&value);
-    }
-
-    fn event(&mut self, event: &AgentEvent<'_>) {
-        match event {
-            AgentEvent::ToolsBeforeCall { calls, .. } => {
-                for call in *calls {
-                    println_json(
-                        &json!({"type": "tool_call", "id": call.id, "name": call.name, "arguments": call.arguments}),
-                    );
-                }
-            }
-            AgentEvent::ToolsAfterResult { outcome, .. } => {
-                println_json(&json!({
-                    "type": "tool_result",
-                    "id": outcome.call.id,
-                    "is_error": outcome.output.is_error,
-                    "text": outcome.output.text,
-                }));
-                if let Some(plan) = self.plan.changed(outcome) {
-                    println_json(&json!({
-                        "type": "plan",
-                        "items": plan.items,
-                        "done": plan.done(),
-                        "open": plan.open().count(),
-                    }));
-                }
-            }
-            AgentEvent::PostStep {
-                step, completion, ..
-            } => println_json(&json!({
-                "type": "step",
-                "step": step,
-                "finish_reason": completion.finish_reason,
-                "usage": completion.usage.as_ref().map(|usage| json!({
-                    "prompt_tokens": usage.prompt_tokens,
-                    "completion_tokens": usage.completion_tokens,
-                    "cache_read": usage.cache_read,
-                })),
-            })),
-            AgentEvent::Compaction { outcome, .. } => {
-                if let Some(line) = crate::compaction::describe_outcome(outcome) {
-                    println_json(&json!({"type": "compaction", "message": line}));
-                }
-            }
-            _ => {}
-        }
-    }
-}
-
-/// Human output: the answer on stdout; progress on stderr (a spinner on a terminal, plain
-/// lines on a pipe), each progress line cut to one line of the terminal (or [`PIPE_WIDTH`]
-/// columns on a pipe): a tool result's first line can be thousands of characters.
-struct TextUi {
-    spinner: Option<indicatif::ProgressBar>,
-    step: u32,
-    width: usize,
-    plan: crate::plans::Watch,
-}
-
-/// How wide progress lines are on a pipe (a log file, CI output), where no terminal says.
-const PIPE_WIDTH: usize = 120;
-
-impl TextUi {
-    fn new(terminal: bool, plan: crate::plans::Watch) -> TextUi {
-        let spinner = terminal.then(|| {
-            let spinner = indicatif::ProgressBar::new_spinner();
-            spinner.enable_steady_tick(Duration::from_millis(120));
-            spinner
-        });
-        let width = match console::Term::stderr().size_checked() {
-            Some((_, columns)) if terminal => usize::from(columns),
-            _ => PIPE_WIDTH,
-        };
-        TextUi {
-            spinner,
-            step: 0,
-            width,
-            plan,
-        }
-    }
-
-    /// `line` cut to `width` columns, with `…` where it was cut; a tab (the `read` tool's line
-    /// numbers end in one) counts as the one space it is shown as here.
-    fn fit(line: &str, width: usize) -> String {
-        console::truncate_str(&line.replace('\t', " "), width, "…").into_owned()
-    }
-
-    fn status(&self, message: String) {
-        match &self.spinner {
-            // The spinner's own two columns come before the message.
-            Some(spinner) => spinner.set_message(Self::fit(&message, self.width.saturating_sub(2))),
-            None => eprintln!("{}", Self::fit(&format!("· {message}"), self.width)),
-        }
-    }
-
-    /// One progress line above the spinner, or on its own on a pipe.
-    fn progress_line(&self, line: &str) {
-        let line = Self::fit(line, self.width);
-        match &self.spinner {
-            Some(spinner) => spinner.println(line),
-            None => eprintln!("{line}"),
-        }
-    }
-
-    #[allow(clippy::print_stdout)]
-    fn print(&self, text: &str) {
-        let write = || {
-            let mut out = std::io::stdout().lock();
-            let _ = out.write_all(text.as_bytes());
-            let _ = out.flush();
-        };
-        match &self.spinner {
-            Some(spinner) => spinner.suspend(write),
-            None => write(),
-        }
-    }
-}
-
-impl TurnUi for TextUi {
-    fn delta(&mut self, delta: &StreamDelta) {
-        match delta {
-            StreamDelta::Reasoning(_) => {
-                if let Some(spinner) = &self.spinner {
-                    spinner.set_message(format!("step {} · thinking", self.step));
-                }
-            }
-            StreamDelta::Text(text) => self.print(text),
-            StreamDelta::ToolCallStarted { name, .. } => {
-                self.status(format!("step {} · calling {name}", self.step))
-            }
-        }
-    }
-
-    fn event(&mut self, event: &AgentEvent<'_>) {
-        match event {
-            AgentEvent::PreStep { step, .. } => {
-                self.step = *step;
-                if self.spinner.is_some() {
-                    self.status(format!("step {step} · waiting for the model"));
-                }
-            }
-            AgentEvent::PostStep { completion, .. }
-                if !completion.text.is_empty() && !completion.text.ends_with('\n') =>
-            {
-                self.print("\n");
-            }
-            AgentEvent::ToolsAfterResult { outcome, .. }
-                if outcome.call.name == crate::plans::TOOL =>
-            {
-                // The plan instead of the list's JSON, which would fill the line: where it
-                // stands when it changed, or what to fix.
-                let line = match self.plan.changed(outcome) {
-                    Some(plan) => format!("✓ todo → plan {}", plan.summary()),
-                    None if outcome.output.is_error => format!(
-                        "✗ todo → {}",
-                        outcome.output.text.lines().next().unwrap_or_default()
-                    ),
-                    None => "✓ todo → plan unchanged".to_owned(),
-                };
-                self.progress_line(&line);
-            }
-            AgentEvent::ToolsAfterResult { outcome, .. } => {
-                let first = outcome.output.text.lines().next().unwrap_or_default();
-                let mark = if outcome.output.is_error {
-                    "✗"
-                } else {
-                    "✓"
-                };
-                self.progress_line(&format!(
-                    "{mark} {} {} → {}",
-                    outcome.call.name, outcome.call.arguments, first
-                ));
-            }
-            AgentEvent::SessionEnd { .. } => {
-                if let Some(spinner) = &self.spinner {
-                    spinner.finish_and_clear();
-                }
-            }
-            AgentEvent::Compaction { outcome, .. } => {
-                if let Some(line) = crate::compaction::describe_outcome(outcome) {
-                    self.progress_line(&format!("agent-lsp: {line}"));
-                }
-            }
-            _ => {}
-        }
-    }
 }
 
 /// Asks the person at the terminal before a tool call whose permission is `ask`.

@@ -8,6 +8,7 @@ use anyhow::Context;
 use clap::Subcommand;
 use serde_json::{Value, json};
 
+mod describe;
 mod plan;
 
 use crate::context::request::replay_request;
@@ -16,6 +17,7 @@ use crate::session::History;
 use crate::session::event::{Event, EventBody};
 use crate::session::store::{Store, first_prompt};
 use crate::tokens::estimate_message;
+use describe::{describe, preview};
 
 #[derive(Debug, Subcommand)]
 pub enum SessionCommand {
@@ -411,142 +413,4 @@ fn show_human(history: &mut History, out: &mut impl Write) -> anyhow::Result<()>
         )?;
     }
     Ok(())
-}
-
-/// A one-line description of an event for timelines.
-fn describe(event: &Event) -> String {
-    match &event.body {
-        EventBody::SessionHeader(header) => {
-            format!("preset {} in {}", header.preset, header.workspace)
-        }
-        EventBody::UserMessage(message) => {
-            format!("({}) {}", message.origin, preview(&message.text, 100))
-        }
-        EventBody::AssistantMessage(message) => {
-            let mut text = preview(&message.text, 80);
-            if !message.tool_calls.is_empty() {
-                let names = message
-                    .tool_calls
-                    .iter()
-                    .map(|call| call.name.as_str())
-                    .collect::<Vec<_>>();
-                text = format!("{text} → calls {}", names.join(", "));
-            }
-            text
-        }
-        EventBody::ToolCall(call) => format!(
-            "{} {} {}",
-            call.call_id,
-            call.name,
-            preview(&call.arguments, 80)
-        ),
-        EventBody::ToolResult(result) => format!(
-            "{} {} → {}",
-            result.call_id,
-            result.name,
-            preview(&result.text, 80)
-        ),
-        EventBody::RuntimeContext(context) => {
-            let keys = context
-                .snapshot
-                .keys()
-                .cloned()
-                .collect::<Vec<_>>()
-                .join(", ");
-            match &context.source {
-                Some(source) => format!("{source}: {keys}"),
-                None => keys,
-            }
-        }
-        EventBody::SurfaceEdit(edit) => edit.reason.clone(),
-        EventBody::PluginState(state) => {
-            format!("{}: {}", state.plugin, preview(&state.data.to_string(), 80))
-        }
-        EventBody::RequestHeader(header) => format!(
-            "request {} to {}{}",
-            header.index,
-            header.model,
-            if header.system.is_some() {
-                " (new system prompt/tools)"
-            } else {
-                ""
-            }
-        ),
-        EventBody::RequestContext(context) => format!(
-            "request {}: generation {}, through seq {}, ~{} tokens",
-            context.index, context.generation, context.through_seq, context.estimated_tokens
-        ),
-        EventBody::RequestError(error) => format!(
-            "request {} failed ({}): {}",
-            error.index,
-            error.class,
-            preview(&error.message, 100)
-        ),
-        EventBody::Usage(usage) => format!(
-            "request {}: {} prompt ({} cached), {} completion",
-            usage.index, usage.prompt_tokens, usage.cache_read, usage.completion_tokens
-        ),
-        EventBody::CompactionStart(start) => format!(
-            "{} ({}) folds {}..{} ({} entries, ~{} tokens)",
-            start.compaction_id,
-            start.trigger,
-            start.start,
-            start.end,
-            start.entry_seqs.len(),
-            start.estimated_tokens
-        ),
-        EventBody::CompactionSummary(summary) => format!(
-            "{} by {}: {}",
-            summary.compaction_id,
-            summary.summarizer,
-            preview(&summary.text, 80)
-        ),
-        EventBody::CompactionEnd(end) => format!(
-            "{} {}{}: ~{} → ~{} tokens",
-            end.compaction_id,
-            end.outcome,
-            end.reason
-                .as_deref()
-                .map(|reason| format!(" ({reason})"))
-                .unwrap_or_default(),
-            end.tokens_before,
-            end.tokens_after
-        ),
-        EventBody::ContextEditBegin(begin) => format!(
-            "{} by {}: {}{}",
-            begin.edit_id,
-            begin.actor,
-            begin
-                .ops
-                .iter()
-                .map(|op| format!("{} {:?}", op.op, op.target))
-                .collect::<Vec<_>>()
-                .join(", "),
-            begin
-                .snapshot
-                .map(|snapshot| format!(" (snapshot {snapshot})"))
-                .unwrap_or_default()
-        ),
-        EventBody::ContextEditEnd(end) => format!(
-            "{} {}{}: ~{} → ~{} tokens, generation {}",
-            end.edit_id,
-            end.outcome,
-            end.reason
-                .as_deref()
-                .map(|reason| format!(" ({reason})"))
-                .unwrap_or_default(),
-            end.tokens_before,
-            end.tokens_after,
-            end.generation
-        ),
-    }
-}
-
-/// First `max` characters of `text` on one line.
-fn preview(text: &str, max: usize) -> String {
-    let flat = text.split_whitespace().collect::<Vec<_>>().join(" ");
-    match flat.char_indices().nth(max) {
-        Some((cut, _)) => format!("{}…", &flat[..cut]),
-        None => flat,
-    }
 }
