@@ -5,10 +5,7 @@
 //! terminal, `agent.memory.*` from an editor; and a writer killed with SIGKILL mid-change leaves
 //! a file that opens with its torn tail cut and every acknowledged change kept.
 
-use std::io::{BufRead, BufReader};
-use std::process::{Command, Stdio};
-use std::sync::mpsc;
-use std::time::{Duration, Instant};
+use std::process::Command;
 
 use agent_lsp::canonical::sha256_hex;
 use agent_lsp::memory::{Caps, Memories, Provenance, Scope};
@@ -464,43 +461,19 @@ fn a_writer_killed_mid_change_leaves_a_file_that_opens_with_its_torn_tail_cut() 
         seed ^= seed << 13;
         seed ^= seed >> 7;
         seed ^= seed << 17;
-        let mut child = Command::new(&writer)
-            .arg(&workspace_file)
-            .arg(&user_file)
-            .arg(seed.to_string())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("spawn memory-writer");
-        let stdout = child.stdout.take().unwrap();
-        let (sender, receiver) = mpsc::channel();
-        let reader = std::thread::spawn(move || {
-            for line in BufReader::new(stdout).lines() {
-                let Ok(line) = line else { break };
-                let (op, id) = line.split_once(' ').expect("`op id`");
-                if sender.send((op.to_owned(), id.to_owned())).is_err() {
-                    break;
-                }
-            }
-        });
-        let target = 1 + seed % 30;
-        let deadline = Instant::now() + Duration::from_millis(20 + seed % 150);
-        let mut seen = 0;
-        while seen < target && Instant::now() < deadline {
-            if let Ok(change) = receiver.recv_timeout(Duration::from_millis(5)) {
-                acknowledged.push(change);
-                seen += 1;
-            }
-        }
-        agent_tests::processes::kill_and_wait(child.id());
-        let status = child.wait().unwrap();
-        reader.join().unwrap();
-        acknowledged.extend(receiver.try_iter());
-        if status.success() {
-            let mut stderr = String::new();
-            std::io::Read::read_to_string(&mut child.stderr.take().unwrap(), &mut stderr).unwrap();
-            panic!("round {round}: memory-writer exited on its own: {stderr}");
-        }
+        let lines = agent_tests::processes::kill_while_writing(
+            Command::new(&writer)
+                .arg(&workspace_file)
+                .arg(&user_file)
+                .arg(seed.to_string()),
+            seed,
+            30,
+            150,
+        );
+        acknowledged.extend(lines.iter().map(|line| {
+            let (op, id) = line.split_once(' ').expect("`op id`");
+            (op.to_owned(), id.to_owned())
+        }));
         let bytes = std::fs::read(&workspace_file).unwrap_or_default();
         if !bytes.is_empty() && !bytes.ends_with(b"\n") {
             torn_tails += 1;

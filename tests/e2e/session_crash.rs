@@ -4,10 +4,7 @@
 //! full disk (a real tmpfs) under a long-lived `serve`: the turn that hits it fails with the
 //! reason, the next one after space comes back succeeds, and the log reads back whole.
 
-use std::io::{BufRead, BufReader};
-use std::process::{Command, Stdio};
-use std::sync::mpsc;
-use std::time::{Duration, Instant};
+use std::process::Command;
 
 use agent_lsp::session::Session;
 use agent_lsp::session::log::{Durability, read_log};
@@ -28,42 +25,13 @@ fn sigkill_at_random_moments_loses_no_acknowledged_event() {
         seed ^= seed << 13;
         seed ^= seed >> 7;
         seed ^= seed << 17;
-        let mut child = Command::new(&writer)
-            .arg(&path)
-            .arg(seed.to_string())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("spawn log-writer");
-        let stdout = child.stdout.take().unwrap();
-        let (sender, receiver) = mpsc::channel();
-        let reader = std::thread::spawn(move || {
-            for line in BufReader::new(stdout).lines() {
-                let Ok(line) = line else { break };
-                if sender.send(line.parse::<u64>().expect("seq")).is_err() {
-                    break;
-                }
-            }
-        });
-        // Wait for a random number of acknowledgements (or a random time), then kill.
-        let target = 1 + seed % 40;
-        let deadline = Instant::now() + Duration::from_millis(20 + seed % 200);
-        let mut seen = 0;
-        while seen < target && Instant::now() < deadline {
-            if let Ok(seq) = receiver.recv_timeout(Duration::from_millis(5)) {
-                acknowledged.push(seq);
-                seen += 1;
-            }
-        }
-        child.kill().expect("SIGKILL");
-        let status = child.wait().unwrap();
-        reader.join().unwrap();
-        acknowledged.extend(receiver.try_iter());
-        if status.success() {
-            let mut stderr = String::new();
-            std::io::Read::read_to_string(&mut child.stderr.take().unwrap(), &mut stderr).unwrap();
-            panic!("round {round}: log-writer exited on its own: {stderr}");
-        }
+        let lines = agent_tests::processes::kill_while_writing(
+            Command::new(&writer).arg(&path).arg(seed.to_string()),
+            seed,
+            40,
+            200,
+        );
+        acknowledged.extend(lines.iter().map(|line| line.parse::<u64>().expect("seq")));
 
         if read_log(&path)
             .map(|log| log.torn_tail.is_some())

@@ -108,3 +108,53 @@ fn has_open_files(pid: u32) -> bool {
         std::fs::read_dir(task.path().join("fd")).is_ok_and(|mut entries| entries.next().is_some())
     })
 }
+
+/// One round of a crash test: start `command` (a writer that prints one line per change it
+/// made durable), wait for up to `max_lines` of those lines or `max_millis` (both at least 1
+/// and 20, chosen from `seed`), then SIGKILL it mid-write. Returns the lines it printed, in
+/// order: what it acknowledged before it died. A writer that exits on its own fails the test.
+pub fn kill_while_writing(
+    command: &mut std::process::Command,
+    seed: u64,
+    max_lines: u64,
+    max_millis: u64,
+) -> Vec<String> {
+    use std::io::BufRead;
+    use std::time::{Duration, Instant};
+
+    let mut child = command
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("spawn the writer");
+    let stdout = child.stdout.take().expect("piped stdout");
+    let (sender, receiver) = std::sync::mpsc::channel();
+    let reader = std::thread::spawn(move || {
+        for line in std::io::BufReader::new(stdout).lines() {
+            let Ok(line) = line else { break };
+            if sender.send(line).is_err() {
+                break;
+            }
+        }
+    });
+    // Wait for a random number of acknowledgements (or a random time), then kill.
+    let target = 1 + seed % max_lines;
+    let deadline = Instant::now() + Duration::from_millis(20 + seed % max_millis);
+    let mut acknowledged = Vec::new();
+    while (acknowledged.len() as u64) < target && Instant::now() < deadline {
+        if let Ok(line) = receiver.recv_timeout(Duration::from_millis(5)) {
+            acknowledged.push(line);
+        }
+    }
+    kill_and_wait(child.id());
+    let status = child.wait().expect("wait for the writer");
+    reader.join().expect("the reader thread");
+    acknowledged.extend(receiver.try_iter());
+    if status.success() {
+        let mut stderr = String::new();
+        std::io::Read::read_to_string(&mut child.stderr.take().expect("piped stderr"), &mut stderr)
+            .expect("read stderr");
+        panic!("{command:?} exited on its own: {stderr}");
+    }
+    acknowledged
+}
