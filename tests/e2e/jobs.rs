@@ -13,7 +13,7 @@ use agent_lsp::session::event::EventBody;
 use agent_lsp::session::store::Store;
 use agent_tests::editor::Editor;
 use agent_tests::model_endpoint::{ChatRequest, EndpointConfig, ModelEndpoint, ModelTurn, Reply};
-use agent_tests::processes::kill_and_wait;
+use agent_tests::processes::{alive, kill_and_wait, live_processes};
 use serde_json::json;
 
 /// A workspace (its canonical path: jobs run there, and their processes are found by it), a
@@ -70,39 +70,6 @@ fn call(name: &str, arguments: serde_json::Value) -> Reply {
         .reasoning("Next.")
         .tool_call(name, arguments.to_string())
         .into()
-}
-
-/// Live processes (zombies aside) whose command line is `argv` and whose working directory is
-/// `cwd`, wherever they are in the process tree.
-fn live(argv: &[&str], cwd: &Path) -> Vec<u32> {
-    let wanted = argv
-        .iter()
-        .map(|arg| format!("{arg}\0"))
-        .collect::<String>();
-    std::fs::read_dir("/proc")
-        .unwrap()
-        .filter_map(Result::ok)
-        .filter_map(|entry| entry.file_name().to_str()?.parse::<u32>().ok())
-        .filter(|pid| {
-            let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
-            cmdline == wanted.as_bytes()
-                && alive(*pid)
-                && std::fs::read_link(format!("/proc/{pid}/cwd"))
-                    .ok()
-                    .as_deref()
-                    == Some(cwd)
-        })
-        .collect()
-}
-
-/// Whether `pid` is a process that has not exited (a zombie has).
-fn alive(pid: u32) -> bool {
-    std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|stat| {
-        let state = stat
-            .rsplit_once(')')
-            .map_or("", |(_, rest)| rest.trim_start());
-        !state.starts_with('Z') && !state.starts_with('X')
-    })
 }
 
 /// Wait until `done` holds, for at most 20 s.
@@ -270,7 +237,9 @@ fn job_kill_leaves_no_process_of_a_job_that_started_grandchildren() {
         let (agent, before, root) = (agent.clone(), before.clone(), fixture.root.clone());
         endpoint.push(Reply::from_fn(move |_| {
             eventually("the job's processes run", || {
-                sleeps.iter().all(|argv| live(argv, &root).len() == 1)
+                sleeps
+                    .iter()
+                    .all(|argv| live_processes(argv, &root).len() == 1)
             });
             let agent = agent.load(Ordering::SeqCst);
             *before.lock().unwrap() = ["sleep 4001", "sleep 4002", "sleep 4003"]
@@ -286,7 +255,7 @@ fn job_kill_leaves_no_process_of_a_job_that_started_grandchildren() {
             see(&seen, request);
             *after.lock().unwrap() = sleeps
                 .iter()
-                .flat_map(|argv| live(argv, &root))
+                .flat_map(|argv| live_processes(argv, &root))
                 .collect::<Vec<_>>();
             ModelTurn::new()
                 .reasoning("Done.")
@@ -330,7 +299,7 @@ fn a_job_still_running_when_run_ends_is_killed() {
         let (agent, descendant, root) = (agent.clone(), descendant.clone(), fixture.root.clone());
         endpoint.push(Reply::from_fn(move |_| {
             eventually("the job runs", || {
-                live(&["sleep", "4004"], &root).len() == 1
+                live_processes(&["sleep", "4004"], &root).len() == 1
             });
             *descendant.lock().unwrap() = Some(descendants_running_exactly(
                 agent.load(Ordering::SeqCst),
@@ -354,7 +323,7 @@ fn a_job_still_running_when_run_ends_is_killed() {
         !alive(pid),
         "the job's sleep {pid} outlived `agent-lsp run`"
     );
-    assert!(live(&["sleep", "4004"], &fixture.root).is_empty());
+    assert!(live_processes(&["sleep", "4004"], &fixture.root).is_empty());
     // Its spool went with it.
     let spools = fixture.state.path().join("workspaces");
     let left = walk(&spools)
@@ -395,7 +364,7 @@ fn a_sigkilled_agent_lsp_leaves_no_job_behind() {
     let _ = child.wait();
     // The watchdog sees agent-lsp go and kills the job's group.
     eventually("the job's sleep is killed", || !alive(pid));
-    assert!(live(&["sleep", "4005"], &fixture.root).is_empty());
+    assert!(live_processes(&["sleep", "4005"], &fixture.root).is_empty());
 }
 
 #[test]
@@ -438,7 +407,7 @@ fn tool_runs_and_serve_kill_their_jobs_when_they_end_and_readonly_starts_none() 
     );
     // The process may end before the job got as far as writing its pid: whatever it started
     // is gone once `tool` has returned.
-    assert!(live(&["sleep", "4007"], &fixture.root).is_empty());
+    assert!(live_processes(&["sleep", "4007"], &fixture.root).is_empty());
 
     // `serve`: the job ends when the editor shuts the server down.
     let mut editor = Editor::start(fixture.command(&["serve"]));

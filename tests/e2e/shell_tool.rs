@@ -2,38 +2,9 @@
 //! leaves no process behind, not even one that left its process group with `setsid` or a
 //! double fork.
 
-use std::path::Path;
 use std::time::Duration;
 
-/// Live processes (zombies aside) whose command line is `argv` and whose working directory is
-/// `cwd`.
-fn live_processes(argv: &[&str], cwd: &Path) -> Vec<i32> {
-    let wanted = argv
-        .iter()
-        .map(|arg| format!("{arg}\0"))
-        .collect::<String>();
-    std::fs::read_dir("/proc")
-        .unwrap()
-        .filter_map(Result::ok)
-        .filter_map(|entry| entry.file_name().to_str()?.parse::<i32>().ok())
-        .filter(|pid| {
-            let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
-            let state = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
-            let zombie = state
-                .rsplit(')')
-                .next()
-                .unwrap_or_default()
-                .trim_start()
-                .starts_with('Z');
-            cmdline == wanted.as_bytes()
-                && !zombie
-                && std::fs::read_link(format!("/proc/{pid}/cwd"))
-                    .ok()
-                    .as_deref()
-                    == Some(cwd)
-        })
-        .collect()
-}
+use agent_tests::processes::live_processes;
 
 #[test]
 fn a_timed_out_command_leaves_no_process_even_after_setsid_or_a_double_fork() {

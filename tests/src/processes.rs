@@ -29,6 +29,40 @@ pub fn descendants_running(pid: u32, needle: &str) -> Vec<u32> {
         .collect()
 }
 
+/// Live processes anywhere in the process tree whose command line is exactly `argv` and whose
+/// working directory is `cwd`: the ones a test's commands started in its own temporary folder,
+/// also after a `setsid` or a double fork took them out of the test's descendants.
+pub fn live_processes(argv: &[&str], cwd: &std::path::Path) -> Vec<u32> {
+    let wanted = argv
+        .iter()
+        .map(|arg| format!("{arg}\0"))
+        .collect::<String>();
+    std::fs::read_dir("/proc")
+        .expect("read /proc")
+        .filter_map(Result::ok)
+        .filter_map(|entry| entry.file_name().to_str()?.parse::<u32>().ok())
+        .filter(|pid| {
+            let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
+            cmdline == wanted.as_bytes()
+                && alive(*pid)
+                && std::fs::read_link(format!("/proc/{pid}/cwd"))
+                    .ok()
+                    .as_deref()
+                    == Some(cwd)
+        })
+        .collect()
+}
+
+/// Whether `pid` is a process that has not exited (a zombie has).
+pub fn alive(pid: u32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|stat| {
+        let state = stat
+            .rsplit_once(')')
+            .map_or("", |(_, rest)| rest.trim_start());
+        !state.starts_with('Z') && !state.starts_with('X')
+    })
+}
+
 fn children(pid: u32) -> Vec<u32> {
     let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
         return Vec::new();
