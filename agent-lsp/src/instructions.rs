@@ -29,9 +29,10 @@ use crate::canonical::sha256_hex;
 use crate::context::runtime::RuntimeContextProjection;
 use crate::context::system_prompt::SystemPrompt;
 use crate::plugin::registry::{InvalidSetting, Parts, PluginHost, PluginSettings};
+use crate::plugin::state as plugin_state;
 use crate::plugin::{Plugin, RuntimeContribution};
-use crate::session::event::{EventBody, PluginState};
-use crate::session::{History, NewEvent, Session};
+use crate::session::event::EventBody;
+use crate::session::{History, Session};
 use crate::workspace::Workspace;
 
 /// The plugin's name, in presets and in `plugin/state` events.
@@ -298,14 +299,7 @@ impl Plugin for ProjectInstructions {
             let state = State {
                 files: self.read_top_level(),
             };
-            session.append(NewEvent::new(
-                turn,
-                0,
-                EventBody::PluginState(PluginState {
-                    plugin: PLUGIN.to_owned(),
-                    data: serde_json::to_value(&state)?,
-                }),
-            ))?;
+            plugin_state::record(session, turn, PLUGIN, serde_json::to_value(&state)?)?;
             self.recorded = state.files;
         }
         for file in &self.recorded {
@@ -398,12 +392,8 @@ fn contribution(source: String, path: &str, digest: &str, body: String) -> Runti
 
 /// What the session recorded when its system prompt was first built.
 fn recorded_state(history: &History) -> Option<State> {
-    history.events().iter().find_map(|event| match &event.body {
-        EventBody::PluginState(state) if state.plugin == PLUGIN => {
-            serde_json::from_value(state.data.clone()).ok()
-        }
-        _ => None,
-    })
+    let (_, data) = plugin_state::records(history, PLUGIN).next()?;
+    serde_json::from_value(data.clone()).ok()
 }
 
 /// A file's text, at most `max_bytes` of it (cut at a character boundary, with a note), or

@@ -29,8 +29,8 @@ use serde_json::{Value, json};
 use crate::plugin::outcomes::ToolCallOutcome;
 use crate::plugin::registry::{Parts, PluginHost, PluginSettings};
 use crate::plugin::{Plugin, RuntimeContribution};
-use crate::session::event::{EventBody, PluginState};
-use crate::session::{History, NewEvent, Session};
+use crate::session::event::EventBody;
+use crate::session::{History, Session};
 
 /// The plugin's name: its `[plugins.plans]` table, its runtime-context source and its
 /// `plugin/state` records.
@@ -272,16 +272,8 @@ pub fn check_goal(text: &str) -> Result<&str, String> {
 pub fn set_goal(session: &mut Session, text: &str, by: &str) -> anyhow::Result<Goal> {
     let text = check_goal(text).map_err(anyhow::Error::msg)?.to_owned();
     let turn = session.history().next_turn().saturating_sub(1);
-    let seq = session
-        .append(NewEvent::new(
-            turn,
-            0,
-            EventBody::PluginState(PluginState {
-                plugin: PLUGIN.into(),
-                data: json!({ "goal": text, "by": by }),
-            }),
-        ))?
-        .seq;
+    let seq =
+        crate::plugin::state::record(session, turn, PLUGIN, json!({ "goal": text, "by": by }))?;
     session.flush()?;
     Ok(Goal {
         text,

@@ -9,6 +9,7 @@
 pub mod compaction_seam;
 pub mod outcomes;
 pub mod registry;
+pub mod state;
 pub mod tool;
 
 use std::collections::BTreeMap;

@@ -20,9 +20,9 @@ use crate::canonical::sha256_hex;
 use crate::context::system_prompt::SystemPrompt;
 use crate::plugin::Plugin;
 use crate::plugin::registry::{InvalidSetting, Parts, PluginHost, PluginSettings};
+use crate::plugin::state as plugin_state;
 use crate::preset::Preset;
-use crate::session::event::{EventBody, PluginState};
-use crate::session::{NewEvent, Session};
+use crate::session::Session;
 
 /// The plugin's name, in presets and in its `plugin/state` events.
 pub const NAME: &str = "memory";
@@ -147,14 +147,9 @@ impl MemoryPlugin {
 
     /// The section of `session`: from its `plugin/state` event, or read now and recorded.
     fn section_of(&self, session: &mut Session, turn: u32) -> anyhow::Result<Option<String>> {
-        let recorded = session
-            .history()
-            .events()
-            .iter()
-            .find_map(|event| match &event.body {
-                EventBody::PluginState(state) if state.plugin == NAME => Some(state.data.clone()),
-                _ => None,
-            });
+        let recorded = plugin_state::records(session.history(), NAME)
+            .next()
+            .map(|(_, data)| data.clone());
         if let Some(data) = recorded {
             let recorded: RecordedMemories = serde_json::from_value(data).with_context(|| {
                 format!(
@@ -171,14 +166,7 @@ impl MemoryPlugin {
             memories,
             section,
         };
-        session.append(NewEvent::new(
-            turn,
-            0,
-            EventBody::PluginState(PluginState {
-                plugin: NAME.to_owned(),
-                data: serde_json::to_value(&recorded)?,
-            }),
-        ))?;
+        plugin_state::record(session, turn, NAME, serde_json::to_value(&recorded)?)?;
         Ok(recorded.section)
     }
 }
@@ -256,12 +244,7 @@ mod tests {
     }
 
     fn states(session: &Session) -> usize {
-        session
-            .history()
-            .events()
-            .iter()
-            .filter(|event| matches!(&event.body, EventBody::PluginState(state) if state.plugin == NAME))
-            .count()
+        plugin_state::records(session.history(), NAME).count()
     }
 
     #[test]
@@ -300,15 +283,10 @@ mod tests {
         assert_eq!(system(&mut fresh, &mut resumed, 3), first);
         assert_eq!(states(&resumed), 1, "recorded once");
 
-        let recorded = resumed
-            .history()
-            .events()
-            .iter()
-            .find_map(|event| match &event.body {
-                EventBody::PluginState(state) => Some(state.data.clone()),
-                _ => None,
-            })
+        let (_, recorded) = plugin_state::records(resumed.history(), NAME)
+            .next()
             .unwrap();
+        let recorded = recorded.clone();
         let recorded: RecordedMemories = serde_json::from_value(recorded).unwrap();
         assert_eq!(recorded.memories.len(), 1);
         assert_eq!(recorded.memories[0].provenance, from);

@@ -3,6 +3,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::*;
 use crate::context::runtime::RuntimeContextProjection;
+use crate::session::NewEvent;
 use crate::session::event::{SessionHeader, UserMessage};
 use crate::session::log::Durability;
 use crate::tools::{ToolRegistry, ToolRuntime};
