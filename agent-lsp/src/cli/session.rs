@@ -119,6 +119,21 @@ pub fn run(store: &Store, command: SessionCommand) -> anyhow::Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
+/// Open the session `query` for appending, with the preset it keeps (the text its header
+/// recorded).
+fn open_with_preset(
+    store: &Store,
+    query: &str,
+) -> anyhow::Result<(crate::session::Session, crate::preset::Preset)> {
+    let session = store.open(query, crate::session::log::Durability::Sync)?;
+    let header = session
+        .history()
+        .header()
+        .context("the session has no header")?;
+    let preset = crate::preset::Preset::of_session(header)?;
+    Ok((session, preset))
+}
+
 /// `agent-lsp session compact`: see [`crate::compaction::compact_session`].
 fn compact(
     store: &Store,
@@ -131,17 +146,9 @@ fn compact(
     use crate::compaction::summary::{Summarizer, TemplateSummarizer};
     use crate::compaction::{compact_session, describe_outcome};
     use crate::llm::provider::{Provider, ProviderConfig};
-    use crate::preset::Preset;
 
     let config = crate::config::Config::load()?;
-    let id = store.resolve(query)?;
-    let mut session = store.open(&id, crate::session::log::Durability::Sync)?;
-    let header = session
-        .history()
-        .header()
-        .context("the session has no header")?
-        .clone();
-    let preset = Preset::of_session(&header)?;
+    let (mut session, preset) = open_with_preset(store, query)?;
     let provider_config =
         super::run::provider_config(&config, model, preset.file.model.name.as_deref())?;
     let provider = match provider_config {

@@ -3,8 +3,6 @@
 
 use std::io::Write;
 
-use anyhow::Context;
-
 use super::preview;
 use crate::session::History;
 use crate::session::store::Store;
@@ -54,14 +52,7 @@ pub(super) fn goal(
         }
         return Ok(());
     };
-    let id = store.resolve(query)?;
-    let mut session = store.open(&id, crate::session::log::Durability::Sync)?;
-    let header = session
-        .history()
-        .header()
-        .context("the session has no header")?
-        .clone();
-    let preset = crate::preset::Preset::of_session(&header)?;
+    let (mut session, preset) = super::open_with_preset(store, query)?;
     let enabled = preset
         .plugin_settings::<crate::plans::PlansSettings>(crate::plans::PLUGIN)?
         .is_some_and(|settings| settings.enabled);
