@@ -8,6 +8,7 @@ pub mod environment;
 use std::path::Path;
 use std::sync::Arc;
 
+use crate::activity::Activity;
 use crate::compaction::pruner::ToolResultPruner;
 use crate::compaction::{CompactionPlugin, CompactionSettings, PrunerSettings};
 use crate::context_editor::rules::{ContextRulesPlugin, ContextRulesSettings};
@@ -68,14 +69,21 @@ pub fn check_preset(preset: &Preset) -> anyhow::Result<()> {
 }
 
 /// What the host offers the plugins of `preset` in the workspace of `store`: the workspace's
-/// state directory and the model, if one is configured.
-pub fn host(store: &Store, preset: &Preset, provider: Option<Provider>) -> PluginHost {
+/// state directory, the model if one is configured, and the board its jobs and sub-agents post
+/// into.
+pub fn host(
+    store: &Store,
+    preset: &Preset,
+    provider: Option<Provider>,
+    activity: Arc<Activity>,
+) -> PluginHost {
     PluginHost {
         workspace: store.workspace().to_owned(),
         state_dir: Some(store.workspace_dir().to_owned()),
         preset: preset.name.clone(),
         context_window: preset.file.model.context_window,
         provider,
+        activity,
     }
 }
 
@@ -152,6 +160,7 @@ pub fn parse_preset(
         preset: preset.name.clone(),
         context_window: preset.file.model.context_window,
         provider: None,
+        activity: Default::default(),
     };
     let assembly = assemble(&preset, &host)?;
     let bridge = lsp_bridge::Bridge::new(lsp_bridge::BridgeConfig::builtin(), Vec::new());
@@ -192,6 +201,7 @@ mod tests {
                 preset: preset.name.clone(),
                 context_window: preset.file.model.context_window,
                 provider: None,
+                activity: Default::default(),
             };
             let assembly = assemble(&preset, &host).unwrap();
             let plugins = assembly
@@ -303,6 +313,7 @@ mod tests {
             preset: preset.name.clone(),
             context_window: preset.file.model.context_window,
             provider: None,
+            activity: Default::default(),
         };
         let plugin_tools = assemble(&preset, &host).unwrap().tools;
         let mut names: Vec<String> = ToolRegistry::standard()

@@ -16,6 +16,7 @@
 //! - [`tokens`]: the token meter;
 //! - [`trajectory`]: a session exported as cells, as JSON or a self-contained HTML page;
 //! - [`instructions`]: the project's and the user's `AGENTS.md` as prompt sections;
+//! - [`activity`]: the live board of running jobs and sub-agents, for the editor's views;
 //! - [`jobs`]: background jobs (`shell` with `background`, `job_output`, `job_kill`,
 //!   `job_list`) and the notice of their end;
 //! - [`preset`]: named assemblies of model settings, tools, permissions and plugins;
@@ -24,6 +25,7 @@
 //! - [`canonical`]: byte-stable JSON and digests;
 //! - [`logging`]: tracing to stderr, never stdout.
 
+pub mod activity;
 pub mod agent;
 pub mod canonical;
 pub mod cli;

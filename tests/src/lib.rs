@@ -132,8 +132,6 @@ fn copy_tree(from: &std::path::Path, to: &std::path::Path) {
     }
 }
 
-/// The built-in language servers, with each command that is not on `PATH` looked up in
-/// `.ci/tools` instead, so in-process tests need no `PATH` changes.
 /// What the host offers the plugins of `preset` in `workspace`, with no state directory.
 pub fn plugin_host(
     preset: &agent_lsp::preset::Preset,
@@ -146,6 +144,7 @@ pub fn plugin_host(
         preset: preset.name.clone(),
         context_window: preset.file.model.context_window,
         provider,
+        activity: Default::default(),
     }
 }
 
@@ -160,6 +159,8 @@ pub fn plugin_tools(
         .tools
 }
 
+/// The built-in language servers, with each command that is not on `PATH` looked up in
+/// `.ci/tools` instead, so in-process tests need no `PATH` changes.
 pub fn bridge_config() -> lsp_bridge::BridgeConfig {
     let mut config = lsp_bridge::BridgeConfig::builtin();
     for server in &mut config.servers {

@@ -272,8 +272,11 @@ pub fn standard_runtime(
     config: &Config,
     provider: Option<Provider>,
 ) -> anyhow::Result<Standard> {
-    let assembly =
-        crate::harness::assemble(preset, &crate::harness::host(store, preset, provider))?;
+    let activity = Arc::new(crate::activity::Activity::default());
+    let assembly = crate::harness::assemble(
+        preset,
+        &crate::harness::host(store, preset, provider, activity),
+    )?;
     let (runtime, bridge) = crate::harness::runtime_for(
         store.workspace(),
         preset,

@@ -34,6 +34,7 @@ impl Fixture {
             preset: "test".into(),
             context_window: 100_000,
             provider: None,
+            activity: Default::default(),
         };
         let parts = JobsPlugin::parts(settings, &host).unwrap();
         Fixture {

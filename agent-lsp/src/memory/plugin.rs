@@ -226,6 +226,7 @@ mod tests {
             preset: "standard".into(),
             context_window: 1000,
             provider: None,
+            activity: Default::default(),
         };
         let parts = MemoryPlugin::parts(settings.clone(), &host).unwrap();
         assert_eq!(parts.plugin.unwrap().name(), NAME);

@@ -20,6 +20,7 @@ use serde::de::DeserializeOwned;
 
 use super::Plugin;
 use super::tool::Tool;
+use crate::activity::Activity;
 use crate::llm::provider::Provider;
 
 /// A `[plugins.NAME]` table of a preset, with the lines its keys are on.
@@ -74,6 +75,8 @@ pub struct PluginHost {
     /// The model, when one is configured (a summarizer calls it); without one no turn runs,
     /// but the tools are still listed and can be run by hand.
     pub provider: Option<Provider>,
+    /// The live board of the host's running jobs and sub-agents (the editor shows it).
+    pub activity: Arc<Activity>,
 }
 
 /// What one registry entry contributes: a plugin, the tools it brings, or both.
@@ -283,6 +286,7 @@ mod tests {
             preset: "p".into(),
             context_window: 1000,
             provider: None,
+            activity: Default::default(),
         }
     }
 

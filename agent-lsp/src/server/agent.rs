@@ -61,6 +61,9 @@ pub(crate) struct Host {
     provider: Mutex<Option<Provider>>,
     /// The id of the current session, readable while a turn holds the state.
     session_id: Mutex<Option<String>>,
+    /// The jobs and sub-agents running beside the turn, shown in `agent.status` and
+    /// `$/progress`; one board for the connection, whichever session posts into it.
+    pub(crate) activity: Arc<crate::activity::Activity>,
 }
 
 /// The session and what runs in it; made on first use.
@@ -301,7 +304,7 @@ impl Host {
         let store = self.store()?;
         let assembly = crate::harness::assemble(
             &preset,
-            &crate::harness::host(&store, &preset, provider.clone()),
+            &crate::harness::host(&store, &preset, provider.clone(), self.activity.clone()),
         )
         .map_err(internal)?;
         let tools = crate::harness::runtime_with(
