@@ -23,6 +23,7 @@ use crate::plugin::tool::Tool;
 use crate::preset::Preset;
 use crate::preset::authoring::{self, PresetAuthoringSettings};
 use crate::session::store::Store;
+use crate::subagents::{self, SubagentsSettings};
 use crate::tools::{PermissionPolicy, ToolRegistry, ToolRuntime, lsp, web};
 use crate::workspace::Workspace;
 use environment::{Environment, EnvironmentSettings};
@@ -30,8 +31,8 @@ use environment::{Environment, EnvironmentSettings};
 /// Every plugin a preset can name, in the order they handle events: the environment first (its
 /// runtime context is injected before the other pre-step plugins edit the surface), the project
 /// instructions, the plan, then the pruner, the context rules, preset authoring (which only adds
-/// a section and a tool), memory (its prompt section and tool) and the jobs (the ends of
-/// background jobs). Compaction runs before all of them, first thing in each step.
+/// a section and a tool), memory (its prompt section and tool), the jobs (the ends of
+/// background jobs) and the sub-agents (the `task` tool). Compaction runs before all of them, first thing in each step.
 pub fn registry() -> PluginRegistry {
     let mut registry = PluginRegistry::new();
     registry
@@ -43,7 +44,8 @@ pub fn registry() -> PluginRegistry {
         .register::<ContextRulesSettings>("context_rules", ContextRulesPlugin::parts)
         .register::<PresetAuthoringSettings>("preset_authoring", preset_authoring)
         .register::<MemorySettings>(memory::plugin::NAME, MemoryPlugin::parts)
-        .register::<JobsSettings>(jobs::PLUGIN, JobsPlugin::parts);
+        .register::<JobsSettings>(jobs::PLUGIN, JobsPlugin::parts)
+        .register::<SubagentsSettings>(subagents::PLUGIN, SubagentsSettings::parts);
     registry
 }
 
@@ -84,6 +86,7 @@ pub fn host(
         context_window: preset.file.model.context_window,
         provider,
         activity,
+        subagents: None,
     }
 }
 
@@ -161,6 +164,7 @@ pub fn parse_preset(
         context_window: preset.file.model.context_window,
         provider: None,
         activity: Default::default(),
+        subagents: None,
     };
     let assembly = assemble(&preset, &host)?;
     let bridge = lsp_bridge::Bridge::new(lsp_bridge::BridgeConfig::builtin(), Vec::new());
@@ -202,6 +206,7 @@ mod tests {
                 context_window: preset.file.model.context_window,
                 provider: None,
                 activity: Default::default(),
+                subagents: None,
             };
             let assembly = assemble(&preset, &host).unwrap();
             let plugins = assembly
@@ -219,6 +224,17 @@ mod tests {
                 "creative" => {
                     assert_eq!(plugins, ["runtime_context", "preset_authoring"]);
                     assert_eq!(tools, ["preset_write"]);
+                }
+                "explore" => {
+                    assert_eq!(
+                        plugins,
+                        [
+                            "runtime_context",
+                            "project_instructions",
+                            "tool_result_pruner"
+                        ]
+                    );
+                    assert_eq!(tools, ["recall_history"]);
                 }
                 // Without a model there is no compaction engine, and without a state directory
                 // no memory section, but their tools are there.
@@ -243,7 +259,8 @@ mod tests {
                             "shell",
                             "job_output",
                             "job_kill",
-                            "job_list"
+                            "job_list",
+                            "task"
                         ]
                     );
                 }
@@ -314,6 +331,7 @@ mod tests {
             context_window: preset.file.model.context_window,
             provider: None,
             activity: Default::default(),
+            subagents: None,
         };
         let plugin_tools = assemble(&preset, &host).unwrap().tools;
         let mut names: Vec<String> = ToolRegistry::standard()

@@ -19,6 +19,9 @@
 //! - [`activity`]: the live board of running jobs and sub-agents, for the editor's views;
 //! - [`jobs`]: background jobs (`shell` with `background`, `job_output`, `job_kill`,
 //!   `job_list`) and the notice of their end;
+//! - [`subagents`]: the `task` tool: sub-agents in sessions of their own, with budgets;
+//! - [`launch`]: the one place a preset becomes a running agent, for `run`, `serve` and
+//!   sub-agents;
 //! - [`preset`]: named assemblies of model settings, tools, permissions and plugins;
 //! - [`server`]: `agent-lsp serve`, the editor-facing server brokering the child servers;
 //! - [`cli`]: the terminal commands, and [`config`]: the user's configuration file;
@@ -36,6 +39,7 @@ pub mod context_editor;
 pub mod harness;
 pub mod instructions;
 pub mod jobs;
+pub mod launch;
 pub mod llm;
 pub mod logging;
 pub mod memory;
@@ -45,6 +49,7 @@ pub mod plugin;
 pub mod preset;
 pub mod server;
 pub mod session;
+pub mod subagents;
 pub mod tokens;
 pub mod tools;
 pub mod trajectory;

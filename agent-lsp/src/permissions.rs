@@ -83,3 +83,63 @@ impl PermissionPolicy {
         self.tools.get(tool).copied().unwrap_or(self.default)
     }
 }
+
+/// A `[permissions]` table no looser than `parent`'s for any of `tools`: each entry the
+/// stricter of the two. A sub-agent's preset is named by the model (and may come from the
+/// workspace), so what it may do without asking is bounded by what its parent may.
+pub fn at_most(
+    table: &BTreeMap<String, Permission>,
+    parent: &BTreeMap<String, Permission>,
+    tools: &[String],
+) -> BTreeMap<String, Permission> {
+    let (own, theirs) = (
+        PermissionPolicy::from_table(table),
+        PermissionPolicy::from_table(parent),
+    );
+    let mut narrowed = BTreeMap::from([
+        ("default".to_owned(), own.default.max(theirs.default)),
+        (
+            "protected_paths".to_owned(),
+            own.protected_paths.max(theirs.protected_paths),
+        ),
+    ]);
+    for tool in tools {
+        narrowed.insert(
+            tool.clone(),
+            own.permission(tool).max(theirs.permission(tool)),
+        );
+    }
+    narrowed
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_child_table_is_never_looser_than_its_parents() {
+        let table = |entries: &[(&str, Permission)]| {
+            entries
+                .iter()
+                .map(|(key, permission)| ((*key).to_owned(), *permission))
+                .collect::<BTreeMap<_, _>>()
+        };
+        let child = table(&[("default", Permission::Allow), ("shell", Permission::Allow)]);
+        let parent = table(&[
+            ("default", Permission::Allow),
+            ("shell", Permission::Ask),
+            ("write", Permission::Deny),
+            ("protected_paths", Permission::Deny),
+        ]);
+        let tools = ["shell", "write", "read"].map(str::to_owned);
+        let policy = PermissionPolicy::from_table(&at_most(&child, &parent, &tools));
+        assert_eq!(policy.permission("shell"), Permission::Ask);
+        assert_eq!(policy.permission("write"), Permission::Deny);
+        assert_eq!(policy.permission("read"), Permission::Allow);
+        assert_eq!(policy.protected_paths, Permission::Deny);
+        // A stricter child stays as strict.
+        let strict = table(&[("default", Permission::Deny)]);
+        let policy = PermissionPolicy::from_table(&at_most(&strict, &parent, &tools));
+        assert_eq!(policy.permission("read"), Permission::Deny);
+    }
+}

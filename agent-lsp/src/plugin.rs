@@ -1,5 +1,5 @@
 //! The plugin layer: the loop's events, the [`Plugin`] trait that subscribes to them and
-//! contributes to the system prompt and the runtime context, the seams for tools and compaction,
+//! contributes to the system prompt and the runtime context, the seams for tools, compaction and sub-agents,
 //! and the [`registry`] that turns a preset's `[plugins.NAME]` tables into plugins. It sits below
 //! the loop and below everything that plugs into it (compaction, the tool-result pruner, the
 //! context rules, the runtime context, project instructions, memory, plans), so those import it
@@ -9,6 +9,7 @@
 pub mod compaction_seam;
 pub mod outcomes;
 pub mod registry;
+pub mod spawn;
 pub mod state;
 pub mod tool;
 

@@ -26,8 +26,9 @@ use crate::plugin::registry::{PluginSettings, PluginTable};
 pub use catalog::PresetDirs;
 
 /// `(name, text)` of every built-in preset.
-pub const BUILTIN: [(&str, &str); 4] = [
+pub const BUILTIN: [(&str, &str); 5] = [
     ("creative", include_str!("../../presets/creative.toml")),
+    ("explore", include_str!("../../presets/explore.toml")),
     ("minimal", include_str!("../../presets/minimal.toml")),
     ("readonly", include_str!("../../presets/readonly.toml")),
     ("standard", include_str!("../../presets/standard.toml")),
@@ -326,7 +327,7 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(
-            err.contains("creative, minimal, readonly, standard"),
+            err.contains("creative, explore, minimal, readonly, standard"),
             "{err}"
         );
     }

@@ -17,8 +17,11 @@
 //!   (`truncated`, `original_len`, `source`, `duration_ms`, `is_error`, …).
 //!
 //! Scheduling: the calls of one step run in batches, in call order. Consecutive read-only calls
-//! form one batch and run concurrently; a mutating call runs alone. So a `read` that follows a
+//! form one batch and run concurrently; so do consecutive `task` calls (each sub-agent works in
+//! a session of its own); any other mutating call runs alone. So a `read` that follows a
 //! `write` in the same step sees the write, and independent reads do not wait for each other.
+//! While a batch runs, the log-only events its calls record ([`EventSink`]) are appended as
+//! they come.
 
 pub mod buffers;
 pub mod edit;
@@ -49,7 +52,7 @@ use crate::canonical::canonical_json;
 use crate::llm::ToolDef;
 pub use crate::permissions::{POLICY_KEYS, Permission, PermissionPolicy};
 pub use crate::plugin::outcomes::{ToolCallOutcome, ToolOutput};
-pub use crate::plugin::tool::{Tool, ToolContext};
+pub use crate::plugin::tool::{EventSink, Tool, ToolContext};
 use crate::session::event::{AssistantMessage, EventBody, ToolCallEvent, ToolCallRef, ToolResult};
 use crate::session::{NewEvent, Session};
 use crate::workspace::Workspace;
@@ -74,12 +77,34 @@ where
     }
 }
 
+/// Where the batch that starts at `index` ends: consecutive read-only calls run together, and
+/// so do consecutive calls of one tool that [`Tool::runs_beside_itself`]; any other call runs
+/// alone.
+fn batch_end(prepared: &[Prepared], calls: &[ToolCallRef], index: usize) -> usize {
+    let joins = |first: &Arc<dyn Tool>, other: &Prepared, name: &str| match other {
+        Prepared::Run { tool, .. } if first.read_only() => tool.read_only(),
+        Prepared::Run { tool, .. } if first.runs_beside_itself() => {
+            tool.runs_beside_itself() && name == calls[index].name
+        }
+        _ => false,
+    };
+    let Prepared::Run { tool: first, .. } = &prepared[index] else {
+        return index + 1;
+    };
+    let mut end = index + 1;
+    while end < calls.len() && joins(first, &prepared[end], &calls[end].name) {
+        end += 1;
+    }
+    end
+}
+
 /// The session a call runs in, as its [`ToolContext`] names it.
 #[derive(Clone, Copy)]
 struct CallSession<'a> {
     path: &'a Path,
     id: &'a str,
     call_seq: u64,
+    events: &'a EventSink,
 }
 
 #[derive(Clone)]
@@ -445,22 +470,13 @@ impl ToolRuntime {
 
         let session_path = session.path().to_owned();
         let session_id = session.id().to_owned();
+        let (sink, mut recorded) = EventSink::channel();
         let mut outputs: Vec<Option<(ToolOutput, Duration)>> = vec![None; calls.len()];
         let mut index = 0;
         while index < calls.len() {
-            let batch_end = match &prepared[index] {
-                Prepared::Run { tool, .. } if tool.read_only() => {
-                    let mut end = index + 1;
-                    while end < calls.len()
-                        && matches!(&prepared[end], Prepared::Run { tool, .. } if tool.read_only())
-                    {
-                        end += 1;
-                    }
-                    end
-                }
-                _ => index + 1,
-            };
+            let batch_end = batch_end(&prepared, calls, index);
             let (session_path, session_id, call_seqs) = (&session_path, &session_id, &call_seqs);
+            let sink = &sink;
             let runs = (index..batch_end).map(|i| {
                 let call = &calls[i];
                 let prepared = std::mem::replace(
@@ -475,13 +491,28 @@ impl ToolRuntime {
                                 path: session_path,
                                 id: session_id,
                                 call_seq: call_seqs[i],
+                                events: sink,
                             };
                             self.run_guarded(call, tool, args, cancel, session).await
                         }
                     }
                 }
             });
-            for (offset, result) in join_all(runs).await.into_iter().enumerate() {
+            // What the calls record while they run is appended as it comes.
+            let mut batch = std::pin::pin!(join_all(runs));
+            let results = loop {
+                tokio::select! {
+                    biased;
+                    Some(body) = recorded.recv() => {
+                        session.append(NewEvent::new(turn, step, body))?;
+                    }
+                    results = &mut batch => break results,
+                }
+            };
+            while let Ok(body) = recorded.try_recv() {
+                session.append(NewEvent::new(turn, step, body))?;
+            }
+            for (offset, result) in results.into_iter().enumerate() {
                 outputs[index + offset] = Some(result);
             }
             index = batch_end;
@@ -610,6 +641,7 @@ impl ToolRuntime {
             session_id: Some(session.id.to_owned()),
             call_seq: Some(session.call_seq),
             buffers: self.buffers.clone(),
+            events: Some(session.events.clone()),
         };
         let read_only = tool.read_only();
         let started = Instant::now();

@@ -10,9 +10,10 @@
 //! - `compacted`: compaction checkpoints, folds, and pruned or folded tool results;
 //! - `message`: the model's answers (text, reasoning, the request's figures) and failed requests;
 //! - `tool`: one tool call of a model step with its result;
-//! - `subtool`: a tool run outside a model step (by the programmer through `agent-lsp tool` or
-//!   the editor's `agent.tool`); this agent has no sub-agents yet, so these are the only calls
-//!   nested under no model message.
+//! - `subtool`: a call nested under something other than one of this session's model messages:
+//!   a sub-agent's calls, under the parent's `task` cell (its `subagent`, with the child's
+//!   figures and outcome, read from the child's own log), and a tool run outside a model step
+//!   (by the programmer through `agent-lsp tool` or the editor's `agent.tool`).
 //!
 //! A `todo` call's cell also carries the plan it recorded (`plan`), a goal that was set (in the
 //! editor or with `agent-lsp session goal`) is a `user` cell, and the trajectory's own `plan` is the session's goal and current plan, so a
@@ -29,7 +30,7 @@ use serde_json::Value;
 
 use crate::plans::Plan;
 use crate::session::History;
-use crate::session::event::EventBody;
+use crate::session::event::{EventBody, SubagentEnd, SubagentStart};
 
 /// One cell of a trajectory.
 #[derive(Clone, Debug, PartialEq, Serialize)]
@@ -59,6 +60,21 @@ pub struct Cell {
     /// The plan a successful `todo` call recorded, on its tool cell.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub plan: Option<Plan>,
+    /// The sub-agent a `task` call ran, on its tool cell.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub subagent: Option<Box<SubagentCell>>,
+}
+
+/// A sub-agent under its parent's `task` cell: how it ran, and its calls as `subtool` cells
+/// (each with the raw arguments and the result its model saw; a grandchild nests the same way).
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct SubagentCell {
+    pub start: SubagentStart,
+    /// `None` while it runs, or when its parent's process died before it ended.
+    pub end: Option<SubagentEnd>,
+    /// The child's requests' figures, from its log.
+    pub totals: Totals,
+    pub cells: Vec<Cell>,
 }
 
 /// A tool call with its result.
@@ -114,8 +130,14 @@ pub struct Totals {
     pub input: u64,
 }
 
-/// The trajectory of a recorded session.
+/// The trajectory of a recorded session, without its sub-agents' calls.
 pub fn build(history: &History) -> Trajectory {
+    build_with(history, &|_| None)
+}
+
+/// The trajectory of a recorded session, with the calls of each sub-agent whose session `load`
+/// finds (by id) as `subtool` cells under the `task` cell that ran it.
+pub fn build_with(history: &History, load: &dyn Fn(&str) -> Option<History>) -> Trajectory {
     let header = history.header();
     let mut requests: Vec<RequestFigures> = Vec::new();
     let mut cells: Vec<Cell> = Vec::new();
@@ -140,6 +162,7 @@ pub fn build(history: &History) -> Trajectory {
             on_surface: surface.contains(event.seq),
             tools: None,
             plan: None,
+            subagent: None,
         };
         match &event.body {
             EventBody::RequestHeader(header) => {
@@ -288,6 +311,25 @@ pub fn build(history: &History) -> Trajectory {
                     }
                 }
             }
+            EventBody::SubagentStart(start) => {
+                if let Some(at) = call_cells.get(&start.call_id) {
+                    let child = load(&start.child).map(|child| build_with(&child, load));
+                    cells[*at].subagent = Some(Box::new(SubagentCell {
+                        start: start.clone(),
+                        end: None,
+                        totals: child.as_ref().map(|c| c.totals.clone()).unwrap_or_default(),
+                        cells: child.map(subtools).unwrap_or_default(),
+                    }));
+                }
+            }
+            EventBody::SubagentEnd(end) => {
+                if let Some(subagent) = call_cells
+                    .get(&end.call_id)
+                    .and_then(|at| cells[*at].subagent.as_mut())
+                {
+                    subagent.end = Some(end.clone());
+                }
+            }
             EventBody::PluginState(state) if state.plugin == crate::plans::PLUGIN => {
                 if let Some(goal) = state.data["goal"].as_str() {
                     let by = match state.data["by"].as_str() {
@@ -328,6 +370,19 @@ pub fn build(history: &History) -> Trajectory {
         plan: crate::plans::view(history),
         cells,
     }
+}
+
+/// A child's calls as the `subtool` cells of its parent's trajectory.
+fn subtools(child: Trajectory) -> Vec<Cell> {
+    child
+        .cells
+        .into_iter()
+        .filter(|cell| cell.tool.is_some())
+        .map(|cell| Cell {
+            kind: "subtool",
+            ..cell
+        })
+        .collect()
 }
 
 /// The page template; `__TRAJECTORY_JSON__` is replaced by the data.

@@ -183,6 +183,7 @@ async fn a_server_that_answers_nothing_while_it_may_be_indexing_is_reported_as_s
         preset: "standard".into(),
         preset_text: None,
         agent_version: "test".into(),
+        parent: None,
     };
     let mut session = agent_lsp::session::Session::create(
         &state.path().join("s.jsonl"),

@@ -44,6 +44,7 @@ impl Harness {
             preset: "standard".into(),
             preset_text: None,
             agent_version: "test".into(),
+            parent: None,
         };
         let session =
             Session::create(&state.path().join("s.jsonl"), header, Durability::Batched).unwrap();
@@ -398,6 +399,7 @@ async fn without_a_server_symbols_come_from_tree_sitter_labelled_approximate() {
         preset: "standard".into(),
         preset_text: None,
         agent_version: "test".into(),
+        parent: None,
     };
     let mut session =
         Session::create(&state.path().join("s.jsonl"), header, Durability::Batched).unwrap();

@@ -35,5 +35,6 @@ mod session_props;
 mod session_replay;
 mod session_resume;
 mod shell_tool;
+mod subagents;
 mod vscode;
 mod web;

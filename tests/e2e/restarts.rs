@@ -38,6 +38,7 @@ async fn the_agents_query_after_its_server_was_killed_is_answered_by_a_restarted
         preset: "standard".into(),
         preset_text: None,
         agent_version: "test".into(),
+        parent: None,
     };
     let mut session =
         Session::create(&state.path().join("s.jsonl"), header, Durability::Batched).unwrap();

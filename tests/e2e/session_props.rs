@@ -53,6 +53,7 @@ fn header() -> SessionHeader {
         preset: "standard".into(),
         preset_text: None,
         agent_version: "test".into(),
+        parent: None,
     }
 }
 

@@ -145,6 +145,7 @@ pub fn plugin_host(
         context_window: preset.file.model.context_window,
         provider,
         activity: Default::default(),
+        subagents: None,
     }
 }
 

@@ -12,13 +12,15 @@ use tokio_util::sync::CancellationToken;
 
 use crate::agent::{Agent, Plugin, TurnOutcome, TurnUi};
 use crate::config::Config;
+use crate::launch::{Launcher, MakeRuntime};
 use crate::llm::provider::{Provider, ProviderConfig, ProviderError, ProviderOptions};
 use crate::preset::{DEFAULT_PRESET, Preset, PresetDirs};
 use crate::session::Session;
 use crate::session::event::ToolCallRef;
 use crate::session::log::Durability;
 use crate::session::store::Store;
-use crate::tools::{Asker, HeadlessAsker, ToolRuntime};
+use crate::tools::{Asker, HeadlessAsker, Tool, ToolRuntime};
+use crate::workspace::Workspace;
 use lsp_bridge::Bridge;
 
 /// Exit code when no model endpoint is configured.
@@ -144,8 +146,7 @@ pub fn run(store: &Store, args: RunArgs) -> anyhow::Result<ExitCode> {
         tools,
         bridge,
         plugins,
-    } = standard_runtime(store, &preset, &config, Some(provider.clone()))?;
-    let tools = tools.with_asker(asker);
+    } = standard_runtime(store, &preset, &config, Some(provider.clone()), asker)?;
 
     let mut agent = Agent::new(provider, tools, preset.clone(), plugins);
     // A prompt too long to record is refused before a session is made or opened for it.
@@ -264,29 +265,45 @@ pub struct Standard {
 }
 
 /// The plugins of `preset` and its tools for the store's workspace, with the language servers
-/// of `config`. Without a `provider` the plugins that need a model (compaction's summaries)
-/// build nothing, but every tool is there.
+/// of `config`, asking `asker` for `ask` permissions; sub-agents get their tools the same way,
+/// over the same bridge. Without a `provider` the plugins that need a model (compaction's
+/// summaries, sub-agents) build nothing, but every tool is there.
 pub fn standard_runtime(
     store: &Store,
     preset: &Preset,
     config: &Config,
     provider: Option<Provider>,
+    asker: Arc<dyn Asker>,
 ) -> anyhow::Result<Standard> {
-    let activity = Arc::new(crate::activity::Activity::default());
-    let assembly = crate::harness::assemble(
-        preset,
-        &crate::harness::host(store, preset, provider, activity),
-    )?;
-    let (runtime, bridge) = crate::harness::runtime_for(
-        store.workspace(),
-        preset,
-        config.bridge_config()?,
-        &assembly.tools,
-    )?;
+    let workspace = Workspace::new(store.workspace())?.root().to_owned();
+    let bridge = Bridge::new(config.bridge_config()?, vec![workspace.clone()]);
+    let documents = Arc::new(lsp_bridge::documents::DocumentMirror::new());
+    let web = crate::web::WebRuntime::new(&config.web)?;
+    let make_runtime: MakeRuntime = {
+        let bridge = bridge.clone();
+        Arc::new(move |preset: &Preset, tools: &[Arc<dyn Tool>]| {
+            Ok(crate::harness::runtime_with(
+                &workspace,
+                preset,
+                bridge.clone(),
+                documents.clone(),
+                tools,
+            )?
+            .with_web(web.clone())
+            .with_asker(asker.clone()))
+        })
+    };
+    let launcher = Launcher::new(
+        store.clone(),
+        provider,
+        Arc::new(crate::activity::Activity::default()),
+        make_runtime,
+    );
+    let parts = launcher.parts(preset)?;
     Ok(Standard {
-        tools: runtime.with_web(crate::web::WebRuntime::new(&config.web)?),
+        tools: parts.tools,
         bridge,
-        plugins: assembly.plugins,
+        plugins: parts.plugins,
     })
 }
 

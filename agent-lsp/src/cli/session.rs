@@ -9,6 +9,7 @@ use clap::Subcommand;
 use serde_json::{Value, json};
 
 mod describe;
+mod nest;
 mod plan;
 
 use crate::context::request::replay_request;
@@ -78,10 +79,10 @@ pub fn run(store: &Store, command: SessionCommand) -> anyhow::Result<ExitCode> {
                 writeln!(
                     out,
                     "{}",
-                    serde_json::to_string_pretty(&show_json(&mut history))?
+                    serde_json::to_string_pretty(&show_json(&mut history, store))?
                 )?;
             } else {
-                show_human(&mut history, &mut out)?;
+                show_human(&mut history, store, &mut out)?;
             }
         }
         SessionCommand::Replay { session, request } => {
@@ -103,7 +104,7 @@ pub fn run(store: &Store, command: SessionCommand) -> anyhow::Result<ExitCode> {
             output,
         } => {
             let history = store.load(&session)?;
-            let trajectory = crate::trajectory::build(&history);
+            let trajectory = crate::trajectory::build_with(&history, &|id| store.load(id).ok());
             let text = match format.as_str() {
                 "json" => serde_json::to_string_pretty(&trajectory)? + "\n",
                 _ => crate::trajectory::to_html(&trajectory)?,
@@ -276,7 +277,7 @@ fn requests_json(history: &History) -> Vec<Value> {
     requests.into_values().map(Value::Object).collect()
 }
 
-fn show_json(history: &mut History) -> Value {
+fn show_json(history: &mut History, store: &Store) -> Value {
     let id = history
         .header()
         .map(|h| h.session_id.clone())
@@ -285,11 +286,7 @@ fn show_json(history: &mut History) -> Value {
     for event in history.events() {
         *by_kind.entry(event.kind().as_str()).or_default() += 1;
     }
-    let timeline = history
-        .events()
-        .iter()
-        .map(timeline_json)
-        .collect::<Vec<_>>();
+    let timeline = nest::timeline(history, store, 0);
     let generation = history.generation();
     let surface_seqs = history
         .surface()
@@ -317,7 +314,7 @@ fn show_json(history: &mut History) -> Value {
     })
 }
 
-fn timeline_json(event: &Event) -> Value {
+pub(super) fn timeline_json(event: &Event) -> Value {
     let mut row = json!({
         "seq": event.seq,
         "kind": event.kind().as_str(),
@@ -332,8 +329,8 @@ fn timeline_json(event: &Event) -> Value {
     row
 }
 
-fn show_human(history: &mut History, out: &mut impl Write) -> anyhow::Result<()> {
-    let value = show_json(history);
+fn show_human(history: &mut History, store: &Store, out: &mut impl Write) -> anyhow::Result<()> {
+    let value = show_json(history, store);
     let summary = &value["summary"];
     writeln!(
         out,
@@ -418,6 +415,7 @@ fn show_human(history: &mut History, out: &mut impl Write) -> anyhow::Result<()>
             row["kind"].as_str().unwrap_or_default(),
             row["summary"].as_str().unwrap_or_default(),
         )?;
+        nest::show_child(row, out, 1)?;
     }
     Ok(())
 }

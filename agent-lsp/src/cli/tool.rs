@@ -53,8 +53,13 @@ pub fn run(store: &Store, args: ToolArgs) -> anyhow::Result<ExitCode> {
         tools: runtime,
         bridge,
         ..
-    } = standard_runtime(store, &preset, &config, None)?;
-    let runtime = runtime.with_asker(Arc::new(HeadlessAsker { yes: args.yes }));
+    } = standard_runtime(
+        store,
+        &preset,
+        &config,
+        None,
+        Arc::new(HeadlessAsker { yes: args.yes }),
+    )?;
     let mut out = std::io::stdout().lock();
 
     if args.list {

@@ -25,6 +25,8 @@ const MAX_MAX_CHARS: usize = 100_000;
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct Args {
+    /// A sub-agent's session (a child of this one, or of one of its children) to read instead.
+    session: Option<String>,
     compaction_id: Option<String>,
     event_seq: Option<u64>,
     tool_call_id: Option<String>,
@@ -43,10 +45,11 @@ impl Tool for RecallHistory {
     fn def(&self) -> ToolDef {
         ToolDef {
             name: "recall_history".into(),
-            description: "Read earlier events of this session verbatim from its log: what a <compacted-summary> replaced (compaction_id), one event (event_seq), a tool call and its original result (tool_call_id, also for results shortened as old), every call whose arguments name a file and its results (path), or a turn's steps (turn, with optional step_from/step_to). Give exactly one of compaction_id, event_seq, tool_call_id, path, turn.".into(),
+            description: "Read earlier events of this session verbatim from its log: what a <compacted-summary> replaced (compaction_id), one event (event_seq), a tool call and its original result (tool_call_id, also for results shortened as old), every call whose arguments name a file and its results (path), or a turn's steps (turn, with optional step_from/step_to). Give exactly one of compaction_id, event_seq, tool_call_id, path, turn. With `session` (a sub-agent's session id, as a `task` result names it) the same is read from that sub-agent's log, and with no other selector its whole task.".into(),
             parameters: json!({
                 "type": "object",
                 "properties": {
+                    "session": {"type": "string", "description": "A sub-agent's session id, to read its log instead of this session's."},
                     "compaction_id": {"type": "string", "description": "The id of a <compacted-summary>, e.g. cmp-57."},
                     "event_seq": {"type": "integer", "minimum": 1},
                     "tool_call_id": {"type": "string"},
@@ -72,12 +75,54 @@ impl Tool for RecallHistory {
         };
         let path = ctx.session_path.clone();
         Box::pin(blocking(move || match path {
-            Some(path) => recall(&path, &args),
+            Some(path) => match &args.session {
+                Some(child) => match descendant_log(&path, child) {
+                    Ok(child_path) => recall(&child_path, &args),
+                    Err(output) => output,
+                },
+                None => recall(&path, &args),
+            },
             None => ToolOutput::error(
                 "recall_history needs a session log, and this call runs outside of a session",
             ),
         }))
     }
+}
+
+/// The log of sub-agent session `id` beside the session at `own`, when that session descends
+/// from this one (its parent, or its parent's parent, … is `own`'s session): a session reads
+/// only its own sub-agents, never a sibling's or an unrelated session's.
+fn descendant_log(own: &Path, id: &str) -> Result<std::path::PathBuf, ToolOutput> {
+    let refused = |why: &str| {
+        Err(ToolOutput::error(format!(
+            "cannot read session `{id}`: {why}"
+        )))
+    };
+    if id.is_empty() || !id.chars().all(|c| c.is_ascii_alphanumeric() || c == '-') {
+        return refused("not a session id (they look like 20261201-142233-9f3a)");
+    }
+    let (Some(dir), Some(own_id)) = (own.parent(), own.file_stem().and_then(|s| s.to_str())) else {
+        return refused("this session's log has no folder");
+    };
+    let path = dir.join(format!("{id}.jsonl"));
+    let mut at = id.to_owned();
+    // Sub-agents nest at most a few levels; the bound keeps a hand-made loop of headers finite.
+    for _ in 0..8 {
+        let parent = match read_log(&dir.join(format!("{at}.jsonl"))) {
+            Ok(read) => read.events.first().and_then(|event| match &event.body {
+                EventBody::SessionHeader(header) => header.parent.clone(),
+                _ => None,
+            }),
+            Err(_) if at == id => return refused("no such session in this workspace"),
+            Err(_) => None,
+        };
+        match parent {
+            Some(link) if link.session_id == own_id => return Ok(path),
+            Some(link) => at = link.session_id,
+            None => break,
+        }
+    }
+    refused("it is not a sub-agent of this session")
 }
 
 fn recall(path: &Path, args: &Args) -> ToolOutput {
@@ -88,7 +133,23 @@ fn recall(path: &Path, args: &Args) -> ToolOutput {
         args.path.is_some(),
         args.turn.is_some(),
     ];
-    if selectors.iter().filter(|given| **given).count() != 1 {
+    let given = selectors.iter().filter(|given| **given).count();
+    if given == 0 && args.session.is_some() {
+        // A sub-agent's whole task: its one turn.
+        let whole = Args {
+            turn: Some(1),
+            session: None,
+            compaction_id: None,
+            event_seq: None,
+            tool_call_id: None,
+            path: None,
+            step_from: None,
+            step_to: None,
+            max_chars: args.max_chars,
+        };
+        return recall(path, &whole);
+    }
+    if given != 1 {
         return ToolOutput::error(
             "give exactly one of compaction_id, event_seq, tool_call_id, path or turn",
         );

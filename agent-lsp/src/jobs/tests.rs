@@ -35,6 +35,7 @@ impl Fixture {
             context_window: 100_000,
             provider: None,
             activity: Default::default(),
+            subagents: None,
         };
         let parts = JobsPlugin::parts(settings, &host).unwrap();
         Fixture {
@@ -60,6 +61,7 @@ impl Fixture {
             session_id: None,
             call_seq: None,
             buffers: None,
+            events: None,
         };
         tool.run(ctx, args).await
     }

@@ -227,6 +227,7 @@ mod tests {
             context_window: 1000,
             provider: None,
             activity: Default::default(),
+            subagents: None,
         };
         let parts = MemoryPlugin::parts(settings.clone(), &host).unwrap();
         assert_eq!(parts.plugin.unwrap().name(), NAME);

@@ -204,6 +204,7 @@ mod tests {
             session_id: Some("20261129-100000-abcd".into()),
             call_seq: Some(7),
             buffers: None,
+            events: None,
         }
     }
 

@@ -77,6 +77,9 @@ pub struct PluginHost {
     pub provider: Option<Provider>,
     /// The live board of the host's running jobs and sub-agents (the editor shows it).
     pub activity: Arc<Activity>,
+    /// What starts sub-agents for the `task` tool; `None` where none can start (a preset
+    /// check, a sub-agent at the preset's `max_depth`).
+    pub subagents: Option<Arc<dyn super::spawn::Spawner>>,
 }
 
 /// What one registry entry contributes: a plugin, the tools it brings, or both.
@@ -287,6 +290,7 @@ mod tests {
             context_window: 1000,
             provider: None,
             activity: Default::default(),
+            subagents: None,
         }
     }
 

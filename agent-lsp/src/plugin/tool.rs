@@ -13,6 +13,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::outcomes::ToolOutput;
 use crate::llm::ToolDef;
+use crate::session::event::EventBody;
 use crate::workspace::Workspace;
 
 /// What a tool is given for one call.
@@ -32,6 +33,37 @@ pub struct ToolContext {
     pub call_seq: Option<u64>,
     /// The editor's open buffers under `agent-lsp serve`; `None` on the terminal.
     pub buffers: Option<Arc<dyn Buffers>>,
+    /// Where a call records log-only events in its session while it runs (a sub-agent's start
+    /// and end); `None` outside of a session.
+    pub events: Option<EventSink>,
+}
+
+/// Log-only events a running call records in its session: the runtime appends them as they
+/// come, between the call's `tool/call` and its result, so the log shows when a long call did
+/// what (a sub-agent started, a sub-agent ended) and not only that it did.
+///
+/// Only kinds that live in the log alone are taken: anything the model's history is made of
+/// must come from the loop, in order (a tool result's pairing depends on it).
+#[derive(Clone, Debug)]
+pub struct EventSink(tokio::sync::mpsc::UnboundedSender<EventBody>);
+
+impl EventSink {
+    /// A sink and the receiver the runtime drains into the session.
+    pub fn channel() -> (EventSink, tokio::sync::mpsc::UnboundedReceiver<EventBody>) {
+        let (sender, receiver) = tokio::sync::mpsc::unbounded_channel();
+        (EventSink(sender), receiver)
+    }
+
+    /// Record `body` in the call's session. A kind that would go on the surface is refused
+    /// (and logged): a tool cannot add to the model's history behind the loop.
+    pub fn record(&self, body: EventBody) {
+        if body.kind().is_surface_bearing() {
+            tracing::error!(kind = %body.kind(), "a tool tried to record a surface event; dropped");
+            return;
+        }
+        // The receiver goes away only when the runtime stopped waiting for the call.
+        let _ = self.0.send(body);
+    }
 }
 
 impl ToolContext {
@@ -56,6 +88,13 @@ pub trait Tool: Send + Sync + 'static {
     /// Whether the tool only reads, so that it may run concurrently with the other read-only
     /// calls of the same step.
     fn read_only(&self) -> bool;
+
+    /// Whether consecutive calls of this tool in one step run together although it may write:
+    /// `task`, whose sub-agents each work in a session of their own. The batch holds only calls
+    /// of this tool, so a `read` after it still sees what it did.
+    fn runs_beside_itself(&self) -> bool {
+        false
+    }
 
     /// How long this call may take, when it is not the runtime's default (e.g. the shell's
     /// own `timeout_secs` plus a grace period).

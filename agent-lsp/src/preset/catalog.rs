@@ -458,6 +458,7 @@ mod tests {
             order,
             [
                 ("creative", Source::BuiltIn),
+                ("explore", Source::BuiltIn),
                 ("minimal", Source::User),
                 ("minimal", Source::BuiltIn),
                 ("minimal", Source::Workspace),
@@ -486,7 +487,7 @@ mod tests {
         std::fs::write(root.path().join("user/readme.txt"), "x").unwrap();
         let error = find("nonesuch", &dirs).unwrap_err().to_string();
         assert!(
-            error.contains("creative, mine, minimal, readonly, standard"),
+            error.contains("creative, explore, mine, minimal, readonly, standard"),
             "{error}"
         );
         let error = find("../etc/passwd", &dirs).unwrap_err().to_string();

@@ -302,30 +302,48 @@ impl Host {
             .transpose()
             .map_err(internal)?;
         let store = self.store()?;
-        let assembly = crate::harness::assemble(
-            &preset,
-            &crate::harness::host(&store, &preset, provider.clone(), self.activity.clone()),
-        )
-        .map_err(internal)?;
-        let tools = crate::harness::runtime_with(
-            &workspace,
-            &preset,
-            shared.bridge()?.clone(),
-            shared.documents().clone(),
-            &assembly.tools,
-        )
-        .map_err(internal)?
-        .with_web(crate::web::WebRuntime::new(&shared.config.web).map_err(internal)?)
-        .with_buffers(Arc::new(EditorBuffers::new(shared)))
-        .with_asker(Arc::new(EditorAsker {
-            shared: Arc::downgrade(shared),
-        }));
+        // The agent and its sub-agents get their tools the same way: over the editor's bridge,
+        // documents and buffers, asking the editor for `ask` permissions.
+        let make_runtime: crate::launch::MakeRuntime = {
+            let (workspace, bridge, documents) = (
+                workspace.clone(),
+                shared.bridge()?.clone(),
+                shared.documents().clone(),
+            );
+            let web = crate::web::WebRuntime::new(&shared.config.web).map_err(internal)?;
+            let buffers = Arc::new(EditorBuffers::new(shared));
+            let asker = Arc::new(EditorAsker {
+                shared: Arc::downgrade(shared),
+            });
+            Arc::new(
+                move |preset: &Preset, tools: &[Arc<dyn crate::tools::Tool>]| {
+                    Ok(crate::harness::runtime_with(
+                        &workspace,
+                        preset,
+                        bridge.clone(),
+                        documents.clone(),
+                        tools,
+                    )?
+                    .with_web(web.clone())
+                    .with_buffers(buffers.clone())
+                    .with_asker(asker.clone()))
+                },
+            )
+        };
+        let launcher = crate::launch::Launcher::new(
+            store.clone(),
+            provider.clone(),
+            self.activity.clone(),
+            make_runtime,
+        );
+        let parts = launcher.parts(&preset).map_err(internal)?;
+        let tools = parts.tools;
         let session = store
             .create_session(&preset, Durability::Sync)
             .map_err(internal)?;
         let agent = provider
             .clone()
-            .map(|provider| Agent::new(provider, tools.clone(), preset.clone(), assembly.plugins));
+            .map(|provider| Agent::new(provider, tools.clone(), preset.clone(), parts.plugins));
         *self.provider.lock().expect("provider") = provider.clone();
         *self.session_id.lock().expect("session id") = Some(session.id().to_owned());
         Ok(State {

@@ -13,6 +13,9 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
+mod subagent;
+pub use subagent::{ParentLink, SubagentEnd, SubagentStart};
+
 /// Version of the on-disk event format, written into every `session/header`.
 pub const SCHEMA_VERSION: u32 = 1;
 
@@ -72,10 +75,14 @@ pub enum EventKind {
     ContextEditEnd,
     #[serde(rename = "plugin/state")]
     PluginState,
+    #[serde(rename = "subagent/start")]
+    SubagentStart,
+    #[serde(rename = "subagent/end")]
+    SubagentEnd,
 }
 
 impl EventKind {
-    pub const ALL: [EventKind; 17] = [
+    pub const ALL: [EventKind; 19] = [
         EventKind::SessionHeader,
         EventKind::UserMessage,
         EventKind::AssistantMessage,
@@ -93,6 +100,8 @@ impl EventKind {
         EventKind::ContextEditBegin,
         EventKind::ContextEditEnd,
         EventKind::PluginState,
+        EventKind::SubagentStart,
+        EventKind::SubagentEnd,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -114,6 +123,8 @@ impl EventKind {
             EventKind::ContextEditBegin => "context-edit/begin",
             EventKind::ContextEditEnd => "context-edit/end",
             EventKind::PluginState => "plugin/state",
+            EventKind::SubagentStart => "subagent/start",
+            EventKind::SubagentEnd => "subagent/end",
         }
     }
 
@@ -196,6 +207,8 @@ pub enum EventBody {
     ContextEditBegin(ContextEditBegin),
     ContextEditEnd(ContextEditEnd),
     PluginState(PluginState),
+    SubagentStart(SubagentStart),
+    SubagentEnd(SubagentEnd),
 }
 
 impl EventBody {
@@ -218,6 +231,8 @@ impl EventBody {
             EventBody::ContextEditBegin(_) => EventKind::ContextEditBegin,
             EventBody::ContextEditEnd(_) => EventKind::ContextEditEnd,
             EventBody::PluginState(_) => EventKind::PluginState,
+            EventBody::SubagentStart(_) => EventKind::SubagentStart,
+            EventBody::SubagentEnd(_) => EventKind::SubagentEnd,
         }
     }
 
@@ -240,6 +255,8 @@ impl EventBody {
             EventBody::ContextEditBegin(p) => serde_json::to_value(p),
             EventBody::ContextEditEnd(p) => serde_json::to_value(p),
             EventBody::PluginState(p) => serde_json::to_value(p),
+            EventBody::SubagentStart(p) => serde_json::to_value(p),
+            EventBody::SubagentEnd(p) => serde_json::to_value(p),
         }
     }
 
@@ -276,6 +293,8 @@ impl EventBody {
                 EventBody::ContextEditEnd(serde_json::from_value(payload)?)
             }
             EventKind::PluginState => EventBody::PluginState(serde_json::from_value(payload)?),
+            EventKind::SubagentStart => EventBody::SubagentStart(serde_json::from_value(payload)?),
+            EventKind::SubagentEnd => EventBody::SubagentEnd(serde_json::from_value(payload)?),
         })
     }
 }
@@ -293,6 +312,9 @@ pub struct SessionHeader {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub preset_text: Option<String>,
     pub agent_version: String,
+    /// For a sub-agent's session: the session and the `task` call that started it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub parent: Option<ParentLink>,
 }
 
 #[cfg(test)]
@@ -306,6 +328,7 @@ impl SessionHeader {
             preset: preset.into(),
             preset_text: None,
             agent_version: "test".into(),
+            parent: None,
         }
     }
 }

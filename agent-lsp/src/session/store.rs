@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{Context, bail};
 
-use super::event::{EventBody, SCHEMA_VERSION, SessionHeader};
+use super::event::{EventBody, ParentLink, SCHEMA_VERSION, SessionHeader};
 use super::log::{Durability, read_log};
 use super::{History, Session};
 use crate::canonical::sha256_hex;
@@ -87,6 +87,16 @@ impl Store {
         preset: &Preset,
         durability: Durability,
     ) -> anyhow::Result<Session> {
+        self.create_session_under(preset, durability, None)
+    }
+
+    /// Start a new session, a sub-agent's when `parent` says whose.
+    pub fn create_session_under(
+        &self,
+        preset: &Preset,
+        durability: Durability,
+        parent: Option<ParentLink>,
+    ) -> anyhow::Result<Session> {
         std::fs::create_dir_all(&self.sessions_dir)
             .with_context(|| format!("failed to create {}", self.sessions_dir.display()))?;
         // Ids carry 16 random bits per second: two sessions started in the same second (a
@@ -103,6 +113,7 @@ impl Store {
                 preset: preset.name.clone(),
                 preset_text: Some(preset.text.clone()),
                 agent_version: env!("CARGO_PKG_VERSION").to_owned(),
+                parent: parent.clone(),
             };
             match Session::create(&path, header, durability) {
                 Err(_) if path.exists() && attempts < 32 => attempts += 1,
@@ -156,32 +167,42 @@ impl Store {
 
     /// The time a session's header was written (its first line's `ts`), or empty if unreadable.
     fn started_at(&self, id: &str) -> String {
-        use std::io::{BufRead, Read};
-        let Ok(file) = std::fs::File::open(self.path_of(id)) else {
-            return String::new();
-        };
-        // The header is the first line; a bounded read keeps a broken file from costing much.
-        let mut first = String::new();
-        if std::io::BufReader::new(file.take(1 << 20))
-            .read_line(&mut first)
-            .is_err()
-        {
-            return String::new();
-        }
-        serde_json::from_str::<serde_json::Value>(&first)
-            .ok()
+        self.first_line(id)
             .and_then(|event| event["ts"].as_str().map(str::to_owned))
             .unwrap_or_default()
     }
 
-    /// Find a session by its full id, a unique prefix or a unique suffix, or `last`.
+    /// Whether a session is a sub-agent's (its header names a parent).
+    pub fn is_child(&self, id: &str) -> bool {
+        self.first_line(id)
+            .is_some_and(|event| event["payload"]["parent"].is_object())
+    }
+
+    /// A session's first line, its header, as JSON.
+    fn first_line(&self, id: &str) -> Option<serde_json::Value> {
+        use std::io::{BufRead, Read};
+        let file = std::fs::File::open(self.path_of(id)).ok()?;
+        // The header is the first line; a bounded read keeps a broken file from costing much.
+        let mut first = String::new();
+        std::io::BufReader::new(file.take(1 << 20))
+            .read_line(&mut first)
+            .ok()?;
+        serde_json::from_str(&first).ok()
+    }
+
+    /// Find a session by its full id, a unique prefix or a unique suffix, or `last` (the last
+    /// session started by a person: sub-agents' sessions are reached through their parent's,
+    /// or by id).
     pub fn resolve(&self, query: &str) -> anyhow::Result<String> {
         let ids = self.ids()?;
         if ids.is_empty() {
             bail!("no sessions yet for workspace {}", self.workspace.display());
         }
         if query == "last" {
-            return Ok(ids.last().expect("not empty").clone());
+            let last = ids.iter().rev().find(|id| !self.is_child(id));
+            return Ok(last
+                .unwrap_or_else(|| ids.last().expect("not empty"))
+                .clone());
         }
         if ids.iter().any(|id| id == query) {
             return Ok(query.to_owned());

@@ -56,6 +56,7 @@ impl Fixture {
             session_id: None,
             call_seq: None,
             buffers: None,
+            events: None,
         }
     }
 }

@@ -36,6 +36,7 @@ fn main() -> anyhow::Result<()> {
             preset: "standard".into(),
             preset_text: None,
             agent_version: "test".into(),
+            parent: None,
         };
         Session::create(path, header, Durability::Sync)?
     };

@@ -49,6 +49,25 @@ pub(super) fn describe(event: &Event) -> String {
             }
         }
         EventBody::SurfaceEdit(edit) => edit.reason.clone(),
+        EventBody::SubagentStart(start) => format!(
+            "{} {} sub-agent {} (preset {}, depth {})",
+            start.call_id, start.agent_type, start.child, start.preset, start.depth
+        ),
+        EventBody::SubagentEnd(end) => format!(
+            "{} sub-agent {} {}{} after {} steps, {} requests, {} prompt ({} cached), {} completion tokens",
+            end.call_id,
+            end.child,
+            end.outcome,
+            end.reason
+                .as_deref()
+                .map(|reason| format!(" ({})", preview(reason, 80)))
+                .unwrap_or_default(),
+            end.steps,
+            end.requests,
+            end.prompt_tokens,
+            end.cache_read,
+            end.completion_tokens
+        ),
         EventBody::PluginState(state) => {
             format!("{}: {}", state.plugin, preview(&state.data.to_string(), 80))
         }
