@@ -12,7 +12,9 @@ use std::time::{Duration, Instant};
 use agent_lsp::session::History;
 use agent_lsp::session::event::{EventBody, SubagentEnd, SubagentStart};
 use agent_tests::cli::CliFixture;
-use agent_tests::model_endpoint::{ChatRequest, EndpointConfig, ModelEndpoint, ModelTurn, Reply};
+use agent_tests::model_endpoint::{
+    ChatRequest, EndpointConfig, ModelEndpoint, ModelTurn, Reply, Route,
+};
 use serde_json::{Value, json};
 
 /// Few retries with short waits, so a failing endpoint fails fast.
@@ -21,15 +23,10 @@ const CONFIG: &str = "[provider]\nrequest_timeout_secs = 30\nmax_retries = 2\nba
 /// The role section every child's system prompt has.
 const CHILD_MARK: &str = "You are a sub-agent";
 
-type Route = Arc<dyn Fn(&ChatRequest) -> Reply + Send + Sync>;
-
 /// An endpoint that answers every request with `route`.
 fn endpoint(route: Route) -> ModelEndpoint {
     let endpoint = ModelEndpoint::start(EndpointConfig::default()).unwrap();
-    for _ in 0..64 {
-        let route = route.clone();
-        endpoint.push(Reply::from_fn(move |request| route(request)));
-    }
+    endpoint.route(64, route);
     endpoint
 }
 
@@ -42,20 +39,8 @@ fn is_child(request: &ChatRequest) -> bool {
 /// Whether the request's first prompt names `mark`.
 fn asks(request: &ChatRequest, mark: &str) -> bool {
     request
-        .messages
-        .iter()
-        .find(|message| message.role == "user")
-        .and_then(|message| message.content.as_deref())
+        .first_user_text()
         .is_some_and(|text| text.contains(mark))
-}
-
-/// The step the request is for: the answers it already holds.
-fn step(request: &ChatRequest) -> usize {
-    request
-        .messages
-        .iter()
-        .filter(|message| message.role == "assistant")
-        .count()
 }
 
 fn call(name: &str, arguments: Value) -> ModelTurn {
@@ -165,12 +150,22 @@ fn two_tasks_in_one_step_run_concurrently_and_answer_in_call_order() {
     let slow = Duration::from_millis(400);
     let route: Route = Arc::new(move |request| {
         if !is_child(request) {
-            return match step(request) {
+            return match request.answers() {
                 0 => ModelTurn::new()
                     .reasoning("Delegate both.")
                     .tool_call("task", task("TASK-A: what does a.txt say?").to_string())
                     .tool_call("task", task("TASK-B: what does b.txt say?").to_string())
                     .into(),
+                // Read the first child's steps back from its log.
+                1 => {
+                    let result = request.tool_result_text();
+                    let child = result
+                        .split("sub-agent session ")
+                        .nth(1)
+                        .and_then(|rest| rest.split(':').next())
+                        .expect("the result names the child's session");
+                    call("recall_history", json!({"session": child})).into()
+                }
                 _ => Reply::text("Both letters found."),
             };
         }
@@ -179,7 +174,7 @@ fn two_tasks_in_one_step_run_concurrently_and_answer_in_call_order() {
         } else {
             ("b.txt", "BETA")
         };
-        match step(request) {
+        match request.answers() {
             0 => call("read", json!({"path": file}))
                 .first_byte_delay(slow)
                 .into(),
@@ -238,6 +233,14 @@ fn two_tasks_in_one_step_run_concurrently_and_answer_in_call_order() {
         assert_eq!(results(&child, "read").len(), 1);
         assert_replays(&fixture, &endpoint, &child);
     }
+    // The parent reached into the first child's log, and saw what its read returned.
+    let recalled = results(&parent, "recall_history");
+    assert_eq!(recalled.len(), 1);
+    assert!(
+        recalled[0].1.contains("ALPHA is the first letter"),
+        "{}",
+        recalled[0].1
+    );
     // Both starts are recorded before either end: the children ran at the same time, and so
     // did their logs (each started before the other ended).
     let kinds = parent
@@ -348,7 +351,7 @@ fn budgets_and_a_failing_endpoint_end_children_and_the_parent_goes_on() {
     std::fs::write(&preset_path, preset).unwrap();
     let route: Route = Arc::new(move |request| {
         if !is_child(request) {
-            return match step(request) {
+            return match request.answers() {
                 0 => ModelTurn::new()
                     .reasoning("Delegate three.")
                     .tool_call("task", task("LOOP: read forever").to_string())
@@ -456,7 +459,7 @@ fn cancelling_the_parent_cancels_its_children_and_leaves_every_log_consistent() 
                 .tool_call("task", task("HANG-2: wait").to_string())
                 .into();
         }
-        match step(request) {
+        match request.answers() {
             0 => call("read", json!({"path": "a.txt"})).into(),
             _ => Reply::hang(),
         }

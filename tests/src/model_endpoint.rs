@@ -168,6 +168,9 @@ impl EndpointConfig {
     }
 }
 
+/// Picks the reply to a request from the request ([`ModelEndpoint::route`]).
+pub type Route = std::sync::Arc<dyn Fn(&ChatRequest) -> Reply + Send + Sync>;
+
 /// One scripted answer to the next chat request that passes the rules.
 pub enum Reply {
     /// The model answers.
@@ -487,6 +490,23 @@ impl ChatRequest {
             .unwrap_or_default()
     }
 
+    /// The text of the first user message: the prompt a session started with.
+    pub fn first_user_text(&self) -> Option<&str> {
+        self.messages
+            .iter()
+            .find(|message| message.role == "user")
+            .and_then(|message| message.content.as_deref())
+    }
+
+    /// The answers the history holds: the step (from 0) the request is for in a one-turn
+    /// session.
+    pub fn answers(&self) -> usize {
+        self.messages
+            .iter()
+            .filter(|message| message.role == "assistant")
+            .count()
+    }
+
     /// The text of the last user message.
     pub fn last_user_text(&self) -> Option<&str> {
         self.messages
@@ -722,6 +742,15 @@ impl ModelEndpoint {
             .lock()
             .script
             .extend(replies.into_iter().map(Into::into));
+    }
+
+    /// Answer the next `count` requests with `route`, which picks each reply from the request
+    /// it answers: for sessions whose requests arrive in any order (sub-agents running at once).
+    pub fn route(&self, count: usize, route: Route) {
+        for _ in 0..count {
+            let route = route.clone();
+            self.push(Reply::from_fn(move |request| route(request)));
+        }
     }
 
     /// Replies not spent yet.

@@ -349,3 +349,47 @@ fn render(event: &Event, out: &mut String) {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::session::Session;
+    use crate::session::event::{ParentLink, SessionHeader};
+    use crate::session::log::Durability;
+
+    fn session(dir: &Path, id: &str, parent: Option<&str>) -> std::path::PathBuf {
+        let mut header = SessionHeader::for_test(id, "explore");
+        header.parent = parent.map(|parent| ParentLink {
+            session_id: parent.into(),
+            call_id: "call-1".into(),
+            agent_type: "explore".into(),
+            depth: 1,
+        });
+        let path = dir.join(format!("{id}.jsonl"));
+        Session::create(&path, header, Durability::Sync).unwrap();
+        path
+    }
+
+    /// A session reads its children's and grandchildren's logs, and nothing else by id.
+    #[test]
+    fn only_descendants_are_read_by_session_id() {
+        let dir = tempfile::tempdir().unwrap();
+        let own = session(dir.path(), "p", None);
+        let child = session(dir.path(), "c", Some("p"));
+        let grandchild = session(dir.path(), "g", Some("c"));
+        session(dir.path(), "u", Some("x"));
+        session(dir.path(), "x", None);
+        assert_eq!(descendant_log(&own, "c").unwrap(), child);
+        assert_eq!(descendant_log(&own, "g").unwrap(), grandchild);
+        let refused = |id: &str| descendant_log(&own, id).unwrap_err().text;
+        assert!(refused("u").contains("not a sub-agent of this session"));
+        assert!(refused("x").contains("not a sub-agent of this session"));
+        assert!(refused("p").contains("not a sub-agent of this session"));
+        assert!(refused("nope").contains("no such session"));
+        for hostile in ["../p", "c/../p", "/etc/passwd", "", "c.jsonl"] {
+            assert!(refused(hostile).contains("not a session id"), "{hostile}");
+        }
+        // From a child, its parent is out of reach.
+        assert!(descendant_log(&child, "p").is_err());
+    }
+}
