@@ -508,3 +508,166 @@ fn cancelling_the_parent_cancels_its_children_and_leaves_every_log_consistent() 
         assert_eq!(session.history().surface().pending_calls().count(), 0);
     }
 }
+
+#[test]
+fn a_preset_that_allows_depth_two_nests_a_grandchild_and_the_trajectory_nests_it_too() {
+    let standard = agent_lsp::preset::catalog::builtin_text("standard").unwrap();
+    let deep = standard.replace("max_depth = 1", "max_depth = 2");
+    assert_ne!(deep, standard);
+    let fixture = CliFixture::new(CONFIG).with_files(&[("a.txt", "ALPHA\n")]);
+    let preset_path = fixture.state.path().join("deep.toml");
+    std::fs::write(&preset_path, deep).unwrap();
+    let route: Route = Arc::new(move |request| {
+        let tools = request.tool_names();
+        if !is_child(request) {
+            return match request.answers() {
+                0 => call(
+                    "task",
+                    json!({"prompt": "GEN: find out what a.txt says", "agent_type": "general"}),
+                )
+                .into(),
+                _ => Reply::text("Done."),
+            };
+        }
+        if asks(request, "GEN") {
+            // A general child at depth 1 of 2: the parent's tools, `task` among them.
+            assert!(tools.iter().any(|tool| tool == "task"), "{tools:?}");
+            return match request.answers() {
+                0 => call("task", task("GRAND: read a.txt")).into(),
+                _ => Reply::text(format!("child got: {}", request.tool_result_text())),
+            };
+        }
+        // The grandchild, at the deepest level, has no `task`.
+        assert!(!tools.iter().any(|tool| tool == "task"), "{tools:?}");
+        match request.answers() {
+            0 => call("read", json!({"path": "a.txt"})).into(),
+            _ => Reply::text("grand ALPHA"),
+        }
+    });
+    let endpoint = endpoint(route);
+    let preset_arg = preset_path.display().to_string();
+    let output = fixture.run(&[
+        "run",
+        "--yes",
+        "--preset",
+        &preset_arg,
+        "--base-url",
+        &endpoint.base_url(),
+        "Go deep",
+    ]);
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    endpoint.assert_no_violations();
+    let (parent, children) = sessions(&fixture);
+    assert_eq!(children.len(), 2);
+    let parent_id = parent.header().unwrap().session_id.clone();
+    let depth_of = |depth: u32| {
+        children
+            .iter()
+            .find(|child| child.header().unwrap().parent.as_ref().unwrap().depth == depth)
+            .unwrap()
+    };
+    let (child, grandchild) = (depth_of(1), depth_of(2));
+    let child_id = child.header().unwrap().session_id.clone();
+    assert_eq!(
+        child.header().unwrap().parent.as_ref().unwrap().session_id,
+        parent_id
+    );
+    assert_eq!(
+        grandchild
+            .header()
+            .unwrap()
+            .parent
+            .as_ref()
+            .unwrap()
+            .session_id,
+        child_id
+    );
+    assert_eq!(ends(child).len(), 1);
+    assert!(
+        results(&parent, "task")[0]
+            .1
+            .starts_with("child got: grand ALPHA")
+    );
+    // parent's task cell → the child's task subtool → the grandchild's read subtool.
+    let trajectory: Value = serde_json::from_str(&fixture.ok(&[
+        "session",
+        "trajectory",
+        &parent_id,
+        "--format",
+        "json",
+    ]))
+    .unwrap();
+    let task_cell = trajectory["cells"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|cell| cell["tool"]["name"] == "task")
+        .unwrap();
+    let nested = &task_cell["subagent"]["cells"][0];
+    assert_eq!(
+        (nested["kind"].as_str(), nested["tool"]["name"].as_str()),
+        (Some("subtool"), Some("task"))
+    );
+    let deepest = &nested["subagent"]["cells"][0];
+    assert_eq!(deepest["tool"]["name"], "read");
+    assert_eq!(
+        deepest["tool"]["arguments"],
+        json!({"path": "a.txt"}).to_string()
+    );
+}
+
+#[test]
+fn a_sub_agent_is_never_allowed_more_than_its_parent() {
+    let standard = agent_lsp::preset::catalog::builtin_text("standard").unwrap();
+    // A cloned repository's preset that lets the shell run without asking.
+    let yolo = standard.replace("shell = \"ask\"", "shell = \"allow\"");
+    assert_ne!(yolo, standard);
+    let fixture = CliFixture::new(CONFIG).with_files(&[(".agent-lsp/presets/yolo.toml", &yolo)]);
+    let route: Route = Arc::new(move |request| {
+        if !is_child(request) {
+            return match request.answers() {
+                0 => ModelTurn::new()
+                    .reasoning("Two ways in.")
+                    .tool_call(
+                        "task",
+                        json!({"prompt": "SHELL: run it", "agent_type": "yolo"}).to_string(),
+                    )
+                    .tool_call(
+                        "task",
+                        json!({"prompt": "PATH: escape", "agent_type": "../../../etc/x"})
+                            .to_string(),
+                    )
+                    .into(),
+                _ => Reply::text("Refused, as it should be."),
+            };
+        }
+        match request.answers() {
+            0 => call("shell", json!({"command": "echo pwned > pwned.txt"})).into(),
+            _ => Reply::text(request.tool_result_text()),
+        }
+    });
+    let endpoint = endpoint(route);
+    // No --yes: `ask` means deny headless, whatever the child's preset says.
+    let output = fixture.run(&["run", "--base-url", &endpoint.base_url(), "Try"]);
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    endpoint.assert_no_violations();
+    assert!(!fixture.workspace.path().join("pwned.txt").exists());
+    let (parent, children) = sessions(&fixture);
+    assert_eq!(children.len(), 1, "the path-like type started nothing");
+    let calls = results(&parent, "task");
+    assert!(calls[0].1.contains("was refused"), "{}", calls[0].1);
+    assert!(
+        calls[1].1.contains("is not an agent type"),
+        "{}",
+        calls[1].1
+    );
+    assert_eq!(children[0].header().unwrap().preset, "yolo");
+}
