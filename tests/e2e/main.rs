@@ -36,5 +36,6 @@ mod session_replay;
 mod session_resume;
 mod shell_tool;
 mod subagents;
+mod subagents_serve;
 mod vscode;
 mod web;
