@@ -174,10 +174,7 @@ impl Activity {
 
     /// The entries still running.
     pub fn running(&self) -> Vec<Entry> {
-        self.list()
-            .into_iter()
-            .filter(Entry::running)
-            .collect()
+        self.list().into_iter().filter(Entry::running).collect()
     }
 
     /// A receiver that sees a new value after every change.
@@ -210,7 +207,13 @@ mod tests {
         let board = Activity::default();
         let mut changed = board.changed();
         let token = CancellationToken::new();
-        board.start(Kind::Subagent, "child", "explore: find x", None, Some(token.clone()));
+        board.start(
+            Kind::Subagent,
+            "child",
+            "explore: find x",
+            None,
+            Some(token.clone()),
+        );
         board.start(Kind::Job, "job-1", "sleep 2", Some("child"), None);
         assert!(changed.has_changed().unwrap());
         changed.mark_unchanged();
