@@ -1,6 +1,8 @@
 //! Background jobs: `shell` with `background: true` starts a command that runs while the agent
 //! goes on (a build, a test suite, a dev server), `job_output`, `job_kill` and `job_list` look
-//! after it, and the `jobs` plugin announces, once, each job that ended by itself.
+//! after it, and the `jobs` plugin announces, once, each job that ended by itself (or was
+//! stopped from the editor). Every job is posted on the host's activity board (`board.rs`), so
+//! the editor shows it running, with its last output line, and can stop it.
 //!
 //! Why it is built this way:
 //! - **The session log stays the record.** A job's output is spooled to disk
@@ -16,11 +18,15 @@
 //!   closes the connection), and [`kill_all`] kills every job of the process when `main`
 //!   returns, whatever still holds a table then (a turn that `serve`'s shutdown cut off).
 //!   A watchdog per job covers agent-lsp dying without running any code (`job.rs`).
+//! - **The editor stops a job as `job_kill` does.** Its board entry carries a token whose
+//!   cancellation runs the same kill (SIGTERM to the group, SIGKILL after the grace); the model
+//!   is told of that end by the end notice, since no `job_kill` result told it.
 //! - **The same guard as `shell`.** A background job is a `shell` call, so the preset's `shell`
 //!   permission and the deny-list apply to it; `job_kill` has its own permission, which the
 //!   built-in presets set like `shell`'s. A table holds the jobs of one session: a session
 //!   sees, reads and kills only its own.
 
+mod board;
 mod job;
 pub mod plugin;
 mod spool;
@@ -31,7 +37,9 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock, Weak};
 use std::time::{Duration, Instant};
 
-pub use job::{End, Job};
+use crate::activity::Activity;
+
+pub use job::{End, Job, StoppedBy};
 pub use plugin::{JobsPlugin, JobsSettings, PLUGIN};
 
 /// How long a job is given to end after SIGTERM before it is sent SIGKILL.
@@ -62,6 +70,8 @@ pub struct JobTable {
     /// Made when the first job starts.
     spool_dir: OnceLock<Result<SpoolDir, String>>,
     jobs: Mutex<Vec<Arc<Job>>>,
+    /// Where the jobs are shown to the editor.
+    activity: Arc<Activity>,
 }
 
 /// Where a table's jobs spool their output; removed with the table.
@@ -81,13 +91,19 @@ impl SpoolDir {
 }
 
 impl JobTable {
-    /// A table whose jobs spool under `state_dir` (a temporary directory when `None`).
-    pub fn new(settings: JobsSettings, state_dir: Option<PathBuf>) -> Arc<JobTable> {
+    /// A table whose jobs spool under `state_dir` (a temporary directory when `None`) and are
+    /// posted on `activity`.
+    pub fn new(
+        settings: JobsSettings,
+        state_dir: Option<PathBuf>,
+        activity: Arc<Activity>,
+    ) -> Arc<JobTable> {
         let table = Arc::new(JobTable {
             settings,
             state_dir,
             spool_dir: OnceLock::new(),
             jobs: Mutex::new(Vec::new()),
+            activity,
         });
         let mut tables = TABLES.lock().expect("job tables");
         tables.retain(|table| table.strong_count() > 0);
@@ -99,8 +115,14 @@ impl JobTable {
         &self.settings
     }
 
-    /// Start `command` in `root` as the next job.
-    pub fn start(&self, root: &Path, command: &str) -> anyhow::Result<Arc<Job>> {
+    /// Start `command` in `root` as the next job of session `session` (the session the call
+    /// runs in: a sub-agent's jobs are shown under its entry on the board).
+    pub fn start(
+        &self,
+        root: &Path,
+        command: &str,
+        session: Option<&str>,
+    ) -> anyhow::Result<Arc<Job>> {
         let dir = self
             .spool_dir
             .get_or_init(|| self.make_spool_dir().map_err(|err| format!("{err:#}")))
@@ -116,6 +138,8 @@ impl JobTable {
         let id = format!("job-{}", jobs.len() + 1);
         let job = Job::start(id, command, root, dir.path(), self.settings.spool_bytes)?;
         jobs.push(job.clone());
+        drop(jobs);
+        board::post(&self.activity, &job, session);
         Ok(job)
     }
 
@@ -140,13 +164,9 @@ impl JobTable {
         self.jobs.lock().expect("jobs").clone()
     }
 
-    /// Kill one job and wait for its end; `None` when it had already ended.
+    /// Kill one job for `job_kill` and wait for its end; `None` when it had already ended.
     pub fn kill(&self, job: &Job) -> Option<End> {
-        if !job.begin_kill(true) {
-            return None;
-        }
-        wait_for_groups(&[job]);
-        job.finish_kill()
+        kill(job, StoppedBy::JobKill)
     }
 
     /// Kill every running job: SIGTERM to all, one grace period for all, then SIGKILL.
@@ -155,7 +175,7 @@ impl JobTable {
         let killing = jobs
             .iter()
             .map(Arc::as_ref)
-            .filter(|job| job.begin_kill(false))
+            .filter(|job| job.begin_kill(None))
             .collect::<Vec<_>>();
         if killing.is_empty() {
             return;
@@ -200,6 +220,17 @@ impl JobTable {
         std::fs::create_dir_all(&dir)?;
         Ok(SpoolDir::State(dir))
     }
+}
+
+/// Kill one job as `by` asked and wait for its end (SIGTERM to its group, SIGKILL after
+/// [`KILL_GRACE`]); `None` when it had already ended. `job_kill` and the editor's cancel both
+/// come here, so they kill alike.
+fn kill(job: &Job, by: StoppedBy) -> Option<End> {
+    if !job.begin_kill(Some(by)) {
+        return None;
+    }
+    wait_for_groups(&[job]);
+    job.finish_kill()
 }
 
 /// Wait until no process is left in the groups of `jobs`, for at most [`KILL_GRACE`].

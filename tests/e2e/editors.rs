@@ -1,9 +1,9 @@
 //! The editor integrations of `editors/`: the Neovim plugin in a real headless Neovim against
 //! `agent-lsp serve` with pyright behind it and the loopback model endpoint (go to definition
 //! through the broker, `@path` completion with the built-in omnifunc, Fix with agent,
-//! `:AgentCancel`, `:AgentContext`, the status, `:checkhealth`), the plugin's unit tests, Helix's
-//! `languages.toml` checked against Helix's documented schema, and the server's command list
-//! mirrored by the Neovim and VS Code plugins. The VS Code extension's own tests run with npm in
+//! `:AgentCancel`, `:AgentContext`, the status, `:AgentActivity` stopping a job,
+//! `:checkhealth`), the plugin's unit tests, Helix's `languages.toml` checked against Helix's
+//! documented schema, and the server's command list mirrored by the Neovim and VS Code plugins. The VS Code extension's own tests run with npm in
 //! `.ci/run`.
 
 use std::path::{Path, PathBuf};
@@ -323,6 +323,22 @@ fn nvim_plugin_drives_agent_lsp_with_pyright_behind_it() {
             "  [ ] Check the other names"
         ],
         "{show}"
+    );
+
+    // :AgentActivity listed the job :AgentTool started, and `x` on its line killed it.
+    assert_eq!(results["job_started"]["is_error"], false, "{show}");
+    assert!(
+        results["activity_float"]
+            .as_array()
+            .unwrap_or_else(|| panic!("no activity float: {show}"))
+            .iter()
+            .any(|line| line == "[running] job: sleep 30"),
+        "{show}"
+    );
+    assert_eq!(results["activity_stopped"], true, "{show}");
+    assert!(
+        agent_tests::processes::live_processes(&["sleep", "30"], &root).is_empty(),
+        "the stopped job's sleep survived"
     );
 
     // :checkhealth agent_lsp finds the binary and the running client.

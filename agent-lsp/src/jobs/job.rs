@@ -37,6 +37,16 @@ const PIPE_GRACE: Duration = Duration::from_secs(2);
 const WATCHDOG: &str =
     r#"read -r _ || { kill -s TERM -- -"$1"; sleep 2; kill -s KILL -- -"$1"; } 2>/dev/null"#;
 
+/// Who asked for a job to be killed (a table that is dropped kills its jobs unasked).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum StoppedBy {
+    /// The model, with `job_kill`: its result is how the model learns of the end.
+    JobKill,
+    /// The programmer, from the editor (the job's cancellable entry on the activity board):
+    /// the model learns of it from the end notice, as of an end by itself.
+    Editor,
+}
+
 /// How a job ended.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct End {
@@ -45,17 +55,38 @@ pub struct End {
     pub signal: Option<i32>,
     /// How long it ran.
     pub after: Duration,
-    /// Whether `job_kill` ended it.
-    pub killed: bool,
+    /// Who had it killed, when someone did.
+    pub stopped_by: Option<StoppedBy>,
 }
 
 impl End {
-    /// `exit code 3`, `killed by signal 15`.
+    /// `exit code 3`, `killed by signal 15`: what the model is told.
     pub fn status(&self) -> String {
         match (self.code, self.signal) {
             (Some(code), _) => format!("exit code {code}"),
             (None, Some(signal)) => format!("killed by signal {signal}"),
             (None, None) => "exit status unknown".to_owned(),
+        }
+    }
+
+    /// `exit 3`, `signal 9`, `killed`: the short form of [`End::status`] the editor shows as an
+    /// entry's outcome, where a kill someone asked for is just `killed`.
+    pub fn outcome(&self) -> String {
+        match (self.stopped_by, self.code, self.signal) {
+            (Some(_), _, _) => "killed".to_owned(),
+            (None, Some(code), _) => format!("exit {code}"),
+            (None, None, Some(signal)) => format!("signal {signal}"),
+            (None, None, None) => "ended".to_owned(),
+        }
+    }
+
+    /// `, stopped by job_kill,` or `, stopped from the editor,` (or nothing), for the lines
+    /// that describe an end to the model.
+    pub fn stopped_clause(&self) -> &'static str {
+        match self.stopped_by {
+            Some(StoppedBy::JobKill) => ", stopped by job_kill,",
+            Some(StoppedBy::Editor) => ", stopped from the editor,",
+            None => "",
         }
     }
 }
@@ -66,8 +97,8 @@ struct Inner {
     /// Whether a kill is under way: the supervisor then leaves the group to the killer, which
     /// gives it a grace period after SIGTERM.
     terminating: bool,
-    /// Whether the kill was asked for by `job_kill`.
-    by_request: bool,
+    /// Who asked for the kill, if someone did.
+    stopped_by: Option<StoppedBy>,
     /// How far this session has read the output with `job_output`.
     read_to: u64,
     /// Whether the end was announced in the runtime context.
@@ -197,7 +228,7 @@ impl Job {
                 code,
                 signal,
                 after: self.started.elapsed(),
-                killed: inner.by_request,
+                stopped_by: inner.stopped_by,
             });
         }
         self.ended.notify_all();
@@ -215,12 +246,16 @@ impl Job {
 
     /// The command as shown in results and notices: its first line, cut at 200 characters.
     pub fn shown_command(&self) -> String {
-        const MAX: usize = 200;
+        self.command_cut_at(200)
+    }
+
+    /// The command's first line, cut at `max` characters (` …` says it was cut).
+    pub(super) fn command_cut_at(&self, max: usize) -> String {
         let first = self.command.lines().next().unwrap_or_default();
-        if first.len() == self.command.len() && first.chars().count() <= MAX {
+        if first.len() == self.command.len() && first.chars().count() <= max {
             return first.to_owned();
         }
-        let mut shown = first.chars().take(MAX).collect::<String>();
+        let mut shown = first.chars().take(max).collect::<String>();
         shown.push_str(" …");
         shown
     }
@@ -246,27 +281,28 @@ impl Job {
         inner.read_to = inner.read_to.max(to);
     }
 
-    /// The end, once, if it is to be announced: the job ended by itself (a killed job's end
-    /// is what `job_kill` answered) and was not announced before.
+    /// The end, once, if it is to be announced: the job was not killed by `job_kill` (whose
+    /// answer told the model) and was not announced before.
     pub(super) fn take_announcement(&self) -> Option<End> {
         let mut inner = self.inner.lock().expect("job");
         let end = inner.end.clone()?;
-        if inner.announced || inner.by_request {
+        if inner.announced || inner.stopped_by == Some(StoppedBy::JobKill) {
             return None;
         }
         inner.announced = true;
         Some(end)
     }
 
-    /// Begin a kill: SIGTERM to the group. Returns `false` when the job had already ended.
-    pub(super) fn begin_kill(&self, by_request: bool) -> bool {
+    /// Begin a kill (asked for by `by`, or by nobody when the table goes): SIGTERM to the
+    /// group. Returns `false` when the job had already ended.
+    pub(super) fn begin_kill(&self, by: Option<StoppedBy>) -> bool {
         {
             let mut inner = self.inner.lock().expect("job");
             if inner.end.is_some() {
                 return false;
             }
             inner.terminating = true;
-            inner.by_request |= by_request;
+            inner.stopped_by = inner.stopped_by.or(by);
         }
         self.group.signal(Signal::SIGTERM);
         true

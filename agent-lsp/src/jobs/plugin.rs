@@ -1,6 +1,7 @@
 //! The `jobs` plugin: its preset table, the tools it brings (`shell` with `background`,
-//! `job_output`, `job_kill`, `job_list`, all sharing one [`JobTable`]), and the runtime-context
-//! notice of a job that ended by itself.
+//! `job_output`, `job_kill`, `job_list`, all sharing one [`JobTable`], which posts its jobs on
+//! the host's activity board), and the runtime-context notice of a job that ended by itself or
+//! was stopped from the editor.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -94,7 +95,7 @@ impl PluginSettings for JobsSettings {
     }
 }
 
-/// Announces the jobs that ended by themselves.
+/// Announces the jobs that ended without `job_kill`.
 pub struct JobsPlugin {
     table: Arc<JobTable>,
 }
@@ -102,7 +103,7 @@ pub struct JobsPlugin {
 impl JobsPlugin {
     /// The registry entry: one table for the plugin and its tools.
     pub fn parts(settings: JobsSettings, host: &PluginHost) -> anyhow::Result<Parts> {
-        let table = JobTable::new(settings, host.state_dir.clone());
+        let table = JobTable::new(settings, host.state_dir.clone(), host.activity.clone());
         Ok(Parts {
             plugin: Some(Box::new(JobsPlugin {
                 table: table.clone(),
@@ -142,11 +143,12 @@ impl Plugin for JobsPlugin {
                     .spool
                     .last_lines(settings.notice_lines, settings.output_bytes / 2);
                 let mut text = format!(
-                    "<job-ended id=\"{}\">\nThe background job {} (`{}`) ended: {} after {:.1} s.\n",
+                    "<job-ended id=\"{}\">\nThe background job {} (`{}`) ended: {}{} after {:.1} s.\n",
                     job.id,
                     job.id,
                     job.shown_command(),
                     end.status(),
+                    end.stopped_clause(),
                     end.after.as_secs_f64()
                 );
                 if last.is_empty() {

@@ -8,6 +8,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::plugin::JobsPlugin;
 use super::*;
+use crate::activity::{Activity, Kind};
 use crate::plugin::Plugin;
 use crate::plugin::registry::PluginHost;
 use crate::plugin::tool::{Tool, ToolContext};
@@ -21,6 +22,10 @@ struct Fixture {
     root: Arc<Workspace>,
     plugin: Box<dyn Plugin>,
     tools: Vec<Arc<dyn Tool>>,
+    /// The host's board, where the jobs are posted.
+    activity: Arc<Activity>,
+    /// The session the calls run in.
+    session: Option<String>,
 }
 
 impl Fixture {
@@ -28,13 +33,14 @@ impl Fixture {
         let workspace = tempfile::tempdir().unwrap();
         let state = tempfile::tempdir().unwrap();
         let root = Arc::new(Workspace::new(workspace.path()).unwrap());
+        let activity = Arc::new(Activity::default());
         let host = PluginHost {
             workspace: root.root().to_owned(),
             state_dir: Some(state.path().to_owned()),
             preset: "test".into(),
             context_window: 100_000,
             provider: None,
-            activity: Default::default(),
+            activity: activity.clone(),
             subagents: None,
         };
         let parts = JobsPlugin::parts(settings, &host).unwrap();
@@ -44,6 +50,8 @@ impl Fixture {
             root,
             plugin: parts.plugin.unwrap(),
             tools: parts.tools,
+            activity,
+            session: None,
         }
     }
 
@@ -58,7 +66,7 @@ impl Fixture {
             cancel: CancellationToken::new(),
             call_id: "call".into(),
             session_path: None,
-            session_id: None,
+            session_id: self.session.clone(),
             call_seq: None,
             buffers: None,
             events: None,
@@ -398,4 +406,88 @@ async fn a_long_command_is_shown_by_its_first_line_cut_short() {
     assert!(started.text.contains(&shown), "{}", started.text);
     let list = fx.call("job_list", json!({})).await;
     assert!(list.text.contains(&shown), "{}", list.text);
+}
+
+/// The board's entry of `id`, once `done` holds for it.
+fn entry_when(
+    activity: &Activity,
+    id: &str,
+    what: &str,
+    done: impl Fn(&crate::activity::Entry) -> bool,
+) -> crate::activity::Entry {
+    eventually(what, || {
+        activity
+            .list()
+            .iter()
+            .any(|entry| entry.id == id && done(entry))
+    });
+    activity
+        .list()
+        .into_iter()
+        .find(|entry| entry.id == id)
+        .unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn jobs_are_on_the_board_with_their_last_line_and_the_editor_kills_them_like_job_kill() {
+    let mut fx = Fixture::new(JobsSettings::enabled());
+    // A sub-agent's session: its jobs are shown under its entry.
+    fx.activity
+        .start(Kind::Subagent, "child-session", "explore: x", None, None);
+    fx.session = Some("child-session".into());
+    let started = fx
+        .call(
+            "shell",
+            json!({"command": "echo one; echo two; sh -c 'sleep 3011 & wait'", "background": true}),
+        )
+        .await;
+    let id = format!("job-1@{}", started.meta["pid"]);
+    let entry = entry_when(&fx.activity, &id, "the job's last line is shown", |entry| {
+        entry.detail == "two"
+    });
+    assert_eq!(entry.kind, Kind::Job);
+    assert_eq!(entry.title, "echo one; echo two; sh -c 'sleep 3011 & wait'");
+    assert_eq!(entry.parent.as_deref(), Some("child-session"));
+    assert!(entry.cancellable && entry.running());
+    eventually("the job runs", || live(&["sleep", "3011"]).len() == 1);
+
+    // The editor's cancel: the job and what it started are gone, as after job_kill.
+    assert!(fx.activity.cancel(&id));
+    let ended = entry_when(&fx.activity, &id, "the job's end is posted", |entry| {
+        !entry.running()
+    });
+    assert_eq!(ended.outcome.as_deref(), Some("killed"));
+    assert!(!ended.cancellable);
+    assert!(live(&["sleep", "3011"]).is_empty());
+    // No job_kill result told the model: the end notice does.
+    let notices = fx.notices();
+    assert_eq!(notices.len(), 1);
+    assert!(
+        notices[0]
+            .text
+            .contains("ended: killed by signal 15, stopped from the editor, after "),
+        "{}",
+        notices[0].text
+    );
+    let list = fx.call("job_list", json!({})).await;
+    assert!(
+        list.text.contains(", stopped from the editor, after "),
+        "{}",
+        list.text
+    );
+
+    // A job of a session that is not on the board has no parent, and ends as itself.
+    fx.session = Some("top-level".into());
+    let started = fx
+        .call(
+            "shell",
+            json!({"command": "sleep 1; exit 3", "background": true}),
+        )
+        .await;
+    let id = format!("job-2@{}", started.meta["pid"]);
+    let ended = entry_when(&fx.activity, &id, "the second job ends", |entry| {
+        !entry.running()
+    });
+    assert_eq!(ended.outcome.as_deref(), Some("exit 3"));
+    assert_eq!(ended.parent, None);
 }

@@ -87,7 +87,8 @@ impl Tool for JobShell {
             }
             let root = ctx.workspace.root().to_owned();
             let command = parsed.command;
-            blocking(move || match table.start(&root, &command) {
+            let session = ctx.session_id.clone();
+            blocking(move || match table.start(&root, &command, session.as_deref()) {
                 Ok(job) => ToolOutput::ok(format!(
                     "started background job {id} (pid {pid}): `{command}`\n\
                      Read its output with job_output {{\"id\": \"{id}\"}} (with wait_secs to wait for more), stop it with job_kill {{\"id\": \"{id}\"}}.",
@@ -134,11 +135,7 @@ fn state_line(job: &Job) -> String {
             "{}: ended, {}{} after {:.1} s (`{}`)",
             job.id,
             end.status(),
-            if end.killed {
-                ", stopped by job_kill,"
-            } else {
-                ""
-            },
+            end.stopped_clause(),
             end.after.as_secs_f64(),
             job.shown_command()
         ),

@@ -6,9 +6,11 @@
 //! `agent.cancel` command and `$/cancelRequest` of the command all stop it cleanly), streams its
 //! answer into a prompt document when it has one (see `prompts` and `ui::AnswerWriter`), and
 //! reports what it changed. Its edits reach open files through `workspace/applyEdit`
-//! ([`buffers`]). Failures the programmer can act on (no model configured, the endpoint
+//! ([`buffers`]). The jobs and sub-agents running beside it are shown as `$/progress` of their
+//! own ([`activity`]). Failures the programmer can act on (no model configured, the endpoint
 //! is down, the key is refused) are shown with `window/showMessage`; the server keeps serving.
 
+pub(crate) mod activity;
 pub(crate) mod buffers;
 mod ui;
 
@@ -64,6 +66,8 @@ pub(crate) struct Host {
     /// The jobs and sub-agents running beside the turn, shown in `agent.status` and
     /// `$/progress`; one board for the connection, whichever session posts into it.
     pub(crate) activity: Arc<crate::activity::Activity>,
+    /// The board's entries the editor was shown as `$/progress`.
+    shown: activity::Shown,
 }
 
 /// The session and what runs in it; made on first use.
@@ -86,6 +90,8 @@ impl State {
 struct Running {
     cancel: CancellationToken,
     progress: Option<Value>,
+    /// The turn's progress title, which the jobs and sub-agents started in it name.
+    title: String,
 }
 
 /// Clears the running turn when the turn ends, however it ends.
@@ -175,13 +181,22 @@ impl Host {
         }
     }
 
-    /// The editor pressed cancel on a progress notification.
+    /// The editor pressed cancel on a progress notification: the turn's, or a job's or a
+    /// sub-agent's.
     pub(crate) fn cancel_progress(&self, token: &Value) {
         if let Some(running) = &*self.running.lock().expect("running turn")
             && running.progress.as_ref() == Some(token)
         {
             running.cancel.cancel();
+            return;
         }
+        self.shown.cancel(self, token);
+    }
+
+    /// The running turn's progress title.
+    fn turn_title(&self) -> Option<String> {
+        let running = self.running.lock().expect("running turn");
+        running.as_ref().map(|running| running.title.clone())
     }
 
     /// The id of the server's current session, `None` before it has one (nothing is made for
@@ -371,6 +386,7 @@ impl Host {
             *running = Some(Running {
                 cancel: cancel.clone(),
                 progress: None,
+                title: request.title.clone(),
             });
         }
         let _guard = RunningGuard(self);

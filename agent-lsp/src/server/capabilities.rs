@@ -104,6 +104,7 @@ pub(super) async fn initialize(shared: &Arc<Shared>, params: Value) -> Reply {
         }
     }
     start_file_index(shared, &folders[0]);
+    super::agent::activity::watch(shared);
 
     let mut capabilities = Map::new();
     for child in bridge.running() {

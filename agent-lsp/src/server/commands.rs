@@ -15,9 +15,12 @@
 //! - `agent.cancel`: stop the running turn (the log stays consistent).
 //! - `agent.compact`: compact the session now (a checkpoint summary replaces older history).
 //! - `agent.session.new`, `agent.session.list`.
-//! - `agent.status`: `{session, running, context_tokens, cache_hit_share, plan}` for an editor's
-//!   status bar, from the session's last `usage` event (`null` figures before the first request)
-//!   and its plan (`plans::view`: `{goal, goal_source, items: [{text, status}], open}`).
+//! - `agent.status`: `{session, running, context_tokens, cache_hit_share, plan, activity}` for an
+//!   editor's status bar, from the session's last `usage` event (`null` figures before the first
+//!   request), its plan (`plans::view`: `{goal, goal_source, items: [{text, status}], open}`)
+//!   and the activity board's entries (`activity::Entry`: jobs and sub-agents, running and
+//!   recently ended).
+//! - `agent.activity.cancel {id}`: stop a running job or sub-agent of the board.
 //! - `agent.goal.set {goal}`: the session's goal from now on (it replaces the first prompt as
 //!   the goal that every compaction carries verbatim), recorded in the session log; refused
 //!   while a turn runs and in a session whose preset has no `[plugins.plans]`.
@@ -38,7 +41,7 @@
 //! A turn's command answers when the turn ends, with `{outcome, steps, text, session, plan, ...}`.
 //!
 //! Where they live: [`chat`] (ask, explain, send: turns in prompt documents), [`fix`],
-//! [`session`] (cancel, compact, sessions, status, the goal, one tool), [`context`] (the context
+//! [`session`] (cancel, compact, sessions, status, the goal, one tool, cancelling an entry), [`context`] (the context
 //! editor), [`memory`] (memories across sessions).
 
 mod chat;
@@ -61,7 +64,7 @@ use super::{Reply, ResponseError, Shared, codes, internal};
 use lsp_bridge::jsonrpc::decode_params as decode;
 
 /// The commands this server owns, announced in `executeCommandProvider`.
-pub const COMMANDS: [&str; 18] = [
+pub const COMMANDS: [&str; 19] = [
     "agent.ask",
     "agent.explain",
     "agent.send",
@@ -80,6 +83,7 @@ pub const COMMANDS: [&str; 18] = [
     "agent.memory.remember",
     "agent.memory.forget",
     "agent.memory.edit",
+    "agent.activity.cancel",
 ];
 
 /// One of our commands with its argument, as the editor sent it.
@@ -99,6 +103,7 @@ enum Command {
     ContextEdit(context::EditArgument),
     ContextRollback(context::RollbackArgument),
     Memory(memory::MemoryCommand),
+    ActivityCancel(session::ActivityArgument),
 }
 
 /// `workspace/executeCommand`'s params, as far as the envelope goes.
@@ -158,6 +163,7 @@ impl Command {
             "agent.fix" => Command::Fix(Box::new(decode(name, argument)?)),
             "agent.tool" => Command::Tool(decode(name, argument)?),
             "agent.goal.set" => Command::GoalSet(decode(name, argument)?),
+            "agent.activity.cancel" => Command::ActivityCancel(decode(name, argument)?),
             "agent.context.show" => Command::ContextShow(decode(name, argument)?),
             "agent.context.edit" => Command::ContextEdit(decode(name, argument)?),
             "agent.context.rollback" => Command::ContextRollback(decode(name, argument)?),
@@ -211,6 +217,7 @@ pub(super) async fn execute(
         Command::ContextEdit(argument) => context::edit(shared, argument, cancel).await,
         Command::ContextRollback(argument) => context::rollback(shared, argument).await,
         Command::Memory(command) => memory::run(shared, command).await,
+        Command::ActivityCancel(argument) => session::cancel_activity(shared, argument),
     }
 }
 

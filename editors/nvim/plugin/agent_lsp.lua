@@ -23,5 +23,6 @@ command("AgentSessions", "sessions", { desc = "List the workspace's agent sessio
 command("AgentTool", "tool", { nargs = "+", desc = "Run one agent tool: NAME {json}" })
 command("AgentStatus", "show_status", { desc = "Session, context tokens and cache share" })
 command("AgentPlan", "plan", { desc = "Show the session's goal and the agent's plan" })
+command("AgentActivity", "activity", { desc = "Show the agent's background jobs and sub-agents" })
 command("AgentGoal", "goal", { nargs = "*", desc = "Set the session's goal" })
 command("AgentMemory", "memory", { nargs = "*", desc = "List, remember, forget or edit the agent's memories" })

@@ -213,6 +213,50 @@ local function main()
     vim.api.nvim_win_close(win, true)
   end
 
+  -- :AgentActivity lists a background job (started with :AgentTool, `shell` asks: allowed here),
+  -- and `x` on its line stops it.
+  step("activity")
+  vim.lsp.handlers["window/showMessageRequest"] = function()
+    return { title = "Allow" }
+  end
+  local started
+  agent.tool({ args = 'shell {"command": "sleep 30", "background": true}', on_done = function(err, result)
+    started = err or result
+  end })
+  vim.wait(WAIT, function()
+    return started ~= nil
+  end, 20)
+  results.job_started = started
+  vim.cmd("AgentActivity")
+  local function job_line(state)
+    local lines = float_lines() or {}
+    for i, line in ipairs(lines) do
+      if line == "[" .. state .. "] job: sleep 30" then
+        return i
+      end
+    end
+  end
+  vim.wait(WAIT, function()
+    return job_line("running") ~= nil
+  end, 20)
+  results.activity_float = float_lines()
+  local row = job_line("running")
+  if row then
+    local _, float = float_lines()
+    vim.api.nvim_set_current_win(float)
+    vim.api.nvim_win_set_cursor(float, { row, 0 })
+    vim.api.nvim_feedkeys("x", "x", false)
+    -- The kill takes its moment after the server answered: `r` asks again until it shows.
+    results.activity_stopped = vim.wait(WAIT, function()
+      if job_line("killed") then
+        return true
+      end
+      vim.api.nvim_feedkeys("r", "x", false)
+      return false
+    end, 200)
+    vim.api.nvim_win_close(float, true)
+  end
+
   step("health")
   vim.cmd("checkhealth agent_lsp")
   results.health = vim.api.nvim_buf_get_lines(0, 0, -1, false)

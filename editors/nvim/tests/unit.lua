@@ -8,6 +8,7 @@ local ext = require("agent_lsp.ext")
 local context = require("agent_lsp.context")
 local plan_view = require("agent_lsp.plan")
 local memory_view = require("agent_lsp.memory")
+local activity_view = require("agent_lsp.activity")
 
 local passed, failed = 0, 0
 local function test(name, fn)
@@ -163,7 +164,7 @@ end)
 test("the user commands exist", function()
   vim.cmd.runtime("plugin/agent_lsp.lua")
   local commands = vim.api.nvim_get_commands({})
-  for _, name in ipairs({ "AgentAsk", "AgentSend", "AgentFix", "AgentCancel", "AgentCompact", "AgentContext", "AgentPlan", "AgentGoal" }) do
+  for _, name in ipairs({ "AgentAsk", "AgentSend", "AgentFix", "AgentCancel", "AgentCompact", "AgentContext", "AgentPlan", "AgentGoal", "AgentActivity" }) do
     if not commands[name] then
       error("missing :" .. name)
     end
@@ -191,6 +192,53 @@ test("the memory float lists each memory with its scope and where it came from",
   local buf, win = memory_view.show(result)
   eq(vim.api.nvim_win_get_config(win).relative, "editor")
   eq(vim.api.nvim_buf_get_lines(buf, 0, -1, false), memory_view.render(result))
+  vim.api.nvim_win_close(win, true)
+end)
+
+local activity = {
+  { id = "job-1@100", kind = "job", title = "cargo build", started_ms = 1, detail = "Finished", outcome = "exit 0", cancellable = false },
+  { id = "child-1", kind = "subagent", title = "explore: find the parser", started_ms = 2, detail = "step 3", cancellable = true },
+  { id = "job-1@200", kind = "job", title = "cargo test", parent = "child-1", started_ms = 3, detail = "", cancellable = true },
+  { id = "job-2@300", kind = "job", title = "sleep 30", started_ms = 4, detail = "", outcome = vim.NIL, cancellable = true },
+}
+
+test("the activity float lists entries newest first, each under its parent", function()
+  local lines, ids = activity_view.render(activity)
+  eq(lines, {
+    "[running] job: sleep 30",
+    "[running] sub-agent: explore: find the parser — step 3",
+    "  [running] job: cargo test",
+    "[exit 0] job: cargo build — Finished",
+    "",
+    "x stops the entry under the cursor, r refreshes, q closes.",
+  })
+  eq(ids, { "job-2@300", "child-1", "job-1@200", "job-1@100" })
+  eq(activity_view.render({}), { "Nothing running: background jobs the agent starts and its sub-agents show here." })
+  eq(activity_view.render(vim.NIL), { "Nothing running: background jobs the agent starts and its sub-agents show here." })
+end)
+
+test("x in the activity float stops the entry under the cursor and shows the new list", function()
+  local stopped = {}
+  local after = vim.deepcopy(activity)
+  after[3].outcome = "killed"
+  local buf, win = activity_view.show(activity, {
+    cancel = function(id, done)
+      table.insert(stopped, id)
+      done(after)
+    end,
+    fetch = function(done)
+      done(nil)
+    end,
+  })
+  vim.api.nvim_win_set_cursor(win, { 3, 0 })
+  vim.api.nvim_feedkeys("x", "x", false)
+  eq(stopped, { "job-1@200" })
+  eq(vim.api.nvim_buf_get_lines(buf, 2, 3, false), { "  [killed] job: cargo test" })
+  -- A line without an entry stops nothing; `r` with nothing new leaves the lines.
+  vim.api.nvim_win_set_cursor(win, { 5, 0 })
+  vim.api.nvim_feedkeys("xr", "x", false)
+  eq(stopped, { "job-1@200" })
+  eq(vim.api.nvim_buf_get_lines(buf, 0, -1, false), (activity_view.render(after)))
   vim.api.nvim_win_close(win, true)
 end)
 

@@ -26,6 +26,7 @@ const checks = [
   ["Send to agent streams the answer in", send],
   ["Fix with agent changes the buffer, unsaved, and the problem goes", fix],
   ["the plan the agent wrote is in the status bar and the Agent Plan view", plan],
+  ["a background job is in the Agent Activity view, and its stop button kills it", activity],
   ["opening a README or a prompt document shows no error", noErrors],
   ["a server that cannot start is reported once, with its reason and its output", startFailure],
 ];
@@ -189,6 +190,47 @@ async function plan(ui) {
   }
   await ui.page.locator(".monaco-list-row", { hasText: "Goal" }).first().waitFor({ timeout: WAIT });
   await ui.screenshot("plan");
+}
+
+/** The live `sleep 30` processes started in the test's workspace (a job's). */
+function sleepers(run) {
+  return fs
+    .readdirSync("/proc")
+    .filter((name) => /^\d+$/.test(name))
+    .filter((pid) => {
+      try {
+        const argv = fs.readFileSync(`/proc/${pid}/cmdline`, "utf8");
+        const state = fs.readFileSync(`/proc/${pid}/stat`, "utf8").split(")").pop().trim()[0];
+        return argv === "sleep\u000030\u0000" && state !== "Z" && fs.readlinkSync(`/proc/${pid}/cwd`) === run.workspace;
+      } catch {
+        return false;
+      }
+    });
+}
+
+async function activity(ui, run) {
+  // A job started by hand (Run Tool…), so no model turn is needed; `shell` asks first.
+  await ui.command("Agent: Run Tool");
+  const input = ui.page.locator(".quick-input-widget .quick-input-box input");
+  await input.waitFor({ state: "visible", timeout: WAIT });
+  await input.fill("shell");
+  await ui.page.keyboard.press("Enter");
+  await ui.page.locator(".quick-input-widget", { hasText: "Arguments of shell" }).waitFor({ timeout: WAIT });
+  await input.fill(JSON.stringify({ command: "sleep 30", background: true }));
+  await ui.page.keyboard.press("Enter");
+  const ask = ui.page.locator(".notification-toast", { hasText: "wants to run" }).first();
+  await ask.waitFor({ timeout: WAIT });
+  await ask.locator(".monaco-button", { hasText: "Allow" }).click();
+  await ui.command("Agent: Show Activity");
+  const row = ui.page.locator(".monaco-list-row", { hasText: "sleep 30" }).first();
+  await row.waitFor({ timeout: WAIT });
+  assert.equal(sleepers(run).length, 1, "the job's sleep runs");
+  await ui.screenshot("activity-running");
+  await row.hover();
+  await row.locator('.action-label[aria-label="Stop Job or Sub-agent"]').click();
+  await ui.page.locator(".monaco-list-row", { hasText: "sleep 30" }).filter({ hasText: "killed" }).first().waitFor({ timeout: WAIT });
+  assert.deepEqual(sleepers(run), [], "the stopped job's sleep is gone");
+  await ui.screenshot("activity-stopped");
 }
 
 async function noErrors(ui) {

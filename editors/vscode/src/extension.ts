@@ -1,11 +1,14 @@
 // The VS Code side of agent-lsp: starts `agent-lsp serve` (through `server.ts`), keeps the API
 // key in SecretStorage (passed as `initializationOptions.apiKey`, never written to settings),
-// and adds palette commands, the status bar item, the context view and the plan view. The
-// logic worth testing lives in `logic/`, which does not import `vscode`.
+// and adds palette commands, the status bar item, the context view, the plan view and the
+// activity view (`activity.ts`). The logic worth testing lives in `logic/`, which does not
+// import `vscode`.
 
 import * as vscode from "vscode";
 import { ExecuteCommandRequest, LanguageClientOptions } from "vscode-languageclient/node";
 
+import { ActivityTreeProvider } from "./activity";
+import { ActivityNode } from "./logic/activity";
 import { ContextNode, contextTree, unavailableContext } from "./logic/context";
 import { PlanNode, planTree } from "./logic/plan";
 import { MemoryList, memoryItems, rememberArgument } from "./logic/memory";
@@ -34,6 +37,7 @@ const SECRET_KEY = "agentLsp.apiKey";
 let server: ServerController;
 let contextView: ContextTreeProvider;
 let planView: PlanTreeProvider;
+let activityView: ActivityTreeProvider;
 
 /** The running client, if the server started. */
 function running() {
@@ -69,6 +73,8 @@ async function startClient(context: vscode.ExtensionContext): Promise<void> {
         const turn = TURN_COMMANDS.has(name);
         if (turn) {
           server.show({ kind: "turn" });
+          // The jobs and sub-agents it starts show up while it runs.
+          activityView.poll();
         }
         try {
           return await next(name, commandArgs);
@@ -138,6 +144,7 @@ async function refreshStatus(): Promise<void> {
     })) as Status;
     server.show({ kind: "ready", status });
     planView.show(status.plan);
+    activityView.show(status.activity, status.running === true);
   } catch {
     // An older server without agent.status: ready, without figures.
     server.show({ kind: "ready" });
@@ -257,6 +264,9 @@ export async function activate(context: vscode.ExtensionContext): Promise<void> 
   context.subscriptions.push(vscode.window.registerTreeDataProvider("agentLsp.context", contextView));
   planView = new PlanTreeProvider();
   context.subscriptions.push(vscode.window.registerTreeDataProvider("agentLsp.plan", planView));
+  activityView = new ActivityTreeProvider(refreshStatus);
+  context.subscriptions.push(activityView);
+  context.subscriptions.push(vscode.window.registerTreeDataProvider("agentLsp.activity", activityView));
 
   const register = (name: string, run: (...args: unknown[]) => unknown) =>
     context.subscriptions.push(vscode.commands.registerCommand(name, run));
@@ -419,6 +429,22 @@ export async function activate(context: vscode.ExtensionContext): Promise<void> 
     if (await execute(SERVER_COMMANDS.memoryRemember, argument)) {
       void vscode.window.setStatusBarMessage("agent-lsp: remembered", 4000);
     }
+  });
+  register("agentLsp.showActivity", async () => {
+    await refreshStatus();
+    await vscode.commands.executeCommand("agentLsp.activity.focus");
+  });
+  register("agentLsp.cancelActivity", async (node?: unknown) => {
+    const id = (node as ActivityNode | undefined)?.id;
+    if (!id) {
+      void vscode.window.showInformationMessage("agent-lsp: pick the job or sub-agent to stop in the Agent Activity view");
+      return;
+    }
+    const result = await execute<{ cancelled: boolean }>(SERVER_COMMANDS.activityCancel, { id });
+    if (result && !result.cancelled) {
+      void vscode.window.setStatusBarMessage(`agent-lsp: ${id} is no longer running`, 4000);
+    }
+    void refreshStatus();
   });
   register("agentLsp.refreshStatus", () => refreshStatus());
   register("agentLsp.showOutput", () => output.show(true));

@@ -58,29 +58,15 @@ pub(super) struct Progress {
 
 impl Progress {
     pub(super) async fn begin(shared: &Arc<Shared>, host: &Host, title: &str) -> Progress {
-        let mut token = None;
-        if shared.client_supports("/window/workDoneProgress") {
-            let candidate = json!(format!(
-                "agent-lsp/turn/{}",
-                host.next_progress.fetch_add(1, Ordering::Relaxed)
-            ));
-            if shared
-                .request_editor(
-                    "window/workDoneProgress/create",
-                    json!({"token": candidate}),
-                )
-                .await
-                .is_ok()
-            {
-                if let Some(running) = &mut *host.running.lock().expect("running turn") {
-                    running.progress = Some(candidate.clone());
-                }
-                shared.notify_editor(
-                    "$/progress",
-                    json!({"token": candidate, "value": {"kind": "begin", "title": title, "cancellable": true, "message": "thinking"}}),
-                );
-                token = Some(candidate);
+        let token = create_token(shared, host, "turn").await;
+        if let Some(token) = &token {
+            if let Some(running) = &mut *host.running.lock().expect("running turn") {
+                running.progress = Some(token.clone());
             }
+            shared.notify_editor(
+                "$/progress",
+                json!({"token": token, "value": {"kind": "begin", "title": title, "cancellable": true, "message": "thinking"}}),
+            );
         }
         Progress {
             shared: shared.clone(),
@@ -105,6 +91,24 @@ impl Progress {
             );
         }
     }
+}
+
+/// A new work-done token, `agent-lsp/{what}/{n}` (one count for the connection, so turns' and
+/// entries' tokens never meet), created with `window/workDoneProgress/create`; `None` when the
+/// editor did not advertise `window.workDoneProgress` or refused the token.
+pub(super) async fn create_token(shared: &Arc<Shared>, host: &Host, what: &str) -> Option<Value> {
+    if !shared.client_supports("/window/workDoneProgress") {
+        return None;
+    }
+    let token = json!(format!(
+        "agent-lsp/{what}/{}",
+        host.next_progress.fetch_add(1, Ordering::Relaxed)
+    ));
+    shared
+        .request_editor("window/workDoneProgress/create", json!({"token": token}))
+        .await
+        .is_ok()
+        .then_some(token)
 }
 
 /// What the editor sees of a running turn: progress per step and tool, streamed text.

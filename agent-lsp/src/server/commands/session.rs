@@ -1,5 +1,5 @@
-//! The session's commands: `agent.status`, `agent.goal.set`, and `agent.tool` (one tool run
-//! without a model).
+//! The session's commands: `agent.status`, `agent.goal.set`, `agent.tool` (one tool run
+//! without a model) and `agent.activity.cancel` (stop a job or a sub-agent).
 //! `agent.cancel`, `agent.compact` and the session list and switch are the host's own, called
 //! from the table in `commands`.
 
@@ -33,13 +33,22 @@ pub(super) struct GoalArgument {
     goal: String,
 }
 
-/// `agent.status`: the figures of the session's last model request and its plan. A running turn
-/// holds the session, so the answer then says only that it runs (editors ask again when it
-/// ends; the turn's `$/progress` says when its plan changes).
+/// `agent.activity.cancel`: the board entry to stop.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct ActivityArgument {
+    id: String,
+}
+
+/// `agent.status`: the figures of the session's last model request, its plan, and the jobs and
+/// sub-agents on the activity board. A running turn holds the session, so the answer then says
+/// only that it runs, and what runs beside it (editors ask again when it ends; the turn's
+/// `$/progress` says when its plan changes).
 pub(super) async fn status(shared: &Arc<Shared>) -> Reply {
+    let activity = shared.host.activity.list();
     if shared.host.is_running() {
         return Ok(
-            json!({"session": null, "running": true, "context_tokens": null, "cache_hit_share": null, "plan": null}),
+            json!({"session": null, "running": true, "context_tokens": null, "cache_hit_share": null, "plan": null, "activity": activity}),
         );
     }
     let guard = shared.host.state(shared).await?;
@@ -71,7 +80,14 @@ pub(super) async fn status(shared: &Arc<Shared>) -> Reply {
         "context_tokens": context_tokens,
         "cache_hit_share": cache_hit_share,
         "plan": crate::plans::view(state.session.history()),
+        "activity": activity,
     }))
+}
+
+/// `agent.activity.cancel`: cancel a running entry of the board (a job is killed as `job_kill`
+/// kills it); `cancelled` is false when no running, cancellable entry has that id.
+pub(super) fn cancel_activity(shared: &Arc<Shared>, argument: ActivityArgument) -> Reply {
+    Ok(json!({"cancelled": shared.host.activity.cancel(&argument.id)}))
 }
 
 /// `agent.goal.set`: record the session's goal (see `plans::set_goal`).

@@ -23,6 +23,7 @@ M.commands = {
   memory_remember = "agent.memory.remember",
   memory_forget = "agent.memory.forget",
   memory_edit = "agent.memory.edit",
+  activity_cancel = "agent.activity.cancel",
 }
 
 --- Commands that run an agent turn (their answer comes when the turn ends).

@@ -1,5 +1,5 @@
 -- A read-only float near the middle of the editor, for the views that show a server answer
--- (`:AgentPlan`, `:AgentMemory`); `q` or `<Esc>` closes it.
+-- (`:AgentPlan`, `:AgentMemory`, `:AgentActivity`); `q` or `<Esc>` closes it.
 
 local M = {}
 
@@ -31,6 +31,16 @@ function M.open(lines, title)
     vim.keymap.set("n", key, "<cmd>close<cr>", { buffer = buf, nowait = true })
   end
   return buf, win
+end
+
+--- Replace the lines of a float `open` made (its height follows, within the editor).
+function M.set_lines(buf, win, lines)
+  vim.bo[buf].modifiable = true
+  vim.api.nvim_buf_set_lines(buf, 0, -1, false, lines)
+  vim.bo[buf].modifiable = false
+  if vim.api.nvim_win_is_valid(win) then
+    vim.api.nvim_win_set_height(win, math.min(#lines, math.max(1, vim.o.lines - 6)))
+  end
 end
 
 return M

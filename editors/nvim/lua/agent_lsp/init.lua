@@ -355,6 +355,12 @@ function M.plan(opts)
   end)
 end
 
+--- `:AgentActivity`: the agent's background jobs and sub-agents, running and recently ended, in
+--- a float; `x` stops the one under the cursor (see `agent_lsp.activity`).
+function M.activity(opts)
+  return require("agent_lsp.activity").open(M, opts or {})
+end
+
 --- `:AgentMemory`: the memories new sessions get, in a float; `:AgentMemory remember {text}`,
 --- `:AgentMemory forget {id}` and `:AgentMemory edit {id} {text}` change them (as the agent's
 --- `memory` tool and `agent-lsp memory` do; new sessions see the change, the running one keeps

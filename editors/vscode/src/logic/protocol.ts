@@ -42,6 +42,7 @@ export const SERVER_COMMANDS = {
   memoryRemember: "agent.memory.remember",
   memoryForget: "agent.memory.forget",
   memoryEdit: "agent.memory.edit",
+  activityCancel: "agent.activity.cancel",
 } as const;
 
 /** Commands that run an agent turn: the status bar is refreshed after each of them. */
@@ -81,6 +82,24 @@ export interface TurnResult {
   plan?: Plan | null;
 }
 
+/** A background job or a sub-agent on the server's activity board (`activity::Entry`). */
+export interface ActivityEntry {
+  /** `job-1@4242` for a job, the child session's id for a sub-agent. */
+  id: string;
+  kind: "job" | "subagent";
+  /** The command, or the sub-agent's type and prompt, shortened. */
+  title: string;
+  /** The entry this one runs under (a sub-agent's job). */
+  parent?: string;
+  /** Milliseconds since the Unix epoch. */
+  started_ms: number;
+  /** The latest progress line: a job's last output line, the step a sub-agent is at. */
+  detail: string;
+  /** Absent while it runs; then how it ended (`exit 3`, `killed`, `answered`, …). */
+  outcome?: string;
+  cancellable: boolean;
+}
+
 /** The answer of `agent.status`. */
 export interface Status {
   session: string | null;
@@ -89,6 +108,8 @@ export interface Status {
   cache_hit_share: number | null;
   /** Absent from servers before plans; `null` while a turn runs. */
   plan?: Plan | null;
+  /** The running and recently ended jobs and sub-agents (absent from older servers). */
+  activity?: ActivityEntry[];
 }
 
 /** One segment of the context window, as `agent.context.show` lists it. */
