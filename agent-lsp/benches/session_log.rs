@@ -22,6 +22,7 @@ fn header() -> SessionHeader {
         preset: "standard".into(),
         preset_text: None,
         agent_version: "bench".into(),
+        parent: None,
     }
 }
 

@@ -3,13 +3,14 @@
 //! tool's sub-agents alike.
 //!
 //! A [`Launcher`] is made once per host with what every agent of that host shares: the
-//! session store, the model, the activity board, and [`MakeRuntime`], which builds a preset's
-//! tool runtime over the host's one bridge and document mirror (so a sub-agent queries the same
+//! session store, the model, the activity board, and the [`ToolHost`], which builds a
+//! preset's tool runtime over the host's one bridge and document mirror (so a sub-agent queries the same
 //! warm language servers and, under `serve`, reads the editor's unsaved buffers, with the same
 //! asker for `ask` permissions). [`Launcher::parts`] gives the top-level agent its parts; the
 //! launcher it puts into the host ([`PluginHost::subagents`]) makes that agent's children one
 //! level deeper ([`Spawner::start`]), and so on down to the preset's `max_depth`.
 
+use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -29,12 +30,44 @@ use crate::session::store::Store;
 use crate::session::{History, Session};
 use crate::subagents::child::ChildPlugin;
 use crate::subagents::{self, Order, Report, Spawner, Started, Stop, StopReason};
-use crate::tools::ToolRuntime;
+use crate::tools::buffers::Buffers;
+use crate::tools::{Asker, ToolRuntime};
 
-/// Builds the tool runtime of a preset from the tools its plugins brought: the host's bridge,
-/// documents, web settings, buffers and asker around them.
-pub type MakeRuntime =
-    Arc<dyn Fn(&Preset, &[Arc<dyn Tool>]) -> anyhow::Result<ToolRuntime> + Send + Sync>;
+/// What every agent of a host gets its tools over: the workspace, the one bridge to its
+/// language servers and the document mirror they share with the editor, the user's `[web]`
+/// settings, who answers `ask`, and the editor's buffers under `serve`.
+#[derive(Clone)]
+pub struct ToolHost {
+    pub workspace: PathBuf,
+    pub bridge: lsp_bridge::Bridge,
+    pub documents: Arc<lsp_bridge::documents::DocumentMirror>,
+    pub web: crate::web::WebRuntime,
+    pub asker: Arc<dyn Asker>,
+    pub buffers: Option<Arc<dyn Buffers>>,
+}
+
+impl ToolHost {
+    /// The tool runtime of `preset`, with the tools its plugins brought.
+    pub fn runtime(
+        &self,
+        preset: &Preset,
+        plugin_tools: &[Arc<dyn Tool>],
+    ) -> anyhow::Result<ToolRuntime> {
+        let runtime = crate::harness::runtime_with(
+            &self.workspace,
+            preset,
+            self.bridge.clone(),
+            self.documents.clone(),
+            plugin_tools,
+        )?
+        .with_web(self.web.clone())
+        .with_asker(self.asker.clone());
+        Ok(match &self.buffers {
+            Some(buffers) => runtime.with_buffers(buffers.clone()),
+            None => runtime,
+        })
+    }
+}
 
 /// What an agent runs with.
 pub struct Parts {
@@ -48,7 +81,7 @@ pub struct Launcher {
     store: Store,
     provider: Option<Provider>,
     activity: Arc<Activity>,
-    make_runtime: MakeRuntime,
+    tools: ToolHost,
     /// The depth of the agents this launcher makes parts for: 0 for the top-level agent.
     depth: u32,
     /// The preset of the agent whose children this launcher starts (what `general` runs).
@@ -62,13 +95,13 @@ impl Launcher {
         store: Store,
         provider: Option<Provider>,
         activity: Arc<Activity>,
-        make_runtime: MakeRuntime,
+        tools: ToolHost,
     ) -> Launcher {
         Launcher {
             store,
             provider,
             activity,
-            make_runtime,
+            tools,
             depth: 0,
             preset: None,
             session: None,
@@ -106,7 +139,7 @@ impl Launcher {
             }));
         }
         let assembly = crate::harness::assemble(preset, &host)?;
-        let tools = (self.make_runtime)(preset, &assembly.tools)?;
+        let tools = self.tools.runtime(preset, &assembly.tools)?;
         Ok(Parts {
             plugins: assembly.plugins,
             tools,

@@ -30,6 +30,26 @@ fn endpoint(route: Route) -> ModelEndpoint {
     endpoint
 }
 
+/// `agent-lsp run --yes [--preset FILE] PROMPT` against `endpoint`, which must succeed without
+/// a rule broken.
+fn run(fixture: &CliFixture, endpoint: &ModelEndpoint, preset: Option<&str>, prompt: &str) {
+    let mut args = vec!["run", "--yes", "--base-url"];
+    let base_url = endpoint.base_url();
+    args.push(&base_url);
+    let preset_path = preset.map(|name| fixture.state.path().join(name).display().to_string());
+    if let Some(path) = &preset_path {
+        args.extend(["--preset", path]);
+    }
+    args.push(prompt);
+    let output = fixture.run(&args);
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    endpoint.assert_no_violations();
+}
+
 fn is_child(request: &ChatRequest) -> bool {
     request
         .system_text()
@@ -185,19 +205,7 @@ fn two_tasks_in_one_step_run_concurrently_and_answer_in_call_order() {
         }
     });
     let endpoint = endpoint(route);
-    let output = fixture.run(&[
-        "run",
-        "--yes",
-        "--base-url",
-        &endpoint.base_url(),
-        "Read both",
-    ]);
-    assert!(
-        output.status.success(),
-        "{}",
-        String::from_utf8_lossy(&output.stderr)
-    );
-    endpoint.assert_no_violations();
+    run(&fixture, &endpoint, None, "Read both");
 
     let (parent, children) = sessions(&fixture);
     assert_eq!(children.len(), 2);
@@ -328,6 +336,26 @@ fn two_tasks_in_one_step_run_concurrently_and_answer_in_call_order() {
                 .contains("letter")
         );
     }
+    // The HTML page renders each child's calls nested under its `task` cell.
+    let page = fixture.state.path().join("trajectory.html");
+    let page_arg = page.display().to_string();
+    fixture.ok(&["session", "trajectory", &parent_id, "-o", &page_arg]);
+    let dom = crate::context_editor::run_chromium(&[
+        "--dump-dom".into(),
+        format!("file://{}", page.display()),
+    ]);
+    assert!(
+        dom.contains("data-rendered=\"ok\""),
+        "the page did not render"
+    );
+    let summary: Value = serde_json::from_str(&crate::context_editor::between(
+        &dom,
+        "<pre id=\"render-summary\">",
+        "</pre>",
+    ))
+    .unwrap();
+    assert_eq!(summary["subagents"], 2, "{summary}");
+    assert_eq!(summary["subagent_subtools"], 2, "{summary}");
     // `session show` nests the children's timelines under their starts.
     let shown = fixture.ok(&["session", "show", &parent_id]);
     assert!(shown.contains("    │ "), "{shown}");
@@ -347,8 +375,7 @@ fn budgets_and_a_failing_endpoint_end_children_and_the_parent_goes_on() {
     );
     assert_ne!(preset, standard);
     let fixture = CliFixture::new(CONFIG).with_files(&[("a.txt", "ALPHA\n")]);
-    let preset_path = fixture.state.path().join("tight.toml");
-    std::fs::write(&preset_path, preset).unwrap();
+    std::fs::write(fixture.state.path().join("tight.toml"), preset).unwrap();
     let route: Route = Arc::new(move |request| {
         if !is_child(request) {
             return match request.answers() {
@@ -370,22 +397,7 @@ fn budgets_and_a_failing_endpoint_end_children_and_the_parent_goes_on() {
         call("read", json!({"path": "a.txt"})).into()
     });
     let endpoint = endpoint(route);
-    let preset_arg = preset_path.display().to_string();
-    let output = fixture.run(&[
-        "run",
-        "--yes",
-        "--preset",
-        &preset_arg,
-        "--base-url",
-        &endpoint.base_url(),
-        "Try three",
-    ]);
-    assert!(
-        output.status.success(),
-        "{}",
-        String::from_utf8_lossy(&output.stderr)
-    );
-    endpoint.assert_no_violations();
+    run(&fixture, &endpoint, Some("tight.toml"), "Try three");
     let (parent, children) = sessions(&fixture);
     assert_eq!(children.len(), 3);
     let calls = results(&parent, "task");
@@ -515,8 +527,7 @@ fn a_preset_that_allows_depth_two_nests_a_grandchild_and_the_trajectory_nests_it
     let deep = standard.replace("max_depth = 1", "max_depth = 2");
     assert_ne!(deep, standard);
     let fixture = CliFixture::new(CONFIG).with_files(&[("a.txt", "ALPHA\n")]);
-    let preset_path = fixture.state.path().join("deep.toml");
-    std::fs::write(&preset_path, deep).unwrap();
+    std::fs::write(fixture.state.path().join("deep.toml"), deep).unwrap();
     let route: Route = Arc::new(move |request| {
         let tools = request.tool_names();
         if !is_child(request) {
@@ -545,22 +556,7 @@ fn a_preset_that_allows_depth_two_nests_a_grandchild_and_the_trajectory_nests_it
         }
     });
     let endpoint = endpoint(route);
-    let preset_arg = preset_path.display().to_string();
-    let output = fixture.run(&[
-        "run",
-        "--yes",
-        "--preset",
-        &preset_arg,
-        "--base-url",
-        &endpoint.base_url(),
-        "Go deep",
-    ]);
-    assert!(
-        output.status.success(),
-        "{}",
-        String::from_utf8_lossy(&output.stderr)
-    );
-    endpoint.assert_no_violations();
+    run(&fixture, &endpoint, Some("deep.toml"), "Go deep");
     let (parent, children) = sessions(&fixture);
     assert_eq!(children.len(), 2);
     let parent_id = parent.header().unwrap().session_id.clone();
@@ -670,4 +666,49 @@ fn a_sub_agent_is_never_allowed_more_than_its_parent() {
         calls[1].1
     );
     assert_eq!(children[0].header().unwrap().preset, "yolo");
+}
+
+#[test]
+fn a_child_over_its_prompt_token_budget_stops_after_that_answer() {
+    let standard = agent_lsp::preset::catalog::builtin_text("standard").unwrap();
+    let tight = standard.replace(
+        "max_steps = 30\n",
+        "max_steps = 30\nmax_prompt_tokens = 1000\n",
+    );
+    assert_ne!(tight, standard);
+    let fixture = CliFixture::new(CONFIG).with_files(&[("a.txt", "ALPHA\n")]);
+    std::fs::write(fixture.state.path().join("tokens.toml"), tight).unwrap();
+    let route: Route = Arc::new(move |request| {
+        if !is_child(request) {
+            return match request.answers() {
+                0 => call("task", task("READ: read a.txt, twice")).into(),
+                _ => Reply::text("Noted."),
+            };
+        }
+        call("read", json!({"path": "a.txt"})).into()
+    });
+    let endpoint = endpoint(route);
+    run(&fixture, &endpoint, Some("tokens.toml"), "Go");
+    let (parent, children) = sessions(&fixture);
+    let end = &ends(&parent)[0];
+    // The first request alone is over 1000 tokens (the system prompt and catalog): the child
+    // stops after its first answer, whose call is answered as cancelled.
+    assert_eq!(
+        (end.outcome.as_str(), end.steps, end.requests),
+        ("token_budget", 1, 1)
+    );
+    assert!(end.prompt_tokens > 1000);
+    let reason = end.reason.as_deref().unwrap();
+    assert_eq!(
+        reason,
+        format!("{} of 1000 prompt tokens", end.prompt_tokens)
+    );
+    assert!(
+        results(&parent, "task")[0]
+            .1
+            .contains("prompt-token budget")
+    );
+    let read = results(&children[0], "read");
+    assert_eq!(read.len(), 1);
+    assert!(read[0].1.contains("cancelled"), "{}", read[0].1);
 }

@@ -12,14 +12,14 @@ use tokio_util::sync::CancellationToken;
 
 use crate::agent::{Agent, Plugin, TurnOutcome, TurnUi};
 use crate::config::Config;
-use crate::launch::{Launcher, MakeRuntime};
+use crate::launch::{Launcher, ToolHost};
 use crate::llm::provider::{Provider, ProviderConfig, ProviderError, ProviderOptions};
 use crate::preset::{DEFAULT_PRESET, Preset, PresetDirs};
 use crate::session::Session;
 use crate::session::event::ToolCallRef;
 use crate::session::log::Durability;
 use crate::session::store::Store;
-use crate::tools::{Asker, HeadlessAsker, Tool, ToolRuntime};
+use crate::tools::{Asker, HeadlessAsker, ToolRuntime};
 use crate::workspace::Workspace;
 use lsp_bridge::Bridge;
 
@@ -278,26 +278,19 @@ pub fn standard_runtime(
     let workspace = Workspace::new(store.workspace())?.root().to_owned();
     let bridge = Bridge::new(config.bridge_config()?, vec![workspace.clone()]);
     let documents = Arc::new(lsp_bridge::documents::DocumentMirror::new());
-    let web = crate::web::WebRuntime::new(&config.web)?;
-    let make_runtime: MakeRuntime = {
-        let bridge = bridge.clone();
-        Arc::new(move |preset: &Preset, tools: &[Arc<dyn Tool>]| {
-            Ok(crate::harness::runtime_with(
-                &workspace,
-                preset,
-                bridge.clone(),
-                documents.clone(),
-                tools,
-            )?
-            .with_web(web.clone())
-            .with_asker(asker.clone()))
-        })
+    let tools = ToolHost {
+        workspace,
+        bridge: bridge.clone(),
+        documents,
+        web: crate::web::WebRuntime::new(&config.web)?,
+        asker,
+        buffers: None,
     };
     let launcher = Launcher::new(
         store.clone(),
         provider,
         Arc::new(crate::activity::Activity::default()),
-        make_runtime,
+        tools,
     );
     let parts = launcher.parts(preset)?;
     Ok(Standard {

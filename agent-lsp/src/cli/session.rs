@@ -222,14 +222,19 @@ fn list(store: &Store, json: bool, out: &mut impl Write) -> anyhow::Result<()> {
             )?;
             continue;
         }
+        // A sub-agent's session says whose it is: `↳ …9f3a` (the end of its parent's id).
+        let prompt = preview(row["first_prompt"].as_str().unwrap_or(""), 60);
+        let prompt = match row["parent"]["session_id"].as_str() {
+            Some(parent) => format!("↳ {} {prompt}", &parent[parent.len().saturating_sub(4)..]),
+            None => prompt,
+        };
         writeln!(
             out,
-            "{:<22} {:<10} {:>7} {:>8}  {}",
+            "{:<22} {:<10} {:>7} {:>8}  {prompt}",
             row["id"].as_str().unwrap_or_default(),
             row["preset"].as_str().unwrap_or_default(),
             row["events"],
             row["requests"],
-            preview(row["first_prompt"].as_str().unwrap_or(""), 60),
         )?;
     }
     Ok(())
@@ -246,6 +251,7 @@ fn summary_json(id: &str, history: &History) -> Value {
         "events": history.events().len(),
         "requests": history.n_requests(),
         "first_prompt": first_prompt(history),
+        "parent": header.and_then(|h| h.parent.as_ref()),
     })
 }
 
@@ -410,7 +416,7 @@ fn show_human(history: &mut History, store: &Store, out: &mut impl Write) -> any
         writeln!(
             out,
             "{:>6}  {:>9}  {:<18} {op}{}{on_surface}",
-            row["seq"],
+            seq,
             format!("{}.{}", row["turn"], row["step"]),
             row["kind"].as_str().unwrap_or_default(),
             row["summary"].as_str().unwrap_or_default(),

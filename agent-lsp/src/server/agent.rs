@@ -319,37 +319,21 @@ impl Host {
         let store = self.store()?;
         // The agent and its sub-agents get their tools the same way: over the editor's bridge,
         // documents and buffers, asking the editor for `ask` permissions.
-        let make_runtime: crate::launch::MakeRuntime = {
-            let (workspace, bridge, documents) = (
-                workspace.clone(),
-                shared.bridge()?.clone(),
-                shared.documents().clone(),
-            );
-            let web = crate::web::WebRuntime::new(&shared.config.web).map_err(internal)?;
-            let buffers = Arc::new(EditorBuffers::new(shared));
-            let asker = Arc::new(EditorAsker {
+        let tools = crate::launch::ToolHost {
+            workspace: workspace.clone(),
+            bridge: shared.bridge()?.clone(),
+            documents: shared.documents().clone(),
+            web: crate::web::WebRuntime::new(&shared.config.web).map_err(internal)?,
+            asker: Arc::new(EditorAsker {
                 shared: Arc::downgrade(shared),
-            });
-            Arc::new(
-                move |preset: &Preset, tools: &[Arc<dyn crate::tools::Tool>]| {
-                    Ok(crate::harness::runtime_with(
-                        &workspace,
-                        preset,
-                        bridge.clone(),
-                        documents.clone(),
-                        tools,
-                    )?
-                    .with_web(web.clone())
-                    .with_buffers(buffers.clone())
-                    .with_asker(asker.clone()))
-                },
-            )
+            }),
+            buffers: Some(Arc::new(EditorBuffers::new(shared))),
         };
         let launcher = crate::launch::Launcher::new(
             store.clone(),
             provider.clone(),
             self.activity.clone(),
-            make_runtime,
+            tools,
         );
         let parts = launcher.parts(&preset).map_err(internal)?;
         let tools = parts.tools;

@@ -54,7 +54,7 @@ pub(super) fn show_child(row: &Value, out: &mut impl Write, level: usize) -> any
         writeln!(
             out,
             "{indent}{:>6}  {:>9}  {:<18} {}",
-            row["seq"],
+            row["seq"].as_u64().unwrap_or(0),
             format!("{}.{}", row["turn"], row["step"]),
             row["kind"].as_str().unwrap_or_default(),
             row["summary"].as_str().unwrap_or_default(),
