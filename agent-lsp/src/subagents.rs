@@ -8,7 +8,7 @@
 //! - **Every step is in a log.** The child's session file is an ordinary session whose header
 //!   names the parent session and the `task` call ([`ParentLink`]); the parent's log gets
 //!   `subagent/start` and `subagent/end` (outcome, steps, token and cache totals) around the
-//!   call, recorded as they happen through the call's [`EventSink`]. So every request a child
+//!   call, recorded as they happen through the call's [`EventSink`](crate::plugin::tool::EventSink). So every request a child
 //!   made replays from its own log, and the trajectory nests the child's calls under the
 //!   parent's `task` cell.
 //! - **Budgets end a child, never hang the parent.** A child has at most `max_steps` steps,
