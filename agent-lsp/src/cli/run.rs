@@ -25,7 +25,7 @@ use lsp_bridge::Bridge;
 
 /// Exit code when no model endpoint is configured.
 mod progress;
-use progress::{JsonUi, TextUi};
+use progress::{ActivityOut, JsonUi, TextUi};
 
 pub const EXIT_NOT_CONFIGURED: u8 = 2;
 
@@ -146,6 +146,7 @@ pub fn run(store: &Store, args: RunArgs) -> anyhow::Result<ExitCode> {
         tools,
         bridge,
         plugins,
+        activity,
     } = standard_runtime(store, &preset, &config, Some(provider.clone()), asker)?;
 
     let mut agent = Agent::new(provider, tools, preset.clone(), plugins);
@@ -157,10 +158,12 @@ pub fn run(store: &Store, args: RunArgs) -> anyhow::Result<ExitCode> {
     };
     // Progress shows the plan when it changes, so it starts from the one the session has.
     let plan = crate::plans::Watch::new(session.history());
-    let mut ui: Box<dyn TurnUi> = if args.json {
-        Box::new(JsonUi::new(plan))
+    let (mut ui, activity_out): (Box<dyn TurnUi>, _) = if args.json {
+        (Box::new(JsonUi::new(plan)), ActivityOut::Json)
     } else {
-        Box::new(TextUi::new(std::io::stderr().is_terminal(), plan))
+        let ui = TextUi::new(std::io::stderr().is_terminal(), plan);
+        let out = ui.activity_out();
+        (Box::new(ui), out)
     };
 
     let runtime = tokio::runtime::Builder::new_current_thread()
@@ -174,9 +177,11 @@ pub fn run(store: &Store, args: RunArgs) -> anyhow::Result<ExitCode> {
                 interrupt.cancel();
             }
         });
+        let shown = tokio::spawn(progress::show_activity(activity, activity_out));
         let outcome = agent
             .run_turn(&mut session, &args.prompt, &cancel, ui.as_mut())
             .await;
+        shown.abort();
         bridge.shutdown_all().await;
         outcome
     });
@@ -262,6 +267,8 @@ pub struct Standard {
     pub tools: ToolRuntime,
     pub bridge: Bridge,
     pub plugins: Vec<Box<dyn Plugin>>,
+    /// The jobs and sub-agents the run's agents start.
+    pub activity: Arc<crate::activity::Activity>,
 }
 
 /// The plugins of `preset` and its tools for the store's workspace, with the language servers
@@ -286,17 +293,14 @@ pub fn standard_runtime(
         asker,
         buffers: None,
     };
-    let launcher = Launcher::new(
-        store.clone(),
-        provider,
-        Arc::new(crate::activity::Activity::default()),
-        tools,
-    );
+    let activity = Arc::new(crate::activity::Activity::default());
+    let launcher = Launcher::new(store.clone(), provider, activity.clone(), tools);
     let parts = launcher.parts(preset)?;
     Ok(Standard {
         tools: parts.tools,
         bridge,
         plugins: parts.plugins,
+        activity,
     })
 }
 

@@ -2,10 +2,14 @@
 //! progress lines on stderr (a spinner beside the streaming answer on a terminal, plain lines on
 //! a pipe), and the plan each time it changes.
 
+use std::collections::HashMap;
 use std::io::Write;
+use std::sync::Arc;
 use std::time::Duration;
 
 use serde_json::json;
+
+use crate::activity::{Activity, Entry, Kind};
 
 use super::println_json;
 use crate::agent::{AgentEvent, TurnUi};
@@ -110,6 +114,14 @@ impl TextUi {
             step: 0,
             width,
             plan,
+        }
+    }
+
+    /// Where [`show_activity`] writes its lines (above the spinner on a terminal).
+    pub(super) fn activity_out(&self) -> ActivityOut {
+        ActivityOut::Text {
+            spinner: self.spinner.clone(),
+            width: self.width,
         }
     }
 
@@ -218,4 +230,67 @@ impl TurnUi for TextUi {
             _ => {}
         }
     }
+}
+
+/// How [`show_activity`] shows the board.
+pub(super) enum ActivityOut {
+    Json,
+    Text {
+        spinner: Option<indicatif::ProgressBar>,
+        width: usize,
+    },
+}
+
+/// Show the jobs and sub-agents of the run as they start and end, and each step of a
+/// sub-agent, until the board goes away: a `task` call can take minutes, and its sub-agent's
+/// steps are what shows that it works. One line per change: `↳ sub-agent explore: find the parser · step 3: read`, then its
+/// outcome; with `--json`, `{"type": "activity", …the entry}`.
+pub(super) async fn show_activity(board: Arc<Activity>, out: ActivityOut) {
+    let mut changed = board.changed();
+    let mut shown: HashMap<String, (String, Option<String>)> = HashMap::new();
+    loop {
+        for entry in board.list() {
+            // A job's detail is its last output line, four times a second: only its start and
+            // end are worth a line here (`job_output` has the rest).
+            let detail = match entry.kind {
+                Kind::Job => String::new(),
+                Kind::Subagent => entry.detail.clone(),
+            };
+            let state = (detail, entry.outcome.clone());
+            if shown.get(&entry.id) == Some(&state) {
+                continue;
+            }
+            shown.insert(entry.id.clone(), state);
+            match &out {
+                ActivityOut::Json => {
+                    let mut value = serde_json::to_value(&entry).unwrap_or_default();
+                    value["type"] = "activity".into();
+                    println_json(&value);
+                }
+                ActivityOut::Text { spinner, width } => {
+                    let line = TextUi::fit(&activity_line(&entry), *width);
+                    match spinner {
+                        Some(spinner) => spinner.println(line),
+                        None => eprintln!("{line}"),
+                    }
+                }
+            }
+        }
+        if changed.changed().await.is_err() {
+            return;
+        }
+    }
+}
+
+fn activity_line(entry: &Entry) -> String {
+    let kind = match entry.kind {
+        Kind::Job => "job",
+        Kind::Subagent => "sub-agent",
+    };
+    let state = match (&entry.outcome, entry.detail.is_empty()) {
+        (Some(outcome), _) => format!(" → {outcome}"),
+        (None, true) => " · started".to_owned(),
+        (None, false) => format!(" · {}", entry.detail),
+    };
+    format!("↳ {kind} {}{state}", entry.title)
 }
