@@ -86,8 +86,6 @@ pub struct Launcher {
     depth: u32,
     /// The preset of the agent whose children this launcher starts (what `general` runs).
     preset: Option<Preset>,
-    /// The session of that agent, when it is a sub-agent itself (its activity entry).
-    session: Option<String>,
 }
 
 impl Launcher {
@@ -104,7 +102,6 @@ impl Launcher {
             tools,
             depth: 0,
             preset: None,
-            session: None,
         }
     }
 
@@ -114,17 +111,12 @@ impl Launcher {
 
     /// The plugins and tools of the top-level agent running `preset`.
     pub fn parts(&self, preset: &Preset) -> anyhow::Result<Parts> {
-        self.parts_at(preset, true, None)
+        self.parts_at(preset, true)
     }
 
     /// The plugins and tools of an agent running `preset` at this launcher's depth; its `task`
     /// calls start children through a launcher one level down when `spawns`.
-    fn parts_at(
-        &self,
-        preset: &Preset,
-        spawns: bool,
-        session: Option<&str>,
-    ) -> anyhow::Result<Parts> {
+    fn parts_at(&self, preset: &Preset, spawns: bool) -> anyhow::Result<Parts> {
         let mut host: PluginHost = crate::harness::host(
             &self.store,
             preset,
@@ -134,7 +126,6 @@ impl Launcher {
         if spawns && self.provider.is_some() {
             host.subagents = Some(Arc::new(Launcher {
                 preset: Some(preset.clone()),
-                session: session.map(str::to_owned),
                 ..self.clone()
             }));
         }
@@ -197,6 +188,17 @@ impl Spawner for Launcher {
             depth,
             ..self.clone()
         };
+        let parts = below.parts_at(&preset, depth < order.max_depth)?;
+        let stop = Stop::new(cancel);
+        let agent = Agent::new(provider, parts.tools, preset.clone(), parts.plugins).with_plugin(
+            Box::new(ChildPlugin::new(
+                &order.agent_type,
+                stop.clone(),
+                order.budgets.max_prompt_tokens,
+            )),
+        );
+        // A prompt too long to record is refused before a session is made for it.
+        agent.prompt_text(&order.prompt)?;
         let session = self.store.create_session_under(
             &preset,
             Durability::Sync,
@@ -208,15 +210,6 @@ impl Spawner for Launcher {
             }),
         )?;
         let child = session.id().to_owned();
-        let parts = below.parts_at(&preset, depth < order.max_depth, Some(&child))?;
-        let stop = Stop::new(cancel);
-        let agent = Agent::new(provider, parts.tools, preset.clone(), parts.plugins).with_plugin(
-            Box::new(ChildPlugin::new(
-                &order.agent_type,
-                stop.clone(),
-                order.budgets.max_prompt_tokens,
-            )),
-        );
         let title = format!(
             "{}: {}",
             order.agent_type,
@@ -225,11 +218,13 @@ impl Spawner for Launcher {
                 .clone()
                 .unwrap_or_else(|| first_words(&order.prompt))
         );
+        // A sub-agent's own children are shown under it (its session is their parent).
+        let parent_entry = (self.depth > 0).then_some(order.parent_session.as_str());
         self.activity.start(
             Kind::Subagent,
             &child,
             &title,
-            self.session.as_deref(),
+            parent_entry,
             Some(stop.token().clone()),
         );
         let run = Run {

@@ -622,12 +622,20 @@ fn a_sub_agent_is_never_allowed_more_than_its_parent() {
     // A cloned repository's preset that lets the shell run without asking.
     let yolo = standard.replace("shell = \"ask\"", "shell = \"allow\"");
     assert_ne!(yolo, standard);
-    let fixture = CliFixture::new(CONFIG).with_files(&[(".agent-lsp/presets/yolo.toml", &yolo)]);
+    // A preset whose window takes no prompt longer than 1000 tokens.
+    let tiny = agent_lsp::preset::catalog::builtin_text("explore")
+        .unwrap()
+        .replace("context_window = 128000", "context_window = 4000");
+    let fixture = CliFixture::new(CONFIG).with_files(&[
+        (".agent-lsp/presets/yolo.toml", &yolo),
+        (".agent-lsp/presets/tiny.toml", &tiny),
+    ]);
+    let long = format!("LONG: {}", "read everything again and again. ".repeat(400));
     let route: Route = Arc::new(move |request| {
         if !is_child(request) {
             return match request.answers() {
                 0 => ModelTurn::new()
-                    .reasoning("Two ways in.")
+                    .reasoning("Three ways in.")
                     .tool_call(
                         "task",
                         json!({"prompt": "SHELL: run it", "agent_type": "yolo"}).to_string(),
@@ -636,6 +644,10 @@ fn a_sub_agent_is_never_allowed_more_than_its_parent() {
                         "task",
                         json!({"prompt": "PATH: escape", "agent_type": "../../../etc/x"})
                             .to_string(),
+                    )
+                    .tool_call(
+                        "task",
+                        json!({"prompt": long, "agent_type": "tiny"}).to_string(),
                     )
                     .into(),
                 _ => Reply::text("Refused, as it should be."),
@@ -657,7 +669,11 @@ fn a_sub_agent_is_never_allowed_more_than_its_parent() {
     endpoint.assert_no_violations();
     assert!(!fixture.workspace.path().join("pwned.txt").exists());
     let (parent, children) = sessions(&fixture);
-    assert_eq!(children.len(), 1, "the path-like type started nothing");
+    assert_eq!(
+        children.len(),
+        1,
+        "the path-like type and the prompt too long started nothing"
+    );
     let calls = results(&parent, "task");
     assert!(calls[0].1.contains("was refused"), "{}", calls[0].1);
     assert!(
@@ -665,6 +681,8 @@ fn a_sub_agent_is_never_allowed_more_than_its_parent() {
         "{}",
         calls[1].1
     );
+    assert!(calls[2].1.contains("could not start"), "{}", calls[2].1);
+    assert!(calls[2].1.contains("too long"), "{}", calls[2].1);
     assert_eq!(children[0].header().unwrap().preset, "yolo");
 }
 
