@@ -1,6 +1,8 @@
 //! Sub-agents inside `agent-lsp serve`: a child started by the editor's agent shares the
 //! editor's connection, so it reads the editor's unsaved buffers and asks the same warm
-//! language server (pyright) about them, and its calls stay in its own session.
+//! language server (pyright) about them, and its calls stay in its own session; each child is a
+//! cancellable `$/progress` of its own, and cancelling it, `agent.cancel` or `$/cancelRequest`
+//! of the turn's command leaves every log consistent.
 
 use std::process::Command;
 
@@ -166,6 +168,10 @@ fn the_editor_cancels_one_sub_agent_or_the_whole_turn_and_every_log_stays_consis
                 .reasoning("One more.")
                 .tool_call("task", task("HANG"))
                 .into(),
+            (false, 3) => ModelTurn::new()
+                .reasoning("And another.")
+                .tool_call("task", task("AGAIN"))
+                .into(),
             (false, _) => Reply::text("unexpected"),
             (true, _) if asks("FINE") => ModelTurn::new()
                 .content("fine")
@@ -205,6 +211,21 @@ fn the_editor_cancels_one_sub_agent_or_the_whole_turn_and_every_log_stays_consis
     assert_eq!(answer["result"]["outcome"], "cancelled", "{answer}");
     let end = progress_end(&mut editor, &hang["params"]["token"]);
     assert_eq!(end["params"]["value"]["message"], "cancelled", "{end}");
+
+    // So does `$/cancelRequest` of the command that runs the turn.
+    let ask = editor.request_async(
+        "workspace/executeCommand",
+        json!({"command": "agent.ask", "arguments": [{"prompt": "Third"}]}),
+    );
+    let again = subagent_begin(&mut editor, "AGAIN");
+    editor.notify("$/cancelRequest", json!({"id": ask}));
+    let answer = editor.response(ask);
+    assert!(
+        answer["result"]["outcome"] == "cancelled" || answer["error"]["code"] == -32800,
+        "{answer}"
+    );
+    let end = progress_end(&mut editor, &again["params"]["token"]);
+    assert_eq!(end["params"]["value"]["message"], "cancelled", "{end}");
     endpoint.assert_no_violations();
     editor.shutdown();
 
@@ -219,5 +240,8 @@ fn the_editor_cancels_one_sub_agent_or_the_whole_turn_and_every_log_stays_consis
             }
         }
     }
-    assert_eq!(outcomes, ["cancelled", "answered", "cancelled"]);
+    assert_eq!(
+        outcomes,
+        ["cancelled", "answered", "cancelled", "cancelled"]
+    );
 }
