@@ -9,6 +9,7 @@ use std::path::Path;
 use std::sync::Arc;
 
 use crate::activity::Activity;
+use crate::code::{self, CodeModeSettings};
 use crate::compaction::pruner::ToolResultPruner;
 use crate::compaction::{CompactionPlugin, CompactionSettings, PrunerSettings};
 use crate::context_editor::rules::{ContextRulesPlugin, ContextRulesSettings};
@@ -32,7 +33,8 @@ use environment::{Environment, EnvironmentSettings};
 /// runtime context is injected before the other pre-step plugins edit the surface), the project
 /// instructions, the plan, then the pruner, the context rules, preset authoring (which only adds
 /// a section and a tool), memory (its prompt section and tool), the jobs (the ends of
-/// background jobs) and the sub-agents (the `task` tool). Compaction runs before all of them, first thing in each step.
+/// background jobs), the sub-agents (the `task` tool) and code mode (`run_code` and its API
+/// section). Compaction runs before all of them, first thing in each step.
 pub fn registry() -> PluginRegistry {
     let mut registry = PluginRegistry::new();
     registry
@@ -45,7 +47,8 @@ pub fn registry() -> PluginRegistry {
         .register::<PresetAuthoringSettings>("preset_authoring", preset_authoring)
         .register::<MemorySettings>(memory::plugin::NAME, MemoryPlugin::parts)
         .register::<JobsSettings>(jobs::PLUGIN, JobsPlugin::parts)
-        .register::<SubagentsSettings>(subagents::PLUGIN, SubagentsSettings::parts);
+        .register::<SubagentsSettings>(subagents::PLUGIN, SubagentsSettings::parts)
+        .register::<CodeModeSettings>(code::PLUGIN, CodeModeSettings::parts);
     registry
 }
 
@@ -224,6 +227,18 @@ mod tests {
                 "creative" => {
                     assert_eq!(plugins, ["runtime_context", "preset_authoring"]);
                     assert_eq!(tools, ["preset_write"]);
+                }
+                "code" => {
+                    assert_eq!(
+                        plugins,
+                        [
+                            "runtime_context",
+                            "project_instructions",
+                            "tool_result_pruner",
+                            "code_mode"
+                        ]
+                    );
+                    assert_eq!(tools, ["recall_history", "run_code"]);
                 }
                 "explore" => {
                     assert_eq!(

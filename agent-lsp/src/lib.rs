@@ -19,6 +19,7 @@
 //! - [`activity`]: the live board of running jobs and sub-agents, for the editor's views;
 //! - [`jobs`]: background jobs (`shell` with `background`, `job_output`, `job_kill`,
 //!   `job_list`) and the notice of their end;
+//! - [`code`]: code mode: `run_code`, a JavaScript program that calls the session's tools;
 //! - [`subagents`]: the `task` tool: sub-agents in sessions of their own, with budgets;
 //! - [`launch`]: the one place a preset becomes a running agent, for `run`, `serve` and
 //!   sub-agents;
@@ -32,6 +33,7 @@ pub mod activity;
 pub mod agent;
 pub mod canonical;
 pub mod cli;
+pub mod code;
 pub mod compaction;
 pub mod config;
 pub mod context;

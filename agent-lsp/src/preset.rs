@@ -26,7 +26,8 @@ use crate::plugin::registry::{PluginSettings, PluginTable};
 pub use catalog::PresetDirs;
 
 /// `(name, text)` of every built-in preset.
-pub const BUILTIN: [(&str, &str); 5] = [
+pub const BUILTIN: [(&str, &str); 6] = [
+    ("code", include_str!("../../presets/code.toml")),
     ("creative", include_str!("../../presets/creative.toml")),
     ("explore", include_str!("../../presets/explore.toml")),
     ("minimal", include_str!("../../presets/minimal.toml")),
@@ -327,7 +328,7 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(
-            err.contains("creative, explore, minimal, readonly, standard"),
+            err.contains("code, creative, explore, minimal, readonly, standard"),
             "{err}"
         );
     }

@@ -27,6 +27,7 @@ pub mod buffers;
 pub mod edit;
 pub mod fs;
 pub mod lsp;
+mod nested;
 mod protected;
 pub mod search;
 pub mod shell;
@@ -642,6 +643,14 @@ impl ToolRuntime {
             call_seq: Some(session.call_seq),
             buffers: self.buffers.clone(),
             events: Some(session.events.clone()),
+            calls: tool.calls_tools().then(|| {
+                Arc::new(nested::Nested::new(
+                    self.clone(),
+                    call,
+                    session,
+                    call_cancel.clone(),
+                )) as Arc<dyn crate::plugin::tool::NestedCalls>
+            }),
         };
         let read_only = tool.read_only();
         let started = Instant::now();

@@ -13,7 +13,9 @@
 //! - `subtool`: a call nested under something other than one of this session's model messages:
 //!   a sub-agent's calls, under the parent's `task` cell (its `subagent`, with the child's
 //!   figures and outcome, read from the child's own log), and a tool run outside a model step
-//!   (by the programmer through `agent-lsp tool` or the editor's `agent.tool`).
+//!   (by the programmer through `agent-lsp tool` or the editor's `agent.tool`), and the calls
+//!   a tool made itself (a `run_code` program's, from `subtool/call` and `subtool/result`),
+//!   under its cell (`nested`).
 //!
 //! A `todo` call's cell also carries the plan it recorded (`plan`), a goal that was set (in the
 //! editor or with `agent-lsp session goal`) is a `user` cell, and the trajectory's own `plan` is the session's goal and current plan, so a
@@ -63,6 +65,9 @@ pub struct Cell {
     /// The sub-agent a `task` call ran, on its tool cell.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub subagent: Option<Box<SubagentCell>>,
+    /// The calls a tool made itself (`run_code`'s program), as `subtool` cells, on its cell.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub nested: Vec<Cell>,
 }
 
 /// A sub-agent under its parent's `task` cell: how it ran, and its calls as `subtool` cells
@@ -163,6 +168,7 @@ pub fn build_with(history: &History, load: &dyn Fn(&str) -> Option<History>) -> 
             tools: None,
             plan: None,
             subagent: None,
+            nested: Vec::new(),
         };
         match &event.body {
             EventBody::RequestHeader(header) => {
@@ -320,6 +326,40 @@ pub fn build_with(history: &History, load: &dyn Fn(&str) -> Option<History>) -> 
                         totals: child.as_ref().map(|c| c.totals.clone()).unwrap_or_default(),
                         cells: child.map(subtools).unwrap_or_default(),
                     }));
+                }
+            }
+            EventBody::SubtoolCall(call) => {
+                if let Some(at) = call_cells.get(&call.parent_call_id) {
+                    let mut nested =
+                        cell("subtool", format!("{} ({})", call.name, call.call_id), None);
+                    // Nested calls live in the log only; the model saw their parent's result.
+                    nested.on_surface = false;
+                    nested.tool = Some(ToolCell {
+                        call_id: call.call_id.clone(),
+                        name: call.name.clone(),
+                        arguments: call.arguments.clone(),
+                        result: None,
+                        meta: Value::Null,
+                        result_seq: None,
+                    });
+                    cells[*at].nested.push(nested);
+                }
+            }
+            EventBody::SubtoolResult(result) => {
+                let nested = call_cells
+                    .get(&result.parent_call_id)
+                    .and_then(|at| {
+                        cells[*at].nested.iter_mut().rev().find(|cell| {
+                            cell.tool
+                                .as_ref()
+                                .is_some_and(|tool| tool.call_id == result.call_id)
+                        })
+                    })
+                    .and_then(|cell| cell.tool.as_mut());
+                if let Some(tool) = nested {
+                    tool.result = Some(result.text.clone());
+                    tool.meta = result.meta.clone();
+                    tool.result_seq = Some(event.seq);
                 }
             }
             EventBody::SubagentEnd(end) => {

@@ -53,7 +53,7 @@ fn listing(fixture: &Fixture) -> Vec<(String, String, Value, Value)> {
 #[test]
 fn preset_list_show_and_new_from_a_clean_config_folder() {
     let fixture = fixture();
-    let builtins = ["creative", "explore", "minimal", "readonly", "standard"];
+    let builtins = ["code", "creative", "explore", "minimal", "readonly", "standard"];
     let rows = listing(&fixture);
     assert_eq!(
         rows.iter()
@@ -155,7 +155,7 @@ fn preset_list_show_and_new_from_a_clean_config_folder() {
     assert!(error.contains("is not a preset name"), "{error}");
     let error = fixture.fails(&["preset", "show", "nonesuch"]);
     assert!(
-        error.contains("creative, explore, mine, minimal, readonly, standard, team"),
+        error.contains("code, creative, explore, mine, minimal, readonly, standard, team"),
         "{error}"
     );
 }

@@ -91,6 +91,12 @@ impl SystemPrompt {
     }
 
     /// Add a tool, or replace the one with the same name.
+    /// The tools added so far, in the order they were added (the catalog is sorted when the
+    /// prompt is assembled).
+    pub fn tools(&self) -> &[ToolDef] {
+        &self.tools
+    }
+
     pub fn tool(&mut self, tool: ToolDef) -> &mut Self {
         self.tools.retain(|existing| existing.name != tool.name);
         self.tools.push(tool);

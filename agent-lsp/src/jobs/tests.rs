@@ -70,6 +70,7 @@ impl Fixture {
             call_seq: None,
             buffers: None,
             events: None,
+            calls: None,
         };
         tool.run(ctx, args).await
     }

@@ -205,6 +205,7 @@ mod tests {
             call_seq: Some(7),
             buffers: None,
             events: None,
+            calls: None,
         }
     }
 

@@ -36,6 +36,21 @@ pub struct ToolContext {
     /// Where a call records log-only events in its session while it runs (a sub-agent's start
     /// and end); `None` outside of a session.
     pub events: Option<EventSink>,
+    /// The session's other tools, for a tool that calls them itself ([`Tool::calls_tools`]);
+    /// `None` for every other tool.
+    pub calls: Option<Arc<dyn NestedCalls>>,
+}
+
+/// Runs the session's other tools for a tool that calls them itself (`run_code`'s program):
+/// each call goes through the runtime as a model's call does (its permission, its timeout, its
+/// output cap) and is recorded as a `subtool/call` and `subtool/result` pair naming the
+/// calling call.
+pub trait NestedCalls: Send + Sync + std::fmt::Debug {
+    /// Run `name` with `arguments` (JSON text, as a model would send them).
+    fn call(&self, name: &str, arguments: String) -> BoxFuture<'static, ToolOutput>;
+
+    /// The tools that can be called, as the catalog lists them.
+    fn catalog(&self) -> Vec<ToolDef>;
 }
 
 /// Log-only events a running call records in its session: the runtime appends them as they
@@ -93,6 +108,11 @@ pub trait Tool: Send + Sync + 'static {
     /// `task`, whose sub-agents each work in a session of their own. The batch holds only calls
     /// of this tool, so a `read` after it still sees what it did.
     fn runs_beside_itself(&self) -> bool {
+        false
+    }
+
+    /// Whether the tool calls other tools itself and so needs [`ToolContext::calls`].
+    fn calls_tools(&self) -> bool {
         false
     }
 

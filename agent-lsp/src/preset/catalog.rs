@@ -457,6 +457,7 @@ mod tests {
         assert_eq!(
             order,
             [
+                ("code", Source::BuiltIn),
                 ("creative", Source::BuiltIn),
                 ("explore", Source::BuiltIn),
                 ("minimal", Source::User),
@@ -487,7 +488,7 @@ mod tests {
         std::fs::write(root.path().join("user/readme.txt"), "x").unwrap();
         let error = find("nonesuch", &dirs).unwrap_err().to_string();
         assert!(
-            error.contains("creative, explore, mine, minimal, readonly, standard"),
+            error.contains("code, creative, explore, mine, minimal, readonly, standard"),
             "{error}"
         );
         let error = find("../etc/passwd", &dirs).unwrap_err().to_string();

@@ -14,7 +14,9 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 mod subagent;
+mod subtool;
 pub use subagent::{ParentLink, SubagentEnd, SubagentStart};
+pub use subtool::{SubtoolCall, SubtoolResult};
 
 /// Version of the on-disk event format, written into every `session/header`.
 pub const SCHEMA_VERSION: u32 = 1;
@@ -79,10 +81,14 @@ pub enum EventKind {
     SubagentStart,
     #[serde(rename = "subagent/end")]
     SubagentEnd,
+    #[serde(rename = "subtool/call")]
+    SubtoolCall,
+    #[serde(rename = "subtool/result")]
+    SubtoolResult,
 }
 
 impl EventKind {
-    pub const ALL: [EventKind; 19] = [
+    pub const ALL: [EventKind; 21] = [
         EventKind::SessionHeader,
         EventKind::UserMessage,
         EventKind::AssistantMessage,
@@ -102,6 +108,8 @@ impl EventKind {
         EventKind::PluginState,
         EventKind::SubagentStart,
         EventKind::SubagentEnd,
+        EventKind::SubtoolCall,
+        EventKind::SubtoolResult,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -125,6 +133,8 @@ impl EventKind {
             EventKind::PluginState => "plugin/state",
             EventKind::SubagentStart => "subagent/start",
             EventKind::SubagentEnd => "subagent/end",
+            EventKind::SubtoolCall => "subtool/call",
+            EventKind::SubtoolResult => "subtool/result",
         }
     }
 
@@ -209,6 +219,8 @@ pub enum EventBody {
     PluginState(PluginState),
     SubagentStart(SubagentStart),
     SubagentEnd(SubagentEnd),
+    SubtoolCall(SubtoolCall),
+    SubtoolResult(SubtoolResult),
 }
 
 impl EventBody {
@@ -233,6 +245,8 @@ impl EventBody {
             EventBody::PluginState(_) => EventKind::PluginState,
             EventBody::SubagentStart(_) => EventKind::SubagentStart,
             EventBody::SubagentEnd(_) => EventKind::SubagentEnd,
+            EventBody::SubtoolCall(_) => EventKind::SubtoolCall,
+            EventBody::SubtoolResult(_) => EventKind::SubtoolResult,
         }
     }
 
@@ -257,6 +271,8 @@ impl EventBody {
             EventBody::PluginState(p) => serde_json::to_value(p),
             EventBody::SubagentStart(p) => serde_json::to_value(p),
             EventBody::SubagentEnd(p) => serde_json::to_value(p),
+            EventBody::SubtoolCall(p) => serde_json::to_value(p),
+            EventBody::SubtoolResult(p) => serde_json::to_value(p),
         }
     }
 
@@ -295,6 +311,8 @@ impl EventBody {
             EventKind::PluginState => EventBody::PluginState(serde_json::from_value(payload)?),
             EventKind::SubagentStart => EventBody::SubagentStart(serde_json::from_value(payload)?),
             EventKind::SubagentEnd => EventBody::SubagentEnd(serde_json::from_value(payload)?),
+            EventKind::SubtoolCall => EventBody::SubtoolCall(serde_json::from_value(payload)?),
+            EventKind::SubtoolResult => EventBody::SubtoolResult(serde_json::from_value(payload)?),
         })
     }
 }

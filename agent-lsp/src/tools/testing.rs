@@ -57,6 +57,7 @@ impl Fixture {
             call_seq: None,
             buffers: None,
             events: None,
+            calls: None,
         }
     }
 }

@@ -68,6 +68,20 @@ pub(super) fn describe(event: &Event) -> String {
             end.cache_read,
             end.completion_tokens
         ),
+        EventBody::SubtoolCall(call) => format!(
+            "{} (in {}) {} {}",
+            call.call_id,
+            call.parent_call_id,
+            call.name,
+            preview(&call.arguments, 80)
+        ),
+        EventBody::SubtoolResult(result) => format!(
+            "{} (in {}) {} → {}",
+            result.call_id,
+            result.parent_call_id,
+            result.name,
+            preview(&result.text, 80)
+        ),
         EventBody::PluginState(state) => {
             format!("{}: {}", state.plugin, preview(&state.data.to_string(), 80))
         }

@@ -1,0 +1,132 @@
+//! Code mode: the `run_code` tool runs a JavaScript program that calls the session's tools
+//! itself (loops, filters, joins over many lookups), and only what the program prints and
+//! returns enters the context: one model step instead of one per lookup, each re-sending the
+//! whole prefix.
+//!
+//! Why it is built this way:
+//! - **Every call is a tool call.** `await tools.NAME(args)` goes through the session's
+//!   [`ToolRuntime`](crate::tools::ToolRuntime) exactly as a model's call does (the permission
+//!   guard, an `ask` asks the same person, the tool's timeout, the output cap) and is recorded
+//!   as a `subtool/call` and `subtool/result` pair naming the `run_code` call
+//!   ([`crate::plugin::tool::NestedCalls`]). The pairs are log-only, so a request built from
+//!   the log, and its replay, are the same as if the program had made no call; the trajectory
+//!   shows them as `subtool` cells under the `run_code` cell.
+//! - **The engine is QuickJS, in the process** (`engine.rs`; docs/decisions/0005): a program
+//!   has nothing of the host but `tools` and `console` (no modules, no clock, no fetch, no file
+//!   or process API), and a memory limit, a wall-time deadline, a number of calls and an
+//!   output cap, each ending it with an error that says which.
+//! - **The API is documented from the catalog** (`api.rs`): the `code_mode` plugin's section
+//!   lists each tool as `await tools.NAME({…})` with its parameters, generated from the same
+//!   schemas the model's own calls use, so the two never disagree.
+
+mod api;
+pub mod engine;
+mod tool;
+
+use std::sync::Arc;
+
+use serde::Deserialize;
+
+use crate::plugin::registry::{InvalidSetting, Parts, PluginHost, PluginSettings};
+pub use api::CodeModePlugin;
+pub use tool::RunCode;
+
+/// The plugin's name in presets.
+pub const PLUGIN: &str = "code_mode";
+/// The tool's name.
+pub const TOOL: &str = "run_code";
+
+/// `[plugins.code_mode]` of a preset.
+#[derive(Clone, Debug, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CodeModeSettings {
+    pub enabled: bool,
+    /// A program's wall time, in seconds (a call may ask for less).
+    #[serde(default = "default_wall_secs")]
+    pub wall_secs: u64,
+    /// A program's memory, in MiB.
+    #[serde(default = "default_memory_mb")]
+    pub memory_mb: u64,
+    /// Tool calls one program may make.
+    #[serde(default = "default_max_calls")]
+    pub max_calls: u32,
+    /// What a program's output keeps, in bytes: its first and last half when it printed more.
+    #[serde(default = "default_output_bytes")]
+    pub output_bytes: usize,
+    /// Whether the system prompt gets the section documenting `tools` (the `code` preset's).
+    #[serde(default = "default_true")]
+    pub api_section: bool,
+}
+
+fn default_wall_secs() -> u64 {
+    60
+}
+
+fn default_memory_mb() -> u64 {
+    64
+}
+
+fn default_max_calls() -> u32 {
+    200
+}
+
+fn default_output_bytes() -> usize {
+    64 * 1024
+}
+
+fn default_true() -> bool {
+    true
+}
+
+impl CodeModeSettings {
+    /// The settings of a preset that names only `enabled` (tests).
+    pub fn enabled() -> CodeModeSettings {
+        CodeModeSettings {
+            enabled: true,
+            wall_secs: default_wall_secs(),
+            memory_mb: default_memory_mb(),
+            max_calls: default_max_calls(),
+            output_bytes: default_output_bytes(),
+            api_section: true,
+        }
+    }
+
+    /// The registry entry: the tool, and the section when the preset wants it.
+    pub fn parts(settings: CodeModeSettings, _host: &PluginHost) -> anyhow::Result<Parts> {
+        let plugin = settings
+            .api_section
+            .then(|| Box::new(CodeModePlugin) as Box<dyn crate::plugin::Plugin>);
+        Ok(Parts {
+            plugin,
+            tools: vec![Arc::new(RunCode::new(settings))],
+        })
+    }
+}
+
+impl PluginSettings for CodeModeSettings {
+    fn enabled(&self) -> bool {
+        self.enabled
+    }
+
+    fn validate(&self) -> Result<(), InvalidSetting> {
+        let invalid = |key, message: &str| {
+            Err(InvalidSetting {
+                key,
+                message: message.into(),
+            })
+        };
+        if !(1..=600).contains(&self.wall_secs) {
+            return invalid("wall_secs", "must be between 1 and 600");
+        }
+        if !(8..=1024).contains(&self.memory_mb) {
+            return invalid("memory_mb", "must be between 8 and 1024");
+        }
+        if !(1..=10_000).contains(&self.max_calls) {
+            return invalid("max_calls", "must be between 1 and 10000");
+        }
+        if !(1024..=1024 * 1024).contains(&self.output_bytes) {
+            return invalid("output_bytes", "must be between 1024 and 1048576");
+        }
+        Ok(())
+    }
+}

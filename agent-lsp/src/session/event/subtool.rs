@@ -1,0 +1,35 @@
+//! The calls a tool makes itself: a `run_code` program's `await tools.NAME(…)`. Each is a pair
+//! of log-only events naming the call that made it (its parent), recorded while that call runs,
+//! between its `tool/call` and its `tool/result`.
+//!
+//! Why not `tool/call` and `tool/result`: a `tool/result` is on the surface and must answer a
+//! call the model made (providers refuse a history where it does not), and every reader of the
+//! log (recovery, the pruner, the context editor, recall) pairs them so. A nested call is not
+//! the model's; only its parent's result, the program's output, reaches the model. So the
+//! nested pair lives in the log alone, and a request built from the log, or replayed, is the
+//! same with or without it.
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+/// `subtool/call`: a call a running tool made, with the arguments exactly as it passed them.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SubtoolCall {
+    /// The id of the model's call whose tool made this one (`run_code`'s).
+    pub parent_call_id: String,
+    /// `PARENT.N`: unique in the session.
+    pub call_id: String,
+    pub name: String,
+    pub arguments: String,
+}
+
+/// `subtool/result`: what that call returned to the tool, capped as any result is.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct SubtoolResult {
+    pub parent_call_id: String,
+    pub call_id: String,
+    pub name: String,
+    pub text: String,
+    #[serde(default, skip_serializing_if = "Value::is_null")]
+    pub meta: Value,
+}
