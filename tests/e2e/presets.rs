@@ -53,7 +53,9 @@ fn listing(fixture: &Fixture) -> Vec<(String, String, Value, Value)> {
 #[test]
 fn preset_list_show_and_new_from_a_clean_config_folder() {
     let fixture = fixture();
-    let builtins = ["code", "creative", "explore", "minimal", "readonly", "standard"];
+    let builtins = [
+        "code", "creative", "explore", "minimal", "readonly", "standard",
+    ];
     let rows = listing(&fixture);
     assert_eq!(
         rows.iter()
