@@ -299,3 +299,51 @@ fn hostile_programs_each_end_with_their_own_error_and_the_run_goes_on() {
         .collect::<Vec<_>>();
     assert_eq!(answers.last().unwrap(), "All refused.");
 }
+
+#[test]
+fn cancelling_the_turn_stops_a_running_program() {
+    let fixture = project();
+    let endpoint = ModelEndpoint::start(EndpointConfig::default()).unwrap();
+    endpoint.push(call(
+        "run_code",
+        json!({"code": "await tools.list({path: '.'});\nwhile (true) {}"}),
+    ));
+    let mut child = fixture
+        .command(&[
+            "run",
+            "--preset",
+            "code",
+            "--base-url",
+            &endpoint.base_url(),
+            "Spin",
+        ])
+        .stdin(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    // Once the program made its call it spins; then the person presses Ctrl-C.
+    let store = fixture.store();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    while !store
+        .load("last")
+        .is_ok_and(|history| nested(&history).1.len() == 1)
+    {
+        assert!(std::time::Instant::now() < deadline, "the program started");
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    let interrupted = std::time::Instant::now();
+    std::process::Command::new("kill")
+        .args(["-INT", &child.id().to_string()])
+        .status()
+        .unwrap();
+    let status = child.wait().unwrap();
+    assert_eq!(status.code(), Some(130));
+    assert!(
+        interrupted.elapsed() < std::time::Duration::from_secs(10),
+        "the program ran on after the cancel"
+    );
+    let history = session(&fixture);
+    let results = results_of(&history, "run_code");
+    assert_eq!(results.len(), 1);
+    assert!(results[0].1.contains("cancelled"), "{}", results[0].1);
+    assert_eq!(history.surface().pending_calls().count(), 0);
+}
