@@ -51,8 +51,11 @@ fn session(fixture: &CliFixture) -> History {
     store.load("last").unwrap()
 }
 
-/// `(parent, call id, name, arguments)` of every nested call, and the nested results by id.
-fn nested(history: &History) -> (Vec<(String, String, String)>, Vec<(String, String)>) {
+/// A nested call: its parent's id, its tool's name and its arguments.
+type NestedCall = (String, String, String);
+
+/// Every nested call, and every nested result as (call id, text).
+fn nested(history: &History) -> (Vec<NestedCall>, Vec<(String, String)>) {
     let mut calls = Vec::new();
     let mut results = Vec::new();
     for event in history.events() {
