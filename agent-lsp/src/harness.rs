@@ -23,6 +23,7 @@ use crate::plugin::tool::Tool;
 use crate::preset::Preset;
 use crate::preset::authoring::{self, PresetAuthoringSettings};
 use crate::session::store::Store;
+use crate::skills::{self, SkillsSettings};
 use crate::subagents::{self, SubagentsSettings};
 use crate::tools::{PermissionPolicy, ToolRegistry, ToolRuntime, lsp, web};
 use crate::workspace::Workspace;
@@ -31,8 +32,9 @@ use environment::{Environment, EnvironmentSettings};
 /// Every plugin a preset can name, in the order they handle events: the environment first (its
 /// runtime context is injected before the other pre-step plugins edit the surface), the project
 /// instructions, the plan, then the pruner, the context rules, preset authoring (which only adds
-/// a section and a tool), memory (its prompt section and tool), the jobs (the ends of
-/// background jobs) and the sub-agents (the `task` tool). Compaction runs before all of them, first thing in each step.
+/// a section and a tool), memory (its prompt section and tool), skills (their section and the
+/// `skill` tool), the jobs (the ends of background jobs) and the sub-agents (the `task` tool).
+/// Compaction runs before all of them, first thing in each step.
 pub fn registry() -> PluginRegistry {
     let mut registry = PluginRegistry::new();
     registry
@@ -44,6 +46,7 @@ pub fn registry() -> PluginRegistry {
         .register::<ContextRulesSettings>("context_rules", ContextRulesPlugin::parts)
         .register::<PresetAuthoringSettings>("preset_authoring", preset_authoring)
         .register::<MemorySettings>(memory::plugin::NAME, MemoryPlugin::parts)
+        .register::<SkillsSettings>(skills::PLUGIN, skills::plugin::SkillsPlugin::parts)
         .register::<JobsSettings>(jobs::PLUGIN, JobsPlugin::parts)
         .register::<SubagentsSettings>(subagents::PLUGIN, SubagentsSettings::parts);
     registry
@@ -247,6 +250,7 @@ mod tests {
                             "plans",
                             "tool_result_pruner",
                             "context_rules",
+                            "skills",
                             "jobs"
                         ]
                     );
@@ -256,6 +260,7 @@ mod tests {
                             "todo",
                             "recall_history",
                             "memory",
+                            "skill",
                             "shell",
                             "job_output",
                             "job_kill",
