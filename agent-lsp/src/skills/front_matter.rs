@@ -69,7 +69,7 @@ pub fn parse(text: &str) -> Result<FrontMatter, String> {
         Some(_) => Err(format!("`{key}` in its front matter is not a string")),
     };
     let name = text_of("name")?;
-    check_name(&name)?;
+    check_name(&name).map_err(|error| format!("`name` in its front matter: {error}"))?;
     let description = text_of("description")?
         .split_whitespace()
         .collect::<Vec<_>>()
