@@ -39,10 +39,13 @@ pub struct RecordedSkills {
 
 /// The skills of the sessions the plugin contributed to, shared with the `skill` tool.
 #[derive(Clone, Debug, Default)]
-pub struct Known(Arc<Mutex<Vec<(String, Vec<Skill>)>>>);
+pub struct Known(Arc<Mutex<Vec<SessionSkills>>>);
+
+/// A session's id and the skills it recorded.
+type SessionSkills = (String, Vec<Skill>);
 
 impl Known {
-    fn lock(&self) -> std::sync::MutexGuard<'_, Vec<(String, Vec<Skill>)>> {
+    fn lock(&self) -> std::sync::MutexGuard<'_, Vec<SessionSkills>> {
         self.0
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
