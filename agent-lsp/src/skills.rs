@@ -19,7 +19,7 @@
 //! `0-9`, `-` and `_` (the preset names' rule); it usually equals the folder's name, but need
 //! not, since other agents' folders do not always keep to that. A skill folder that is a link
 //! leading out of its skills folder, and a `SKILL.md` that is a link out of its skill folder,
-//! are skipped. Every skip says why and names the file; the other skills still load, and
+//! are skipped; a link to another skill of the same skills folder is that skill again. Every skip says why and names the file; the other skills still load, and
 //! `agent-lsp skills list` shows both.
 //!
 //! The names and descriptions are one system-prompt section, sorted by name. Like the memory

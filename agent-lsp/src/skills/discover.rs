@@ -131,6 +131,8 @@ fn scan(
         }
     };
     entries.sort();
+    // A link to another skill folder of the same folder is that skill again, not a second one.
+    let mut seen = std::collections::BTreeSet::new();
     for name in entries {
         let path = root.join(&name);
         let is_link = std::fs::symlink_metadata(&path).is_ok_and(|meta| meta.is_symlink());
@@ -168,6 +170,9 @@ fn scan(
                     shown(&root)
                 ),
             );
+            continue;
+        }
+        if !seen.insert(folder.clone()) {
             continue;
         }
         match read_skill(origin, &folder) {

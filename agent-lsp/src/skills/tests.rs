@@ -261,8 +261,10 @@ fn links_out_of_a_skills_folder_or_a_skill_folder_are_refused() {
         "{linked}"
     );
     assert!(reason(&found, &world.path("user/skills/dangling")).contains("does not exist"));
-    // `alias` is `good` again: the same name in the same folder.
-    assert!(names(&found).is_empty(), "{:#?}", found);
+    // `alias` is `good` again, not a second skill of the same name.
+    assert_eq!(names(&found), ["good"]);
+    assert_eq!(found.skills[0].folder, world.path("user/skills/good"));
+    assert_eq!(found.skipped.len(), 3, "{:#?}", found.skipped);
 
     // The workspace's skills folder must be inside the workspace.
     std::fs::remove_dir_all(world.path("ws/.agent-lsp/skills")).unwrap();
