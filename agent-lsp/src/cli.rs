@@ -8,6 +8,7 @@ mod preset;
 pub(crate) mod run;
 mod servers;
 mod session;
+mod skills;
 mod tool;
 
 use std::path::PathBuf;
@@ -87,6 +88,10 @@ enum Command {
     /// The memories new sessions get (the workspace's and the user's): list, show, forget, edit.
     #[command(subcommand)]
     Memory(memory::MemoryCommand),
+    /// The skills new sessions get (the user's, extra folders', the workspace's), and the ones
+    /// skipped with why.
+    #[command(subcommand)]
+    Skills(skills::SkillsCommand),
 }
 
 /// Parse the process arguments and run the command.
@@ -131,5 +136,6 @@ pub fn run() -> anyhow::Result<ExitCode> {
         Command::Context(command) => context::run(&Store::for_workspace(&workspace)?, command),
         Command::Preset(command) => preset::run(&workspace, command),
         Command::Memory(command) => memory::run(&Store::for_workspace(&workspace)?, command),
+        Command::Skills(command) => skills::run(&workspace, command),
     }
 }

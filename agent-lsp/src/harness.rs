@@ -24,6 +24,7 @@ use crate::plugin::tool::Tool;
 use crate::preset::Preset;
 use crate::preset::authoring::{self, PresetAuthoringSettings};
 use crate::session::store::Store;
+use crate::skills::{self, SkillsSettings};
 use crate::subagents::{self, SubagentsSettings};
 use crate::tools::{PermissionPolicy, ToolRegistry, ToolRuntime, lsp, web};
 use crate::workspace::Workspace;
@@ -32,9 +33,10 @@ use environment::{Environment, EnvironmentSettings};
 /// Every plugin a preset can name, in the order they handle events: the environment first (its
 /// runtime context is injected before the other pre-step plugins edit the surface), the project
 /// instructions, the plan, then the pruner, the context rules, preset authoring (which only adds
-/// a section and a tool), memory (its prompt section and tool), the jobs (the ends of
-/// background jobs), the sub-agents (the `task` tool) and code mode (`run_code` and its API
-/// section). Compaction runs before all of them, first thing in each step.
+/// a section and a tool), memory (its prompt section and tool), skills (their section and the
+/// `skill` tool), the jobs (the ends of background jobs), the sub-agents (the `task` tool) and
+/// code mode (`run_code` and its API section). Compaction runs before all of them, first thing
+/// in each step.
 pub fn registry() -> PluginRegistry {
     let mut registry = PluginRegistry::new();
     registry
@@ -46,6 +48,7 @@ pub fn registry() -> PluginRegistry {
         .register::<ContextRulesSettings>("context_rules", ContextRulesPlugin::parts)
         .register::<PresetAuthoringSettings>("preset_authoring", preset_authoring)
         .register::<MemorySettings>(memory::plugin::NAME, MemoryPlugin::parts)
+        .register::<SkillsSettings>(skills::PLUGIN, skills::plugin::SkillsPlugin::parts)
         .register::<JobsSettings>(jobs::PLUGIN, JobsPlugin::parts)
         .register::<SubagentsSettings>(subagents::PLUGIN, SubagentsSettings::parts)
         .register::<CodeModeSettings>(code::PLUGIN, CodeModeSettings::parts);
@@ -262,6 +265,7 @@ mod tests {
                             "plans",
                             "tool_result_pruner",
                             "context_rules",
+                            "skills",
                             "jobs"
                         ]
                     );
@@ -271,6 +275,7 @@ mod tests {
                             "todo",
                             "recall_history",
                             "memory",
+                            "skill",
                             "shell",
                             "job_output",
                             "job_kill",

@@ -16,6 +16,8 @@
 //! - [`tokens`]: the token meter;
 //! - [`trajectory`]: a session exported as cells, as JSON or a self-contained HTML page;
 //! - [`instructions`]: the project's and the user's `AGENTS.md` as prompt sections;
+//! - [`skills`]: folders of instructions for one kind of task, listed in the prompt and loaded
+//!   with the `skill` tool;
 //! - [`activity`]: the live board of running jobs and sub-agents, for the editor's views;
 //! - [`jobs`]: background jobs (`shell` with `background`, `job_output`, `job_kill`,
 //!   `job_list`) and the notice of their end;
@@ -51,6 +53,7 @@ pub mod plugin;
 pub mod preset;
 pub mod server;
 pub mod session;
+pub mod skills;
 pub mod subagents;
 pub mod tokens;
 pub mod tools;

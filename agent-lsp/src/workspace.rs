@@ -40,6 +40,7 @@ mod confined;
 pub mod files;
 pub mod mentions;
 pub mod rank;
+mod read_roots;
 pub mod watch;
 
 use std::ffi::OsStr;
@@ -96,6 +97,14 @@ pub enum PathError {
         "`{path}` goes through the symlink `{link}`, whose target does not exist, so where it leads cannot be checked"
     )]
     DanglingSymlink { path: String, link: String },
+    #[error(
+        "`{path}` is in `{root}`, a folder this session may only read, and is refused there: {source}"
+    )]
+    InReadRoot {
+        path: String,
+        root: String,
+        source: Box<PathError>,
+    },
     #[error("`{path}` could not be checked: {source}")]
     Io {
         path: String,
@@ -114,6 +123,8 @@ pub struct Workspace {
     given_root: Option<PathBuf>,
     /// The root opened as a directory: what files are opened beneath.
     beneath: confined::Root,
+    /// Folders outside the root that sessions may read (see `read_roots`).
+    read_roots: read_roots::ReadRoots,
 }
 
 impl Workspace {
@@ -134,12 +145,19 @@ impl Workspace {
             root: canonical,
             given_root,
             beneath,
+            read_roots: Default::default(),
         })
     }
 
-    /// Open a path `resolve` returned for reading, refusing it if a link was swapped onto it
-    /// since (see `confined`). FIFOs and devices open without blocking.
+    /// Open a path `resolve` (or `resolve_read`) returned for reading, refusing it if a link
+    /// was swapped onto it since (see `confined`): beneath the root, or beneath the granted
+    /// folder that holds it. FIFOs and devices open without blocking.
     pub fn open_read(&self, path: &Path) -> io::Result<std::fs::File> {
+        if !path.starts_with(&self.root)
+            && let Some(folder) = self.read_roots.holding(path)
+        {
+            return folder.open_read(path);
+        }
         self.beneath.open_read(path)
     }
 

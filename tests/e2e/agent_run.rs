@@ -408,6 +408,7 @@ fn without_a_model_run_explains_how_to_configure_one_and_tools_still_work() {
             "read",
             "recall_history",
             "shell",
+            "skill",
             "task",
             "todo",
             "web_fetch",

@@ -37,6 +37,7 @@ mod session_props;
 mod session_replay;
 mod session_resume;
 mod shell_tool;
+mod skills;
 mod subagents;
 mod subagents_serve;
 mod vscode;

@@ -85,14 +85,27 @@ impl ToolContext {
     /// Resolve a path argument inside the workspace, or the error output saying why it was
     /// refused. Every file tool goes through this.
     pub fn resolve(&self, user_path: &str) -> Result<PathBuf, ToolOutput> {
-        self.workspace.resolve(user_path).map_err(|err| {
-            tracing::warn!(path = user_path, %err, "path refused");
-            ToolOutput::error(format!(
-                "path refused: {err}. Tools only work inside the workspace; give a path relative to its root"
-            ))
-            .with_meta("refused_path", user_path)
-        })
+        let resolved = self.workspace.resolve(user_path);
+        resolved.map_err(|err| refused(user_path, err))
     }
+
+    /// [`ToolContext::resolve`] for a tool that only reads (`read`): a path inside a folder
+    /// this call's session was granted (a loaded skill's, see `Workspace::grant_read`)
+    /// resolves too, confined to that folder.
+    pub fn resolve_read(&self, user_path: &str) -> Result<PathBuf, ToolOutput> {
+        let session = self.session_id.as_deref();
+        let resolved = self.workspace.resolve_read(session, user_path);
+        resolved.map_err(|err| refused(user_path, err))
+    }
+}
+
+/// The error output of a refused path.
+fn refused(user_path: &str, err: crate::workspace::PathError) -> ToolOutput {
+    tracing::warn!(path = user_path, %err, "path refused");
+    ToolOutput::error(format!(
+        "path refused: {err}. Tools only work inside the workspace; give a path relative to its root"
+    ))
+    .with_meta("refused_path", user_path)
 }
 
 /// A tool the model can call.

@@ -1,8 +1,10 @@
 //! The `read`, `list` and `write` tools, and the atomic write shared with `edit`.
 //!
-//! All three take their path through [`ToolContext::resolve`], so they never reach outside the
-//! workspace. Their outputs are sized for a model's context: `read` numbers lines and stops at
-//! a line count or a byte budget, saying how to get the rest; `list` caps its entries.
+//! `list` and `write` take their path through [`ToolContext::resolve`], so they never reach
+//! outside the workspace; `read` takes it through [`ToolContext::resolve_read`], which also
+//! opens the files of a skill the session loaded (and only for reading). Their outputs are sized for a model's
+//! context: `read` numbers lines and stops at a line count or a byte budget, saying how to get
+//! the rest; `list` caps its entries.
 
 use std::io::{self, BufRead, BufReader};
 use std::path::Path;
@@ -91,7 +93,8 @@ fn read(ctx: &ToolContext, args: &ReadArgs) -> Result<ToolOutput, ToolOutput> {
     if limit == 0 {
         return Err(ToolOutput::error("`limit` must be at least 1"));
     }
-    let path = ctx.resolve(&args.path)?;
+    // Also a file of a skill the session loaded, read-only (`skill`, `workspace::read_roots`).
+    let path = ctx.resolve_read(&args.path)?;
     let shown = ctx.workspace.display(&path);
     let source = |output: ToolOutput| output.with_meta("source", shown.as_str());
     // A file open in the editor is read from its buffer, unsaved changes included.

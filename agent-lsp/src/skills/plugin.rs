@@ -1,0 +1,158 @@
+//! The `skills` plugin: the section of a session's skills, recorded once per session, and the
+//! skills the `skill` tool may load in it.
+//!
+//! The first time the plugin contributes to a session it looks through the folders and records
+//! what it found, with the section's text and digest, in a `plugin/state` event; every later
+//! turn, and a process that resumes the session, takes the section from that event alone (as
+//! the memory plugin does), so the system prompt stays byte-stable whatever the folders hold by
+//! then. The skills of the record are also what the session's `skill` calls load from: a skill
+//! added to a folder mid-session reaches new sessions only, like its line in the section.
+
+use std::sync::{Arc, Mutex};
+
+use anyhow::Context;
+use serde::{Deserialize, Serialize};
+
+use super::tool::SkillTool;
+use super::{Found, PLUGIN, Roots, SECTION_ORDER, Skill, SkillsSettings, Skipped};
+use crate::canonical::sha256_hex;
+use crate::context::system_prompt::SystemPrompt;
+use crate::plugin::Plugin;
+use crate::plugin::registry::{Parts, PluginHost};
+use crate::plugin::state as plugin_state;
+use crate::session::Session;
+
+/// Sessions whose skills a host remembers for the `skill` tool; older ones are looked up again.
+const KNOWN_SESSIONS: usize = 64;
+
+/// What a session's `plugin/state` event records.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct RecordedSkills {
+    pub skills: Vec<Skill>,
+    /// What was skipped and why, for `session show` and whoever wonders why a skill is missing.
+    pub skipped: Vec<Skipped>,
+    /// The section's text (`None` without skills), taken verbatim on every later turn.
+    pub section: Option<String>,
+    /// sha256 of `section`.
+    pub digest: Option<String>,
+}
+
+/// The skills of the sessions the plugin contributed to, shared with the `skill` tool.
+#[derive(Clone, Debug, Default)]
+pub struct Known(Arc<Mutex<Vec<SessionSkills>>>);
+
+/// A session's id and the skills it recorded.
+type SessionSkills = (String, Vec<Skill>);
+
+impl Known {
+    fn lock(&self) -> std::sync::MutexGuard<'_, Vec<SessionSkills>> {
+        self.0
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    fn set(&self, session: &str, skills: Vec<Skill>) {
+        let mut known = self.lock();
+        known.retain(|(id, _)| id != session);
+        if known.len() >= KNOWN_SESSIONS {
+            known.remove(0);
+        }
+        known.push((session.to_owned(), skills));
+    }
+
+    /// The skills recorded for `session`, if the plugin contributed to it in this process.
+    pub fn get(&self, session: &str) -> Option<Vec<Skill>> {
+        let known = self.lock();
+        let (_, skills) = known.iter().find(|(id, _)| id == session)?;
+        Some(skills.clone())
+    }
+}
+
+/// Gives every session the skills found when it started (see the module doc).
+pub struct SkillsPlugin {
+    roots: Roots,
+    known: Known,
+    /// The section of the session it last contributed to: its id and the section.
+    current: Option<(String, Option<String>)>,
+}
+
+impl SkillsPlugin {
+    pub fn new(roots: Roots, known: Known) -> SkillsPlugin {
+        SkillsPlugin {
+            roots,
+            known,
+            current: None,
+        }
+    }
+
+    /// The registry entry of `[plugins.skills]`: the plugin and the `skill` tool, sharing what
+    /// each session recorded; the user's skills are beside the config file.
+    pub fn parts(settings: SkillsSettings, host: &PluginHost) -> anyhow::Result<Parts> {
+        let user_dir = crate::config::Config::user_dir();
+        let roots = Roots::new(&settings, &host.workspace, user_dir.as_deref());
+        let known = Known::default();
+        Ok(Parts {
+            plugin: Some(Box::new(SkillsPlugin::new(roots.clone(), known.clone()))),
+            tools: vec![Arc::new(SkillTool::new(
+                roots,
+                known,
+                settings.max_body_bytes,
+            ))],
+        })
+    }
+
+    /// What `session` recorded, or what is found now, recorded.
+    fn recorded(&self, session: &mut Session, turn: u32) -> anyhow::Result<RecordedSkills> {
+        let recorded = plugin_state::records(session.history(), PLUGIN)
+            .next()
+            .map(|(_, data)| data.clone());
+        if let Some(data) = recorded {
+            return serde_json::from_value(data).with_context(|| {
+                format!(
+                    "the skills session {} recorded cannot be read",
+                    session.id()
+                )
+            });
+        }
+        let Found { skills, skipped } = super::discover(&self.roots);
+        for skip in &skipped {
+            tracing::warn!(reason = %skip.reason, "skill skipped");
+        }
+        let section = super::render_section(&skills);
+        let recorded = RecordedSkills {
+            digest: section.as_deref().map(sha256_hex),
+            skills,
+            skipped,
+            section,
+        };
+        plugin_state::record(session, turn, PLUGIN, serde_json::to_value(&recorded)?)?;
+        Ok(recorded)
+    }
+}
+
+impl Plugin for SkillsPlugin {
+    fn name(&self) -> &'static str {
+        PLUGIN
+    }
+
+    fn contribute(
+        &mut self,
+        prompt: &mut SystemPrompt,
+        session: &mut Session,
+        turn: u32,
+    ) -> anyhow::Result<()> {
+        let section = match &self.current {
+            Some((id, section)) if id == session.id() => section.clone(),
+            _ => {
+                let recorded = self.recorded(session, turn)?;
+                self.known.set(session.id(), recorded.skills);
+                self.current = Some((session.id().to_owned(), recorded.section.clone()));
+                recorded.section
+            }
+        };
+        if let Some(text) = section {
+            prompt.sourced_section(PLUGIN, SECTION_ORDER, &text, PLUGIN);
+        }
+        Ok(())
+    }
+}
