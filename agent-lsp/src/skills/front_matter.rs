@@ -53,8 +53,14 @@ pub fn parse(text: &str) -> Result<FrontMatter, String> {
     let documents = YamlLoader::load_from_str(&yaml).map_err(|error| {
         // The YAML starts on the file's second line.
         let marker = error.marker();
+        // The usual cause: a description with `: ` in it, which YAML reads as a second key.
+        let hint = if error.info().contains("mapping values are not allowed") {
+            "; a value that holds `: ` needs quotes (description: \"…\")"
+        } else {
+            ""
+        };
         format!(
-            "its front matter is not valid YAML: {} (line {}, column {})",
+            "its front matter is not valid YAML: {} (line {}, column {}){hint}",
             error.info(),
             marker.line() + 1,
             marker.col() + 1

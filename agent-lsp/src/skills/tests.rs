@@ -53,6 +53,11 @@ fn bad_front_matter_says_what_and_where() {
     // The line is the file's: `description` is on line 3.
     let error = parse("---\nname: a\ndescription: \"open\n---\n").unwrap_err();
     assert!(error.ends_with("(line 3, column 14)"), "{error}");
+    // A colon in a description is the usual slip: the error says to quote it.
+    check_error(
+        "---\nname: a\ndescription: Release: bump, tag\n---\n",
+        "needs quotes",
+    );
     check_error("---\n- a\n- b\n---\n", "not a mapping");
     check_error("---\ndescription: b\n---\n", "has no `name`");
     check_error("---\nname: a\n---\n", "has no `description`");
