@@ -241,6 +241,9 @@ fn malformed_requests_get_json_rpc_errors_and_the_server_keeps_serving() {
     assert_eq!(answer(1)["result"]["serverInfo"]["name"], "agent-lsp");
     send(r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#);
 
+    // A line that is not JSON has no id to answer; rmcp skips it and reads on (FIXME: JSON-RPC
+    // asks for a -32700 answer with a null id, which rmcp 3.11 does not send).
+    send("this is not json");
     send(r#"{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":7}}"#);
     let error = answer(2);
     assert!(error["error"]["code"].is_i64(), "{error}");
