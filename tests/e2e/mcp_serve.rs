@@ -145,7 +145,12 @@ fn an_mcp_client_lists_the_tools_and_gets_what_agent_lsp_tool_answers() {
 
     // A tool the server does not expose is an unroutable request: invalid params (-32602).
     assert_eq!(calls[1]["error"]["code"], -32602, "{}", calls[1]);
-    assert!(calls[1]["error"]["message"].as_str().unwrap().contains("shell"));
+    assert!(
+        calls[1]["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("shell")
+    );
     // The server is still up, and the `@path` ranking answers.
     let files = calls[2]["result"]["content"][0]["text"].as_str().unwrap();
     assert_eq!(files.lines().next(), Some("pkg/geometry.py"), "{files}");
@@ -183,7 +188,10 @@ fn allow_write_adds_write_and_edit_and_nothing_else() {
         json!([{"name": "write", "arguments": {"path": "notes.txt", "content": "hello\n"}}]),
     );
     let names = tool_names(&seen);
-    assert!(names.contains(&"write") && names.contains(&"edit"), "{names:?}");
+    assert!(
+        names.contains(&"write") && names.contains(&"edit"),
+        "{names:?}"
+    );
     assert!(!names.contains(&"shell"), "{names:?}");
     let write = seen["tools"]
         .as_array()

@@ -53,12 +53,8 @@ pub fn run(store: &Store, args: McpServeArgs) -> anyhow::Result<ExitCode> {
         Arc::new(HeadlessAsker { yes: false }),
     )?;
     let workspace = Workspace::new(store.workspace())?;
-    let index = LiveIndex::start(
-        &workspace,
-        FilesConfig::from_options(&config.files),
-        true,
-    )
-    .context("failed to start the file index")?;
+    let index = LiveIndex::start(&workspace, FilesConfig::from_options(&config.files), true)
+        .context("failed to start the file index")?;
     let runtime = runtime
         .register(FilesTool {
             index: Arc::new(index),
