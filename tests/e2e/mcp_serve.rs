@@ -273,7 +273,6 @@ fn malformed_requests_get_json_rpc_errors_and_the_server_keeps_serving() {
     );
 
     // Closing stdin ends the server cleanly.
-    drop(send);
     drop(stdin);
     let status = child.wait().unwrap();
     assert!(status.success(), "{status}");
