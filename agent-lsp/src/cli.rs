@@ -3,6 +3,7 @@
 
 mod context;
 mod files;
+mod mcp;
 mod memory;
 mod preset;
 pub(crate) mod run;
@@ -92,6 +93,10 @@ enum Command {
     /// skipped with why.
     #[command(subcommand)]
     Skills(skills::SkillsCommand),
+    /// The MCP servers sessions use (the config file's, the workspace's .mcp.json): list them
+    /// with their state and tools, approve the workspace's.
+    #[command(subcommand)]
+    Mcp(mcp::McpCommand),
 }
 
 /// Parse the process arguments and run the command.
@@ -137,5 +142,6 @@ pub fn run() -> anyhow::Result<ExitCode> {
         Command::Preset(command) => preset::run(&workspace, command),
         Command::Memory(command) => memory::run(&Store::for_workspace(&workspace)?, command),
         Command::Skills(command) => skills::run(&workspace, command),
+        Command::Mcp(command) => mcp::run(&workspace, command),
     }
 }
