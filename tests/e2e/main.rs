@@ -18,6 +18,7 @@ mod jobs;
 mod listen_auth;
 mod lsp_tools;
 mod malformed_params;
+mod mcp_client;
 mod memory;
 mod model_endpoint;
 mod model_output_bounds;

@@ -130,9 +130,26 @@ struct Connection {
     stderr_tail: Arc<Mutex<Option<String>>>,
     /// The child (killed when the connection is dropped); `None` over HTTP.
     child: Option<tokio::process::Child>,
+    /// The task reading the child's stderr, done once the child closed it.
+    stderr_reader: Option<tokio::task::JoinHandle<()>>,
 }
 
 impl Connection {
+    /// Wait (briefly) for a closed connection's child to have exited and its stderr to be read
+    /// to the end, so [`Connection::reason`] has its exit status and its last words.
+    async fn settle(&mut self) {
+        if self.problem.lock().expect("never poisoned").is_some() {
+            return;
+        }
+        let grace = Duration::from_secs(2);
+        if let Some(child) = &mut self.child {
+            let _ = tokio::time::timeout(grace, child.wait()).await;
+        }
+        if let Some(reader) = self.stderr_reader.take() {
+            let _ = tokio::time::timeout(grace, reader).await;
+        }
+    }
+
     /// Why this connection is closed, in words.
     fn reason(&mut self) -> String {
         if let Some(problem) = self.problem.lock().expect("never poisoned").clone() {
@@ -183,6 +200,7 @@ impl Server {
             if !connection.service.is_closed() {
                 return Ok(connection.service.peer().clone());
             }
+            connection.settle().await;
             let reason = connection.reason();
             state.connection = None;
             state.last_error = Some(reason);
@@ -272,30 +290,28 @@ impl Server {
         if let ServiceError::McpError(error) = &error {
             return format!("MCP server `{}` answered with an error: {}", self.name, error.message);
         }
-        // The connection's task notices the end a moment after the request does.
+        // A closed transport is a broken connection even before the connection's task has
+        // noticed; the next call starts the server again.
+        let broken = matches!(
+            error,
+            ServiceError::TransportClosed | ServiceError::TransportSend(_)
+        );
         let mut state = self.state.lock().await;
-        let closed = match &mut state.connection {
-            Some(connection) => {
-                for _ in 0..20 {
-                    if connection.service.is_closed() {
-                        break;
-                    }
-                    tokio::time::sleep(Duration::from_millis(10)).await;
-                }
-                connection.service.is_closed().then(|| connection.reason())
-            }
-            None => None,
+        let Some(connection) = state.connection.as_mut() else {
+            return format!("MCP server `{}`: {error}", self.name);
         };
-        match closed {
-            Some(reason) => {
-                let left = (MAX_RESTARTS + 1).saturating_sub(state.starts);
-                format!(
-                    "MCP server `{}` stopped during the request: {reason}; it is started again at the next call ({left} restarts left)",
-                    self.name
-                )
-            }
-            None => format!("MCP server `{}`: {error}", self.name),
+        if !broken && !connection.service.is_closed() {
+            return format!("MCP server `{}`: {error}", self.name);
         }
+        connection.settle().await;
+        let reason = connection.reason();
+        state.connection = None;
+        state.last_error = Some(reason.clone());
+        let left = (MAX_RESTARTS + 1).saturating_sub(state.starts);
+        format!(
+            "MCP server `{}` stopped during the request: {reason}; it is started again at the next call ({left} restarts left)",
+            self.name
+        )
     }
 
     async fn connect(&self) -> Result<Connection, String> {
@@ -319,6 +335,7 @@ impl Server {
                     problem: Default::default(),
                     stderr_tail: Default::default(),
                     child: None,
+                    stderr_reader: None,
                 })
             }
         }
@@ -348,7 +365,7 @@ impl Server {
         let stderr_tail: Arc<Mutex<Option<String>>> = Default::default();
         let tail = stderr_tail.clone();
         let name = self.name.clone();
-        tokio::spawn(async move {
+        let stderr_reader = tokio::spawn(async move {
             let mut lines = tokio::io::BufReader::new(stderr).lines();
             while let Ok(Some(line)) = lines.next_line().await {
                 tracing::info!(server = %name, "mcp stderr: {line}");
@@ -377,6 +394,7 @@ impl Server {
             problem,
             stderr_tail,
             child: Some(child),
+            stderr_reader: Some(stderr_reader),
         })
     }
 }
