@@ -31,7 +31,7 @@ use serde::{Deserialize, Serialize};
 use crate::permissions::MCP_TOOL_PREFIX;
 use crate::plugin::registry::{InvalidSetting, Parts, PluginHost, PluginSettings};
 use crate::plugin::tool::Tool;
-use config::{Declared, McpOptions, ServerConfig, Source};
+use config::{Declared, McpOptions, Source};
 use state::CachedTool;
 
 /// The plugin's name in presets.
@@ -197,21 +197,29 @@ fn catalog(
         .map(|(usable, _)| usable.server.clone())
         .collect::<Vec<_>>();
     let timeout = settings.start_timeout();
-    let listed = client::block_on(async move {
-        let lists = to_start.iter().map(|server| server.list_tools(timeout));
-        let results = futures_util::future::join_all(lists).await;
-        to_start
-            .iter()
-            .map(|server| server.name.clone())
-            .zip(results)
-            .collect::<Vec<_>>()
-    });
+    // Nothing to start (the usual case: no servers, or every list cached) needs no runtime.
+    let listed = if to_start.is_empty() {
+        Vec::new()
+    } else {
+        client::block_on(async move {
+            let lists = to_start.iter().map(|server| server.list_tools(timeout));
+            let results = futures_util::future::join_all(lists).await;
+            to_start
+                .iter()
+                .map(|server| server.name.clone())
+                .zip(results)
+                .collect::<Vec<_>>()
+        })
+    };
     let mut tools: Vec<Arc<dyn Tool>> = Vec::new();
     let mut names = BTreeSet::new();
     for (usable, cached) in servers.iter().zip(cached) {
         let list = match cached {
             Some(list) => list,
-            None => match listed.iter().find(|(name, _)| *name == usable.declared.name) {
+            None => match listed
+                .iter()
+                .find(|(name, _)| *name == usable.declared.name)
+            {
                 Some((_, Ok(list))) => list.clone(),
                 Some((_, Err(error))) => {
                     tracing::warn!(server = %usable.declared.name, "MCP server adds no tools: {error}");
@@ -316,7 +324,8 @@ pub fn report(
         } else if declared.shadowed {
             "shadowed: the user's server of this name is used".to_owned()
         } else if unapproved(&declared, state_root).is_some() {
-            "not approved: run `agent-lsp mcp approve` to let the workspace's .mcp.json servers run".to_owned()
+            "not approved: run `agent-lsp mcp approve` to let the workspace's .mcp.json servers run"
+                .to_owned()
         } else {
             match results.iter().find(|(name, _, _)| *name == declared.name) {
                 Some((_, Ok(tools), status)) => {
@@ -336,14 +345,6 @@ pub fn report(
     Ok(reports)
 }
 
-/// The workspace file's servers and digest, for `agent-lsp mcp approve`.
-pub fn workspace_file(
-    workspace: &Path,
-) -> anyhow::Result<Option<(std::path::PathBuf, String, Vec<(String, ServerConfig)>)>> {
-    Ok(config::read_workspace_file(workspace)?
-        .map(|(file, digest, servers)| (file, digest, servers.into_iter().collect())))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -351,7 +352,10 @@ mod tests {
     #[test]
     fn catalog_names_are_what_providers_take() {
         assert_eq!(tool_name("fs", "read_file"), "mcp__fs__read_file");
-        assert_eq!(tool_name("docs", "search.v2 (beta)"), "mcp__docs__search_v2__beta_");
+        assert_eq!(
+            tool_name("docs", "search.v2 (beta)"),
+            "mcp__docs__search_v2__beta_"
+        );
         assert_eq!(tool_name("s", &"x".repeat(100)).len(), 64);
     }
 }

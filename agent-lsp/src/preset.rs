@@ -233,7 +233,12 @@ impl Preset {
     /// The permission for one tool.
     pub fn permission(&self, tool: &str) -> Permission {
         if !self.file.permissions.contains_key("default") {
-            return self.file.permissions.get(tool).copied().unwrap_or(Permission::Deny);
+            return self
+                .file
+                .permissions
+                .get(tool)
+                .copied()
+                .unwrap_or(Permission::Deny);
         }
         crate::permissions::PermissionPolicy::from_table(&self.file.permissions).permission(tool)
     }

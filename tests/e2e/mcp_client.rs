@@ -17,7 +17,11 @@ type Fixture = agent_tests::cli::CliFixture;
 fn npm_bin(name: &str) -> String {
     let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../.ci/tools/node_modules/.bin");
     let path = path.join(name);
-    assert!(path.exists(), "{} is missing: run .ci/tools.sh", path.display());
+    assert!(
+        path.exists(),
+        "{} is missing: run .ci/tools.sh",
+        path.display()
+    );
     path.display().to_string()
 }
 
@@ -129,7 +133,12 @@ fn real_servers_tools_are_listed_called_logged_and_replayed() {
         .as_array()
         .unwrap()
         .iter()
-        .map(|server| (server["name"].as_str().unwrap(), server["state"].as_str().unwrap()))
+        .map(|server| {
+            (
+                server["name"].as_str().unwrap(),
+                server["state"].as_str().unwrap(),
+            )
+        })
         .collect::<Vec<_>>();
     assert_eq!(states, [("everything", "running"), ("fs", "running")]);
 }
@@ -229,7 +238,10 @@ fn a_workspace_file_runs_nothing_until_it_is_approved() {
     let endpoint = ModelEndpoint::start(EndpointConfig::default()).unwrap();
     endpoint.push_all([Reply::from_fn(|request| {
         let names = request.tool_names();
-        assert!(!names.iter().any(|name| name.starts_with("mcp__")), "{names:?}");
+        assert!(
+            !names.iter().any(|name| name.starts_with("mcp__")),
+            "{names:?}"
+        );
         Reply::text("nothing from the repository")
     })]);
     let base_url = endpoint.base_url();
@@ -259,7 +271,10 @@ fn a_workspace_file_runs_nothing_until_it_is_approved() {
     std::fs::write(fixture.workspace.path().join(".mcp.json"), changed).unwrap();
     let listed: Value = serde_json::from_str(&fixture.ok(&["mcp", "list", "--json"])).unwrap();
     assert!(
-        listed[0]["state"].as_str().unwrap().starts_with("not approved"),
+        listed[0]["state"]
+            .as_str()
+            .unwrap()
+            .starts_with("not approved"),
         "{listed}"
     );
 }

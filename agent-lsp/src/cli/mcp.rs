@@ -66,7 +66,12 @@ fn list(workspace: &Path, json: bool) -> anyhow::Result<ExitCode> {
 }
 
 fn approve(workspace: &Path, yes: bool) -> anyhow::Result<ExitCode> {
-    let Some((file, digest, servers)) = crate::mcp::workspace_file(workspace)? else {
+    let Some(crate::mcp::config::WorkspaceFile {
+        path: file,
+        digest,
+        servers,
+    }) = crate::mcp::config::read_workspace_file(workspace)?
+    else {
         anyhow::bail!(
             "the workspace has no {} to approve",
             crate::mcp::config::WORKSPACE_FILE

@@ -19,9 +19,9 @@ use std::path::PathBuf;
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
+use rmcp::ServiceExt;
 use rmcp::model::{CallToolRequestParams, CallToolResult, JsonObject};
 use rmcp::service::{Peer, RoleClient, RunningService, ServiceError};
-use rmcp::ServiceExt;
 use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt};
 
 use super::config::Transport;
@@ -53,7 +53,9 @@ pub fn block_on<T: Send + 'static>(future: impl Future<Output = T> + Send + 'sta
     runtime().spawn(async move {
         let _ = sender.send(future.await);
     });
-    receiver.recv().expect("the MCP runtime runs every task it is given")
+    receiver
+        .recv()
+        .expect("the MCP runtime runs every task it is given")
 }
 
 /// Run `future` on the MCP runtime; dropping the returned future aborts it there.
@@ -80,7 +82,8 @@ pub fn server(
     workspace: PathBuf,
     state_root: Option<PathBuf>,
 ) -> Arc<Server> {
-    static SERVERS: OnceLock<Mutex<HashMap<(PathBuf, String), Arc<Server>>>> = OnceLock::new();
+    type Table = Mutex<HashMap<(PathBuf, String), Arc<Server>>>;
+    static SERVERS: OnceLock<Table> = OnceLock::new();
     let mut servers = SERVERS
         .get_or_init(Default::default)
         .lock()
@@ -288,7 +291,10 @@ impl Server {
     /// ended and what happens next.
     async fn failure(&self, error: ServiceError) -> String {
         if let ServiceError::McpError(error) = &error {
-            return format!("MCP server `{}` answered with an error: {}", self.name, error.message);
+            return format!(
+                "MCP server `{}` answered with an error: {}",
+                self.name, error.message
+            );
         }
         // A closed transport is a broken connection even before the connection's task has
         // noticed; the next call starts the server again.
@@ -423,10 +429,14 @@ async fn filter_lines(
             continue;
         }
         let fault = if line.len() > MAX_LINE_BYTES {
-            Some(format!("the server sent a line over {MAX_LINE_BYTES} bytes"))
+            Some(format!(
+                "the server sent a line over {MAX_LINE_BYTES} bytes"
+            ))
         } else if serde_json::from_slice::<serde::de::IgnoredAny>(text).is_err() {
             let shown: String = String::from_utf8_lossy(text).chars().take(200).collect();
-            Some(format!("the server sent a line that is not JSON: `{shown}`"))
+            Some(format!(
+                "the server sent a line that is not JSON: `{shown}`"
+            ))
         } else {
             None
         };

@@ -66,12 +66,10 @@ impl Transport {
     /// out: they usually hold a token).
     pub fn summary(&self) -> String {
         match self {
-            Transport::Stdio { command, args, .. } => {
-                std::iter::once(command.as_str())
-                    .chain(args.iter().map(String::as_str))
-                    .collect::<Vec<_>>()
-                    .join(" ")
-            }
+            Transport::Stdio { command, args, .. } => std::iter::once(command.as_str())
+                .chain(args.iter().map(String::as_str))
+                .collect::<Vec<_>>()
+                .join(" "),
             Transport::Http { url, .. } => url.clone(),
         }
     }
@@ -86,7 +84,10 @@ impl ServerConfig {
             (None, None) => Err("give `command` (stdio) or `url` (streamable HTTP)".into()),
             (Some(command), None) => {
                 if !matches!(kind, None | Some("stdio")) {
-                    return Err(format!("`type` is {:?} but `command` is given", kind.unwrap()));
+                    return Err(format!(
+                        "`type` is {:?} but `command` is given",
+                        kind.unwrap()
+                    ));
                 }
                 if !self.headers.is_empty() {
                     return Err("`headers` is for a `url` server".into());
@@ -110,7 +111,10 @@ impl ServerConfig {
                 }
                 let parsed = url::Url::parse(url).map_err(|error| format!("`url`: {error}"))?;
                 if !matches!(parsed.scheme(), "http" | "https") {
-                    return Err(format!("`url` must be http or https, not {}", parsed.scheme()));
+                    return Err(format!(
+                        "`url` must be http or https, not {}",
+                        parsed.scheme()
+                    ));
                 }
                 Ok(Transport::Http {
                     url: url.clone(),
@@ -175,11 +179,18 @@ pub fn valid_name(name: &str) -> bool {
         && !name.contains("__")
 }
 
+/// The workspace's `.mcp.json` as read.
+pub struct WorkspaceFile {
+    pub path: PathBuf,
+    /// The digest of its bytes, what an approval names.
+    pub digest: String,
+    /// Its servers as written; one this client cannot read has an `invalid: …` type.
+    pub servers: BTreeMap<String, ServerConfig>,
+}
+
 /// The workspace file's servers as written, and the digest of its bytes; `Ok(None)` when the
 /// workspace has no such file.
-pub fn read_workspace_file(
-    workspace: &Path,
-) -> anyhow::Result<Option<(PathBuf, String, BTreeMap<String, ServerConfig>)>> {
+pub fn read_workspace_file(workspace: &Path) -> anyhow::Result<Option<WorkspaceFile>> {
     #[derive(Deserialize)]
     struct File {
         #[serde(rename = "mcpServers", default)]
@@ -198,15 +209,18 @@ pub fn read_workspace_file(
     for (name, value) in file.mcp_servers {
         // A server written in a way this client does not read is reported (as a declaration
         // whose transport is an error), not a reason to drop the file's other servers.
-        let config = serde_json::from_value::<ServerConfig>(value).unwrap_or_else(|error| {
-            ServerConfig {
+        let config =
+            serde_json::from_value::<ServerConfig>(value).unwrap_or_else(|error| ServerConfig {
                 kind: Some(format!("invalid: {error}")),
                 ..ServerConfig::default()
-            }
-        });
+            });
         servers.insert(name, config);
     }
-    Ok(Some((path, digest, servers)))
+    Ok(Some(WorkspaceFile {
+        path,
+        digest,
+        servers,
+    }))
 }
 
 /// Every declared server, sorted by name (a shadowed one after the server it yields to), with
@@ -219,11 +233,11 @@ pub fn declared(
     for (name, config) in &user.servers {
         found.push((declare(name, Source::User, config), config.clone()));
     }
-    if let Some((file, digest, servers)) = read_workspace_file(workspace)? {
-        for (name, config) in servers {
+    if let Some(file) = read_workspace_file(workspace)? {
+        for (name, config) in file.servers {
             let source = Source::Workspace {
-                file: file.clone(),
-                digest: digest.clone(),
+                file: file.path.clone(),
+                digest: file.digest.clone(),
             };
             let mut declared = declare(&name, source, &config);
             declared.shadowed = user.servers.contains_key(&name);
@@ -304,12 +318,18 @@ mod tests {
             r#"{"mcpServers": {"docs": {"command": "repo-docs"}, "git": {"command": "git-mcp"}, "bad__name": {"command": "x"}}}"#,
         )
         .unwrap();
-        let user: McpOptions =
-            toml::from_str("[servers.docs]\ncommand = \"my-docs\"\n").unwrap();
+        let user: McpOptions = toml::from_str("[servers.docs]\ncommand = \"my-docs\"\n").unwrap();
         let found = declared(&user, workspace.path()).unwrap();
         let summary = found
             .iter()
-            .map(|(d, _)| (d.name.as_str(), d.source.as_str(), d.shadowed, d.transport.is_ok()))
+            .map(|(d, _)| {
+                (
+                    d.name.as_str(),
+                    d.source.as_str(),
+                    d.shadowed,
+                    d.transport.is_ok(),
+                )
+            })
             .collect::<Vec<_>>();
         assert_eq!(
             summary,

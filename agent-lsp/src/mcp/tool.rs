@@ -121,10 +121,18 @@ pub fn output(result: CallToolResult) -> ToolOutput {
         parts.push(match block {
             ContentBlock::Text(text) => text.text.clone(),
             ContentBlock::Image(image) => {
-                format!("[image: {}, {} bytes base64]", image.mime_type, image.data.len())
+                format!(
+                    "[image: {}, {} bytes base64]",
+                    image.mime_type,
+                    image.data.len()
+                )
             }
             ContentBlock::Audio(audio) => {
-                format!("[audio: {}, {} bytes base64]", audio.mime_type, audio.data.len())
+                format!(
+                    "[audio: {}, {} bytes base64]",
+                    audio.mime_type,
+                    audio.data.len()
+                )
             }
             ContentBlock::Resource(resource) => match &resource.resource {
                 ResourceContents::TextResourceContents { uri, text, .. } => {
