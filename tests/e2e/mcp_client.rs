@@ -4,8 +4,8 @@
 //! the servers' tools in the catalog and called in a scripted model run, their results in the
 //! log and every request replayed byte for byte; a server that crashes (restarted a bounded
 //! number of times, then reported as failed), one that hangs (the call's timeout) and one that
-//! answers with a line that is not JSON, each failing alone; and a workspace `.mcp.json` that
-//! runs nothing until it is approved.
+//! answers with a line that is not JSON, each failing alone; a workspace `.mcp.json` that runs
+//! nothing until it is approved; and a server over streamable HTTP on a loopback port.
 
 use std::path::{Path, PathBuf};
 
@@ -277,4 +277,88 @@ fn a_workspace_file_runs_nothing_until_it_is_approved() {
             .starts_with("not approved"),
         "{listed}"
     );
+}
+
+/// `server-everything` over streamable HTTP on a loopback port, killed when the test ends.
+struct HttpServer {
+    child: std::process::Child,
+    url: String,
+}
+
+impl HttpServer {
+    fn start() -> HttpServer {
+        use std::io::BufRead;
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        let mut child = std::process::Command::new(npm_bin("mcp-server-everything"))
+            .arg("streamableHttp")
+            .env("PORT", port.to_string())
+            .stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        let stderr = child.stderr.take().unwrap();
+        let (sender, receiver) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            for line in std::io::BufReader::new(stderr)
+                .lines()
+                .map_while(Result::ok)
+            {
+                let _ = sender.send(line);
+            }
+        });
+        loop {
+            let line = receiver
+                .recv_timeout(std::time::Duration::from_secs(60))
+                .expect("the HTTP server says it listens");
+            if line.contains("listening on port") {
+                break;
+            }
+        }
+        HttpServer {
+            child,
+            url: format!("http://127.0.0.1:{port}/mcp"),
+        }
+    }
+}
+
+impl Drop for HttpServer {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+#[test]
+fn a_streamable_http_server_is_listed_and_called() {
+    let server = HttpServer::start();
+    let fixture = Fixture::new(&format!(
+        "[mcp.servers.web]\nurl = {:?}\nheaders = {{ X-Test = \"1\" }}\n",
+        server.url
+    ));
+    let endpoint = ModelEndpoint::start(EndpointConfig::default()).unwrap();
+    endpoint.push_all([
+        Reply::from_fn(|request| {
+            let names = request.tool_names();
+            assert!(
+                names.iter().any(|name| name == "mcp__web__get-sum"),
+                "{names:?}"
+            );
+            Reply::tool_call("mcp__web__get-sum", r#"{"a": 2, "b": 3}"#)
+        }),
+        Reply::from_fn(|request| {
+            let result = request.tool_result_text();
+            assert!(result.contains('5'), "{result}");
+            Reply::text("done")
+        }),
+    ]);
+    let base_url = endpoint.base_url();
+    fixture.ok(&["run", "--yes", "--base-url", &base_url, "add"]);
+    endpoint.assert_no_violations();
+    assert_eq!(endpoint.remaining_replies(), 0);
+    assert_requests_replay(&fixture, &endpoint);
 }

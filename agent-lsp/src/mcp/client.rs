@@ -73,6 +73,31 @@ pub async fn spawn_abortable<T: Send + 'static>(
     task.await.ok()
 }
 
+type Table = Mutex<HashMap<(PathBuf, String), Arc<Server>>>;
+
+/// Every server of the process, by (workspace, server digest).
+static SERVERS: OnceLock<Table> = OnceLock::new();
+
+/// Drop every server's connection, killing its child: `main` calls this before it returns,
+/// because the runtime the connections live on is never dropped, and a server that ignores
+/// its stdin closing would outlive the process.
+pub fn stop_all() {
+    let Some(servers) = SERVERS.get() else {
+        return;
+    };
+    let servers = servers
+        .lock()
+        .expect("the server table is never poisoned")
+        .values()
+        .cloned()
+        .collect::<Vec<_>>();
+    block_on(async move {
+        for server in servers {
+            server.state.lock().await.connection = None;
+        }
+    });
+}
+
 /// The server for `transport` in `workspace`, shared by every agent of the process: one
 /// connection per (workspace, server digest).
 pub fn server(
@@ -82,8 +107,6 @@ pub fn server(
     workspace: PathBuf,
     state_root: Option<PathBuf>,
 ) -> Arc<Server> {
-    type Table = Mutex<HashMap<(PathBuf, String), Arc<Server>>>;
-    static SERVERS: OnceLock<Table> = OnceLock::new();
     let mut servers = SERVERS
         .get_or_init(Default::default)
         .lock()
