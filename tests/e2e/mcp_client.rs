@@ -227,7 +227,7 @@ fn a_crashing_a_hanging_and_a_malformed_server_each_fail_alone() {
 }
 
 #[test]
-fn a_workspace_file_runs_nothing_until_it_is_approved() {
+fn a_workspace_file_runs_nothing_until_it_is_approved_and_the_model_is_told_why() {
     let marks = tempfile::tempdir().unwrap();
     let mark = marks.path().join("started");
     let file = json!({"mcpServers": {"repo": {
@@ -266,9 +266,18 @@ fn a_workspace_file_runs_nothing_until_it_is_approved() {
     assert_eq!(listed[0]["tools"], json!(["mcp__repo__act"]));
     assert!(mark.exists());
 
-    // A changed file needs approving again.
-    let changed = file.to_string().replace("hang", "crash");
-    std::fs::write(fixture.workspace.path().join(".mcp.json"), changed).unwrap();
+    // A changed file needs approving again. Its `repo` server is declared as before, so the
+    // catalog still lists its tool (from the cached list), but a call is refused with what the
+    // user is to do, and nothing starts.
+    let mut changed = file.clone();
+    changed["mcpServers"]["other"] =
+        json!({"command": "node", "args": [scripted_server(), "crash"]});
+    std::fs::write(
+        fixture.workspace.path().join(".mcp.json"),
+        changed.to_string(),
+    )
+    .unwrap();
+    std::fs::remove_file(&mark).unwrap();
     let listed: Value = serde_json::from_str(&fixture.ok(&["mcp", "list", "--json"])).unwrap();
     assert!(
         listed[0]["state"]
@@ -277,6 +286,26 @@ fn a_workspace_file_runs_nothing_until_it_is_approved() {
             .starts_with("not approved"),
         "{listed}"
     );
+    endpoint.push_all([
+        Reply::from_fn(|request| {
+            assert!(request.tool_names().contains(&"mcp__repo__act".to_owned()));
+            Reply::tool_call("mcp__repo__act", "{}")
+        }),
+        Reply::from_fn(|request| {
+            let result = request.tool_result_text();
+            assert!(
+                result.starts_with("error: MCP server `repo` comes from ")
+                    && result.contains("has not approved")
+                    && result.contains("`agent-lsp mcp approve`"),
+                "{result}"
+            );
+            Reply::text("asked the user to approve")
+        }),
+    ]);
+    fixture.ok(&["run", "--yes", "--base-url", &base_url, "call it"]);
+    endpoint.assert_no_violations();
+    assert_eq!(endpoint.remaining_replies(), 0);
+    assert!(!mark.exists(), "a server of an unapproved file was started");
 }
 
 /// `server-everything` over streamable HTTP on a loopback port, killed when the test ends.
