@@ -36,6 +36,11 @@ if ! command -v chromium >/dev/null 2>&1; then
     apt-get update -qq
     DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null
 fi
+# MCP servers for the MCP client's tests (tests/e2e/mcp_client.rs).
+if [ ! -x "$tools/node_modules/.bin/mcp-server-everything" ] || [ ! -x "$tools/node_modules/.bin/mcp-server-filesystem" ]; then
+    (cd "$tools" && npm install --silent --no-audit --no-fund --prefix . \
+        @modelcontextprotocol/server-everything@2026.8.31 @modelcontextprotocol/server-filesystem@2026.8.31 >/dev/null)
+fi
 export PATH="$tools/node_modules/.bin:$PATH"
 # The VS Code extension's npm packages (from its lock file, again only when the lock changed) and
 # code-server, a real VS Code, for its test (tests/e2e/vscode.rs).

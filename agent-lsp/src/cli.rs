@@ -3,6 +3,7 @@
 
 mod context;
 mod files;
+mod mcp;
 mod mcp_serve;
 mod memory;
 mod preset;
@@ -93,16 +94,11 @@ enum Command {
     /// skipped with why.
     #[command(subcommand)]
     Skills(skills::SkillsCommand),
-    /// The Model Context Protocol: serve this workspace's tools to other agents.
+    /// The Model Context Protocol: the MCP servers sessions use (the config file's, the
+    /// workspace's .mcp.json), listed and approved; and this workspace's tools served to other
+    /// agents (`mcp serve`).
     #[command(subcommand)]
-    Mcp(McpCommand),
-}
-
-#[derive(Debug, Subcommand)]
-pub enum McpCommand {
-    /// Serve the lsp_* tools, `files`, read/list/glob/grep and the session views over MCP on
-    /// stdio, for other agents; every call is recorded in a session of its own.
-    Serve(mcp_serve::McpServeArgs),
+    Mcp(mcp::McpCommand),
 }
 
 /// Parse the process arguments and run the command.
@@ -148,8 +144,6 @@ pub fn run() -> anyhow::Result<ExitCode> {
         Command::Preset(command) => preset::run(&workspace, command),
         Command::Memory(command) => memory::run(&Store::for_workspace(&workspace)?, command),
         Command::Skills(command) => skills::run(&workspace, command),
-        Command::Mcp(McpCommand::Serve(args)) => {
-            mcp_serve::run(&Store::for_workspace(&workspace)?, args)
-        }
+        Command::Mcp(command) => mcp::run(&workspace, command),
     }
 }

@@ -39,6 +39,14 @@
 //! timeout_secs = 20
 //! [web.searxng]
 //! url = "http://127.0.0.1:8888"
+//!
+//! # MCP servers (see `mcp.rs`): their tools join the catalog as `mcp__NAME__TOOL`.
+//! [mcp.servers.fs]
+//! command = "npx"
+//! args = ["-y", "@modelcontextprotocol/server-filesystem", "/home/me/notes"]
+//! [mcp.servers.docs]
+//! url = "https://example.com/mcp"
+//! headers = { Authorization = "Bearer ..." }
 //! ```
 
 use std::path::PathBuf;
@@ -73,6 +81,9 @@ pub struct Config {
     /// `[web]`: the `web_search` provider and the `web_fetch` limits.
     #[serde(default)]
     pub web: crate::web::WebOptions,
+    /// `[mcp.servers.NAME]`: the user's MCP servers (`crate::mcp`).
+    #[serde(default)]
+    pub mcp: crate::mcp::config::McpOptions,
 }
 
 impl Config {

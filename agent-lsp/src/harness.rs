@@ -34,8 +34,8 @@ use environment::{Environment, EnvironmentSettings};
 /// runtime context is injected before the other pre-step plugins edit the surface), the project
 /// instructions, the plan, then the pruner, the context rules, preset authoring (which only adds
 /// a section and a tool), memory (its prompt section and tool), skills (their section and the
-/// `skill` tool), the jobs (the ends of background jobs), the sub-agents (the `task` tool) and
-/// code mode (`run_code` and its API section). Compaction runs before all of them, first thing
+/// `skill` tool), the jobs (the ends of background jobs), the sub-agents (the `task` tool),
+/// code mode (`run_code` and its API section) and the MCP servers' tools (`mcp`). Compaction runs before all of them, first thing
 /// in each step.
 pub fn registry() -> PluginRegistry {
     let mut registry = PluginRegistry::new();
@@ -51,7 +51,8 @@ pub fn registry() -> PluginRegistry {
         .register::<SkillsSettings>(skills::PLUGIN, skills::plugin::SkillsPlugin::parts)
         .register::<JobsSettings>(jobs::PLUGIN, JobsPlugin::parts)
         .register::<SubagentsSettings>(subagents::PLUGIN, SubagentsSettings::parts)
-        .register::<CodeModeSettings>(code::PLUGIN, CodeModeSettings::parts);
+        .register::<CodeModeSettings>(code::PLUGIN, CodeModeSettings::parts)
+        .register::<crate::mcp::McpSettings>(crate::mcp::PLUGIN, crate::mcp::parts);
     registry
 }
 
@@ -143,7 +144,16 @@ pub fn runtime_with(
     // configure); callers with a configuration replace them with `ToolRuntime::with_web`.
     let (web_search, web_fetch) = web::tools(crate::web::WebRuntime::new(&Default::default())?);
     registry.register(web_search).register(web_fetch);
-    let registry = registry.only(&preset.file.tools.enabled)?;
+    // The MCP servers' tools are whatever the servers list, so `[plugins.mcp]` enables them
+    // all and `tools.enabled` need not (cannot) name them.
+    let mut enabled = preset.file.tools.enabled.clone();
+    enabled.extend(
+        plugin_tools
+            .iter()
+            .map(|tool| tool.def().name)
+            .filter(|name| name.starts_with(crate::permissions::MCP_TOOL_PREFIX)),
+    );
+    let registry = registry.only(&enabled)?;
     Ok(ToolRuntime::new(workspace, registry)
         .with_policy(PermissionPolicy::from_table(&preset.file.permissions))
         .with_write_observer(Arc::new(lsp_tools)))

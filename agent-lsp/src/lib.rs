@@ -46,6 +46,7 @@ pub mod jobs;
 pub mod launch;
 pub mod llm;
 pub mod logging;
+pub mod mcp;
 pub mod mcp_serve;
 pub mod memory;
 pub mod permissions;

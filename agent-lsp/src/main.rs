@@ -13,5 +13,7 @@ fn main() -> ExitCode {
     };
     // No background job outlives the process, whatever still held it.
     agent_lsp::jobs::kill_all();
+    // Nor an MCP server.
+    agent_lsp::mcp::client::stop_all();
     code
 }

@@ -34,10 +34,18 @@ pub struct PermissionPolicy {
     /// What a writing tool needs for a protected path (`tools::protected`), when stricter than
     /// its own permission: the preset's `protected_paths`, `ask` when it says nothing.
     pub protected_paths: Permission,
+    /// What an MCP server's tool (`mcp__SERVER__TOOL`) not named in the table may do: the
+    /// preset's `mcp`, `ask` when it says nothing. A server's tools are whatever its author
+    /// made them, so they are asked for unless the preset says otherwise, whatever `default`.
+    pub mcp: Permission,
 }
 
 /// The preset keys of `[permissions]` that are not tool names.
-pub const POLICY_KEYS: [&str; 2] = ["default", "protected_paths"];
+pub const POLICY_KEYS: [&str; 3] = ["default", "protected_paths", "mcp"];
+
+/// How the catalog names an MCP server's tools: `mcp__SERVER__TOOL` (`crate::mcp`). Such names
+/// may be given permissions without being in `tools.enabled`, which they never are.
+pub const MCP_TOOL_PREFIX: &str = "mcp__";
 
 impl Default for PermissionPolicy {
     /// The `standard` preset's policy: everything allowed, the shell (and killing the jobs it
@@ -55,6 +63,7 @@ impl PermissionPolicy {
             default,
             tools: BTreeMap::new(),
             protected_paths: Permission::Ask,
+            mcp: Permission::Ask,
         }
     }
 
@@ -71,6 +80,9 @@ impl PermissionPolicy {
         if let Some(protected) = table.get("protected_paths") {
             policy.protected_paths = *protected;
         }
+        if let Some(mcp) = table.get("mcp") {
+            policy.mcp = *mcp;
+        }
         for (tool, setting) in table {
             if !POLICY_KEYS.contains(&tool.as_str()) {
                 policy.tools.insert(tool.clone(), *setting);
@@ -80,7 +92,11 @@ impl PermissionPolicy {
     }
 
     pub fn permission(&self, tool: &str) -> Permission {
-        self.tools.get(tool).copied().unwrap_or(self.default)
+        match self.tools.get(tool) {
+            Some(permission) => *permission,
+            None if tool.starts_with(MCP_TOOL_PREFIX) => self.mcp,
+            None => self.default,
+        }
     }
 }
 
@@ -102,7 +118,18 @@ pub fn at_most(
             "protected_paths".to_owned(),
             own.protected_paths.max(theirs.protected_paths),
         ),
+        ("mcp".to_owned(), own.mcp.max(theirs.mcp)),
     ]);
+    // A tool the parent's table names for itself (an MCP tool allowed by name) is bounded by
+    // name too, though it is in no `tools.enabled`.
+    for tool in own.tools.keys().chain(theirs.tools.keys()) {
+        if tool.starts_with(MCP_TOOL_PREFIX) {
+            narrowed.insert(
+                tool.clone(),
+                own.permission(tool).max(theirs.permission(tool)),
+            );
+        }
+    }
     for tool in tools {
         narrowed.insert(
             tool.clone(),
@@ -137,6 +164,19 @@ mod tests {
         assert_eq!(policy.permission("write"), Permission::Deny);
         assert_eq!(policy.permission("read"), Permission::Allow);
         assert_eq!(policy.protected_paths, Permission::Deny);
+        // MCP tools: `ask` unless a table says otherwise, by name or with `mcp`.
+        assert_eq!(policy.permission("mcp__fs__read"), Permission::Ask);
+        let loose = table(&[
+            ("default", Permission::Allow),
+            ("mcp", Permission::Allow),
+            ("mcp__fs__write", Permission::Deny),
+        ]);
+        let policy = PermissionPolicy::from_table(&loose);
+        assert_eq!(policy.permission("mcp__fs__read"), Permission::Allow);
+        assert_eq!(policy.permission("mcp__fs__write"), Permission::Deny);
+        let child = PermissionPolicy::from_table(&at_most(&loose, &parent, &tools));
+        assert_eq!(child.permission("mcp__fs__read"), Permission::Ask);
+        assert_eq!(child.permission("mcp__fs__write"), Permission::Deny);
         // A stricter child stays as strict.
         let strict = table(&[("default", Permission::Deny)]);
         let policy = PermissionPolicy::from_table(&at_most(&strict, &parent, &tools));

@@ -195,6 +195,7 @@ impl Preset {
             .permissions
             .keys()
             .filter(|key| !POLICY_KEYS.contains(&key.as_str()))
+            .filter(|key| !key.starts_with(crate::permissions::MCP_TOOL_PREFIX))
         {
             if !file.tools.enabled.contains(tool) {
                 bail!(
@@ -231,12 +232,15 @@ impl Preset {
 
     /// The permission for one tool.
     pub fn permission(&self, tool: &str) -> Permission {
-        let permissions = &self.file.permissions;
-        permissions
-            .get(tool)
-            .or_else(|| permissions.get("default"))
-            .copied()
-            .unwrap_or(Permission::Deny)
+        if !self.file.permissions.contains_key("default") {
+            return self
+                .file
+                .permissions
+                .get(tool)
+                .copied()
+                .unwrap_or(Permission::Deny);
+        }
+        crate::permissions::PermissionPolicy::from_table(&self.file.permissions).permission(tool)
     }
 
     /// Model parameters sent with every request.

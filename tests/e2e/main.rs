@@ -18,6 +18,7 @@ mod jobs;
 mod listen_auth;
 mod lsp_tools;
 mod malformed_params;
+mod mcp_client;
 mod mcp_serve;
 mod memory;
 mod model_endpoint;

@@ -1,0 +1,117 @@
+//! `agent-lsp mcp …`: the MCP servers sessions use. `list` shows every declared server (the
+//! config file's and the workspace's `.mcp.json`), its state and its tools; `approve` lets the
+//! servers of the workspace's `.mcp.json`, as it is now, run (see `crate::mcp`).
+
+use std::io::{BufRead, IsTerminal, Write};
+use std::path::Path;
+use std::process::ExitCode;
+
+use clap::Subcommand;
+
+use crate::config::Config;
+use crate::session::store::state_root;
+
+#[derive(Debug, Subcommand)]
+pub enum McpCommand {
+    /// Every MCP server (the config file's, the workspace's .mcp.json), its state and tools:
+    /// each usable server is started to list them.
+    List {
+        #[arg(long)]
+        json: bool,
+    },
+    /// Let the servers of the workspace's .mcp.json, with its current contents, run: shows
+    /// them and asks, unless --yes. A changed file needs approving again.
+    Approve {
+        /// Approve without asking.
+        #[arg(long)]
+        yes: bool,
+    },
+    /// Serve the lsp_* tools, `files`, read/list/glob/grep and the session views over MCP on
+    /// stdio, for other agents; every call is recorded in a session of its own.
+    Serve(super::mcp_serve::McpServeArgs),
+}
+
+pub fn run(workspace: &Path, command: McpCommand) -> anyhow::Result<ExitCode> {
+    match command {
+        McpCommand::List { json } => list(workspace, json),
+        McpCommand::Approve { yes } => approve(workspace, yes),
+        McpCommand::Serve(args) => super::mcp_serve::run(
+            &crate::session::store::Store::for_workspace(workspace)?,
+            args,
+        ),
+    }
+}
+
+fn list(workspace: &Path, json: bool) -> anyhow::Result<ExitCode> {
+    let config = Config::load()?;
+    let root = state_root()?;
+    let reports = crate::mcp::report(&config.mcp, workspace, Some(&root))?;
+    let mut out = std::io::stdout().lock();
+    if json {
+        writeln!(out, "{}", serde_json::to_string_pretty(&reports)?)?;
+        return Ok(ExitCode::SUCCESS);
+    }
+    if reports.is_empty() {
+        writeln!(
+            out,
+            "no MCP servers: add [mcp.servers.NAME] to {} or a .mcp.json to the workspace",
+            Config::path_for_messages()
+        )?;
+    }
+    for report in reports {
+        let origin = report.file.as_deref().unwrap_or("config file");
+        writeln!(out, "{}  {}  ({origin})", report.name, report.source)?;
+        if let Some(transport) = &report.transport {
+            writeln!(out, "  {transport}")?;
+        }
+        writeln!(out, "  {}", report.state)?;
+        for tool in &report.tools {
+            writeln!(out, "  - {tool}")?;
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn approve(workspace: &Path, yes: bool) -> anyhow::Result<ExitCode> {
+    let Some(crate::mcp::config::WorkspaceFile {
+        path: file,
+        digest,
+        servers,
+    }) = crate::mcp::config::read_workspace_file(workspace)?
+    else {
+        anyhow::bail!(
+            "the workspace has no {} to approve",
+            crate::mcp::config::WORKSPACE_FILE
+        );
+    };
+    let root = state_root()?;
+    let mut out = std::io::stdout().lock();
+    if crate::mcp::state::is_approved(&root, &digest) {
+        writeln!(out, "{} is already approved", file.display())?;
+        return Ok(ExitCode::SUCCESS);
+    }
+    writeln!(out, "{} runs these MCP servers:", file.display())?;
+    for (name, server) in &servers {
+        let what = server
+            .transport()
+            .map(|transport| transport.summary())
+            .unwrap_or_else(|error| format!("(invalid: {error})"));
+        writeln!(out, "  {name}: {what}")?;
+    }
+    if !yes {
+        if !std::io::stdin().is_terminal() {
+            anyhow::bail!("nobody to ask here: run `agent-lsp mcp approve --yes` to approve");
+        }
+        write!(out, "Let them run? [y/N] ")?;
+        out.flush()?;
+        let mut answer = String::new();
+        std::io::stdin().lock().read_line(&mut answer)?;
+        if !matches!(answer.trim(), "y" | "Y" | "yes") {
+            writeln!(out, "not approved")?;
+            return Ok(ExitCode::from(1));
+        }
+    }
+    crate::mcp::state::approve(&root, &digest, &file)?;
+    writeln!(out, "approved (sha256 {digest})")?;
+    Ok(ExitCode::SUCCESS)
+}

@@ -1,0 +1,393 @@
+//! The MCP client through the real binary, against real servers from npm (installed by
+//! `.ci/tools.sh`: `@modelcontextprotocol/server-everything`, and `server-filesystem` on a
+//! temporary folder) and a scripted one that misbehaves (`tests/fixtures/mcp/scripted-server.js`):
+//! the servers' tools in the catalog and called in a scripted model run, their results in the
+//! log and every request replayed byte for byte; a server that crashes (restarted a bounded
+//! number of times, then reported as failed), one that hangs (the call's timeout) and one that
+//! answers with a line that is not JSON, each failing alone; a workspace `.mcp.json` that runs
+//! nothing until it is approved; and a server over streamable HTTP on a loopback port.
+
+use std::path::{Path, PathBuf};
+
+use agent_tests::model_endpoint::{EndpointConfig, ModelEndpoint, Reply};
+use serde_json::{Value, json};
+
+type Fixture = agent_tests::cli::CliFixture;
+
+fn npm_bin(name: &str) -> String {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../.ci/tools/node_modules/.bin");
+    let path = path.join(name);
+    assert!(
+        path.exists(),
+        "{} is missing: run .ci/tools.sh",
+        path.display()
+    );
+    path.display().to_string()
+}
+
+fn scripted_server() -> String {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("fixtures/mcp/scripted-server.js")
+        .display()
+        .to_string()
+}
+
+fn scripted(name: &str, mode: &str) -> String {
+    format!(
+        "[mcp.servers.{name}]\ncommand = \"node\"\nargs = [{:?}, {mode:?}]\n",
+        scripted_server()
+    )
+}
+
+/// The `tool/result` lines of the last session's log, as text.
+fn logged_results(fixture: &Fixture) -> Vec<String> {
+    let store = fixture.store();
+    let path = store.path_of(&store.resolve("last").unwrap());
+    std::fs::read_to_string(path)
+        .unwrap()
+        .lines()
+        .map(|line| serde_json::from_str::<Value>(line).unwrap())
+        .filter(|event| event["kind"] == "tool/result")
+        .map(|event| event.to_string())
+        .collect()
+}
+
+/// Every chat request the endpoint received is what `session replay` rebuilds.
+fn assert_requests_replay(fixture: &Fixture, endpoint: &ModelEndpoint) {
+    let requests = endpoint.chat_requests();
+    assert!(!requests.is_empty());
+    for (index, request) in requests.iter().enumerate() {
+        let n = (index + 1).to_string();
+        let replayed = fixture.ok(&["session", "replay", "last", "--request", &n]);
+        assert_eq!(
+            replayed,
+            String::from_utf8_lossy(&request.raw),
+            "request {n} does not replay byte-identically"
+        );
+    }
+}
+
+#[test]
+fn real_servers_tools_are_listed_called_logged_and_replayed() {
+    let files = tempfile::tempdir().unwrap();
+    let files_dir: PathBuf = files.path().canonicalize().unwrap();
+    std::fs::write(files_dir.join("notes.txt"), "the notes\n").unwrap();
+    let config = format!(
+        "[mcp.servers.everything]\ncommand = {:?}\n[mcp.servers.fs]\ncommand = {:?}\nargs = [{:?}]\n",
+        npm_bin("mcp-server-everything"),
+        npm_bin("mcp-server-filesystem"),
+        files_dir.display().to_string(),
+    );
+    let fixture = Fixture::new(&config);
+    let notes = files_dir.join("notes.txt").display().to_string();
+    let endpoint = ModelEndpoint::start(EndpointConfig::default()).unwrap();
+    endpoint.push_all([
+        Reply::from_fn(|request| {
+            let names = request.tool_names();
+            let mcp = names
+                .iter()
+                .filter(|name| name.starts_with("mcp__"))
+                .collect::<Vec<_>>();
+            let mut sorted = mcp.clone();
+            sorted.sort();
+            assert_eq!(mcp, sorted, "the catalog is sorted");
+            for tool in ["mcp__everything__echo", "mcp__fs__read_text_file"] {
+                assert!(names.iter().any(|name| name == tool), "{tool} in {names:?}");
+            }
+            Reply::tool_call("mcp__everything__echo", r#"{"message":"hello mcp"}"#)
+        }),
+        Reply::from_fn(move |request| {
+            let result = request.tool_result_text();
+            assert!(result.contains("Echo: hello mcp"), "{result}");
+            Reply::tool_call(
+                "mcp__fs__read_text_file",
+                json!({ "path": notes }).to_string(),
+            )
+        }),
+        Reply::from_fn(|request| {
+            let result = request.tool_result_text();
+            assert_eq!(result, "the notes\n");
+            Reply::text("done")
+        }),
+    ]);
+    let base_url = endpoint.base_url();
+    // `mcp__*` tools are `ask` in `standard`: --yes answers for the person.
+    fixture.ok(&["run", "--yes", "--base-url", &base_url, "use the servers"]);
+    endpoint.assert_no_violations();
+    assert_eq!(endpoint.remaining_replies(), 0);
+
+    let results = logged_results(&fixture);
+    assert!(results[0].contains("Echo: hello mcp"), "{results:?}");
+    assert!(results[1].contains("the notes"), "{results:?}");
+    assert_requests_replay(&fixture, &endpoint);
+
+    // The next session's catalog comes from the cached tool lists, byte for byte.
+    endpoint.push_all([Reply::text("again")]);
+    fixture.ok(&["run", "--yes", "--base-url", &base_url, "again"]);
+    let requests = endpoint.chat_requests();
+    let tools = |n: usize| requests[n].body.as_ref().unwrap()["tools"].clone();
+    assert_eq!(tools(0), tools(3));
+
+    let listed: Value = serde_json::from_str(&fixture.ok(&["mcp", "list", "--json"])).unwrap();
+    let states = listed
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|server| {
+            (
+                server["name"].as_str().unwrap(),
+                server["state"].as_str().unwrap(),
+            )
+        })
+        .collect::<Vec<_>>();
+    assert_eq!(states, [("everything", "running"), ("fs", "running")]);
+}
+
+#[test]
+fn a_crashing_a_hanging_and_a_malformed_server_each_fail_alone() {
+    let config = format!(
+        "{}{}{}[mcp.servers.everything]\ncommand = {:?}\n",
+        scripted("crash", "crash"),
+        scripted("hang", "hang"),
+        scripted("malformed", "malformed"),
+        npm_bin("mcp-server-everything"),
+    );
+    let fixture = Fixture::new(&config);
+    // `standard` with calls allowed and a short call timeout.
+    let preset = agent_lsp::preset::catalog::builtin_text("standard")
+        .unwrap()
+        .replace("call_timeout_secs = 120", "call_timeout_secs = 3")
+        .replace("mcp = \"ask\"", "mcp = \"allow\"");
+    let preset_path = fixture.state.path().join("mcp-test.toml");
+    std::fs::write(&preset_path, preset).unwrap();
+
+    let endpoint = ModelEndpoint::start(EndpointConfig::default()).unwrap();
+    let mut replies = vec![Reply::tool_call("mcp__crash__act", "{}")];
+    // The crash, and three more after three restarts.
+    for _ in 0..3 {
+        replies.push(Reply::from_fn(|request| {
+            let result = request.tool_result_text();
+            assert!(
+                result.starts_with("error: MCP server `crash` stopped during the request")
+                    && result.contains("crashing on purpose"),
+                "{result}"
+            );
+            Reply::tool_call("mcp__crash__act", "{}")
+        }));
+    }
+    replies.extend([
+        Reply::from_fn(|request| {
+            let result = request.tool_result_text();
+            assert!(result.contains("0 restarts left"), "{result}");
+            Reply::tool_call("mcp__crash__act", "{}")
+        }),
+        Reply::from_fn(|request| {
+            let result = request.tool_result_text();
+            assert!(
+                result.contains("stopped 4 times and is not started again"),
+                "{result}"
+            );
+            Reply::tool_call("mcp__hang__act", "{}")
+        }),
+        Reply::from_fn(|request| {
+            let result = request.tool_result_text();
+            assert!(
+                result.starts_with("error: `mcp__hang__act` did not finish within 3 s"),
+                "{result}"
+            );
+            Reply::tool_call("mcp__malformed__act", "{}")
+        }),
+        Reply::from_fn(|request| {
+            let result = request.tool_result_text();
+            assert!(
+                result.contains("the server sent a line that is not JSON: `this is {not JSON`"),
+                "{result}"
+            );
+            Reply::tool_call("mcp__everything__echo", r#"{"message":"still here"}"#)
+        }),
+        Reply::from_fn(|request| {
+            let result = request.tool_result_text();
+            assert!(result.contains("Echo: still here"), "{result}");
+            Reply::text("done")
+        }),
+    ]);
+    endpoint.push_all(replies);
+    let base_url = endpoint.base_url();
+    fixture.ok(&[
+        "run",
+        "--preset",
+        &preset_path.display().to_string(),
+        "--base-url",
+        &base_url,
+        "misbehave",
+    ]);
+    endpoint.assert_no_violations();
+    assert_eq!(endpoint.remaining_replies(), 0);
+    assert_requests_replay(&fixture, &endpoint);
+}
+
+#[test]
+fn a_workspace_file_runs_nothing_until_it_is_approved_and_the_model_is_told_why() {
+    let marks = tempfile::tempdir().unwrap();
+    let mark = marks.path().join("started");
+    let file = json!({"mcpServers": {"repo": {
+        "command": "node",
+        "args": [scripted_server(), "hang", format!("mark={}", mark.display())],
+    }}});
+    let fixture = Fixture::new("").with_files(&[(".mcp.json", &file.to_string())]);
+    let endpoint = ModelEndpoint::start(EndpointConfig::default()).unwrap();
+    endpoint.push_all([Reply::from_fn(|request| {
+        let names = request.tool_names();
+        assert!(
+            !names.iter().any(|name| name.starts_with("mcp__")),
+            "{names:?}"
+        );
+        Reply::text("nothing from the repository")
+    })]);
+    let base_url = endpoint.base_url();
+    fixture.ok(&["run", "--base-url", &base_url, "hello"]);
+    let listed: Value = serde_json::from_str(&fixture.ok(&["mcp", "list", "--json"])).unwrap();
+    assert_eq!(listed[0]["name"], "repo");
+    assert!(
+        listed[0]["state"]
+            .as_str()
+            .unwrap()
+            .starts_with("not approved: run `agent-lsp mcp approve`"),
+        "{listed}"
+    );
+    assert!(!mark.exists(), "an unapproved server was started");
+    // Without a terminal, approving needs --yes.
+    let refused = fixture.fails(&["mcp", "approve"]);
+    assert!(refused.contains("--yes"), "{refused}");
+
+    fixture.ok(&["mcp", "approve", "--yes"]);
+    let listed: Value = serde_json::from_str(&fixture.ok(&["mcp", "list", "--json"])).unwrap();
+    assert_eq!(listed[0]["state"], "running", "{listed}");
+    assert_eq!(listed[0]["tools"], json!(["mcp__repo__act"]));
+    assert!(mark.exists());
+
+    // A changed file needs approving again. Its `repo` server is declared as before, so the
+    // catalog still lists its tool (from the cached list), but a call is refused with what the
+    // user is to do, and nothing starts.
+    let mut changed = file.clone();
+    changed["mcpServers"]["other"] =
+        json!({"command": "node", "args": [scripted_server(), "crash"]});
+    std::fs::write(
+        fixture.workspace.path().join(".mcp.json"),
+        changed.to_string(),
+    )
+    .unwrap();
+    std::fs::remove_file(&mark).unwrap();
+    let listed: Value = serde_json::from_str(&fixture.ok(&["mcp", "list", "--json"])).unwrap();
+    assert!(
+        listed[0]["state"]
+            .as_str()
+            .unwrap()
+            .starts_with("not approved"),
+        "{listed}"
+    );
+    endpoint.push_all([
+        Reply::from_fn(|request| {
+            assert!(request.tool_names().contains(&"mcp__repo__act".to_owned()));
+            Reply::tool_call("mcp__repo__act", "{}")
+        }),
+        Reply::from_fn(|request| {
+            let result = request.tool_result_text();
+            assert!(
+                result.starts_with("error: MCP server `repo` comes from ")
+                    && result.contains("has not approved")
+                    && result.contains("`agent-lsp mcp approve`"),
+                "{result}"
+            );
+            Reply::text("asked the user to approve")
+        }),
+    ]);
+    fixture.ok(&["run", "--yes", "--base-url", &base_url, "call it"]);
+    endpoint.assert_no_violations();
+    assert_eq!(endpoint.remaining_replies(), 0);
+    assert!(!mark.exists(), "a server of an unapproved file was started");
+}
+
+/// `server-everything` over streamable HTTP on a loopback port, killed when the test ends.
+struct HttpServer {
+    child: std::process::Child,
+    url: String,
+}
+
+impl HttpServer {
+    fn start() -> HttpServer {
+        use std::io::BufRead;
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        let mut child = std::process::Command::new(npm_bin("mcp-server-everything"))
+            .arg("streamableHttp")
+            .env("PORT", port.to_string())
+            .stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        let stderr = child.stderr.take().unwrap();
+        let (sender, receiver) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            for line in std::io::BufReader::new(stderr)
+                .lines()
+                .map_while(Result::ok)
+            {
+                let _ = sender.send(line);
+            }
+        });
+        loop {
+            let line = receiver
+                .recv_timeout(std::time::Duration::from_secs(60))
+                .expect("the HTTP server says it listens");
+            if line.contains("listening on port") {
+                break;
+            }
+        }
+        HttpServer {
+            child,
+            url: format!("http://127.0.0.1:{port}/mcp"),
+        }
+    }
+}
+
+impl Drop for HttpServer {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+#[test]
+fn a_streamable_http_server_is_listed_and_called() {
+    let server = HttpServer::start();
+    let fixture = Fixture::new(&format!(
+        "[mcp.servers.web]\nurl = {:?}\nheaders = {{ X-Test = \"1\" }}\n",
+        server.url
+    ));
+    let endpoint = ModelEndpoint::start(EndpointConfig::default()).unwrap();
+    endpoint.push_all([
+        Reply::from_fn(|request| {
+            let names = request.tool_names();
+            assert!(
+                names.iter().any(|name| name == "mcp__web__get-sum"),
+                "{names:?}"
+            );
+            Reply::tool_call("mcp__web__get-sum", r#"{"a": 2, "b": 3}"#)
+        }),
+        Reply::from_fn(|request| {
+            let result = request.tool_result_text();
+            assert!(result.contains('5'), "{result}");
+            Reply::text("done")
+        }),
+    ]);
+    let base_url = endpoint.base_url();
+    fixture.ok(&["run", "--yes", "--base-url", &base_url, "add"]);
+    endpoint.assert_no_violations();
+    assert_eq!(endpoint.remaining_replies(), 0);
+    assert_requests_replay(&fixture, &endpoint);
+}
