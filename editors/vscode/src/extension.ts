@@ -348,6 +348,9 @@ export async function activate(context: vscode.ExtensionContext): Promise<void> 
       return;
     }
     const result = await execute<{ text: string; is_error: boolean }>(SERVER_COMMANDS.tool, argument);
+    // A tool run by hand can start a job (`shell` with `background`): the Agent Activity view
+    // learns of it now, whenever it was last refreshed.
+    void refreshStatus();
     if (result) {
       const document = await vscode.workspace.openTextDocument({ content: result.text, language: "markdown" });
       await vscode.window.showTextDocument(document, { preview: true });
