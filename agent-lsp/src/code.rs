@@ -109,24 +109,10 @@ impl PluginSettings for CodeModeSettings {
     }
 
     fn validate(&self) -> Result<(), InvalidSetting> {
-        let invalid = |key, message: &str| {
-            Err(InvalidSetting {
-                key,
-                message: message.into(),
-            })
-        };
-        if !(1..=600).contains(&self.wall_secs) {
-            return invalid("wall_secs", "must be between 1 and 600");
-        }
-        if !(8..=1024).contains(&self.memory_mb) {
-            return invalid("memory_mb", "must be between 8 and 1024");
-        }
-        if !(1..=10_000).contains(&self.max_calls) {
-            return invalid("max_calls", "must be between 1 and 10000");
-        }
-        if !(1024..=1024 * 1024).contains(&self.output_bytes) {
-            return invalid("output_bytes", "must be between 1024 and 1048576");
-        }
+        InvalidSetting::within("wall_secs", self.wall_secs, 1..=600)?;
+        InvalidSetting::within("memory_mb", self.memory_mb, 8..=1024)?;
+        InvalidSetting::within("max_calls", self.max_calls, 1..=10_000)?;
+        InvalidSetting::within("output_bytes", self.output_bytes, 1024..=1024 * 1024)?;
         Ok(())
     }
 }

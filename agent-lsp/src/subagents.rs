@@ -96,27 +96,11 @@ impl PluginSettings for SubagentsSettings {
     }
 
     fn validate(&self) -> Result<(), InvalidSetting> {
-        let invalid = |key, message: &str| {
-            Err(InvalidSetting {
-                key,
-                message: message.into(),
-            })
-        };
-        if !(1..=4).contains(&self.max_depth) {
-            return invalid("max_depth", "must be between 1 and 4");
-        }
-        if !(1..=16).contains(&self.max_concurrent) {
-            return invalid("max_concurrent", "must be between 1 and 16");
-        }
-        if self.max_steps == 0 {
-            return invalid("max_steps", "must be at least 1");
-        }
-        if self.max_prompt_tokens < 1000 {
-            return invalid("max_prompt_tokens", "must be at least 1000");
-        }
-        if self.wall_secs == 0 {
-            return invalid("wall_secs", "must be at least 1");
-        }
+        InvalidSetting::within("max_depth", self.max_depth, 1..=4)?;
+        InvalidSetting::within("max_concurrent", self.max_concurrent, 1..=16)?;
+        InvalidSetting::at_least("max_steps", self.max_steps, 1)?;
+        InvalidSetting::at_least("max_prompt_tokens", self.max_prompt_tokens, 1000)?;
+        InvalidSetting::at_least("wall_secs", self.wall_secs, 1)?;
         Ok(())
     }
 }

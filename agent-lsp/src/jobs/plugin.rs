@@ -73,24 +73,10 @@ impl PluginSettings for JobsSettings {
     }
 
     fn validate(&self) -> Result<(), InvalidSetting> {
-        let invalid = |key, message: &str| {
-            Err(InvalidSetting {
-                key,
-                message: message.into(),
-            })
-        };
-        if !(1024..=128 * 1024).contains(&self.output_bytes) {
-            return invalid("output_bytes", "must be between 1024 and 131072");
-        }
-        if self.spool_bytes < 64 * 1024 {
-            return invalid("spool_bytes", "must be at least 65536");
-        }
-        if !(1..=200).contains(&self.notice_lines) {
-            return invalid("notice_lines", "must be between 1 and 200");
-        }
-        if self.max_running == 0 {
-            return invalid("max_running", "must be at least 1");
-        }
+        InvalidSetting::within("output_bytes", self.output_bytes, 1024..=128 * 1024)?;
+        InvalidSetting::at_least("spool_bytes", self.spool_bytes, 64 * 1024)?;
+        InvalidSetting::within("notice_lines", self.notice_lines, 1..=200)?;
+        InvalidSetting::at_least("max_running", self.max_running, 1)?;
         Ok(())
     }
 }

@@ -49,6 +49,40 @@ pub struct InvalidSetting {
     pub message: String,
 }
 
+impl InvalidSetting {
+    /// `key`'s `value` must lie in `range` ("must be between 1 and 600").
+    pub fn within<T>(
+        key: &'static str,
+        value: T,
+        range: std::ops::RangeInclusive<T>,
+    ) -> Result<(), InvalidSetting>
+    where
+        T: PartialOrd + std::fmt::Display,
+    {
+        if range.contains(&value) {
+            return Ok(());
+        }
+        Err(InvalidSetting {
+            key,
+            message: format!("must be between {} and {}", range.start(), range.end()),
+        })
+    }
+
+    /// `key`'s `value` must be `min` or more ("must be at least 1").
+    pub fn at_least<T>(key: &'static str, value: T, min: T) -> Result<(), InvalidSetting>
+    where
+        T: PartialOrd + std::fmt::Display,
+    {
+        if value >= min {
+            return Ok(());
+        }
+        Err(InvalidSetting {
+            key,
+            message: format!("must be at least {min}"),
+        })
+    }
+}
+
 /// The settings of one plugin, read from its table.
 pub trait PluginSettings: DeserializeOwned + 'static {
     /// Whether the table turns the plugin on (`enabled = false` keeps the table but builds
