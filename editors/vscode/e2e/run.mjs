@@ -221,6 +221,9 @@ async function activity(ui, run) {
   const ask = ui.page.locator(".notification-toast", { hasText: "wants to run" }).first();
   await ask.waitFor({ timeout: WAIT });
   await ask.locator(".monaco-button", { hasText: "Allow" }).click();
+  // The tool's result opens in an editor and takes the focus: the palette is opened after it,
+  // or its keys would land in that editor.
+  await ui.page.locator(".monaco-editor", { hasText: "started background job" }).first().waitFor({ timeout: WAIT });
   await ui.command("Agent: Show Activity");
   const row = ui.page.locator(".monaco-list-row", { hasText: "sleep 30" }).first();
   await row.waitFor({ timeout: WAIT });
