@@ -420,7 +420,11 @@ fn tool_runs_and_serve_kill_their_jobs_when_they_end_and_readonly_starts_none() 
     assert_eq!(started["result"]["is_error"], false, "{started}");
     let pid = fixture.pid_in("4008.pid");
     let server = editor.pid();
-    assert_eq!(descendants_running_exactly(server, "sleep 4008"), [pid]);
+    // The pid file is written as soon as the shell forks, which can be before the fork has
+    // become `sleep`.
+    eventually("the job's sleep runs under the server", || {
+        descendants_running_exactly(server, "sleep 4008") == [pid]
+    });
     editor.shutdown();
     assert!(
         !alive(pid),
