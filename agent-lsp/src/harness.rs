@@ -130,9 +130,19 @@ pub fn runtime_with(
     documents: Arc<lsp_bridge::documents::DocumentMirror>,
     plugin_tools: &[Arc<dyn Tool>],
 ) -> anyhow::Result<ToolRuntime> {
-    let workspace = Workspace::new(workspace)?;
     let queries = lsp_bridge::queries::Queries::new(Arc::new(bridge), documents);
-    let lsp_tools = lsp::LspTools::new(queries);
+    runtime_over(workspace, preset, lsp::LspTools::new(queries), plugin_tools)
+}
+
+/// The tools of `preset` with `lsp_tools` as its `lsp_*` tools (over a shared bridge, for
+/// [`crate::launch::ToolHost`]).
+pub fn runtime_over(
+    workspace: &Path,
+    preset: &Preset,
+    lsp_tools: lsp::LspTools,
+    plugin_tools: &[Arc<dyn Tool>],
+) -> anyhow::Result<ToolRuntime> {
+    let workspace = Workspace::new(workspace)?;
     let mut registry = ToolRegistry::standard();
     for tool in lsp_tools.all() {
         registry.register(tool);

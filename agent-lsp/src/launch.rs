@@ -44,6 +44,9 @@ pub struct ToolHost {
     pub web: crate::web::WebRuntime,
     pub asker: Arc<dyn Asker>,
     pub buffers: Option<Arc<dyn Buffers>>,
+    /// The workspace's shared bridge, for hosts that may attach to another process's warm
+    /// servers (`run`, `tool`, `mcp serve`); `serve` publishes its own and never attaches.
+    pub shared: Option<Arc<crate::shared_bridge::SharedBridge>>,
 }
 
 impl ToolHost {
@@ -53,15 +56,18 @@ impl ToolHost {
         preset: &Preset,
         plugin_tools: &[Arc<dyn Tool>],
     ) -> anyhow::Result<ToolRuntime> {
-        let runtime = crate::harness::runtime_with(
-            &self.workspace,
-            preset,
-            self.bridge.clone(),
+        let queries = lsp_bridge::queries::Queries::new(
+            Arc::new(self.bridge.clone()),
             self.documents.clone(),
-            plugin_tools,
-        )?
-        .with_web(self.web.clone())
-        .with_asker(self.asker.clone());
+        );
+        let mut lsp_tools = crate::tools::lsp::LspTools::new(queries);
+        if let Some(shared) = &self.shared {
+            lsp_tools = lsp_tools.with_shared(shared.clone());
+        }
+        let runtime =
+            crate::harness::runtime_over(&self.workspace, preset, lsp_tools, plugin_tools)?
+                .with_web(self.web.clone())
+                .with_asker(self.asker.clone());
         Ok(match &self.buffers {
             Some(buffers) => runtime.with_buffers(buffers.clone()),
             None => runtime,

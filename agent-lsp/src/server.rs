@@ -179,6 +179,10 @@ pub async fn serve(
             break;
         }
     }
+    // Clients attached to this bridge find it gone and take over.
+    if let Some(published) = shared.shared_bridge.get() {
+        published.close().await;
+    }
     if let Some(bridge) = shared.bridge.get() {
         bridge.shutdown_all().await;
     }

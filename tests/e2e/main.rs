@@ -38,6 +38,7 @@ mod session_crash;
 mod session_props;
 mod session_replay;
 mod session_resume;
+mod shared_bridge;
 mod shell_tool;
 mod skills;
 mod subagents;

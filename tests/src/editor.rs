@@ -185,6 +185,22 @@ impl Editor {
         }
     }
 
+    /// Read the server for `duration`, as an editor's event loop does between keystrokes:
+    /// its requests (`workspace/configuration`, …) are answered, everything else kept for
+    /// [`Editor::wait_for`].
+    pub fn pump(&mut self, duration: Duration) {
+        let deadline = Instant::now() + duration;
+        while let Some(left) = deadline.checked_duration_since(Instant::now()) {
+            let Ok(message) = self.messages.recv_timeout(left) else {
+                return;
+            };
+            if message.get("method").is_some() && message.get("id").is_some() {
+                self.answer_server_request(&message);
+            }
+            self.backlog.push_back(message);
+        }
+    }
+
     fn answer_server_request(&mut self, request: &Value) {
         self.server_requests.push(request.clone());
         let result = match request["method"].as_str().unwrap_or_default() {

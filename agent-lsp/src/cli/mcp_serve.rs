@@ -44,6 +44,7 @@ pub fn run(store: &Store, args: McpServeArgs) -> anyhow::Result<ExitCode> {
     let super::run::Standard {
         tools: runtime,
         bridge,
+        shared,
         ..
     } = standard_runtime(
         store,
@@ -51,6 +52,7 @@ pub fn run(store: &Store, args: McpServeArgs) -> anyhow::Result<ExitCode> {
         &config,
         None,
         Arc::new(HeadlessAsker { yes: false }),
+        "mcp serve",
     )?;
     let workspace = Workspace::new(store.workspace())?;
     let index = LiveIndex::start(&workspace, FilesConfig::from_options(&config.files), true)
@@ -90,6 +92,7 @@ pub fn run(store: &Store, args: McpServeArgs) -> anyhow::Result<ExitCode> {
                 .context("the MCP service failed"),
             Err(error) => Err(error),
         };
+        shared.close().await;
         bridge.shutdown_all().await;
         result
     })?;

@@ -19,6 +19,7 @@ use crate::session::Session;
 use crate::session::event::ToolCallRef;
 use crate::session::log::Durability;
 use crate::session::store::Store;
+use crate::shared_bridge::SharedBridge;
 use crate::tools::{Asker, HeadlessAsker, ToolRuntime};
 use crate::workspace::Workspace;
 use lsp_bridge::Bridge;
@@ -145,9 +146,17 @@ pub fn run(store: &Store, args: RunArgs) -> anyhow::Result<ExitCode> {
     let Standard {
         tools,
         bridge,
+        shared,
         plugins,
         activity,
-    } = standard_runtime(store, &preset, &config, Some(provider.clone()), asker)?;
+    } = standard_runtime(
+        store,
+        &preset,
+        &config,
+        Some(provider.clone()),
+        asker,
+        "run",
+    )?;
 
     let mut agent = Agent::new(provider, tools, preset.clone(), plugins);
     // A prompt too long to record is refused before a session is made or opened for it.
@@ -182,6 +191,8 @@ pub fn run(store: &Store, args: RunArgs) -> anyhow::Result<ExitCode> {
             .run_turn(&mut session, &args.prompt, &cancel, ui.as_mut())
             .await;
         shown.abort();
+        // Clients attached to this run's bridge find it gone and take over.
+        shared.close().await;
         bridge.shutdown_all().await;
         outcome
     });
@@ -266,6 +277,9 @@ fn finish(
 pub struct Standard {
     pub tools: ToolRuntime,
     pub bridge: Bridge,
+    /// The workspace's shared bridge: the `lsp_*` tools attach to another process's, or
+    /// publish `bridge` for others.
+    pub shared: Arc<SharedBridge>,
     pub plugins: Vec<Box<dyn Plugin>>,
     /// The jobs and sub-agents the run's agents start.
     pub activity: Arc<crate::activity::Activity>,
@@ -281,9 +295,11 @@ pub fn standard_runtime(
     config: &Config,
     provider: Option<Provider>,
     asker: Arc<dyn Asker>,
+    role: &'static str,
 ) -> anyhow::Result<Standard> {
     let workspace = Workspace::new(store.workspace())?.root().to_owned();
     let bridge = Bridge::new(config.bridge_config()?, vec![workspace.clone()]);
+    let shared = SharedBridge::new(store, role);
     let documents = Arc::new(lsp_bridge::documents::DocumentMirror::new());
     let tools = ToolHost {
         workspace,
@@ -292,6 +308,7 @@ pub fn standard_runtime(
         web: crate::web::WebRuntime::new(&config.web)?,
         asker,
         buffers: None,
+        shared: Some(shared.clone()),
     };
     let activity = Arc::new(crate::activity::Activity::default());
     let launcher = Launcher::new(store.clone(), provider, activity.clone(), tools);
@@ -299,6 +316,7 @@ pub fn standard_runtime(
     Ok(Standard {
         tools: parts.tools,
         bridge,
+        shared,
         plugins: parts.plugins,
         activity,
     })

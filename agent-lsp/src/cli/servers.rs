@@ -8,12 +8,14 @@ use serde_json::json;
 
 use crate::config::Config;
 use crate::session::store::Store;
+use crate::shared_bridge::{self, Ownership};
 
 /// At most this many files are looked at to find the workspace's languages.
 const MAX_FILES: usize = 20_000;
 
-/// List the configured servers (command, available on PATH, languages); with `start`, start each
-/// one the workspace has files for, wait until it is ready, and report its health.
+/// Who owns the workspace's shared bridge, then the configured servers (command, available on
+/// PATH, languages); with `start`, start each one the workspace has files for, wait until it is
+/// ready, and report its health.
 pub fn run(store: &Store, start: bool, json_output: bool) -> anyhow::Result<ExitCode> {
     let config = Config::load()?;
     let bridge_config = config.bridge_config()?;
@@ -70,12 +72,15 @@ pub fn run(store: &Store, start: bool, json_output: bool) -> anyhow::Result<Exit
         rows.push(row);
     }
     runtime.block_on(bridge.shutdown_all());
+    let ownership = runtime.block_on(shared_bridge::ownership(store));
 
     let mut out = std::io::stdout().lock();
     if json_output {
-        writeln!(out, "{}", serde_json::to_string_pretty(&rows)?)?;
+        let value = json!({"bridge": ownership_json(&ownership), "servers": rows});
+        writeln!(out, "{}", serde_json::to_string_pretty(&value)?)?;
         return Ok(ExitCode::SUCCESS);
     }
+    writeln!(out, "bridge: {}", ownership_line(&ownership))?;
     writeln!(
         out,
         "{:<28} {:<10} {:<10} state",
@@ -128,4 +133,62 @@ pub fn run(store: &Store, start: bool, json_output: bool) -> anyhow::Result<Exit
         }
     }
     Ok(ExitCode::SUCCESS)
+}
+
+fn ownership_json(ownership: &Ownership) -> serde_json::Value {
+    match ownership {
+        Ownership::Owned(owner) => json!({"state": "owned", "owner": owner}),
+        Ownership::Nobody => json!({"state": "none"}),
+        Ownership::Stale(socket) => json!({"state": "stale", "socket": socket}),
+        Ownership::Silent(why) => json!({"state": "silent", "why": why}),
+        Ownership::Unshared(why) => json!({"state": "unshared", "why": why}),
+    }
+}
+
+/// One line on the shared bridge: who owns it and what its servers are doing.
+fn ownership_line(ownership: &Ownership) -> String {
+    match ownership {
+        Ownership::Owned(owner) => {
+            let since = std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(0, |now| now.as_millis() as u64)
+                .saturating_sub(owner.since_ms)
+                / 1000;
+            let servers = owner
+                .servers
+                .as_array()
+                .into_iter()
+                .flatten()
+                .map(|server| {
+                    format!(
+                        "{} {} (pid {})",
+                        server["name"].as_str().unwrap_or("?"),
+                        server["state"].as_str().unwrap_or("?"),
+                        server["pid"]
+                    )
+                })
+                .collect::<Vec<_>>();
+            format!(
+                "owned by `agent-lsp {}` (pid {}, agent-lsp {}, for {since} s); its servers: {}; \
+                 `run`, `tool` and `mcp serve` here use them",
+                owner.role,
+                owner.pid,
+                owner.version,
+                if servers.is_empty() {
+                    "none started yet".to_owned()
+                } else {
+                    servers.join(", ")
+                }
+            )
+        }
+        Ownership::Nobody => {
+            "no owner; the next process that queries a server publishes its own".to_owned()
+        }
+        Ownership::Stale(socket) => format!(
+            "no owner; {} was left by one that is gone, and the next owner replaces it",
+            socket.display()
+        ),
+        Ownership::Silent(why) => format!("its owner holds the lock but does not answer ({why})"),
+        Ownership::Unshared(why) => format!("not shared: {why}"),
+    }
 }

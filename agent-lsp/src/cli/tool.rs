@@ -52,6 +52,7 @@ pub fn run(store: &Store, args: ToolArgs) -> anyhow::Result<ExitCode> {
     let super::run::Standard {
         tools: runtime,
         bridge,
+        shared,
         ..
     } = standard_runtime(
         store,
@@ -59,6 +60,7 @@ pub fn run(store: &Store, args: ToolArgs) -> anyhow::Result<ExitCode> {
         &config,
         None,
         Arc::new(HeadlessAsker { yes: args.yes }),
+        "tool",
     )?;
     let mut out = std::io::stdout().lock();
 
@@ -101,6 +103,7 @@ pub fn run(store: &Store, args: ToolArgs) -> anyhow::Result<ExitCode> {
             let outcome = runtime
                 .run_one(&mut session, &name, &args.args, &cancel)
                 .await;
+            shared.close().await;
             bridge.shutdown_all().await;
             outcome
         })

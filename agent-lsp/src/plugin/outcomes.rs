@@ -7,8 +7,9 @@ use serde_json::{Map, Value};
 
 use crate::session::event::ToolCallRef;
 
-/// What one tool call produced, before the runtime caps it and records it.
-#[derive(Clone, Debug, PartialEq)]
+/// What one tool call produced, before the runtime caps it and records it. (Serialized only
+/// between processes: the shared bridge's owner answers a client's `lsp_*` call with it.)
+#[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct ToolOutput {
     /// The text the model reads.
     pub text: String,

@@ -91,6 +91,7 @@ pub(super) async fn initialize(shared: &Arc<Shared>, params: Value) -> Reply {
     }));
     let _ = shared.bridge.set(bridge.clone());
     shared.host.set_workspace(folders[0].clone());
+    publish_bridge(shared, &bridge);
     // Null is "no options"; anything that is not what we read is ignored whole, and said.
     if let Some(options) = params
         .initialization_options
@@ -445,6 +446,27 @@ pub(super) fn merge(into: &mut Map<String, Value>, from: &Value) {
             _ => {}
         }
     }
+}
+
+/// Offer the editor's bridge, with its warm children and the editor's unsaved buffers, to the
+/// workspace's other processes (see [`crate::shared_bridge`]). A workspace without a state
+/// directory simply keeps it to itself.
+fn publish_bridge(shared: &Arc<Shared>, bridge: &Bridge) {
+    let store = match shared.host.store() {
+        Ok(store) => store,
+        Err(error) => {
+            tracing::info!("the bridge is not shared: {}", error.message);
+            return;
+        }
+    };
+    let published = crate::shared_bridge::SharedBridge::new(&store, "serve");
+    let queries =
+        lsp_bridge::queries::Queries::new(Arc::new(bridge.clone()), shared.documents.clone());
+    published.publish_when_free(
+        Arc::new(crate::tools::lsp::LspTools::new(queries)),
+        shared.agent_runtime.clone(),
+    );
+    let _ = shared.shared_bridge.set(published);
 }
 
 #[cfg(test)]

@@ -58,6 +58,9 @@ pub struct Shared {
     /// Where commands (agent turns, with their model streaming, tool runs and log writes)
     /// run: off the proxy's thread, so a turn never delays the editor's requests.
     pub(super) agent_runtime: tokio::runtime::Handle,
+    /// This editor's bridge offered to the workspace's other processes (`run`, `tool`,
+    /// `mcp serve`), published from `initialize` as soon as no other process owns one.
+    pub(super) shared_bridge: OnceLock<Arc<crate::shared_bridge::SharedBridge>>,
 }
 
 impl Shared {
@@ -88,6 +91,7 @@ impl Shared {
             announced: Mutex::new(Default::default()),
             start_failures_shown: Mutex::new(Default::default()),
             agent_runtime,
+            shared_bridge: OnceLock::new(),
         }
     }
 

@@ -15,7 +15,6 @@
 
 mod admission;
 mod token;
-mod unix;
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -132,7 +131,7 @@ fn bind(
                     "--token-file is for a TCP --listen: a Unix socket is reachable by its owner only and needs no token"
                 );
             }
-            let listener = unix::bind_owner_only(&path)?;
+            let listener = crate::local_socket::bind_owner_only(&path)?;
             eprintln!("agent-lsp: listening on unix:{}", path.display());
             listener.set_nonblocking(true)?;
             let listener = Listener::Unix(tokio::net::UnixListener::from_std(listener)?);
@@ -153,7 +152,7 @@ async fn accept_forever(
                 Ok((Some(Socket::Tcp(stream.into_std()?)), peer.to_string()))
             }),
             Listener::Unix(listener) => listener.accept().await.and_then(|(stream, _)| {
-                let socket = match unix::peer_is_owner(&stream)? {
+                let socket = match crate::local_socket::peer_is_owner(&stream)? {
                     true => Some(Socket::Unix(stream.into_std()?)),
                     false => None,
                 };

@@ -26,18 +26,23 @@ use serde_json::{Value, json};
 
 use super::{Tool, ToolContext, ToolOutput, WriteObserver, parse_args};
 use crate::llm::ToolDef;
+use crate::shared_bridge::SharedBridge;
 use crate::workspace::Workspace;
+
+mod shared;
 
 /// Results shown per page unless the call asks for another `limit`.
 const DEFAULT_LIMIT: usize = 40;
 const MAX_LIMIT: usize = 200;
 
-/// The shared state of the LSP tools: queries over the bridge, and the tree-sitter index built
-/// on first use.
+/// The shared state of the LSP tools: queries over the bridge, the tree-sitter index built
+/// on first use, and the workspace's shared bridge when queries may be answered by another
+/// process's warm servers.
 #[derive(Clone)]
 pub struct LspTools {
     pub queries: Queries,
     index: Arc<Mutex<Option<SymbolIndex>>>,
+    shared: Option<Arc<SharedBridge>>,
 }
 
 impl LspTools {
@@ -45,7 +50,15 @@ impl LspTools {
         LspTools {
             queries,
             index: Arc::new(Mutex::new(None)),
+            shared: None,
         }
+    }
+
+    /// Answer from the owner of `shared` when another process owns it, and publish this
+    /// process's bridge when nobody does (see [`crate::shared_bridge`]).
+    pub fn with_shared(mut self, shared: Arc<SharedBridge>) -> LspTools {
+        self.shared = Some(shared);
+        self
     }
 
     /// Every `lsp_*` tool, for registration.
@@ -99,6 +112,9 @@ impl WriteObserver for LspTools {
         let shown = workspace.display(path);
         let path = path.to_owned();
         Box::pin(async move {
+            if let Some(answer) = shared::after_write(&tools, &path).await {
+                return answer;
+            }
             tools.queries.bridge.config_for(&path)?;
             Some(match tools.queries.after_write(&path).await {
                 Ok(answer) => render_diagnostics(&shown, &answer.value, &answer.server),
@@ -270,15 +286,23 @@ impl Tool for LspTool {
         let kind = self.kind;
         let tools = self.tools.clone();
         Box::pin(async move {
-            let result = match kind {
-                LspKind::WorkspaceSymbols => workspace_symbols(&tools, &ctx, args).await,
-                LspKind::DocumentSymbols => document_symbols(&tools, &ctx, args).await,
-                LspKind::Diagnostics => diagnostics(&tools, &ctx, args).await,
-                _ => positional(kind, &tools, &ctx, args).await,
-            };
-            result.unwrap_or_else(|output| output)
+            if let Some(output) = shared::run(&tools, kind.name(), &args).await {
+                return output;
+            }
+            run_here(kind, &tools, ctx, args).await
         })
     }
+}
+
+/// Answer `kind` from this process's own bridge.
+async fn run_here(kind: LspKind, tools: &LspTools, ctx: ToolContext, args: Value) -> ToolOutput {
+    let result = match kind {
+        LspKind::WorkspaceSymbols => workspace_symbols(tools, &ctx, args).await,
+        LspKind::DocumentSymbols => document_symbols(tools, &ctx, args).await,
+        LspKind::Diagnostics => diagnostics(tools, &ctx, args).await,
+        _ => positional(kind, tools, &ctx, args).await,
+    };
+    result.unwrap_or_else(|output| output)
 }
 
 #[derive(Deserialize)]

@@ -81,6 +81,7 @@ impl Host {
                 shared: Arc::downgrade(shared),
             }),
             buffers: Some(Arc::new(EditorBuffers::new(shared))),
+            shared: None,
         };
         let launcher = crate::launch::Launcher::new(
             store.clone(),

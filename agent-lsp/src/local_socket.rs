@@ -1,6 +1,7 @@
-//! `serve --listen unix:PATH`: a Unix socket only its owner can connect to, so it needs no
-//! token. The socket file is created 0600, and every connection's peer is checked to be the
-//! same user (`SO_PEERCRED`), which holds even if the file's mode is changed later.
+//! Unix sockets only their owner can connect to, for `serve --listen unix:PATH` (which therefore
+//! needs no token) and the shared bridge's socket in the state directory. The socket file is
+//! created 0600, and every connection's peer is checked to be the same user (`SO_PEERCRED`),
+//! which holds even if the file's mode is changed later.
 
 use std::os::unix::fs::{FileTypeExt, MetadataExt, PermissionsExt};
 use std::os::unix::net::{UnixListener, UnixStream};
@@ -16,7 +17,7 @@ use anyhow::{Context, bail};
 /// then renamed to `path` (never over anything that appeared there meanwhile), so it is never
 /// reachable with a wider mode. (Narrowing the umask around `bind` would do the same, but the
 /// umask is the whole process's, and another thread's files would get it too.)
-pub(super) fn bind_owner_only(path: &Path) -> anyhow::Result<UnixListener> {
+pub fn bind_owner_only(path: &Path) -> anyhow::Result<UnixListener> {
     let shown = path.display();
     match std::fs::symlink_metadata(path) {
         Ok(metadata)
@@ -65,7 +66,7 @@ pub(super) fn bind_owner_only(path: &Path) -> anyhow::Result<UnixListener> {
 }
 
 /// Whether the process at the other end of `stream` runs as this user.
-pub(super) fn peer_is_owner(stream: &tokio::net::UnixStream) -> std::io::Result<bool> {
+pub fn peer_is_owner(stream: &tokio::net::UnixStream) -> std::io::Result<bool> {
     Ok(stream.peer_cred()?.uid() == rustix::process::getuid().as_raw())
 }
 

@@ -1,0 +1,383 @@
+//! One warm bridge per workspace: a terminal `agent-lsp tool` beside an editor's `serve` is
+//! answered by the editor's pyright over the editor's unsaved buffer, and starts no pyright of
+//! its own; the owner killed, the next call still answers (and replaces the stale socket);
+//! a remaining client takes over; an owner that answers garbage, or nothing, costs an answer
+//! nothing but the warm servers.
+
+use std::io::{BufRead, BufReader, Write};
+use std::os::unix::net::UnixListener;
+use std::path::PathBuf;
+use std::process::{Command, Output, Stdio};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use agent_tests::editor::Editor;
+use agent_tests::processes::{alive, descendants, kill_and_wait};
+use serde_json::{Value, json};
+
+struct Fixture {
+    _workspace: tempfile::TempDir,
+    root: PathBuf,
+    state: tempfile::TempDir,
+    config: PathBuf,
+}
+
+impl Fixture {
+    fn new() -> Fixture {
+        let workspace = tempfile::tempdir().unwrap();
+        let root = workspace.path().canonicalize().unwrap();
+        std::fs::write(root.join("pyrightconfig.json"), "{}").unwrap();
+        std::fs::write(
+            root.join("app.py"),
+            "def greet(name: str) -> str:\n    return 'hi ' + name\n",
+        )
+        .unwrap();
+        std::fs::write(
+            root.join("main.py"),
+            "from app import greet\n\nprint(greet('you'))\n",
+        )
+        .unwrap();
+        let state = tempfile::tempdir().unwrap();
+        let config = state.path().join("config.toml");
+        std::fs::write(&config, "").unwrap();
+        Fixture {
+            _workspace: workspace,
+            root,
+            state,
+            config,
+        }
+    }
+
+    fn command(&self, args: &[&str]) -> Command {
+        let mut command =
+            agent_tests::agent_lsp_command(self.state.path(), &self.config, &self.root, args);
+        command.env("PATH", agent_tests::tools_path());
+        command
+    }
+
+    /// `agent-lsp tool NAME --json --args ARGS`, its JSON answer.
+    fn tool(&self, name: &str, args: Value) -> Value {
+        let output = self
+            .command(&["tool", name, "--json", "--args", &args.to_string()])
+            .output()
+            .unwrap();
+        json_of(&output)
+    }
+
+    /// `tool` while counting, every 10 ms, the pyright processes it runs: the most seen at
+    /// once, and the answer.
+    fn tool_counting_pyrights(&self, name: &str, args: Value) -> (usize, Value) {
+        let mut child = self
+            .command(&["tool", name, "--json", "--args", &args.to_string()])
+            .stdout(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut most = 0;
+        while child.try_wait().unwrap().is_none() {
+            most = most.max(pyrights_under(child.id()).len());
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        (most, json_of(&child.wait_with_output().unwrap()))
+    }
+
+    fn servers(&self) -> Value {
+        json_of(&self.command(&["servers", "--json"]).output().unwrap())["bridge"].clone()
+    }
+
+    fn workspace_dir(&self) -> PathBuf {
+        agent_lsp::session::store::Store::for_workspace_in(self.state.path(), &self.root)
+            .unwrap()
+            .workspace_dir()
+            .to_owned()
+    }
+}
+
+fn json_of(output: &Output) -> Value {
+    serde_json::from_slice(&output.stdout).unwrap_or_else(|error| {
+        panic!(
+            "{error}: {}\n{}",
+            String::from_utf8_lossy(&output.stdout),
+            String::from_utf8_lossy(&output.stderr)
+        )
+    })
+}
+
+/// The pyright language servers running under `pid`.
+fn pyrights_under(pid: u32) -> Vec<u32> {
+    descendants(pid)
+        .into_iter()
+        .filter(|(_, line)| line.contains("pyright-langserver"))
+        .map(|(pid, _)| pid)
+        .collect()
+}
+
+const BUFFER_ONLY: &str =
+    "def only_in_the_editors_buffer(count: int) -> int:\n    return count * 2\n";
+
+#[test]
+fn a_terminal_tool_uses_the_editors_warm_pyright_and_buffer_and_takes_over_when_it_dies() {
+    let fixture = Fixture::new();
+    let mut editor = Editor::start(fixture.command(&["serve"]));
+    editor.initialize(&fixture.root);
+    let app = fixture.root.join("app.py");
+    editor.open(&app, "python");
+    // Unsaved: the symbol exists only in the editor's buffer.
+    let text = std::fs::read_to_string(&app).unwrap() + BUFFER_ONLY;
+    editor.change(&app, &text);
+    // The editor answers pyright's `workspace/configuration` (as every editor does) and
+    // pyright analyses the buffer.
+    editor.wait_for("app.py's diagnostics", |message| {
+        message["method"] == "textDocument/publishDiagnostics"
+            && message["params"]["uri"] == agent_tests::editor::url(&app)
+    });
+    let editors_pyright = pyrights_under(editor.pid());
+    assert_eq!(editors_pyright.len(), 1);
+    let owner = fixture.servers();
+    assert_eq!(owner["state"], "owned", "{owner}");
+    assert_eq!(owner["owner"]["role"], "serve");
+    assert_eq!(owner["owner"]["pid"], editor.pid());
+
+    let (most, answer) = while_pumping(&mut editor, || {
+        fixture.tool_counting_pyrights(
+            "lsp_workspace_symbols",
+            json!({"query": "only_in_the_editors_buffer"}),
+        )
+    });
+    let text = answer["text"].as_str().unwrap();
+    assert!(
+        text.contains("only_in_the_editors_buffer") && text.contains("app.py"),
+        "{answer}"
+    );
+    assert_eq!(answer["meta"]["bridge"]["owner"], "serve", "{answer}");
+    assert_eq!(answer["meta"]["bridge"]["pid"], editor.pid());
+    assert_eq!(most, 0, "the terminal's call started a pyright of its own");
+    assert_eq!(pyrights_under(editor.pid()), editors_pyright);
+    // The call is the terminal's: recorded in its own session.
+    let session = answer["session"].as_str().unwrap();
+    let shown = fixture
+        .command(&["session", "show", session, "--json"])
+        .output()
+        .unwrap();
+    assert!(output_text(&shown).contains("only_in_the_editors_buffer"));
+
+    // The owner dies without a word: its socket stays, its lock goes.
+    let socket = fixture.workspace_dir().join("bridge.sock");
+    assert!(socket.exists());
+    let server = editor.pid();
+    kill_and_wait(server);
+    drop(editor);
+    assert_eq!(fixture.servers()["state"], "stale");
+    let answer = fixture.tool(
+        "lsp_definition",
+        json!({"path": "main.py", "line": 3, "symbol": "greet"}),
+    );
+    assert_eq!(answer["is_error"], false, "{answer}");
+    assert!(
+        answer["text"]
+            .as_str()
+            .unwrap()
+            .contains("app.py\n  1:5  def greet"),
+        "{answer}"
+    );
+    assert!(answer["meta"].get("bridge").is_none(), "{answer}");
+    // The call took the bridge over and let it go when it ended: nothing is left behind.
+    assert_eq!(fixture.servers()["state"], "none");
+    assert!(!socket.exists());
+    assert!(!alive(server));
+}
+
+/// Run `call` while the editor keeps reading the server, as a real one does.
+fn while_pumping<T: Send>(editor: &mut Editor, call: impl FnOnce() -> T + Send) -> T {
+    std::thread::scope(|scope| {
+        let call = scope.spawn(call);
+        while !call.is_finished() {
+            editor.pump(Duration::from_millis(20));
+        }
+        call.join().unwrap()
+    })
+}
+
+fn output_text(output: &Output) -> String {
+    String::from_utf8_lossy(&output.stdout).into_owned()
+}
+
+/// `agent-lsp mcp serve` as a long-lived process with a line-oriented MCP session on its stdin.
+struct McpServe {
+    child: std::process::Child,
+    lines: BufReader<std::process::ChildStdout>,
+    next: u64,
+}
+
+impl McpServe {
+    fn start(fixture: &Fixture) -> McpServe {
+        let mut child = fixture
+            .command(&["mcp", "serve"])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        let lines = BufReader::new(child.stdout.take().unwrap());
+        let mut serve = McpServe {
+            child,
+            lines,
+            next: 1,
+        };
+        serve.request(
+            "initialize",
+            json!({"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "test", "version": "1"}}),
+        );
+        serve.send(&json!({"jsonrpc": "2.0", "method": "notifications/initialized"}));
+        serve
+    }
+
+    fn send(&mut self, message: &Value) {
+        let stdin = self.child.stdin.as_mut().unwrap();
+        writeln!(stdin, "{message}").unwrap();
+        stdin.flush().unwrap();
+    }
+
+    fn request(&mut self, method: &str, params: Value) -> Value {
+        let id = self.next;
+        self.next += 1;
+        self.send(&json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}));
+        loop {
+            let mut line = String::new();
+            assert!(
+                self.lines.read_line(&mut line).unwrap() > 0,
+                "mcp serve closed"
+            );
+            let message: Value = serde_json::from_str(&line).unwrap();
+            if message["id"] == id {
+                return message;
+            }
+        }
+    }
+
+    /// Call an `lsp_*` tool: the text it answered.
+    fn call(&mut self, name: &str, arguments: Value) -> String {
+        let answer = self.request("tools/call", json!({"name": name, "arguments": arguments}));
+        assert!(
+            answer["result"].is_object() && answer["result"]["isError"] != true,
+            "{answer}"
+        );
+        answer["result"]["content"][0]["text"]
+            .as_str()
+            .unwrap()
+            .to_owned()
+    }
+}
+
+#[test]
+fn a_remaining_client_takes_over_and_later_processes_attach_to_it() {
+    let fixture = Fixture::new();
+    let definition = json!({"path": "main.py", "line": 3, "symbol": "greet"});
+    // The first `mcp serve` owns the bridge once it queries; the second attaches to it.
+    let mut first = McpServe::start(&fixture);
+    assert!(
+        first
+            .call("lsp_definition", definition.clone())
+            .contains("app.py\n  1:5  def greet")
+    );
+    let owner = fixture.servers();
+    assert_eq!(owner["owner"]["role"], "mcp serve", "{owner}");
+    assert_eq!(owner["owner"]["pid"], first.child.id());
+    let mut second = McpServe::start(&fixture);
+    assert!(
+        second
+            .call("lsp_definition", definition.clone())
+            .contains("app.py\n  1:5  def greet")
+    );
+    assert_eq!(fixture.servers()["owner"]["pid"], first.child.id());
+    assert!(
+        descendants(second.child.id())
+            .iter()
+            .all(|(_, line)| !line.contains("pyright")),
+        "the attached process started a pyright"
+    );
+
+    // The owner is killed: the client's next call answers, and it owns the bridge now.
+    kill_and_wait(first.child.id());
+    let _ = first.child.wait();
+    assert!(
+        second
+            .call("lsp_definition", definition.clone())
+            .contains("app.py\n  1:5  def greet")
+    );
+    let owner = fixture.servers();
+    assert_eq!(owner["owner"]["pid"], second.child.id(), "{owner}");
+    assert_eq!(owner["owner"]["servers"][0]["name"], "pyright", "{owner}");
+    // A terminal call now uses the new owner's pyright.
+    let answer = fixture.tool("lsp_definition", definition);
+    assert_eq!(
+        answer["meta"]["bridge"]["pid"],
+        second.child.id(),
+        "{answer}"
+    );
+    drop(second.child.stdin.take());
+    let _ = second.child.wait();
+}
+
+/// A process that holds the workspace's bridge lock and listens on its socket, answering every
+/// request with `answer` (or never, with `None`).
+fn impostor(fixture: &Fixture, answer: Option<&'static str>) -> (std::fs::File, Arc<Mutex<u32>>) {
+    let dir = fixture.workspace_dir();
+    std::fs::create_dir_all(&dir).unwrap();
+    let lock = std::fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(dir.join("bridge.lock"))
+        .unwrap();
+    rustix::fs::flock(&lock, rustix::fs::FlockOperation::NonBlockingLockExclusive).unwrap();
+    let listener = UnixListener::bind(dir.join("bridge.sock")).unwrap();
+    let asked = Arc::new(Mutex::new(0));
+    {
+        let asked = asked.clone();
+        std::thread::spawn(move || {
+            let mut held = Vec::new();
+            for stream in listener.incoming().flatten() {
+                *asked.lock().unwrap() += 1;
+                let mut reader = BufReader::new(stream.try_clone().unwrap());
+                let mut line = String::new();
+                let _ = reader.read_line(&mut line);
+                match answer {
+                    Some(answer) => {
+                        let mut stream = stream;
+                        let _ = writeln!(stream, "{answer}");
+                    }
+                    None => held.push(stream),
+                }
+            }
+        });
+    }
+    (lock, asked)
+}
+
+#[test]
+fn an_owner_that_answers_garbage_or_nothing_costs_the_answer_nothing() {
+    for answer in [Some("{\"answer\": \"what\"}"), Some("not json"), None] {
+        let fixture = Fixture::new();
+        let (_lock, asked) = impostor(&fixture, answer);
+        let result = fixture.tool(
+            "lsp_definition",
+            json!({"path": "main.py", "line": 3, "symbol": "greet"}),
+        );
+        assert_eq!(result["is_error"], false, "{answer:?}: {result}");
+        assert!(
+            result["text"]
+                .as_str()
+                .unwrap()
+                .contains("app.py\n  1:5  def greet"),
+            "{answer:?}: {result}"
+        );
+        assert!(result["meta"].get("bridge").is_none(), "{result}");
+        assert!(
+            *asked.lock().unwrap() >= 1,
+            "{answer:?}: the socket was not tried"
+        );
+        if answer.is_none() {
+            assert_eq!(fixture.servers()["state"], "silent");
+        }
+    }
+}
