@@ -27,6 +27,8 @@
 //!   sub-agents;
 //! - [`preset`]: named assemblies of model settings, tools, permissions and plugins;
 //! - [`server`]: `agent-lsp serve`, the editor-facing server brokering the child servers;
+//! - [`shared_bridge`]: one warm bridge per workspace, shared by the user's processes over
+//!   an owner-only socket ([`local_socket`]);
 //! - [`cli`]: the terminal commands, and [`config`]: the user's configuration file;
 //! - [`canonical`]: byte-stable JSON and digests;
 //! - [`logging`]: tracing to stderr, never stdout.
