@@ -34,7 +34,7 @@ mod dispatch;
 mod documents;
 mod intake;
 mod items;
-mod listen;
+pub(crate) mod listen;
 mod prompts;
 mod requests;
 mod router;

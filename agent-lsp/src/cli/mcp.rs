@@ -27,7 +27,8 @@ pub enum McpCommand {
         yes: bool,
     },
     /// Serve the lsp_* tools, `files`, read/list/glob/grep and the session views over MCP on
-    /// stdio, for other agents; every call is recorded in a session of its own.
+    /// stdio (or streamable HTTP with --http), for other agents; every call is recorded in a
+    /// session of its own.
     Serve(super::mcp_serve::McpServeArgs),
 }
 
