@@ -325,6 +325,15 @@ export async function activate(context: vscode.ExtensionContext): Promise<void> 
       contextView.refresh();
     }
   });
+  register("agentLsp.approveMcp", async () => {
+    // The server asks (a notification with Approve / Not now naming each server).
+    const result = await execute<{ approved: boolean; already: boolean; file: string }>(SERVER_COMMANDS.mcpApprove);
+    if (result?.already) {
+      void vscode.window.showInformationMessage(`agent-lsp: ${result.file} is already approved`);
+    } else if (result?.approved) {
+      void vscode.window.showInformationMessage(`agent-lsp: approved ${result.file}; its servers join the next session (Agent: New Session)`);
+    }
+  });
   register("agentLsp.listSessions", async () => {
     const sessions = await execute<string[]>(SERVER_COMMANDS.sessionList);
     if (sessions) {

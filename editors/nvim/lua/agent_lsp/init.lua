@@ -284,6 +284,22 @@ function M.new_session(opts)
   end)
 end
 
+--- `:AgentMcpApprove`: the server asks (with `vim.ui.select`) whether the workspace's `.mcp.json`
+--- servers, as the file is now, may run; they join the next session.
+function M.mcp_approve(opts)
+  return M.execute(ext.commands.mcp_approve, nil, (opts or {}).on_done or function(err, result)
+    if err then
+      notify(err.message, vim.log.levels.ERROR)
+    elseif result.already then
+      notify(result.file .. " is already approved")
+    elseif result.approved then
+      notify("approved " .. result.file .. "; its servers join the next session (:AgentNewSession)")
+    else
+      notify("not approved")
+    end
+  end)
+end
+
 function M.sessions(opts)
   return M.execute(ext.commands.session_list, nil, (opts or {}).on_done or function(err, result)
     if err then
