@@ -58,6 +58,8 @@ pub struct Shared {
     /// Where commands (agent turns, with their model streaming, tool runs and log writes)
     /// run: off the proxy's thread, so a turn never delays the editor's requests.
     pub(super) agent_runtime: tokio::runtime::Handle,
+    /// Inline completion, set at `initialize` when `[completion]` is on.
+    pub(super) inline: OnceLock<Arc<crate::completion::Engine>>,
 }
 
 impl Shared {
@@ -88,6 +90,7 @@ impl Shared {
             announced: Mutex::new(Default::default()),
             start_failures_shown: Mutex::new(Default::default()),
             agent_runtime,
+            inline: OnceLock::new(),
         }
     }
 
