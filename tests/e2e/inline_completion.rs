@@ -197,3 +197,167 @@ fn the_fim_request_is_grounded_in_pyright_and_the_edit_replaces_what_the_model_r
     endpoint.assert_no_violations();
     editor.shutdown();
 }
+
+#[test]
+fn five_keystrokes_typed_through_a_suggestion_send_no_new_request() {
+    let workspace = Workspace::new();
+    let endpoint = ModelEndpoint::start(EndpointConfig::default()).unwrap();
+    endpoint.push_fim(FimReply::text("width=2.0, height=3.0)"));
+    let mut editor = workspace.serve(&endpoint, "");
+    workspace.open_app(&mut editor);
+    let app = workspace.app();
+    let first = inline(&mut editor, &app, CURSOR);
+    assert_eq!(first["items"][0]["insertText"], "width=2.0, height=3.0)");
+
+    let typed = "width";
+    for count in 1..=typed.len() {
+        let line = format!("total = rectangle_area({})", &typed[..count]);
+        editor.change(&app, &APP.replace("total = rectangle_area()", &line));
+        let at = (CURSOR.0, CURSOR.1 + count as u32);
+        let result = inline(&mut editor, &app, at);
+        assert_eq!(
+            result,
+            json!({"items": [{
+                "insertText": &"width=2.0, height=3.0)"[count..],
+                "range": {"start": {"line": 2, "character": at.1}, "end": {"line": 2, "character": at.1 + 1}},
+            }]}),
+            "after typing {:?}",
+            &typed[..count]
+        );
+    }
+    assert_eq!(
+        endpoint.fim_calls().len(),
+        1,
+        "typing through asked the model"
+    );
+
+    let records = workspace.log().read().unwrap();
+    assert_eq!(records.len(), 6);
+    assert_eq!(records.iter().filter(|record| record.cache_hit).count(), 5);
+    // The summary reads the same log.
+    let output = Command::new(agent_tests::workspace_bin("agent-lsp"))
+        .env("AGENT_LSP_STATE_DIR", workspace.state.path())
+        .args(["--workspace", workspace.root.to_str().unwrap()])
+        .args(["completions", "stats", "--json"])
+        .output()
+        .unwrap();
+    assert!(output.status.success(), "{output:?}");
+    let stats: Value = serde_json::from_slice(&output.stdout).unwrap();
+    assert_eq!(stats["count"], 6, "{stats}");
+    assert_eq!(stats["suggested"], 6, "{stats}");
+    assert!(
+        (stats["cache_hit_share"].as_f64().unwrap() - 5.0 / 6.0).abs() < 1e-9,
+        "{stats}"
+    );
+    assert_eq!(stats["cancelled_share"], 0.0, "{stats}");
+    assert_no_pop_up(&editor);
+    endpoint.assert_no_violations();
+    editor.shutdown();
+}
+
+#[test]
+fn a_cancelled_or_superseded_request_drops_its_http_connection() {
+    let workspace = Workspace::new();
+    let endpoint = ModelEndpoint::start(EndpointConfig::default()).unwrap();
+    // A slow model: a byte every 100 ms.
+    let slow = || FimReply::slow_text("width=2.0, height=3.0)", 1, Duration::from_millis(100));
+    endpoint.push_fim(slow());
+    endpoint.push_fim(slow());
+    endpoint.push_fim(FimReply::text("2.0, 3.0)"));
+    let mut editor = workspace.serve(&endpoint, "");
+    workspace.open_app(&mut editor);
+    let app = workspace.app();
+
+    // `$/cancelRequest`: the request is answered as cancelled and its connection dropped.
+    let id = editor.request_async("textDocument/inlineCompletion", inline_params(&app, CURSOR));
+    wait_until("the first FIM request", || endpoint.fim_calls().len() == 1);
+    editor.notify("$/cancelRequest", json!({"id": id}));
+    let response = editor.response(id);
+    assert_eq!(response["error"]["code"], -32800, "{response}");
+    wait_until("the first connection dropped", || {
+        endpoint.fim_calls()[0].dropped
+    });
+
+    // The next request for the same document supersedes the one in flight.
+    let superseded =
+        editor.request_async("textDocument/inlineCompletion", inline_params(&app, CURSOR));
+    wait_until("the second FIM request", || endpoint.fim_calls().len() == 2);
+    let newest = inline(&mut editor, &app, (CURSOR.0, CURSOR.1 - 1));
+    assert_eq!(editor.response(superseded)["result"], json!({"items": []}));
+    assert_eq!(newest["items"][0]["insertText"], "2.0, 3.0)");
+    wait_until("the second connection dropped", || {
+        endpoint.fim_calls()[1].dropped
+    });
+    let calls = endpoint.fim_calls();
+    assert!(!calls[0].finished && !calls[1].finished, "{calls:?}");
+
+    let records = workspace.log().read().unwrap();
+    let results: Vec<(&str, bool)> = records
+        .iter()
+        .map(|record| (record.result.as_str(), record.cancelled))
+        .collect();
+    assert_eq!(
+        results,
+        [
+            ("cancelled", true),
+            ("cancelled", true),
+            ("suggested", false)
+        ]
+    );
+    assert_no_pop_up(&editor);
+    endpoint.assert_no_violations();
+    editor.shutdown();
+}
+
+#[test]
+fn a_failing_endpoint_gives_an_empty_answer_and_no_pop_up() {
+    let workspace = Workspace::new();
+    let endpoint = ModelEndpoint::start(EndpointConfig::default()).unwrap();
+    endpoint.push_fim(FimReply::server_error());
+    endpoint.push_fim(FimReply::garbage());
+    endpoint.push_fim(FimReply::stall());
+    let mut editor = workspace.serve(&endpoint, "timeout_ms = 1000");
+    workspace.open_app(&mut editor);
+    let app = workspace.app();
+    for _ in 0..3 {
+        assert_eq!(inline(&mut editor, &app, CURSOR), json!({"items": []}));
+    }
+    assert_eq!(endpoint.fim_calls().len(), 3);
+    wait_until("the stalled connection dropped", || {
+        endpoint.fim_calls()[2].dropped
+    });
+
+    // Nothing is suggested inside a prompt document, and the model is not asked.
+    let notes = workspace.root.join("notes.agent.md");
+    editor.open(&notes, "markdown");
+    assert_eq!(inline(&mut editor, &notes, (2, 8)), json!({"items": []}));
+    assert_eq!(endpoint.fim_calls().len(), 3);
+
+    let records = workspace.log().read().unwrap();
+    assert_eq!(records.len(), 3, "{records:?}");
+    for record in &records {
+        assert_eq!(record.result, "failed", "{record:?}");
+        assert!(record.error.is_some(), "{record:?}");
+    }
+    assert!(
+        records[0].error.as_ref().unwrap().contains("HTTP 500"),
+        "{records:?}"
+    );
+    assert!(
+        records[1].error.as_ref().unwrap().contains("malformed"),
+        "{records:?}"
+    );
+    assert!(
+        records[2]
+            .error
+            .as_ref()
+            .unwrap()
+            .contains("did not finish within 1000 ms"),
+        "{records:?}"
+    );
+    // Give any pop-up time to arrive before looking.
+    editor.closed_within(Duration::from_millis(300));
+    assert_no_pop_up(&editor);
+    endpoint.assert_no_violations();
+    editor.shutdown();
+}

@@ -125,7 +125,7 @@ impl Engine {
             Ok(outcome) => outcome,
             Err(error) => {
                 tracing::warn!(document = %request.label, "inline completion failed: {error}");
-                record.error = Some(error.to_string());
+                record.error = Some(error);
                 record.result = "failed".into();
                 Outcome::Nothing
             }
@@ -192,7 +192,7 @@ impl Engine {
         windows: &Windows,
         cancel: &CancellationToken,
         record: &mut Record,
-    ) -> Result<Outcome, ProviderError> {
+    ) -> Result<Outcome, String> {
         let debounce = Instant::now();
         tokio::select! {
             biased;
@@ -241,7 +241,14 @@ impl Engine {
         match answer {
             Ok(_) => {}
             Err(ProviderError::Cancelled) => return Ok(Outcome::Cancelled),
-            Err(error) => return Err(error),
+            // The provider's message names the agent's settings; this deadline is ours.
+            Err(ProviderError::Timeout { after, .. }) => {
+                return Err(format!(
+                    "the FIM endpoint did not finish within {} ms ([completion] timeout_ms)",
+                    after.as_millis()
+                ));
+            }
+            Err(error) => return Err(error.to_string()),
         }
         Ok(match edit::shape(&text, &windows.before, &windows.after) {
             Some(shaped) => Outcome::Suggested(shaped),
