@@ -357,7 +357,8 @@ fn nvim_plugin_drives_agent_lsp_with_pyright_behind_it() {
 
 /// The other file of the inline completion test: pyright gives the signature of
 /// `rectangle_area` to the server, which puts it in the FIM prompt.
-const GEOMETRY: &str = "def rectangle_area(width: float, height: float) -> float:\n    return width * height\n";
+const GEOMETRY: &str =
+    "def rectangle_area(width: float, height: float) -> float:\n    return width * height\n";
 /// What the endpoint's FIM route answers to every request of the inline completion test.
 const FIM_TEXT: &str = "2.0, 3.0)";
 
@@ -437,7 +438,10 @@ fn nvim_shows_inline_completion_as_ghost_text_and_accepts_it() {
     );
     // The next suggestion, dismissed with <C-]>, left the line as typed.
     assert_eq!(results["second_ghost"][0]["text"], FIM_TEXT, "{show}");
-    assert_eq!(results["dismissed_line"], "total = rectangle_area(", "{show}");
+    assert_eq!(
+        results["dismissed_line"], "total = rectangle_area(",
+        "{show}"
+    );
     assert_eq!(
         results["steps"],
         serde_json::json!(["type", "accepted", "dismissed", "done"]),
@@ -449,12 +453,14 @@ fn nvim_shows_inline_completion_as_ghost_text_and_accepts_it() {
     // The FIM request carried the typed prefix and the signature pyright gave for the function
     // of the other file.
     let calls = endpoint.fim_calls();
-    let first = calls.first().unwrap_or_else(|| panic!("no FIM request: {show}"));
+    let first = calls
+        .first()
+        .unwrap_or_else(|| panic!("no FIM request: {show}"));
     assert!(first.prompt.ends_with(typed), "{:?}", first.prompt);
     assert!(
-        calls
-            .iter()
-            .any(|call| call.prompt.contains("rectangle_area(width: float, height: float)")),
+        calls.iter().any(|call| call
+            .prompt
+            .contains("rectangle_area(width: float, height: float)")),
         "{:?}",
         calls.iter().map(|call| &call.prompt).collect::<Vec<_>>()
     );
