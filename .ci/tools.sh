@@ -41,6 +41,16 @@ if [ ! -x "$tools/node_modules/.bin/mcp-server-everything" ] || [ ! -x "$tools/n
     (cd "$tools" && npm install --silent --no-audit --no-fund --prefix . \
         @modelcontextprotocol/server-everything@2026.8.31 @modelcontextprotocol/server-filesystem@2026.8.31 >/dev/null)
 fi
+# The MCP Inspector's CLI mode drives `agent-lsp mcp serve` in tests/e2e/mcp_serve.rs. It has a
+# folder of its own: its dependencies (the SDK's 2.x packages) stay out of the tree above, whose
+# @modelcontextprotocol/sdk 1.32.2 the other tests pin. It asks for Node >= 22.19 but its CLI runs
+# on the Node 20 here (npm only warns); its postinstall, which builds the web and TUI clients, is
+# not needed for --cli.
+if [ ! -x "$tools/inspector/node_modules/.bin/mcp-inspector" ]; then
+    mkdir -p "$tools/inspector"
+    (cd "$tools/inspector" && npm install --silent --no-audit --no-fund --ignore-scripts --prefix . \
+        @modelcontextprotocol/inspector@2.12.0 >/dev/null 2>&1)
+fi
 export PATH="$tools/node_modules/.bin:$PATH"
 # The VS Code extension's npm packages (from its lock file, again only when the lock changed) and
 # code-server, a real VS Code, for its test (tests/e2e/vscode.rs).

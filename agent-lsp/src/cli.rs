@@ -1,6 +1,7 @@
 //! Terminal commands. Every subcommand works on the workspace of the current directory unless
 //! `--workspace DIR` says otherwise.
 
+mod completions;
 mod context;
 mod files;
 mod mcp;
@@ -99,6 +100,9 @@ enum Command {
     /// agents (`mcp serve`).
     #[command(subcommand)]
     Mcp(mcp::McpCommand),
+    /// The inline completions `serve` answered in this workspace (its completion log).
+    #[command(subcommand)]
+    Completions(completions::CompletionsCommand),
 }
 
 /// Parse the process arguments and run the command.
@@ -145,5 +149,8 @@ pub fn run() -> anyhow::Result<ExitCode> {
         Command::Memory(command) => memory::run(&Store::for_workspace(&workspace)?, command),
         Command::Skills(command) => skills::run(&workspace, command),
         Command::Mcp(command) => mcp::run(&workspace, command),
+        Command::Completions(command) => {
+            completions::run(&Store::for_workspace(&workspace)?, command)
+        }
     }
 }

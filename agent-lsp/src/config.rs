@@ -40,6 +40,11 @@
 //! [web.searxng]
 //! url = "http://127.0.0.1:8888"
 //!
+//! # Inline completion in the editor (see `completion.rs`): off without a model.
+//! [completion]
+//! model = "deepseek-v4-flash"
+//! base_url = "https://api.deepseek.com/beta"   # POST {base_url}/completions
+//!
 //! # MCP servers (see `mcp.rs`): their tools join the catalog as `mcp__NAME__TOOL`.
 //! [mcp.servers.fs]
 //! command = "npx"
@@ -84,6 +89,10 @@ pub struct Config {
     /// `[mcp.servers.NAME]`: the user's MCP servers (`crate::mcp`).
     #[serde(default)]
     pub mcp: crate::mcp::config::McpOptions,
+    /// `[completion]`: inline completion in the editor (`crate::completion`); off without a
+    /// model.
+    #[serde(default)]
+    pub completion: crate::completion::CompletionOptions,
 }
 
 impl Config {
@@ -143,8 +152,15 @@ impl Config {
             return Ok(Config::default());
         };
         match std::fs::read_to_string(&path) {
-            Ok(text) => toml::from_str(&text)
-                .map_err(|error| anyhow::anyhow!("config file {}: {error}", path.display())),
+            Ok(text) => {
+                let config: Config = toml::from_str(&text)
+                    .map_err(|error| anyhow::anyhow!("config file {}: {error}", path.display()))?;
+                config
+                    .completion
+                    .check()
+                    .map_err(|error| anyhow::anyhow!("config file {}: {error}", path.display()))?;
+                Ok(config)
+            }
             Err(error) if error.kind() == std::io::ErrorKind::NotFound => Ok(Config::default()),
             Err(error) => {
                 Err(error).with_context(|| format!("failed to read config file {}", path.display()))

@@ -5,6 +5,7 @@
 //! - [`session`]: the append-only session log, the surface and the derived messages; every
 //!   model request is derived from it (the one rule of ARCHITECTURE.md);
 //! - [`compaction`]: memory for long sessions: checkpoints, tool-result pruning, recall;
+//! - [`completion`]: inline completion for the editor's ghost text, grounded in the servers;
 //! - [`memory`]: memory across sessions: notes per workspace and per user, with provenance;
 //! - [`plans`]: the `todo` plan the model keeps and the session's goal, both read from the log;
 //! - [`context`]: system prompt assembly, runtime context projection, request building and
@@ -39,6 +40,7 @@ pub mod canonical;
 pub mod cli;
 pub mod code;
 pub mod compaction;
+pub mod completion;
 pub mod config;
 pub mod context;
 pub mod context_editor;

@@ -14,8 +14,10 @@
 //! Every call is a call of the session's tool runtime (permission, timeout, output cap, log);
 //! `mcp__*` tools not named in a preset's `[permissions]` get its `mcp` key (default `ask`,
 //! see `crate::permissions`). The workspace's servers are the repository's say: they run only
-//! after `agent-lsp mcp approve` approved the file's bytes; a changed file needs a new approval.
+//! after the user approved the file's bytes (`agent-lsp mcp approve`, or in the editor, see
+//! `approval.rs`); a changed file needs a new approval.
 
+pub mod approval;
 pub mod client;
 pub mod config;
 pub mod state;
@@ -173,7 +175,7 @@ fn unapproved(declared: &Declared, state_root: Option<&Path>) -> Option<String> 
         return None;
     }
     Some(format!(
-        "MCP server `{}` comes from {}, whose current contents the user has not approved, so it does not run; the user approves them with `agent-lsp mcp approve` in the workspace",
+        "MCP server `{}` comes from {}, whose current contents the user has not approved, so it does not run; the user approves them with `agent-lsp mcp approve` in the workspace, or in the editor (`agent.mcp.approve`; they join the next session)",
         declared.name,
         file.display()
     ))

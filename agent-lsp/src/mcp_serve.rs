@@ -1,5 +1,6 @@
 //! `agent-lsp mcp serve`: the workspace's code navigation as a Model Context Protocol server,
-//! for other agents (Claude Code, Codex, an IDE's assistant) to call over stdio.
+//! for other agents (Claude Code, Codex, an IDE's assistant) to call over stdio, or over
+//! streamable HTTP on a loopback port ([`http`]).
 //!
 //! What it serves, and why it is built this way:
 //!
@@ -27,6 +28,7 @@
 //! The server identifies itself as `agent-lsp` with the crate's version, and marks the tools
 //! that only read with `readOnlyHint` (from [`Tool::read_only`](crate::tools::Tool)).
 
+pub mod http;
 pub mod tools;
 
 use std::sync::Arc;

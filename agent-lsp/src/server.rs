@@ -18,6 +18,7 @@
 //! - the agent host: `agent` (sessions, turns, what the editor sees of them, the editor's
 //!   buffers as the tools see them);
 //! - prompt documents: `prompts` (the chat format, `@path` completion), `code_actions`;
+//! - inline completion: `inline`, the edge of `crate::completion`;
 //! - commands: `commands`, split by family, each with typed arguments.
 //!
 //! Positions pass unconverted: the editor is offered UTF-16 (which every client supports), and
@@ -32,9 +33,10 @@ mod commands;
 mod connection;
 mod dispatch;
 mod documents;
+mod inline;
 mod intake;
 mod items;
-mod listen;
+pub(crate) mod listen;
 mod prompts;
 mod requests;
 mod router;

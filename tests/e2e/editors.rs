@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use agent_tests::model_endpoint::{EndpointConfig, ModelEndpoint, ModelTurn, Reply};
+use agent_tests::model_endpoint::{EndpointConfig, FimReply, ModelEndpoint, ModelTurn, Reply};
 use serde_json::Value;
 
 pub(crate) fn repo() -> PathBuf {
@@ -352,6 +352,118 @@ fn nvim_plugin_drives_agent_lsp_with_pyright_behind_it() {
     assert!(health.contains("setup() has run"), "{health}");
     assert!(health.contains("client"), "{health}");
     assert!(!health.contains("ERROR"), "{health}");
+    endpoint.assert_no_violations();
+}
+
+/// The other file of the inline completion test: pyright gives the signature of
+/// `rectangle_area` to the server, which puts it in the FIM prompt.
+const GEOMETRY: &str =
+    "def rectangle_area(width: float, height: float) -> float:\n    return width * height\n";
+/// What the endpoint's FIM route answers to every request of the inline completion test.
+const FIM_TEXT: &str = "2.0, 3.0)";
+
+#[test]
+fn nvim_shows_inline_completion_as_ghost_text_and_accepts_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().canonicalize().unwrap();
+    let app = "from geometry import rectangle_area\n\n\nprint(missing)\n";
+    agent_tests::write_tree(
+        &root,
+        &[
+            ("pyrightconfig.json", "{}"),
+            ("geometry.py", GEOMETRY),
+            ("app.py", app),
+        ],
+    );
+    let endpoint = ModelEndpoint::start(EndpointConfig::default()).unwrap();
+    endpoint.fim_responder(std::sync::Arc::new(|_call| FimReply::text(FIM_TEXT)));
+    let state = tempfile::tempdir().unwrap();
+    let config = state.path().join("config.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "[completion]\nmodel = \"deepseek-v4-flash\"\nbase_url = \"{}/beta\"\napi_key_env = \"TEST_FIM_KEY\"\ndebounce_ms = 5\ngrounding_timeout_ms = 20000\n",
+            endpoint.root_url()
+        ),
+    )
+    .unwrap();
+    let home = tempfile::tempdir().unwrap();
+    let results = home.path().join("results.json");
+    let mut nvim = nvim_command(
+        &repo().join("editors/nvim/tests/inline.lua"),
+        home.path(),
+        true,
+    )
+    .current_dir(&root)
+    .env("PATH", agent_tests::tools_path())
+    .env("AGENT_LSP_STATE_DIR", state.path())
+    .env("AGENT_LSP_CONFIG", &config)
+    .env("TEST_FIM_KEY", "sk-fim")
+    .env_remove("DEEPSEEK_API_KEY")
+    .env("AGENT_TEST_SERVER", agent_tests::workspace_bin("agent-lsp"))
+    .env("AGENT_TEST_ROOT", &root)
+    .env("AGENT_TEST_RESULTS", &results)
+    .stdout(Stdio::null())
+    .stderr(Stdio::inherit())
+    .spawn()
+    .unwrap();
+    let status = wait_bounded(&mut nvim, Duration::from_secs(120));
+    let text = std::fs::read_to_string(&results)
+        .unwrap_or_else(|error| panic!("no results from nvim ({status}): {error}"));
+    let results: Value = serde_json::from_str(&text).unwrap();
+    let show = serde_json::to_string_pretty(&results).unwrap();
+    assert!(results.get("error").is_none(), "{show}");
+    assert!(results.get("timed_out").is_none(), "{show}");
+    assert_eq!(results["attached"], true, "{show}");
+
+    // The ghost text: inline virtual text at the cursor, after what was typed, in Insert mode.
+    let typed = "area = rectangle_area(";
+    assert_eq!(
+        results["ghost"],
+        serde_json::json!([{"text": FIM_TEXT, "hl": "AgentLspGhostText", "row": 2, "col": typed.len(), "pos": "inline"}]),
+        "{show}"
+    );
+    assert_eq!(results["line_with_ghost"], typed, "{show}");
+    assert_eq!(results["mode_with_ghost"], "i", "{show}");
+    // Tab took it: the text is in the buffer and the cursor after it.
+    assert_eq!(
+        results["accepted_line"],
+        format!("{typed}{FIM_TEXT}"),
+        "{show}"
+    );
+    assert_eq!(
+        results["cursor_after_accept"],
+        serde_json::json!([3, typed.len() + FIM_TEXT.len()]),
+        "{show}"
+    );
+    // The next suggestion, dismissed with <C-]>, left the line as typed.
+    assert_eq!(results["second_ghost"][0]["text"], FIM_TEXT, "{show}");
+    assert_eq!(
+        results["dismissed_line"], "total = rectangle_area(",
+        "{show}"
+    );
+    assert_eq!(
+        results["steps"],
+        serde_json::json!(["type", "accepted", "dismissed", "done"]),
+        "{show}"
+    );
+    // The buffer was never saved: the file on disk is as written.
+    assert_eq!(std::fs::read_to_string(root.join("app.py")).unwrap(), app);
+
+    // The FIM request carried the typed prefix and the signature pyright gave for the function
+    // of the other file.
+    let calls = endpoint.fim_calls();
+    let first = calls
+        .first()
+        .unwrap_or_else(|| panic!("no FIM request: {show}"));
+    assert!(first.prompt.ends_with(typed), "{:?}", first.prompt);
+    assert!(
+        calls.iter().any(|call| call
+            .prompt
+            .contains("rectangle_area(width: float, height: float)")),
+        "{:?}",
+        calls.iter().map(|call| &call.prompt).collect::<Vec<_>>()
+    );
     endpoint.assert_no_violations();
 }
 

@@ -13,6 +13,7 @@ mod editors;
 mod file_search;
 mod first_contact;
 mod hardening;
+mod inline_completion;
 mod instructions;
 mod jobs;
 mod listen_auth;

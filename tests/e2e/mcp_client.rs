@@ -5,7 +5,9 @@
 //! log and every request replayed byte for byte; a server that crashes (restarted a bounded
 //! number of times, then reported as failed), one that hangs (the call's timeout) and one that
 //! answers with a line that is not JSON, each failing alone; a workspace `.mcp.json` that runs
-//! nothing until it is approved; and a server over streamable HTTP on a loopback port.
+//! nothing until it is approved, on the command line or from the editor (`serve` asks when a
+//! session would start, and `agent.mcp.approve`); and a server over streamable HTTP on a
+//! loopback port.
 
 use std::path::{Path, PathBuf};
 
@@ -390,4 +392,129 @@ fn a_streamable_http_server_is_listed_and_called() {
     endpoint.assert_no_violations();
     assert_eq!(endpoint.remaining_replies(), 0);
     assert_requests_replay(&fixture, &endpoint);
+}
+
+/// The `window/showMessageRequest`s the editor was sent, as their messages.
+fn questions(editor: &agent_tests::editor::Editor) -> Vec<String> {
+    editor
+        .server_requests
+        .iter()
+        .filter(|request| request["method"] == "window/showMessageRequest")
+        .map(|request| {
+            let actions: Vec<&str> = request["params"]["actions"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|action| action["title"].as_str().unwrap())
+                .collect();
+            assert_eq!(actions, ["Approve", "Not now"], "{request}");
+            request["params"]["message"].as_str().unwrap().to_owned()
+        })
+        .collect()
+}
+
+fn execute(editor: &mut agent_tests::editor::Editor, command: &str) -> Value {
+    let answer = editor.request(
+        "workspace/executeCommand",
+        json!({"command": command, "arguments": []}),
+    );
+    assert!(answer.get("error").is_none(), "{command}: {answer}");
+    answer["result"].clone()
+}
+
+#[test]
+fn the_editor_approves_a_workspace_file_when_a_session_starts_or_with_agent_mcp_approve() {
+    let marks = tempfile::tempdir().unwrap();
+    let mark = marks.path().join("repo-started");
+    let server = |mark: &Path| json!({"command": "node", "args": [scripted_server(), "hang", format!("mark={}", mark.display())]});
+    let file = json!({"mcpServers": {"repo": server(&mark)}});
+    let workspace = tempfile::tempdir().unwrap();
+    let root = workspace.path().canonicalize().unwrap();
+    std::fs::write(root.join(".mcp.json"), file.to_string()).unwrap();
+    let state = tempfile::tempdir().unwrap();
+    let config = state.path().join("config.toml");
+    std::fs::write(&config, "").unwrap();
+    let mut command = std::process::Command::new(agent_tests::workspace_bin("agent-lsp"));
+    command
+        .env("PATH", agent_tests::tools_path())
+        .env("AGENT_LSP_STATE_DIR", state.path())
+        .env("AGENT_LSP_CONFIG", &config)
+        .env_remove("DEEPSEEK_API_KEY")
+        .args(["--workspace", root.to_str().unwrap(), "serve"]);
+    let mut editor = agent_tests::editor::Editor::start(command);
+    editor.initialize(&root);
+
+    // The first session starts (agent.status makes it): the editor is asked, names each server
+    // and what it runs, and "Not now" starts nothing.
+    editor.message_answer = Some("Not now".into());
+    execute(&mut editor, "agent.status");
+    let asked = questions(&editor);
+    assert_eq!(asked.len(), 1, "{asked:?}");
+    assert!(
+        asked[0].contains(".mcp.json runs these MCP servers:"),
+        "{}",
+        asked[0]
+    );
+    assert!(
+        asked[0].contains(&format!("repo: node {} hang mark=", scripted_server())),
+        "{}",
+        asked[0]
+    );
+    assert!(!mark.exists(), "a server of an unapproved file was started");
+    // "Not now" holds for these contents on this connection: a new session does not ask again.
+    execute(&mut editor, "agent.session.new");
+    assert_eq!(questions(&editor).len(), 1);
+    assert!(!mark.exists());
+
+    // agent.mcp.approve asks again, and "Approve" records the digest as the CLI does.
+    editor.message_answer = Some("Approve".into());
+    let approved = execute(&mut editor, "agent.mcp.approve");
+    assert_eq!(approved["approved"], true, "{approved}");
+    assert_eq!(approved["servers"][0]["name"], "repo", "{approved}");
+    assert_eq!(questions(&editor).len(), 2);
+    let digest = approved["digest"].as_str().unwrap();
+    assert!(state.path().join("mcp/approved").join(digest).is_file());
+    let again = execute(&mut editor, "agent.mcp.approve");
+    assert_eq!(again["already"], true, "{again}");
+    // The running session's catalog does not change; the next session's has the server, which
+    // is started to list its tools.
+    assert!(!mark.exists());
+    execute(&mut editor, "agent.session.new");
+    assert!(
+        mark.exists(),
+        "the approved server did not start with the next session"
+    );
+    assert_eq!(questions(&editor).len(), 2);
+
+    // A changed file is asked about when the next session starts, and "Approve" there lets its
+    // new server join that very session.
+    let other_mark = marks.path().join("other-started");
+    let mut changed = file.clone();
+    changed["mcpServers"]["other"] = server(&other_mark);
+    std::fs::write(root.join(".mcp.json"), changed.to_string()).unwrap();
+    execute(&mut editor, "agent.session.new");
+    let asked = questions(&editor);
+    assert_eq!(asked.len(), 3, "{asked:?}");
+    assert!(asked[2].contains("other: node"), "{}", asked[2]);
+    assert!(
+        other_mark.exists(),
+        "the server approved at the session's start did not join it"
+    );
+    editor.shutdown();
+
+    // The command line sees the editor's approval.
+    let fixture_state = state.path();
+    let output = agent_tests::agent_lsp_command(fixture_state, &config, &root, &["mcp", "approve"])
+        .output()
+        .unwrap();
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    assert!(
+        String::from_utf8_lossy(&output.stdout).contains("is already approved"),
+        "{}",
+        String::from_utf8_lossy(&output.stdout)
+    );
 }

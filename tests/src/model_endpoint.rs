@@ -20,6 +20,9 @@
 //! ([`ModelEndpoint::requests`]), and served requests carry the [`Usage`] the endpoint reported,
 //! including the simulated prefix-cache hit.
 //!
+//! The fill-in-the-middle route (`POST /beta/completions`, `POST [/v1]/completions`) that inline
+//! completion uses has rules, a script and records of its own (`model_endpoint/fim.rs`).
+//!
 //! ```ignore
 //! let endpoint = ModelEndpoint::start(EndpointConfig::default())?;
 //! endpoint.push(ModelTurn::new().reasoning("look first").tool_call("read", r#"{"path":"a"}"#));
@@ -43,6 +46,7 @@
 //! The server runs on its own thread with its own runtime, so it serves sync tests and tests on any
 //! runtime alike, and a test that blocks its own runtime does not block the endpoint.
 
+mod fim;
 mod prompt;
 mod request;
 mod response;
@@ -65,6 +69,7 @@ use axum::response::Response;
 use serde_json::{Value, json};
 use tokio::sync::oneshot;
 
+pub use fim::{FimCall, FimReply, FimResponder};
 pub use prompt::{CACHE_BLOCK, MESSAGE_FRAME, text_tokens};
 
 use request::{Rejection, error_body};
@@ -645,6 +650,10 @@ struct EndpointState {
     /// How many of `violations` a test has seen.
     acknowledged: usize,
     cache: prompt::PrefixCache,
+    /// The FIM route's script, its standing responder, and its calls (`fim.rs`).
+    fim_script: VecDeque<FimReply>,
+    fim_responder: Option<FimResponder>,
+    fim_calls: Vec<FimCall>,
 }
 
 impl Shared {
@@ -846,6 +855,7 @@ enum Plan {
     HugeLine {
         bytes: usize,
     },
+    Fim(fim::FimPlan),
 }
 
 struct TurnPlan {
@@ -858,7 +868,8 @@ impl Plan {
     fn status(&self) -> u16 {
         match self {
             Plan::Json { status, .. } => *status,
-            Plan::Turn(_) | Plan::Hang { .. } | Plan::HugeLine { .. } => 200,
+            Plan::Fim(fim::FimPlan::Json { status, .. }) => *status,
+            Plan::Turn(_) | Plan::Hang { .. } | Plan::HugeLine { .. } | Plan::Fim(_) => 200,
         }
     }
 }
@@ -872,6 +883,9 @@ async fn handle(
     body: Bytes,
 ) -> Response {
     let plan = plan(&shared, &method, uri.path(), &headers, &body);
+    if let Plan::Fim(fim) = plan {
+        return fim::answer(shared, fim);
+    }
     answer(&shared.config, plan).await
 }
 
@@ -916,6 +930,9 @@ fn plan(shared: &Shared, method: &Method, path: &str, headers: &HeaderMap, raw: 
     .and_then(|()| match (method, route) {
         (&Method::GET, "/models") => Ok(models(config)),
         (&Method::POST, "/chat/completions") => chat(shared, index, raw),
+        (&Method::POST, "/beta/completions" | "/completions") => {
+            fim::plan(shared, index, path, raw).map(Plan::Fim)
+        }
         _ => Err(Rejection {
             status: 404,
             rule: Rule::UnknownRoute,
@@ -1109,6 +1126,7 @@ async fn answer(config: &EndpointConfig, plan: Plan) -> Response {
             None => std::future::pending().await,
         },
         Plan::HugeLine { bytes } => ok_response(true, response::huge_line(bytes)),
+        Plan::Fim(_) => unreachable!("FIM plans are answered by `fim::answer`"),
         Plan::Turn(plan) => {
             let turn = &plan.completion.turn;
             // Without keep-alive lines the wait comes before the headers: nothing at all arrives.

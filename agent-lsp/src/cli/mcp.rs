@@ -27,7 +27,8 @@ pub enum McpCommand {
         yes: bool,
     },
     /// Serve the lsp_* tools, `files`, read/list/glob/grep and the session views over MCP on
-    /// stdio, for other agents; every call is recorded in a session of its own.
+    /// stdio (or streamable HTTP with --http), for other agents; every call is recorded in a
+    /// session of its own.
     Serve(super::mcp_serve::McpServeArgs),
 }
 
@@ -73,31 +74,18 @@ fn list(workspace: &Path, json: bool) -> anyhow::Result<ExitCode> {
 }
 
 fn approve(workspace: &Path, yes: bool) -> anyhow::Result<ExitCode> {
-    let Some(crate::mcp::config::WorkspaceFile {
-        path: file,
-        digest,
-        servers,
-    }) = crate::mcp::config::read_workspace_file(workspace)?
-    else {
-        anyhow::bail!(
-            "the workspace has no {} to approve",
-            crate::mcp::config::WORKSPACE_FILE
-        );
-    };
+    use crate::mcp::approval::{Standing, no_file, standing};
     let root = state_root()?;
     let mut out = std::io::stdout().lock();
-    if crate::mcp::state::is_approved(&root, &digest) {
-        writeln!(out, "{} is already approved", file.display())?;
-        return Ok(ExitCode::SUCCESS);
-    }
-    writeln!(out, "{} runs these MCP servers:", file.display())?;
-    for (name, server) in &servers {
-        let what = server
-            .transport()
-            .map(|transport| transport.summary())
-            .unwrap_or_else(|error| format!("(invalid: {error})"));
-        writeln!(out, "  {name}: {what}")?;
-    }
+    let question = match standing(workspace, &root)? {
+        Standing::NoFile => return Err(no_file()),
+        Standing::Approved { file, .. } => {
+            writeln!(out, "{} is already approved", file.display())?;
+            return Ok(ExitCode::SUCCESS);
+        }
+        Standing::Unapproved(question) => question,
+    };
+    writeln!(out, "{}", question.describe())?;
     if !yes {
         if !std::io::stdin().is_terminal() {
             anyhow::bail!("nobody to ask here: run `agent-lsp mcp approve --yes` to approve");
@@ -111,7 +99,7 @@ fn approve(workspace: &Path, yes: bool) -> anyhow::Result<ExitCode> {
             return Ok(ExitCode::from(1));
         }
     }
-    crate::mcp::state::approve(&root, &digest, &file)?;
-    writeln!(out, "approved (sha256 {digest})")?;
+    question.approve(&root)?;
+    writeln!(out, "approved (sha256 {})", question.digest)?;
     Ok(ExitCode::SUCCESS)
 }

@@ -1,7 +1,9 @@
 //! `agent-lsp mcp serve`: build the tool runtime as `agent-lsp tool` does, add the MCP
 //! server's own tools, open the session that records the calls, and serve MCP over stdio
-//! until the client closes it (see [`crate::mcp_serve`]).
+//! until the client closes it, or over streamable HTTP (`--http ADDR`) until Ctrl-C or
+//! SIGTERM (see [`crate::mcp_serve`]).
 
+use std::net::SocketAddr;
 use std::process::ExitCode;
 use std::sync::Arc;
 
@@ -31,9 +33,21 @@ pub struct McpServeArgs {
     /// with --allow-write). Calls whose permission is `ask` are refused: nobody is asked.
     #[arg(long)]
     pub preset: Option<String>,
+    /// Serve streamable HTTP at http://ADDR/mcp instead of stdio (port 0 picks a free port;
+    /// the URL is printed on stderr). Only loopback addresses, unless --allow-remote.
+    #[arg(long, value_name = "ADDR")]
+    pub http: Option<SocketAddr>,
+    /// Let --http listen on an address that is not loopback. Anyone who reaches it can call the
+    /// tools (there is no authentication); requests must still name that address as `Host`.
+    #[arg(long, requires = "http")]
+    pub allow_remote: bool,
 }
 
 pub fn run(store: &Store, args: McpServeArgs) -> anyhow::Result<ExitCode> {
+    // Refuse a forbidden address before anything starts.
+    if let Some(address) = args.http {
+        crate::mcp_serve::http::check_address(address, args.allow_remote)?;
+    }
     let config = Config::load()?;
     let preset_name = args.preset.as_deref().unwrap_or(if args.allow_write {
         "standard"
@@ -80,17 +94,9 @@ pub fn run(store: &Store, args: McpServeArgs) -> anyhow::Result<ExitCode> {
         .enable_all()
         .build()?;
     tokio.block_on(async {
-        let served = server
-            .serve(rmcp::transport::stdio())
-            .await
-            .context("the MCP handshake failed");
-        let result = match served {
-            Ok(service) => service
-                .waiting()
-                .await
-                .map(drop)
-                .context("the MCP service failed"),
-            Err(error) => Err(error),
+        let result = match args.http {
+            Some(address) => serve_http(server, address).await,
+            None => serve_stdio(server).await,
         };
         shared.close().await;
         bridge.shutdown_all().await;
@@ -100,4 +106,37 @@ pub fn run(store: &Store, args: McpServeArgs) -> anyhow::Result<ExitCode> {
     // the connection, so nothing is lost by not waiting for it.
     tokio.shutdown_background();
     Ok(ExitCode::SUCCESS)
+}
+
+async fn serve_stdio(server: McpServer) -> anyhow::Result<()> {
+    let service = server
+        .serve(rmcp::transport::stdio())
+        .await
+        .context("the MCP handshake failed")?;
+    service
+        .waiting()
+        .await
+        .map(drop)
+        .context("the MCP service failed")
+}
+
+async fn serve_http(server: McpServer, address: SocketAddr) -> anyhow::Result<()> {
+    let listener = tokio::net::TcpListener::bind(address)
+        .await
+        .with_context(|| format!("failed to listen on {address}"))?;
+    let bound = listener.local_addr()?;
+    eprintln!(
+        "agent-lsp mcp serve: listening on http://{bound}{}",
+        crate::mcp_serve::http::PATH
+    );
+    let cancel = tokio_util::sync::CancellationToken::new();
+    let stop = cancel.clone();
+    tokio::spawn(async move {
+        if let Err(error) = crate::server::listen::stop_signal().await {
+            tracing::error!(%error, "cannot watch for signals; stop the server with SIGKILL");
+            return;
+        }
+        stop.cancel();
+    });
+    crate::mcp_serve::http::serve(server, listener, cancel).await
 }

@@ -20,6 +20,7 @@
 //! refused at a few MiB rather than read until memory runs out.
 
 mod error;
+mod fim;
 mod sse;
 mod stream;
 
@@ -35,6 +36,7 @@ use serde::{Deserialize, Serialize};
 use tokio_util::sync::CancellationToken;
 
 pub use self::error::{ProviderError, TimeoutPhase, classify_http_error, parse_retry_after};
+pub use self::fim::{FimAnswer, FimRequest};
 use self::stream::{Assembler, BodyError, read_sse, with_idle_timeout};
 pub use self::stream::{Completion, StreamDelta, UsageFigures};
 use crate::llm::{ModelRequest, wire};

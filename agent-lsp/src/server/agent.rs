@@ -12,6 +12,7 @@
 
 pub(crate) mod activity;
 pub(crate) mod buffers;
+mod mcp_approval;
 mod setup;
 mod ui;
 
@@ -56,6 +57,8 @@ pub(crate) struct Host {
     pub(crate) activity: Arc<crate::activity::Activity>,
     /// The board's entries the editor was shown as `$/progress`.
     shown: activity::Shown,
+    /// The `.mcp.json` contents this connection asked the programmer about.
+    mcp_asked: mcp_approval::Asked,
 }
 
 /// The session and what runs in it; made on first use.
@@ -219,6 +222,11 @@ impl Host {
         &self,
         shared: &Arc<Shared>,
     ) -> Result<tokio::sync::MutexGuard<'_, Option<State>>, ResponseError> {
+        if self.state.lock().await.is_none() {
+            // Asked without the session's lock; another caller may make the session meanwhile,
+            // which only makes the question moot.
+            self.offer_mcp_approval(shared, None).await;
+        }
         let mut state = self.state.lock().await;
         if state.is_none() {
             *state = Some(self.make_state(shared, None)?);
@@ -255,8 +263,14 @@ impl Host {
                 "a turn is running; cancel it (agent.cancel) before starting a new session",
             ));
         }
+        let preset = self
+            .state
+            .lock()
+            .await
+            .as_ref()
+            .map(|state| state.preset.clone());
+        self.offer_mcp_approval(shared, preset.as_ref()).await;
         let mut state = self.state.lock().await;
-        let preset = state.as_ref().map(|state| state.preset.clone());
         let fresh = self.make_state(shared, preset)?;
         let id = fresh.session.id().to_owned();
         *state = Some(fresh);

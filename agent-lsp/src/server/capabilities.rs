@@ -106,6 +106,7 @@ pub(super) async fn initialize(shared: &Arc<Shared>, params: Value) -> Reply {
     }
     start_file_index(shared, &folders[0]);
     super::agent::activity::watch(shared);
+    let inline_completion = start_inline_completion(shared, &bridge, &folders[0]);
 
     let mut capabilities = Map::new();
     for child in bridge.running() {
@@ -150,6 +151,12 @@ pub(super) async fn initialize(shared: &Arc<Shared>, params: Value) -> Reply {
         completion
             .entry("resolveProvider")
             .or_insert(Value::Bool(true));
+    }
+    if inline_completion {
+        capabilities.insert(
+            "inlineCompletionProvider".into(),
+            super::inline::capability(),
+        );
     }
     capabilities.insert("positionEncoding".into(), json!("utf-16"));
     capabilities.insert(
@@ -199,6 +206,41 @@ fn broad_folder(folder: &std::path::Path) -> Option<String> {
     let home = dirs::home_dir()?;
     let home = home.canonicalize().unwrap_or(home);
     (folder == home).then(|| format!("the home directory ({})", home.display()))
+}
+
+/// Inline completion's engine, when `[completion]` names a model: grounded in this
+/// connection's children, logged in the workspace's state directory. Whether it is on.
+fn start_inline_completion(shared: &Arc<Shared>, bridge: &Bridge, root: &std::path::Path) -> bool {
+    let config = match shared
+        .config
+        .completion
+        .resolve(|name| std::env::var(name).ok())
+    {
+        Ok(Some(config)) => config,
+        Ok(None) => return false,
+        Err(error) => {
+            shared.show_error(&format!("inline completion is off: {error:#}"));
+            return false;
+        }
+    };
+    let queries =
+        lsp_bridge::queries::Queries::new(Arc::new(bridge.clone()), shared.documents().clone());
+    let log = match crate::session::store::Store::for_workspace(root) {
+        Ok(store) => Some(crate::completion::log::CompletionLog::in_dir(
+            store.workspace_dir(),
+        )),
+        Err(error) => {
+            tracing::warn!("inline completions are not logged: {error:#}");
+            None
+        }
+    };
+    match crate::completion::Engine::new(config, Some(queries), log) {
+        Ok(engine) => shared.inline.set(Arc::new(engine)).is_ok(),
+        Err(error) => {
+            shared.show_error(&format!("inline completion is off: {error:#}"));
+            false
+        }
+    }
 }
 
 /// Index the workspace's paths in the background for `@path` completion, kept current by a

@@ -21,6 +21,8 @@
 //!   and the activity board's entries (`activity::Entry`: jobs and sub-agents, running and
 //!   recently ended).
 //! - `agent.activity.cancel {id}`: stop a running job or sub-agent of the board.
+//! - `agent.mcp.approve`: ask the programmer to approve the workspace's `.mcp.json` as it is
+//!   now (`window/showMessageRequest`), recorded as `agent-lsp mcp approve` records it.
 //! - `agent.goal.set {goal}`: the session's goal from now on (it replaces the first prompt as
 //!   the goal that every compaction carries verbatim), recorded in the session log; refused
 //!   while a turn runs and in a session whose preset has no `[plugins.plans]`.
@@ -64,7 +66,7 @@ use super::{Reply, ResponseError, Shared, codes, internal};
 use lsp_bridge::jsonrpc::decode_params as decode;
 
 /// The commands this server owns, announced in `executeCommandProvider`.
-pub const COMMANDS: [&str; 19] = [
+pub const COMMANDS: [&str; 20] = [
     "agent.ask",
     "agent.explain",
     "agent.send",
@@ -84,6 +86,7 @@ pub const COMMANDS: [&str; 19] = [
     "agent.memory.forget",
     "agent.memory.edit",
     "agent.activity.cancel",
+    "agent.mcp.approve",
 ];
 
 /// One of our commands with its argument, as the editor sent it.
@@ -104,6 +107,7 @@ enum Command {
     ContextRollback(context::RollbackArgument),
     Memory(memory::MemoryCommand),
     ActivityCancel(session::ActivityArgument),
+    McpApprove,
 }
 
 /// `workspace/executeCommand`'s params, as far as the envelope goes.
@@ -184,6 +188,7 @@ impl Command {
             "agent.session.new" => none(argument).map(|()| Command::SessionNew)?,
             "agent.session.list" => none(argument).map(|()| Command::SessionList)?,
             "agent.status" => none(argument).map(|()| Command::Status)?,
+            "agent.mcp.approve" => none(argument).map(|()| Command::McpApprove)?,
             other => {
                 return Err(ResponseError::new(
                     codes::METHOD_NOT_FOUND,
@@ -218,6 +223,7 @@ pub(super) async fn execute(
         Command::ContextRollback(argument) => context::rollback(shared, argument).await,
         Command::Memory(command) => memory::run(shared, command).await,
         Command::ActivityCancel(argument) => session::cancel_activity(shared, argument),
+        Command::McpApprove => host.approve_mcp(shared).await,
     }
 }
 

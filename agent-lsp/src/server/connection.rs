@@ -61,6 +61,8 @@ pub struct Shared {
     /// This editor's bridge offered to the workspace's other processes (`run`, `tool`,
     /// `mcp serve`), published from `initialize` as soon as no other process owns one.
     pub(super) shared_bridge: OnceLock<Arc<crate::shared_bridge::SharedBridge>>,
+    /// Inline completion, set at `initialize` when `[completion]` is on.
+    pub(super) inline: OnceLock<Arc<crate::completion::Engine>>,
 }
 
 impl Shared {
@@ -92,6 +94,7 @@ impl Shared {
             start_failures_shown: Mutex::new(Default::default()),
             agent_runtime,
             shared_bridge: OnceLock::new(),
+            inline: OnceLock::new(),
         }
     }
 

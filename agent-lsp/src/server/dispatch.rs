@@ -124,7 +124,7 @@ impl Server {
                     .lock()
                     .expect("in flight")
                     .insert(key.clone(), cancel.clone());
-                let on_agent_runtime = pending.is_command() && method == "workspace/executeCommand";
+                let on_agent_runtime = pending.on_agent_runtime();
                 let agent_runtime = shared.agent_runtime.clone();
                 let task = async move {
                     let handled = std::panic::AssertUnwindSafe(pending.finish(&shared, &cancel));

@@ -245,7 +245,7 @@ where
 }
 
 /// Ctrl-C or SIGTERM: stop listening (and remove the token file or socket on the way out).
-async fn stop_signal() -> anyhow::Result<()> {
+pub(crate) async fn stop_signal() -> anyhow::Result<()> {
     use tokio::signal::unix::{SignalKind, signal};
     let mut terminate = signal(SignalKind::terminate()).context("cannot watch for SIGTERM")?;
     let mut interrupt = signal(SignalKind::interrupt()).context("cannot watch for SIGINT")?;

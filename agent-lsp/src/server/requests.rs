@@ -16,8 +16,8 @@ use tokio_util::sync::CancellationToken;
 use super::children::{self, Sent};
 use super::router::{self, Kind, Lookup, Own, Route};
 use super::{
-    CHILD_REQUEST_TIMEOUT, Reply, ResponseError, Shared, code_actions, codes, commands, items,
-    prompts,
+    CHILD_REQUEST_TIMEOUT, Reply, ResponseError, Shared, code_actions, codes, commands, inline,
+    items, prompts,
 };
 
 /// What a request task answers: a child's result as it wrote it, or a reply of ours.
@@ -46,12 +46,13 @@ pub(super) enum Pending {
 }
 
 impl Pending {
-    /// Whether it runs an agent command (on the agent's runtime, off the proxy's thread).
-    pub(super) fn is_command(&self) -> bool {
+    /// Whether it runs on the agent's runtime, off the proxy's thread: an agent command, or an
+    /// inline completion (its model request and the servers' lookups).
+    pub(super) fn on_agent_runtime(&self) -> bool {
         matches!(
             self,
             Pending::Own {
-                own: Own::Command,
+                own: Own::Command | Own::Inline,
                 ..
             }
         )
@@ -249,6 +250,7 @@ impl Pending {
                 Own::Mention => {
                     Box::pin(prompts::mentions::complete_mention(shared, &params)).await
                 }
+                Own::Inline => Box::pin(inline::complete(shared, &params, cancel)).await,
                 _ => Box::pin(commands::execute(shared, params, cancel)).await,
             }),
         }

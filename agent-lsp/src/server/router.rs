@@ -9,6 +9,7 @@
 //! | `*/resolve` | the child that made the item ([`items`]); the server's own items, and items whose child does not resolve, are answered as they are |
 //! | `textDocument/codeAction` | [`Own::CodeActions`]: the document's child's actions, then the agent's |
 //! | `textDocument/completion` in a prompt document | [`Own::Mention`] |
+//! | `textDocument/inlineCompletion` | [`Own::Inline`], always: the server's own feature |
 //! | `workspace/executeCommand` | [`Own::Command`] for ours, else the child that announced the command |
 //! | `workspace/symbol` | [`Route::FanOut`]: every running child, answers merged |
 //! | a notification | the document's child, or every running child when it names no document |
@@ -69,6 +70,8 @@ pub(super) enum Own {
     Command,
     /// `@path` completion in a prompt document.
     Mention,
+    /// Inline completion (ghost text), for every document: never a child's.
+    Inline,
     /// The document's child's code actions (none for a prompt document or a file no server
     /// handles), then the agent's.
     CodeActions(Option<ToChild>),
@@ -111,6 +114,7 @@ pub(super) async fn route(
         "workspace/executeCommand" => return Some(command(shared, params)),
         "workspace/symbol" => return Some(Route::FanOut(children::running(shared))),
         "textDocument/completion" if prompt_document() => return Some(Route::Agent(Own::Mention)),
+        "textDocument/inlineCompletion" => return Some(Route::Agent(Own::Inline)),
         "textDocument/codeAction" => {
             let child = if prompt_document() {
                 None

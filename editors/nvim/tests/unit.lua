@@ -9,6 +9,7 @@ local context = require("agent_lsp.context")
 local plan_view = require("agent_lsp.plan")
 local memory_view = require("agent_lsp.memory")
 local activity_view = require("agent_lsp.activity")
+local inline = require("agent_lsp.inline")
 
 local passed, failed = 0, 0
 local function test(name, fn)
@@ -240,6 +241,22 @@ test("x in the activity float stops the entry under the cursor and shows the new
   eq(stopped, { "job-1@200" })
   eq(vim.api.nvim_buf_get_lines(buf, 0, -1, false), (activity_view.render(after)))
   vim.api.nvim_win_close(win, true)
+end)
+
+test("ghost text leaves out what is typed and what the range keeps after the cursor", function()
+  local item = function(text, start_col, end_col)
+    return { text = text, start_row = 0, start_col = start_col, end_row = 0, end_col = end_col }
+  end
+  -- At the cursor: the whole text.
+  eq(inline.ghost("x = f(", item("1, 2)", 6, 6), 6), { first = "1, 2)", more = {} })
+  -- The range starts before the cursor: the typed part is not drawn again.
+  eq(inline.ghost("x = f(1", item("1, 2)", 6, 6), 7), { first = ", 2)", more = {} })
+  -- The range replaces `)` after the cursor, which the text repeats: drawn once, by the line.
+  eq(inline.ghost("x = f()", item("1, 2)", 6, 7), 6), { first = "1, 2", more = {} })
+  -- Further lines go below.
+  eq(inline.ghost("def f():", item("\n    return 1", 8, 8), 8), { first = "", more = { "    return 1" } })
+  -- Text that does not continue what was typed is not shown.
+  eq(inline.ghost("x = g", item("f()", 4, 4), 5), nil)
 end)
 
 io.stdout:write(string.format("%d passed, %d failed\n", passed, failed))

@@ -34,6 +34,12 @@ print(Fläche(anzahl))
 
 export const NOTES = "What does @geo/shapes.py define?\n";
 
+/** Where the inline completion check types `zwei = Fläche` (line 3) and takes the ghost text. */
+export const INLINE = "from geo.shapes import Fläche\n\n\n";
+
+/** What the endpoint's FIM route answers to every inline completion request. */
+export const FIM_TEXT = "(2.0).doppelt()";
+
 export const README = "# Geometrie\n\nSee `geo/shapes.py`.\n";
 
 /** The streamed answer: 196 bytes, 49 chunks of 4 bytes, 50 ms apart. */
@@ -58,6 +64,7 @@ export function writeWorkspace(root) {
     "geo/shapes.py": SHAPES,
     "typos.py": TYPOS,
     "notes.agent.md": NOTES,
+    "inline.py": INLINE,
     "README.md": README,
     "pyrightconfig.json": JSON.stringify({ typeCheckingMode: "basic" }, null, 2) + "\n",
   };

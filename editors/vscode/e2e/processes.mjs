@@ -68,10 +68,10 @@ function started(command, args, options, log) {
 }
 
 /** The model endpoint serving `script`; its key must come with every request. */
-export async function startModelEndpoint(scriptFile, apiKey, log) {
+export async function startModelEndpoint(scriptFile, apiKey, log, fimText) {
   const child = started(
     path.join(paths.binaries, "model-endpoint"),
-    ["--script", scriptFile, "--api-key", apiKey, "--delta-bytes", "4"],
+    ["--script", scriptFile, "--api-key", apiKey, "--delta-bytes", "4", "--fim-text", fimText],
     {},
     log,
   );

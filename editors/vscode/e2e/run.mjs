@@ -9,7 +9,7 @@ import * as os from "node:os";
 import * as path from "node:path";
 import { chromium } from "playwright-core";
 
-import { API_KEY, ANSWER, PLAN, modelScript, writeWorkspace, MAIN } from "./fixture.mjs";
+import { API_KEY, ANSWER, FIM_TEXT, PLAN, modelScript, writeWorkspace, MAIN } from "./fixture.mjs";
 import * as processes from "./processes.mjs";
 import { Workbench, WAIT, pageHelpers } from "./ui.mjs";
 
@@ -28,6 +28,7 @@ const checks = [
   ["the plan the agent wrote is in the status bar and the Agent Plan view", plan],
   ["a background job is in the Agent Activity view, and its stop button kills it", activity],
   ["opening a README or a prompt document shows no error", noErrors],
+  ["inline completion: no ghost text while the setting is off, then the server's suggestion as ghost text, taken with Tab", inlineCompletion],
   ["a server that cannot start is reported once, with its reason and its output", startFailure],
 ];
 
@@ -262,6 +263,60 @@ async function noErrors(ui) {
   assert.deepEqual(errors, [], "error notifications were shown");
 }
 
+/** The FIM requests the endpoint answered so far (it logs a line for each). */
+function fimRequests(run) {
+  return (fs.readFileSync(run.endpointLog, "utf8").match(/FIM request #\d+ answered/g) ?? []).length;
+}
+
+async function inlineCompletion(ui, run) {
+  const ghost = ui.page.locator(".editor-group-container.active .ghost-text-decoration, .editor-group-container.active .ghost-text");
+  // agentLsp.inlineCompletion.enabled is false in the test's settings: typing asks nothing.
+  await ui.open("inline.py");
+  await ui.goTo(3, 1);
+  await ui.page.keyboard.type("zwei = Fläche");
+  await ui.waitForEditorText({ contains: ["zwei = Fläche"] }, "the typed line");
+  await ui.command("Trigger Inline Suggestion");
+  await ui.page.waitForTimeout(1500);
+  assert.equal(await ghost.count(), 0, "ghost text while agentLsp.inlineCompletion.enabled is off");
+  assert.equal(fimRequests(run), 0, "a FIM request while agentLsp.inlineCompletion.enabled is off");
+  await ui.screenshot("inline-off");
+  // Turned on in the Settings editor: the next request goes to the server, without a restart.
+  await ui.command("Preferences: Open User Settings");
+  await ui.page.locator(".settings-editor .settings-header .monaco-editor.focused").waitFor({ timeout: WAIT });
+  await ui.page.keyboard.type("agentLsp.inlineCompletion.enabled");
+  const checkbox = ui.page.locator('.settings-editor .setting-item-contents[data-key="agentLsp.inlineCompletion.enabled"] .setting-value-checkbox');
+  await checkbox.waitFor({ state: "visible", timeout: WAIT });
+  await checkbox.click();
+  await ui.page
+    .locator('.settings-editor .setting-item-contents[data-key="agentLsp.inlineCompletion.enabled"] .setting-value-checkbox.checked')
+    .waitFor({ timeout: WAIT });
+  await ui.open("inline.py");
+  await ui.goTo(3, "zwei = Fläche".length + 1);
+  // Typing triggers VS Code's automatic request; the palette's trigger asks again if that one
+  // came before pyright was ready to ground it (the answer is the same either way).
+  const shown = ghost.filter({ hasText: FIM_TEXT }).first();
+  const deadline = Date.now() + WAIT;
+  for (;;) {
+    await ui.command("Trigger Inline Suggestion");
+    try {
+      await shown.waitFor({ timeout: 5000 });
+      break;
+    } catch (error) {
+      if (Date.now() > deadline) {
+        throw error;
+      }
+    }
+  }
+  assert.ok(fimRequests(run) >= 1, "the ghost text came from the endpoint's FIM route");
+  await ui.screenshot("inline-ghost-text");
+  await ui.page.keyboard.press("Tab");
+  await ui.waitForEditorText({ contains: [`zwei = Fläche${FIM_TEXT}`] }, "the accepted suggestion");
+  await ghost.first().waitFor({ state: "detached", timeout: WAIT });
+  await ui.screenshot("inline-accepted");
+  // Leave the file as it was on disk for the checks after this one.
+  await ui.command("File: Revert File");
+}
+
 async function startFailure(ui, run) {
   // A binary that fails as a wrong one would: a reason on stderr, exit 2.
   const broken = path.join(run.temp, "broken-agent-lsp");
@@ -323,7 +378,8 @@ async function main() {
   let endpoint, codeServer, browser;
   const started = Date.now();
   try {
-    endpoint = await processes.startModelEndpoint(scriptFile, API_KEY, logs.endpoint);
+    run.endpointLog = logs.endpoint;
+    endpoint = await processes.startModelEndpoint(scriptFile, API_KEY, logs.endpoint, FIM_TEXT);
     const home = path.join(temp, "home");
     fs.mkdirSync(path.join(run.userDataDir, "User"), { recursive: true });
     fs.mkdirSync(home);
@@ -339,6 +395,9 @@ async function main() {
       "editor.hover.delay": 10000,
       "agentLsp.baseUrl": endpoint.baseUrl,
       "agentLsp.model": "deepseek-v4-flash",
+      // Off until the inline completion check turns it on, so that no ghost text comes into
+      // the checks before it.
+      "agentLsp.inlineCompletion.enabled": false,
     };
     fs.writeFileSync(path.join(run.userDataDir, "User/settings.json"), JSON.stringify(settings, null, 2));
     const configFile = path.join(temp, "code-server.yaml");
@@ -346,13 +405,20 @@ async function main() {
     // VS Code takes the extension host's environment from the user's login shell, so agent-lsp
     // and pyright are put on PATH where a user would: in the shell profile.
     fs.writeFileSync(path.join(home, ".bash_profile"), `export PATH="${paths.binaries}:${paths.tools}:$PATH"\n`);
-    fs.writeFileSync(path.join(temp, "agent-lsp.toml"), "");
+    // Inline completion from the endpoint's FIM route (its root, without `/v1`), with the same
+    // key the endpoint demands of every request.
+    const fimBase = endpoint.baseUrl.replace(/\/v1$/, "");
+    fs.writeFileSync(
+      path.join(temp, "agent-lsp.toml"),
+      `[completion]\nmodel = "deepseek-v4-flash"\nbase_url = "${fimBase}/beta"\napi_key_env = "AGENT_LSP_UI_FIM_KEY"\n`,
+    );
     const env = {
       PATH: process.env.PATH,
       HOME: home,
       SHELL: "/bin/bash",
       AGENT_LSP_STATE_DIR: path.join(temp, "state"),
       AGENT_LSP_CONFIG: path.join(temp, "agent-lsp.toml"),
+      AGENT_LSP_UI_FIM_KEY: API_KEY,
     };
     processes.installExtension({ extensionsDir, userDataDir: run.userDataDir, configFile, env });
     codeServer = await processes.startCodeServer({ userDataDir: run.userDataDir, extensionsDir, configFile, env, log: logs.codeServer });

@@ -29,7 +29,7 @@ import {
   sendArgument,
   toolArgument,
 } from "./logic/protocol";
-import { Settings, RESTART_SETTINGS, initializationOptions } from "./logic/settings";
+import { Settings, RESTART_SETTINGS, inlineCompletionEnabled, initializationOptions } from "./logic/settings";
 import { ServerController } from "./server";
 
 const SECRET_KEY = "agentLsp.apiKey";
@@ -67,6 +67,14 @@ async function startClient(context: vscode.ExtensionContext): Promise<void> {
     documentSelector,
     initializationOptions: initializationOptions(current, apiKey),
     middleware: {
+      // Ghost text from the server's `textDocument/inlineCompletion` (vscode-languageclient
+      // registers the provider when the server announces it): asked only while
+      // agentLsp.inlineCompletion.enabled is on, read at each request so that turning it off
+      // takes effect at once, without a restart.
+      provideInlineCompletionItems: (document, position, context, token, next) =>
+        inlineCompletionEnabled(vscode.workspace.getConfiguration("agentLsp", document))
+          ? next(document, position, context, token)
+          : undefined,
       // Turns started anywhere (palette, code actions, Ctrl+Enter) show in the status bar,
       // which cancels them on a click, and refresh it when they end.
       executeCommand: async (name, commandArgs, next) => {
@@ -323,6 +331,15 @@ export async function activate(context: vscode.ExtensionContext): Promise<void> 
       void vscode.window.setStatusBarMessage(`agent-lsp: new session ${result.session}`, 4000);
       void refreshStatus();
       contextView.refresh();
+    }
+  });
+  register("agentLsp.approveMcp", async () => {
+    // The server asks (a notification with Approve / Not now naming each server).
+    const result = await execute<{ approved: boolean; already: boolean; file: string }>(SERVER_COMMANDS.mcpApprove);
+    if (result?.already) {
+      void vscode.window.showInformationMessage(`agent-lsp: ${result.file} is already approved`);
+    } else if (result?.approved) {
+      void vscode.window.showInformationMessage(`agent-lsp: approved ${result.file}; its servers join the next session (Agent: New Session)`);
     }
   });
   register("agentLsp.listSessions", async () => {

@@ -24,6 +24,7 @@ M.commands = {
   memory_forget = "agent.memory.forget",
   memory_edit = "agent.memory.edit",
   activity_cancel = "agent.activity.cancel",
+  mcp_approve = "agent.mcp.approve",
 }
 
 --- Commands that run an agent turn (their answer comes when the turn ends).

@@ -32,6 +32,9 @@ local defaults = {
   --- omnifunc cannot do for quoted paths (it cuts an item at its first space). Set to false if
   --- nvim-cmp or blink.cmp completes there.
   prompt_completion = true,
+  --- Ghost text from the server's inline completions (`:help agent_lsp-inline`): `enabled`,
+  --- `debounce_ms`, `accept` and `dismiss` keys, `native` (0.12's `vim.lsp.inline_completion`).
+  inline_completion = vim.deepcopy(require("agent_lsp.inline").defaults),
   --- Extra fields for `vim.lsp.start` (capabilities from nvim-cmp or blink, handlers, ...).
   lsp = {},
 }
@@ -284,6 +287,22 @@ function M.new_session(opts)
   end)
 end
 
+--- `:AgentMcpApprove`: the server asks (with `vim.ui.select`) whether the workspace's `.mcp.json`
+--- servers, as the file is now, may run; they join the next session.
+function M.mcp_approve(opts)
+  return M.execute(ext.commands.mcp_approve, nil, (opts or {}).on_done or function(err, result)
+    if err then
+      notify(err.message, vim.log.levels.ERROR)
+    elseif result.already then
+      notify(result.file .. " is already approved")
+    elseif result.approved then
+      notify("approved " .. result.file .. "; its servers join the next session (:AgentNewSession)")
+    else
+      notify("not approved")
+    end
+  end)
+end
+
 function M.sessions(opts)
   return M.execute(ext.commands.session_list, nil, (opts or {}).on_done or function(err, result)
     if err then
@@ -471,6 +490,18 @@ function M.setup(opts)
     end
   end
   vim.api.nvim_clear_autocmds({ group = group })
+  -- Ghost text where the server offers inline completion (its capability is known once the
+  -- client is attached), never in prompt documents.
+  vim.api.nvim_create_autocmd("LspAttach", {
+    group = group,
+    callback = function(args)
+      local client = vim.lsp.get_client_by_id(args.data.client_id)
+      if client and client.name == M.name and not is_prompt_document(args.buf)
+        and (client.server_capabilities or {}).inlineCompletionProvider then
+        require("agent_lsp.inline").attach(args.buf, client, M.options.inline_completion)
+      end
+    end,
+  })
   vim.api.nvim_create_autocmd("FileType", {
     group = group,
     callback = function(args)

@@ -43,6 +43,7 @@ export const SERVER_COMMANDS = {
   memoryForget: "agent.memory.forget",
   memoryEdit: "agent.memory.edit",
   activityCancel: "agent.activity.cancel",
+  mcpApprove: "agent.mcp.approve",
 } as const;
 
 /** Commands that run an agent turn: the status bar is refreshed after each of them. */

@@ -98,3 +98,8 @@ export function initializationOptions(settings: Settings, apiKey: string | undef
 
 /** Settings whose change needs the server restarted (it reads them at `initialize`). */
 export const RESTART_SETTINGS = ["serverPath", "serverArgs", "model", "baseUrl", "preset"].map((name) => `agentLsp.${name}`);
+
+/** Whether to ask the server for ghost text: `agentLsp.inlineCompletion.enabled`, on by default. */
+export function inlineCompletionEnabled(config: { get<T>(key: string): T | undefined }): boolean {
+  return config.get<boolean>("inlineCompletion.enabled") !== false;
+}

@@ -1,7 +1,7 @@
 import { strict as assert } from "node:assert";
 import { test } from "node:test";
 
-import { RESTART_SETTINGS, initializationOptions, resolveServer } from "../logic/settings";
+import { RESTART_SETTINGS, initializationOptions, inlineCompletionEnabled, resolveServer } from "../logic/settings";
 
 const installed = (files: string[]) => ({ isExecutable: (file: string) => files.includes(file) });
 
@@ -44,4 +44,11 @@ test("the settings the server reads at initialize restart it", () => {
   assert.ok(RESTART_SETTINGS.includes("agentLsp.model"));
   assert.ok(RESTART_SETTINGS.includes("agentLsp.baseUrl"));
   assert.ok(!RESTART_SETTINGS.some((name) => /apiKey/i.test(name)));
+});
+
+test("inline completion is on unless the setting is false", () => {
+  const config = (value: unknown) => ({ get: <T>(key: string) => (key === "inlineCompletion.enabled" ? (value as T) : undefined) });
+  assert.equal(inlineCompletionEnabled(config(undefined)), true);
+  assert.equal(inlineCompletionEnabled(config(true)), true);
+  assert.equal(inlineCompletionEnabled(config(false)), false);
 });
