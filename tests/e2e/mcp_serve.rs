@@ -422,13 +422,17 @@ fn over_http_an_mcp_client_gets_what_it_gets_over_stdio() {
     assert_eq!(text(&http, 0), text(&stdio, 0), "{http}");
     assert_eq!(text(&http, 1), text(&stdio, 1));
     assert_eq!(http["calls"][2]["error"]["code"], -32602, "{http}");
+    // `agent-lsp tool` beside the running server is answered by the server's bridge (one
+    // warm bridge per workspace), whose transient copy of main.py is at a later version.
     let expected = tool_definition(workspace.path(), state.path());
     assert_eq!(
-        http["calls"][0]["result"]["content"][0]["text"]
-            .as_str()
-            .unwrap()
-            .trim_end(),
-        expected.trim_end()
+        without_version(
+            http["calls"][0]["result"]["content"][0]["text"]
+                .as_str()
+                .unwrap()
+                .trim_end()
+        ),
+        without_version(expected.trim_end())
     );
     // A second client of the same server is recorded in the same session as the first.
     let again = run_client(
@@ -578,4 +582,19 @@ fn the_mcp_inspector_cli_lists_the_tools_and_calls_lsp_definition() {
         called["content"][0]["text"].as_str().unwrap().trim_end(),
         expected.trim_end()
     );
+}
+
+/// An `lsp_*` answer without the version of the document it was computed on (`main.py v2]`
+/// becomes `main.py v]`), for answers of the same query made at different versions.
+fn without_version(text: &str) -> String {
+    let (stamp, rest) = text.split_once('\n').unwrap_or((text, ""));
+    let stamp = match stamp.rfind(" v") {
+        Some(at) => format!(
+            "{} v{}",
+            &stamp[..at],
+            stamp[at + 2..].trim_start_matches(|c: char| c.is_ascii_digit())
+        ),
+        None => stamp.to_owned(),
+    };
+    format!("{stamp}\n{rest}")
 }
