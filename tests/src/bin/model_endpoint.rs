@@ -5,8 +5,11 @@
 //! fails the UI test too.
 //!
 //! ```text
-//! model-endpoint --script replies.json [--api-key KEY] [--delta-bytes N]
+//! model-endpoint --script replies.json [--api-key KEY] [--delta-bytes N] [--fim TEXT]
 //! ```
+//!
+//! `--fim TEXT` answers every fill-in-the-middle request (`POST /v1/completions`,
+//! `/beta/completions`: inline completion) with TEXT, streamed; without it they are refused.
 //!
 //! The script is a JSON array of replies, answered in order:
 //! `{"content": "…", "reasoning": "…", "tool_calls": [{"name": "edit", "arguments": {…}}],
@@ -20,7 +23,7 @@ use std::io::{Read, Write};
 use std::process::ExitCode;
 use std::time::Duration;
 
-use agent_tests::model_endpoint::{EndpointConfig, ModelEndpoint, ModelTurn, Reply};
+use agent_tests::model_endpoint::{EndpointConfig, FimReply, ModelEndpoint, ModelTurn, Reply};
 use anyhow::{Context, bail};
 use serde::Deserialize;
 use serde_json::Value;
@@ -54,12 +57,14 @@ struct Options {
     script: std::path::PathBuf,
     api_key: Option<String>,
     delta_bytes: Option<usize>,
+    fim: Option<String>,
 }
 
 fn options() -> anyhow::Result<Options> {
     let mut script = None;
     let mut api_key = None;
     let mut delta_bytes = None;
+    let mut fim = None;
     let mut args = std::env::args().skip(1);
     while let Some(arg) = args.next() {
         let mut value = || args.next().with_context(|| format!("{arg} needs a value"));
@@ -67,8 +72,9 @@ fn options() -> anyhow::Result<Options> {
             "--script" => script = Some(value()?.into()),
             "--api-key" => api_key = Some(value()?),
             "--delta-bytes" => delta_bytes = Some(value()?.parse().context("--delta-bytes")?),
+            "--fim" => fim = Some(value()?),
             other => bail!(
-                "unknown argument `{other}`; usage: model-endpoint --script FILE [--api-key KEY] [--delta-bytes N]"
+                "unknown argument `{other}`; usage: model-endpoint --script FILE [--api-key KEY] [--delta-bytes N] [--fim TEXT]"
             ),
         }
     }
@@ -76,6 +82,7 @@ fn options() -> anyhow::Result<Options> {
         script: script.context("--script FILE is required")?,
         api_key,
         delta_bytes,
+        fim,
     })
 }
 
@@ -138,6 +145,12 @@ fn run() -> anyhow::Result<bool> {
     for (index, scripted) in script.into_iter().enumerate() {
         endpoint.push(reply(index, scripted)?);
     }
+    if let Some(text) = options.fim {
+        endpoint.fim_responder(std::sync::Arc::new(move |call| {
+            eprintln!("model-endpoint: FIM request #{} answered", call.index);
+            FimReply::text(text.clone())
+        }));
+    }
     let mut stdout = std::io::stdout();
     writeln!(stdout, "listening on {}", endpoint.base_url())?;
     stdout.flush()?;
@@ -152,8 +165,9 @@ fn run() -> anyhow::Result<bool> {
         eprintln!("model-endpoint: {left} scripted replies were not used");
     }
     eprintln!(
-        "model-endpoint: served {} chat requests",
-        endpoint.chat_requests().len()
+        "model-endpoint: served {} chat requests and {} FIM requests",
+        endpoint.chat_requests().len(),
+        endpoint.fim_calls().len()
     );
     Ok(violations.is_empty() && left == 0)
 }
