@@ -122,6 +122,8 @@ impl Engine {
             &windows.after,
         );
         let outcome = if let Some(shaped) = cached {
+            // Whatever the document asked before is older than this answer.
+            self.supersede(&request.document);
             record.cache_hit = true;
             Ok(Outcome::Suggested(shaped))
         } else {
@@ -183,6 +185,18 @@ impl Engine {
             previous.cancel();
         }
         (generation, token)
+    }
+
+    /// Cancel the document's request in flight, if any.
+    fn supersede(&self, document: &str) {
+        let previous = self
+            .in_flight
+            .lock()
+            .expect("completions in flight")
+            .remove(document);
+        if let Some((_, previous)) = previous {
+            previous.cancel();
+        }
     }
 
     fn end(&self, document: &str, generation: u64) {
