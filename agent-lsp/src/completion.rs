@@ -65,6 +65,11 @@ pub struct CompletionOptions {
     pub debounce_ms: Option<u64>,
     /// How long the language servers may take to answer the lookups (default 400).
     pub grounding_timeout_ms: Option<u64>,
+    /// How long a signature the servers gave is reused before it is asked again (default
+    /// 10000; 0 asks every time). Every keystroke changes the buffer, and a server answers
+    /// the next hover only once it has analysed the change, so asking again each time costs
+    /// that analysis per request, for signatures that rarely change while a line is typed.
+    pub signature_ttl_ms: Option<u64>,
     /// How long the whole model request may take (default 5000).
     pub timeout_ms: Option<u64>,
 }
@@ -83,6 +88,7 @@ pub struct CompletionConfig {
     pub context_lines: usize,
     pub debounce: Duration,
     pub grounding_timeout: Duration,
+    pub signature_ttl: Duration,
 }
 
 impl CompletionOptions {
@@ -161,6 +167,7 @@ impl CompletionOptions {
             context_lines: self.context_lines.unwrap_or(3),
             debounce: Duration::from_millis(self.debounce_ms.unwrap_or(25)),
             grounding_timeout: Duration::from_millis(self.grounding_timeout_ms.unwrap_or(400)),
+            signature_ttl: Duration::from_millis(self.signature_ttl_ms.unwrap_or(10_000)),
         }))
     }
 }

@@ -414,6 +414,19 @@ fn cases(notes: &Path, chat: &Path) -> Vec<Case> {
     let diagnostic = json!({"message": "unused name", "range": range});
     let position = json!({"line": 0, "character": 0});
     vec![
+        // `textDocument/inlineCompletion`: the server's own, read even when it is off.
+        request(
+            "textDocument/inlineCompletion",
+            "position is a string",
+            json!({"textDocument": {"uri": notes}, "position": "0:0"}),
+            &["position"],
+        ),
+        request(
+            "textDocument/inlineCompletion",
+            "no textDocument",
+            json!({"position": position}),
+            &["textDocument"],
+        ),
         // The envelope of `workspace/executeCommand`.
         request(
             "workspace/executeCommand",

@@ -5,8 +5,8 @@
 //!    most one request per document is in flight, and the newest is the one that matters);
 //! 3. a short debounce, so a burst of keystrokes asks once, at its end;
 //! 4. grounding: the identifiers near the cursor are looked up on the warm child servers
-//!    (hover, in parallel, each bounded by `grounding_timeout`) and their signatures put in
-//!    front of the prompt;
+//!    (hover, in parallel, each bounded by `grounding_timeout`; an answer is reused for
+//!    `signature_ttl`) and their signatures put in front of the prompt;
 //! 5. the FIM request, streamed, read only as long as the text can still change the
 //!    suggestion; cancelling (the editor's `$/cancelRequest`, or the next request for the
 //!    document) drops the connection;
@@ -35,6 +35,11 @@ use crate::llm::provider::{FimRequest, Provider, ProviderError};
 
 /// The most identifiers looked up for one request.
 const MAX_LOOKUPS: usize = 8;
+/// The most signatures kept for reuse; past it the table starts again.
+const MAX_SIGNATURES: usize = 1024;
+
+/// What a server answered for an identifier of a document, and when.
+type Signatures = HashMap<(String, String), (Instant, Option<Grounding>)>;
 
 /// What the edge asks about.
 #[derive(Clone, Debug)]
@@ -73,6 +78,9 @@ pub struct Engine {
     /// Document → (generation, cancellation) of its request in flight.
     in_flight: Mutex<HashMap<String, (u64, CancellationToken)>>,
     generation: AtomicU64,
+    /// (document, identifier) → its signature (or that it has none), reused for
+    /// `signature_ttl`.
+    signatures: Mutex<Signatures>,
 }
 
 impl Engine {
@@ -90,6 +98,7 @@ impl Engine {
             cache: Mutex::new(Cache::default()),
             in_flight: Mutex::new(HashMap::new()),
             generation: AtomicU64::new(0),
+            signatures: Mutex::new(HashMap::new()),
         })
     }
 
@@ -113,6 +122,8 @@ impl Engine {
             &windows.after,
         );
         let outcome = if let Some(shaped) = cached {
+            // Whatever the document asked before is older than this answer.
+            self.supersede(&request.document);
             record.cache_hit = true;
             Ok(Outcome::Suggested(shaped))
         } else {
@@ -174,6 +185,18 @@ impl Engine {
             previous.cancel();
         }
         (generation, token)
+    }
+
+    /// Cancel the document's request in flight, if any.
+    fn supersede(&self, document: &str) {
+        let previous = self
+            .in_flight
+            .lock()
+            .expect("completions in flight")
+            .remove(document);
+        if let Some((_, previous)) = previous {
+            previous.cancel();
+        }
     }
 
     fn end(&self, document: &str, generation: u64) {
@@ -266,7 +289,20 @@ impl Engine {
             return Vec::new();
         }
         let identifiers = context::identifiers_near(before, self.config.context_lines, MAX_LOOKUPS);
-        let lookups = identifiers.into_iter().map(|identifier| async move {
+        let ttl = self.config.signature_ttl;
+        let mut found = Vec::new();
+        let mut missing = Vec::new();
+        {
+            let signatures = self.signatures.lock().expect("signatures");
+            for identifier in identifiers {
+                let key = (request.document.clone(), identifier.name.clone());
+                match signatures.get(&key) {
+                    Some((at, known)) if at.elapsed() < ttl => found.extend(known.clone()),
+                    _ => missing.push(identifier),
+                }
+            }
+        }
+        let lookups = missing.into_iter().map(|identifier| async move {
             let position = SymbolPosition {
                 path: request.path.clone(),
                 line: identifier.line + 1,
@@ -276,11 +312,15 @@ impl Engine {
             let hover =
                 tokio::time::timeout(self.config.grounding_timeout, queries.hover(&position));
             match hover.await {
-                Ok(Ok(answer)) => context::signature_of(&answer.value).map(|text| Grounding {
-                    symbol: identifier.name,
-                    server: answer.server,
-                    text,
-                }),
+                Ok(Ok(answer)) => {
+                    let grounding = context::signature_of(&answer.value).map(|text| Grounding {
+                        symbol: identifier.name.clone(),
+                        server: answer.server,
+                        text,
+                    });
+                    Some((identifier.name, grounding))
+                }
+                // Not remembered: the next request asks again.
                 Ok(Err(error)) => {
                     tracing::debug!(symbol = %identifier.name, "no hover for grounding: {error}");
                     None
@@ -291,11 +331,17 @@ impl Engine {
                 }
             }
         });
-        futures_util::future::join_all(lookups)
-            .await
-            .into_iter()
-            .flatten()
-            .collect()
+        let answered = futures_util::future::join_all(lookups).await;
+        let mut signatures = self.signatures.lock().expect("signatures");
+        if signatures.len() > MAX_SIGNATURES {
+            signatures.clear();
+        }
+        let now = Instant::now();
+        for (name, grounding) in answered.into_iter().flatten() {
+            found.extend(grounding.clone());
+            signatures.insert((request.document.clone(), name), (now, grounding));
+        }
+        found
     }
 }
 

@@ -11,6 +11,9 @@ use serde::{Deserialize, Serialize};
 
 /// The log's file name in the workspace's state directory.
 pub const FILE_NAME: &str = "completions.jsonl";
+/// Past this size the log is renamed to `completions.jsonl.1` (replacing the one before) and
+/// started again: a line per keystroke adds up, and the summary is about recent work.
+pub const MAX_BYTES: u64 = 16 << 20;
 
 /// One request, whatever became of it.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
@@ -69,11 +72,21 @@ impl CompletionLog {
     }
 
     /// Append one record: a single write of one line to a file opened for appending, so lines
-    /// of two writers never interleave.
+    /// of two writers never interleave. A log past [`MAX_BYTES`] is rotated first.
     pub fn append(&self, record: &Record) -> anyhow::Result<()> {
+        self.append_within(record, MAX_BYTES)
+    }
+
+    fn append_within(&self, record: &Record, max_bytes: u64) -> anyhow::Result<()> {
         if let Some(dir) = self.path.parent() {
             std::fs::create_dir_all(dir)
                 .with_context(|| format!("failed to create {}", dir.display()))?;
+        }
+        if std::fs::metadata(&self.path).is_ok_and(|metadata| metadata.len() > max_bytes) {
+            let mut rotated = self.path.clone().into_os_string();
+            rotated.push(".1");
+            std::fs::rename(&self.path, &rotated)
+                .with_context(|| format!("failed to rotate {}", self.path.display()))?;
         }
         let mut line = serde_json::to_vec(record).expect("a record serializes");
         line.push(b'\n');
@@ -199,5 +212,19 @@ mod tests {
         assert_eq!(stats.overhead_p50_ms, 5.0);
         assert_eq!(stats.cancelled_share, 0.25);
         assert_eq!(stats.cache_hit_share, 0.25);
+    }
+
+    #[test]
+    fn a_log_past_its_size_is_rotated_and_started_again() {
+        let dir = tempfile::tempdir().unwrap();
+        let log = CompletionLog::in_dir(dir.path());
+        for _ in 0..3 {
+            log.append_within(&Record::default(), 100).unwrap();
+        }
+        let first = std::fs::metadata(log.path()).unwrap().len();
+        assert!(first > 100, "{first}");
+        log.append_within(&Record::default(), 100).unwrap();
+        assert_eq!(log.read().unwrap().len(), 1);
+        assert!(dir.path().join("completions.jsonl.1").exists());
     }
 }
