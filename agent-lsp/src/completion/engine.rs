@@ -19,7 +19,7 @@
 
 use std::collections::HashMap;
 use std::path::PathBuf;
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
@@ -39,7 +39,14 @@ const MAX_LOOKUPS: usize = 8;
 const MAX_SIGNATURES: usize = 1024;
 
 /// What a server answered for an identifier of a document, and when.
-type Signatures = HashMap<(String, String), (Instant, Option<Grounding>)>;
+/// (document, identifier) → when its signature was asked and what came (`None`: it has none),
+/// and the lookups still running, so a slow server is asked once per identifier, not once per
+/// keystroke.
+#[derive(Default)]
+struct Signatures {
+    known: HashMap<(String, String), (Instant, Option<Grounding>)>,
+    asking: std::collections::HashSet<(String, String)>,
+}
 
 /// What the edge asks about.
 #[derive(Clone, Debug)]
@@ -80,7 +87,7 @@ pub struct Engine {
     generation: AtomicU64,
     /// (document, identifier) → its signature (or that it has none), reused for
     /// `signature_ttl`.
-    signatures: Mutex<Signatures>,
+    signatures: Arc<Mutex<Signatures>>,
 }
 
 impl Engine {
@@ -98,7 +105,7 @@ impl Engine {
             cache: Mutex::new(Cache::default()),
             in_flight: Mutex::new(HashMap::new()),
             generation: AtomicU64::new(0),
-            signatures: Mutex::new(HashMap::new()),
+            signatures: Arc::default(),
         })
     }
 
@@ -279,8 +286,11 @@ impl Engine {
         })
     }
 
-    /// The signatures of the identifiers near the cursor, from the document's server; those
-    /// not answered within `grounding_timeout` are left out.
+    /// The signatures of the identifiers near the cursor, from the document's server. Those
+    /// not answered within `grounding_timeout` are left out of this request, but their lookups
+    /// go on and fill the cache for the next keystroke: the first request after a file opens
+    /// finds the server still analysing it, and would otherwise leave every later one
+    /// ungrounded too.
     async fn ground(&self, request: &Request, before: &str) -> Vec<Grounding> {
         let Some(queries) = &self.queries else {
             return Vec::new();
@@ -291,55 +301,42 @@ impl Engine {
         let identifiers = context::identifiers_near(before, self.config.context_lines, MAX_LOOKUPS);
         let ttl = self.config.signature_ttl;
         let mut found = Vec::new();
-        let mut missing = Vec::new();
-        {
-            let signatures = self.signatures.lock().expect("signatures");
-            for identifier in identifiers {
-                let key = (request.document.clone(), identifier.name.clone());
-                match signatures.get(&key) {
-                    Some((at, known)) if at.elapsed() < ttl => found.extend(known.clone()),
-                    _ => missing.push(identifier),
-                }
-            }
-        }
-        let lookups = missing.into_iter().map(|identifier| async move {
-            let position = SymbolPosition {
-                path: request.path.clone(),
-                line: identifier.line + 1,
-                symbol: identifier.name.clone(),
-                column: Some(identifier.column + 1),
-            };
-            let hover =
-                tokio::time::timeout(self.config.grounding_timeout, queries.hover(&position));
-            match hover.await {
-                Ok(Ok(answer)) => {
-                    let grounding = context::signature_of(&answer.value).map(|text| Grounding {
-                        symbol: identifier.name.clone(),
-                        server: answer.server,
-                        text,
-                    });
-                    Some((identifier.name, grounding))
-                }
-                // Not remembered: the next request asks again.
-                Ok(Err(error)) => {
-                    tracing::debug!(symbol = %identifier.name, "no hover for grounding: {error}");
-                    None
-                }
-                Err(_) => {
-                    tracing::debug!(symbol = %identifier.name, "hover for grounding timed out");
-                    None
-                }
-            }
-        });
-        let answered = futures_util::future::join_all(lookups).await;
+        let mut lookups = Vec::new();
         let mut signatures = self.signatures.lock().expect("signatures");
-        if signatures.len() > MAX_SIGNATURES {
-            signatures.clear();
+        if signatures.known.len() > MAX_SIGNATURES {
+            signatures.known.clear();
         }
-        let now = Instant::now();
-        for (name, grounding) in answered.into_iter().flatten() {
-            found.extend(grounding.clone());
-            signatures.insert((request.document.clone(), name), (now, grounding));
+        for identifier in identifiers {
+            let key = (request.document.clone(), identifier.name.clone());
+            match signatures.known.get(&key) {
+                Some((at, known)) if at.elapsed() < ttl => found.extend(known.clone()),
+                // Asked by an earlier request and not answered yet: this one goes without.
+                _ if signatures.asking.contains(&key) => {}
+                _ => {
+                    signatures.asking.insert(key.clone());
+                    let position = SymbolPosition {
+                        path: request.path.clone(),
+                        line: identifier.line + 1,
+                        symbol: identifier.name.clone(),
+                        column: Some(identifier.column + 1),
+                    };
+                    lookups.push(tokio::spawn(look_up(
+                        queries.clone(),
+                        self.signatures.clone(),
+                        key,
+                        position,
+                    )));
+                }
+            }
+        }
+        drop(signatures);
+        let deadline = tokio::time::Instant::now() + self.config.grounding_timeout;
+        for lookup in lookups {
+            match tokio::time::timeout_at(deadline, lookup).await {
+                Ok(Ok(grounding)) => found.extend(grounding),
+                Ok(Err(error)) => tracing::debug!("a grounding lookup failed: {error}"),
+                Err(_) => tracing::debug!("a grounding lookup is still running; left for the next request"),
+            }
         }
         found
     }
@@ -347,4 +344,34 @@ impl Engine {
 
 fn millis(duration: Duration) -> f64 {
     (duration.as_secs_f64() * 1000.0 * 100.0).round() / 100.0
+}
+
+/// Ask the server for one identifier's hover and remember its signature (or that it has
+/// none); a failure is not remembered, so the next request asks again.
+async fn look_up(
+    queries: Queries,
+    signatures: Arc<Mutex<Signatures>>,
+    key: (String, String),
+    position: SymbolPosition,
+) -> Option<Grounding> {
+    let answer = queries.hover(&position).await;
+    let mut signatures = signatures.lock().expect("signatures");
+    signatures.asking.remove(&key);
+    match answer {
+        Ok(answer) => {
+            let grounding = context::signature_of(&answer.value).map(|text| Grounding {
+                symbol: key.1.clone(),
+                server: answer.server,
+                text,
+            });
+            signatures
+                .known
+                .insert(key, (Instant::now(), grounding.clone()));
+            grounding
+        }
+        Err(error) => {
+            tracing::debug!(symbol = %key.1, "no hover for grounding: {error}");
+            None
+        }
+    }
 }
