@@ -8,8 +8,8 @@ use agent_lsp::session::History;
 use agent_lsp::session::event::EventBody;
 use agent_tests::cli::CliFixture;
 use agent_tests::model_endpoint::{EndpointConfig, ModelEndpoint, ModelTurn, Reply};
-use agent_tests::session_log::tool_results;
-use serde_json::{Value, json};
+use agent_tests::session_log::{assistant_texts, tool_results};
+use serde_json::json;
 
 /// A Python project with 12 calls of `helper`, defined in `lib.py`.
 fn project() -> CliFixture {
@@ -166,9 +166,7 @@ fn a_program_greps_and_asks_pyright_for_twelve_definitions_in_one_step() {
     }
 
     // The trajectory shows the nested calls as subtool cells under the run_code cell.
-    let trajectory: Value =
-        serde_json::from_str(&fixture.ok(&["session", "trajectory", &id, "--format", "json"]))
-            .unwrap();
+    let trajectory = fixture.trajectory(&id);
     let cell = trajectory["cells"]
         .as_array()
         .unwrap()
@@ -276,14 +274,7 @@ fn hostile_programs_each_end_with_their_own_error_and_the_run_goes_on() {
     );
     assert_eq!(calls.len(), nested_results.len());
     assert_eq!(history.surface().pending_calls().count(), 0);
-    let answers = history
-        .events()
-        .iter()
-        .filter_map(|event| match &event.body {
-            EventBody::AssistantMessage(message) => Some(message.text.clone()),
-            _ => None,
-        })
-        .collect::<Vec<_>>();
+    let answers = assistant_texts(&history);
     assert_eq!(answers.last().unwrap(), "All refused.");
 }
 

@@ -15,7 +15,7 @@ use agent_tests::cli::CliFixture;
 use agent_tests::model_endpoint::{
     ChatRequest, EndpointConfig, ModelEndpoint, ModelTurn, Reply, Route,
 };
-use agent_tests::session_log::{picked, tool_results};
+use agent_tests::session_log::{assistant_texts, picked, tool_results};
 use serde_json::{Value, json};
 
 /// Few retries with short waits, so a failing endpoint fails fast.
@@ -277,14 +277,7 @@ fn two_tasks_in_one_step_run_concurrently_and_answer_in_call_order() {
     }
 
     // The trajectory nests each child's calls under its `task` cell, raw.
-    let trajectory: Value = serde_json::from_str(&fixture.ok(&[
-        "session",
-        "trajectory",
-        &parent_id,
-        "--format",
-        "json",
-    ]))
-    .unwrap();
+    let trajectory = fixture.trajectory(&parent_id);
     let tasks = trajectory["cells"]
         .as_array()
         .unwrap()
@@ -407,14 +400,7 @@ fn budgets_and_a_failing_endpoint_end_children_and_the_parent_goes_on() {
         .count();
     assert_eq!(failures, 3);
     // The parent read the three results and answered.
-    let answers = parent
-        .events()
-        .iter()
-        .filter_map(|event| match &event.body {
-            EventBody::AssistantMessage(message) => Some(message.text.clone()),
-            _ => None,
-        })
-        .collect::<Vec<_>>();
+    let answers = assistant_texts(&parent);
     assert_eq!(answers.last().unwrap(), "Went on without them.");
     // Every child's log is consistent: every call it made has its result.
     for child in &children {
@@ -562,14 +548,7 @@ fn a_preset_that_allows_depth_two_nests_a_grandchild_and_the_trajectory_nests_it
             .starts_with("child got: grand ALPHA")
     );
     // parent's task cell → the child's task subtool → the grandchild's read subtool.
-    let trajectory: Value = serde_json::from_str(&fixture.ok(&[
-        "session",
-        "trajectory",
-        &parent_id,
-        "--format",
-        "json",
-    ]))
-    .unwrap();
+    let trajectory = fixture.trajectory(&parent_id);
     let task_cell = trajectory["cells"]
         .as_array()
         .unwrap()

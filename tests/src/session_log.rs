@@ -21,3 +21,11 @@ pub fn tool_results(history: &History, name: &str) -> Vec<(String, String)> {
         _ => None,
     })
 }
+
+/// The text of every assistant message in the log, in log order.
+pub fn assistant_texts(history: &History) -> Vec<String> {
+    picked(history, |body| match body {
+        EventBody::AssistantMessage(message) => Some(message.text.clone()),
+        _ => None,
+    })
+}
