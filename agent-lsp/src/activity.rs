@@ -28,6 +28,16 @@ pub enum Kind {
     Subagent,
 }
 
+impl Kind {
+    /// The kind as the views name it (`job`, `sub-agent`).
+    pub fn word(self) -> &'static str {
+        match self {
+            Kind::Job => "job",
+            Kind::Subagent => "sub-agent",
+        }
+    }
+}
+
 /// One running (or recently ended) job or sub-agent.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct Entry {

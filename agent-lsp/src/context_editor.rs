@@ -207,12 +207,7 @@ pub fn segments(history: &History, preview_chars: usize) -> Vec<Segment> {
                         detail.files.extend(paths_in_arguments(&call.arguments));
                         text.push_str(&format!("\n→ {} {}", call.name, call.arguments));
                     }
-                    let names = assistant
-                        .tool_calls
-                        .iter()
-                        .map(|call| call.name.as_str())
-                        .collect::<Vec<_>>();
-                    format!("model → {}", names.join(", "))
+                    format!("model → {}", ToolCallRef::names(&assistant.tool_calls))
                 };
                 if let Some(edit) = event_edit_id(history, event.seq) {
                     detail.edit_id = Some(edit);

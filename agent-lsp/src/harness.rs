@@ -87,13 +87,14 @@ pub fn host(
     activity: Arc<Activity>,
 ) -> PluginHost {
     PluginHost {
-        workspace: store.workspace().to_owned(),
         state_dir: Some(store.workspace_dir().to_owned()),
-        preset: preset.name.clone(),
-        context_window: preset.file.model.context_window,
         provider,
         activity,
-        subagents: None,
+        ..PluginHost::detached(
+            store.workspace(),
+            &preset.name,
+            preset.file.model.context_window,
+        )
     }
 }
 
@@ -183,15 +184,7 @@ pub fn parse_preset(
 ) -> anyhow::Result<Preset> {
     let preset = Preset::parse(name, origin, text)?;
     check_preset(&preset)?;
-    let host = PluginHost {
-        workspace: workspace.to_owned(),
-        state_dir: None,
-        preset: preset.name.clone(),
-        context_window: preset.file.model.context_window,
-        provider: None,
-        activity: Default::default(),
-        subagents: None,
-    };
+    let host = PluginHost::detached(workspace, &preset.name, preset.file.model.context_window);
     let assembly = assemble(&preset, &host)?;
     let bridge = lsp_bridge::Bridge::new(lsp_bridge::BridgeConfig::builtin(), Vec::new());
     let documents = Arc::new(lsp_bridge::documents::DocumentMirror::new());
@@ -225,15 +218,11 @@ mod tests {
         for (name, _) in crate::preset::BUILTIN {
             let preset = Preset::builtin(name).unwrap();
             check_preset(&preset).unwrap();
-            let host = PluginHost {
-                workspace: workspace.path().to_owned(),
-                state_dir: None,
-                preset: preset.name.clone(),
-                context_window: preset.file.model.context_window,
-                provider: None,
-                activity: Default::default(),
-                subagents: None,
-            };
+            let host = PluginHost::detached(
+                workspace.path(),
+                &preset.name,
+                preset.file.model.context_window,
+            );
             let assembly = assemble(&preset, &host).unwrap();
             let plugins = assembly
                 .plugins
@@ -364,15 +353,11 @@ mod tests {
             crate::preset::catalog::builtin_text("standard").unwrap()
         );
         let preset = Preset::parse("all", "all.toml", &every_plugin).unwrap();
-        let host = PluginHost {
-            workspace: workspace.path().to_owned(),
-            state_dir: None,
-            preset: preset.name.clone(),
-            context_window: preset.file.model.context_window,
-            provider: None,
-            activity: Default::default(),
-            subagents: None,
-        };
+        let host = PluginHost::detached(
+            workspace.path(),
+            &preset.name,
+            preset.file.model.context_window,
+        );
         let plugin_tools = assemble(&preset, &host).unwrap().tools;
         let mut names: Vec<String> = ToolRegistry::standard()
             .names()

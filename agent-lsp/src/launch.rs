@@ -24,7 +24,7 @@ use crate::plugin::Plugin;
 use crate::plugin::registry::PluginHost;
 use crate::plugin::tool::Tool;
 use crate::preset::{Preset, PresetDirs};
-use crate::session::event::{EventBody, ParentLink, SubagentEnd};
+use crate::session::event::{EventBody, ParentLink, SubagentEnd, ToolCallRef};
 use crate::session::log::Durability;
 use crate::session::store::Store;
 use crate::session::{History, Session};
@@ -391,11 +391,7 @@ impl TurnUi for ActivityUi {
                 self.activity.detail(&self.id, &format!("step {step}"));
             }
             AgentEvent::ToolsBeforeCall { step, calls, .. } => {
-                let names = calls
-                    .iter()
-                    .map(|call| call.name.as_str())
-                    .collect::<Vec<_>>()
-                    .join(", ");
+                let names = ToolCallRef::names(calls);
                 self.activity
                     .detail(&self.id, &format!("step {step}: {names}"));
             }

@@ -20,6 +20,7 @@
 pub mod approval;
 pub mod client;
 pub mod config;
+pub mod lines;
 pub mod state;
 pub mod tool;
 

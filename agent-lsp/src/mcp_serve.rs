@@ -1,5 +1,5 @@
 //! `agent-lsp mcp serve`: the workspace's code navigation as a Model Context Protocol server,
-//! for other agents (Claude Code, Codex, an IDE's assistant) to call over stdio, or over
+//! for other agents (Claude Code, Codex, an IDE's assistant) to call over stdio ([`stdio`]), or over
 //! streamable HTTP on a loopback port ([`http`]).
 //!
 //! What it serves, and why it is built this way:
@@ -23,12 +23,15 @@
 //! - **Errors in two kinds, as MCP asks.** A call that reached a tool and failed (bad
 //!   arguments, a refused permission, a timeout) is a result with `isError` and the text the
 //!   model would read; only an unroutable request (an unknown tool) or a failure to record
-//!   the call is a JSON-RPC error. rmcp answers malformed messages itself and keeps serving.
+//!   the call is a JSON-RPC error. rmcp answers malformed messages itself and keeps serving;
+//!   on stdio a line that is not JSON, which rmcp would skip, gets a `-32700` answer with a
+//!   null id from the line filter in front of it ([`stdio`]).
 //!
 //! The server identifies itself as `agent-lsp` with the crate's version, and marks the tools
 //! that only read with `readOnlyHint` (from [`Tool::read_only`](crate::tools::Tool)).
 
 pub mod http;
+pub mod stdio;
 pub mod tools;
 
 use std::sync::Arc;

@@ -8,14 +8,8 @@ use agent_lsp::session::History;
 use agent_lsp::session::event::EventBody;
 use agent_tests::cli::CliFixture;
 use agent_tests::model_endpoint::{EndpointConfig, ModelEndpoint, ModelTurn, Reply};
-use serde_json::{Value, json};
-
-fn call(name: &str, arguments: Value) -> Reply {
-    ModelTurn::new()
-        .reasoning("Next.")
-        .tool_call(name, arguments.to_string())
-        .into()
-}
+use agent_tests::session_log::{assistant_texts, tool_results};
+use serde_json::json;
 
 /// A Python project with 12 calls of `helper`, defined in `lib.py`.
 fn project() -> CliFixture {
@@ -74,19 +68,6 @@ fn nested(history: &History) -> (Vec<NestedCall>, Vec<(String, String)>) {
     (calls, results)
 }
 
-fn results_of(history: &History, name: &str) -> Vec<(String, String)> {
-    history
-        .events()
-        .iter()
-        .filter_map(|event| match &event.body {
-            EventBody::ToolResult(result) if result.name == name => {
-                Some((result.call_id.clone(), result.text.clone()))
-            }
-            _ => None,
-        })
-        .collect()
-}
-
 const PROGRAM: &str = r#"const hits = (await tools.grep({pattern: "helper\\(", path: "app.py"})).split("\n").filter(l => /^app\.py:\d+:/.test(l));
 const rows = [];
 for (const hit of hits) {
@@ -103,7 +84,10 @@ return rows.length;"#;
 fn a_program_greps_and_asks_pyright_for_twelve_definitions_in_one_step() {
     let fixture = project();
     let endpoint = ModelEndpoint::start(EndpointConfig::default()).unwrap();
-    endpoint.push(call("run_code", json!({"code": PROGRAM})));
+    endpoint.push(ModelTurn::thinking_call(
+        "run_code",
+        json!({"code": PROGRAM}),
+    ));
     endpoint.push(Reply::from_fn(|request| {
         Reply::text(format!("Definitions:\n{}", request.tool_result_text()))
     }));
@@ -118,7 +102,7 @@ fn a_program_greps_and_asks_pyright_for_twelve_definitions_in_one_step() {
     assert_eq!(endpoint.chat_requests().len(), 2);
 
     let history = session(&fixture);
-    let run_code = results_of(&history, "run_code");
+    let run_code = tool_results(&history, "run_code");
     assert_eq!(run_code.len(), 1);
     let (parent, table) = &run_code[0];
     let rows = table
@@ -182,9 +166,7 @@ fn a_program_greps_and_asks_pyright_for_twelve_definitions_in_one_step() {
     }
 
     // The trajectory shows the nested calls as subtool cells under the run_code cell.
-    let trajectory: Value =
-        serde_json::from_str(&fixture.ok(&["session", "trajectory", &id, "--format", "json"]))
-            .unwrap();
+    let trajectory = fixture.trajectory(&id);
     let cell = trajectory["cells"]
         .as_array()
         .unwrap()
@@ -277,7 +259,7 @@ fn hostile_programs_each_end_with_their_own_error_and_the_run_goes_on() {
     );
     endpoint.assert_no_violations();
     let history = session(&fixture);
-    let results = results_of(&history, "run_code");
+    let results = tool_results(&history, "run_code");
     assert_eq!(results.len(), programs.len());
     for ((what, _, expected), (_, text)) in programs.iter().zip(&results) {
         assert!(text.starts_with("error: "), "{what}: {text}");
@@ -292,14 +274,7 @@ fn hostile_programs_each_end_with_their_own_error_and_the_run_goes_on() {
     );
     assert_eq!(calls.len(), nested_results.len());
     assert_eq!(history.surface().pending_calls().count(), 0);
-    let answers = history
-        .events()
-        .iter()
-        .filter_map(|event| match &event.body {
-            EventBody::AssistantMessage(message) => Some(message.text.clone()),
-            _ => None,
-        })
-        .collect::<Vec<_>>();
+    let answers = assistant_texts(&history);
     assert_eq!(answers.last().unwrap(), "All refused.");
 }
 
@@ -307,7 +282,7 @@ fn hostile_programs_each_end_with_their_own_error_and_the_run_goes_on() {
 fn cancelling_the_turn_stops_a_running_program() {
     let fixture = project();
     let endpoint = ModelEndpoint::start(EndpointConfig::default()).unwrap();
-    endpoint.push(call(
+    endpoint.push(ModelTurn::thinking_call(
         "run_code",
         json!({"code": "await tools.list({path: '.'});\nwhile (true) {}"}),
     ));
@@ -345,7 +320,7 @@ fn cancelling_the_turn_stops_a_running_program() {
         "the program ran on after the cancel"
     );
     let history = session(&fixture);
-    let results = results_of(&history, "run_code");
+    let results = tool_results(&history, "run_code");
     assert_eq!(results.len(), 1);
     assert!(results[0].1.contains("cancelled"), "{}", results[0].1);
     assert_eq!(history.surface().pending_calls().count(), 0);

@@ -64,12 +64,10 @@ impl Fixture {
     }
 }
 
-/// A step of the standard preset (thinking mode) that calls one tool.
+/// A step of the standard preset (thinking mode) that calls one tool, as the replies of
+/// `Reply::from_fn` are.
 fn call(name: &str, arguments: serde_json::Value) -> Reply {
-    ModelTurn::new()
-        .reasoning("Next.")
-        .tool_call(name, arguments.to_string())
-        .into()
+    ModelTurn::thinking_call(name, arguments).into()
 }
 
 /// Wait until `done` holds, for at most 20 s.

@@ -244,10 +244,15 @@ fn malformed_requests_get_json_rpc_errors_and_the_server_keeps_serving() {
         writeln!(stdin, "{line}").unwrap();
         stdin.flush().unwrap();
     };
+    // Every answer with a null id seen while waiting for others (only parse errors have one).
+    let parse_errors = std::sync::Mutex::new(Vec::new());
     let answer = |id: i64| loop {
         let message = answers.recv_timeout(WAIT).expect("an answer in time");
         if message["id"] == id {
             break message;
+        }
+        if message.get("id") == Some(&Value::Null) {
+            parse_errors.lock().unwrap().push(message);
         }
     };
 
@@ -257,11 +262,17 @@ fn malformed_requests_get_json_rpc_errors_and_the_server_keeps_serving() {
     assert_eq!(answer(1)["result"]["serverInfo"]["name"], "agent-lsp");
     send(r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#);
 
-    // A line that is not JSON has no id to answer; rmcp skips it and reads on (FIXME: JSON-RPC
-    // asks for a -32700 answer with a null id, which rmcp 3.11 does not send).
+    // A line that is not JSON has no id to answer: a parse error with a null id, and the
+    // server reads on.
     send("this is not json");
     send(r#"{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":7}}"#);
     let error = answer(2);
+    let refused = parse_errors.lock().unwrap().clone();
+    assert_eq!(refused.len(), 1, "{refused:?}");
+    assert_eq!(refused[0]["jsonrpc"], "2.0", "{}", refused[0]);
+    assert_eq!(refused[0]["error"]["code"], -32700, "{}", refused[0]);
+    let message = refused[0]["error"]["message"].as_str().unwrap();
+    assert!(message.starts_with("Parse error: "), "{message}");
     assert!(error["error"]["code"].is_i64(), "{error}");
     send(r#"{"jsonrpc":"2.0","id":3,"method":"no/such/method","params":{}}"#);
     let error = answer(3);
@@ -280,10 +291,13 @@ fn malformed_requests_get_json_rpc_errors_and_the_server_keeps_serving() {
         "{listed}"
     );
 
-    // Closing stdin ends the server cleanly.
+    // Closing stdin ends the server cleanly, with no other parse error written.
     drop(stdin);
     let status = child.wait().unwrap();
     assert!(status.success(), "{status}");
+    let late: Vec<Value> = answers.try_iter().collect();
+    assert!(late.is_empty(), "{late:?}");
+    assert_eq!(parse_errors.lock().unwrap().len(), 1);
 }
 
 /// `agent-lsp tool lsp_definition` on `workspace`, the answer every MCP client must get.

@@ -15,6 +15,7 @@ use agent_tests::cli::CliFixture;
 use agent_tests::model_endpoint::{
     ChatRequest, EndpointConfig, ModelEndpoint, ModelTurn, Reply, Route,
 };
+use agent_tests::session_log::{assistant_texts, picked, tool_results};
 use serde_json::{Value, json};
 
 /// Few retries with short waits, so a failing endpoint fails fast.
@@ -63,12 +64,6 @@ fn asks(request: &ChatRequest, mark: &str) -> bool {
         .is_some_and(|text| text.contains(mark))
 }
 
-fn call(name: &str, arguments: Value) -> ModelTurn {
-    ModelTurn::new()
-        .reasoning("Next.")
-        .tool_call(name, arguments.to_string())
-}
-
 fn task(prompt: &str) -> Value {
     json!({"prompt": prompt, "description": prompt.split(':').next().unwrap()})
 }
@@ -91,39 +86,17 @@ fn sessions(fixture: &CliFixture) -> (History, Vec<History>) {
 }
 
 fn starts(history: &History) -> Vec<SubagentStart> {
-    history
-        .events()
-        .iter()
-        .filter_map(|event| match &event.body {
-            EventBody::SubagentStart(start) => Some(start.clone()),
-            _ => None,
-        })
-        .collect()
+    picked(history, |body| match body {
+        EventBody::SubagentStart(start) => Some(start.clone()),
+        _ => None,
+    })
 }
 
 fn ends(history: &History) -> Vec<SubagentEnd> {
-    history
-        .events()
-        .iter()
-        .filter_map(|event| match &event.body {
-            EventBody::SubagentEnd(end) => Some(end.clone()),
-            _ => None,
-        })
-        .collect()
-}
-
-/// The results of `name` calls in the log, in log order, as (call id, text).
-fn results(history: &History, name: &str) -> Vec<(String, String)> {
-    history
-        .events()
-        .iter()
-        .filter_map(|event| match &event.body {
-            EventBody::ToolResult(result) if result.name == name => {
-                Some((result.call_id.clone(), result.text.clone()))
-            }
-            _ => None,
-        })
-        .collect()
+    picked(history, |body| match body {
+        EventBody::SubagentEnd(end) => Some(end.clone()),
+        _ => None,
+    })
 }
 
 fn child_with(children: &[History], call_id: &str) -> History {
@@ -184,7 +157,7 @@ fn two_tasks_in_one_step_run_concurrently_and_answer_in_call_order() {
                         .nth(1)
                         .and_then(|rest| rest.split(':').next())
                         .expect("the result names the child's session");
-                    call("recall_history", json!({"session": child})).into()
+                    ModelTurn::thinking_call("recall_history", json!({"session": child})).into()
                 }
                 _ => Reply::text("Both letters found."),
             };
@@ -195,7 +168,7 @@ fn two_tasks_in_one_step_run_concurrently_and_answer_in_call_order() {
             ("b.txt", "BETA")
         };
         match request.answers() {
-            0 => call("read", json!({"path": file}))
+            0 => ModelTurn::thinking_call("read", json!({"path": file}))
                 .first_byte_delay(slow)
                 .into(),
             _ => ModelTurn::new()
@@ -210,7 +183,7 @@ fn two_tasks_in_one_step_run_concurrently_and_answer_in_call_order() {
     let (parent, children) = sessions(&fixture);
     assert_eq!(children.len(), 2);
     let parent_id = parent.header().unwrap().session_id.clone();
-    let calls = results(&parent, "task");
+    let calls = tool_results(&parent, "task");
     assert_eq!(calls.len(), 2);
     // Results in call order, each its own child's answer, naming the child's session.
     assert!(
@@ -238,11 +211,11 @@ fn two_tasks_in_one_step_run_concurrently_and_answer_in_call_order() {
         );
         assert!(end.prompt_tokens > 0 && end.completion_tokens > 0);
         // The child's calls stay in its log; the parent's model saw none of them.
-        assert_eq!(results(&child, "read").len(), 1);
+        assert_eq!(tool_results(&child, "read").len(), 1);
         assert_replays(&fixture, &endpoint, &child);
     }
     // The parent reached into the first child's log, and saw what its read returned.
-    let recalled = results(&parent, "recall_history");
+    let recalled = tool_results(&parent, "recall_history");
     assert_eq!(recalled.len(), 1);
     assert!(
         recalled[0].1.contains("ALPHA is the first letter"),
@@ -304,14 +277,7 @@ fn two_tasks_in_one_step_run_concurrently_and_answer_in_call_order() {
     }
 
     // The trajectory nests each child's calls under its `task` cell, raw.
-    let trajectory: Value = serde_json::from_str(&fixture.ok(&[
-        "session",
-        "trajectory",
-        &parent_id,
-        "--format",
-        "json",
-    ]))
-    .unwrap();
+    let trajectory = fixture.trajectory(&parent_id);
     let tasks = trajectory["cells"]
         .as_array()
         .unwrap()
@@ -394,13 +360,13 @@ fn budgets_and_a_failing_endpoint_end_children_and_the_parent_goes_on() {
         if asks(request, "SLOW") {
             return Reply::hang();
         }
-        call("read", json!({"path": "a.txt"})).into()
+        ModelTurn::thinking_call("read", json!({"path": "a.txt"})).into()
     });
     let endpoint = endpoint(route);
     run(&fixture, &endpoint, Some("tight.toml"), "Try three");
     let (parent, children) = sessions(&fixture);
     assert_eq!(children.len(), 3);
-    let calls = results(&parent, "task");
+    let calls = tool_results(&parent, "task");
     let outcome = |index: usize| {
         let end = ends(&parent)
             .into_iter()
@@ -434,14 +400,7 @@ fn budgets_and_a_failing_endpoint_end_children_and_the_parent_goes_on() {
         .count();
     assert_eq!(failures, 3);
     // The parent read the three results and answered.
-    let answers = parent
-        .events()
-        .iter()
-        .filter_map(|event| match &event.body {
-            EventBody::AssistantMessage(message) => Some(message.text.clone()),
-            _ => None,
-        })
-        .collect::<Vec<_>>();
+    let answers = assistant_texts(&parent);
     assert_eq!(answers.last().unwrap(), "Went on without them.");
     // Every child's log is consistent: every call it made has its result.
     for child in &children {
@@ -472,7 +431,7 @@ fn cancelling_the_parent_cancels_its_children_and_leaves_every_log_consistent() 
                 .into();
         }
         match request.answers() {
-            0 => call("read", json!({"path": "a.txt"})).into(),
+            0 => ModelTurn::thinking_call("read", json!({"path": "a.txt"})).into(),
             _ => Reply::hang(),
         }
     });
@@ -497,7 +456,7 @@ fn cancelling_the_parent_cancels_its_children_and_leaves_every_log_consistent() 
     assert_eq!(status.code(), Some(130));
     let (parent, children) = sessions(&fixture);
     assert_eq!(children.len(), 2);
-    let calls = results(&parent, "task");
+    let calls = tool_results(&parent, "task");
     assert_eq!(calls.len(), 2);
     for (call_id, text) in &calls {
         assert!(
@@ -532,7 +491,7 @@ fn a_preset_that_allows_depth_two_nests_a_grandchild_and_the_trajectory_nests_it
         let tools = request.tool_names();
         if !is_child(request) {
             return match request.answers() {
-                0 => call(
+                0 => ModelTurn::thinking_call(
                     "task",
                     json!({"prompt": "GEN: find out what a.txt says", "agent_type": "general"}),
                 )
@@ -544,14 +503,14 @@ fn a_preset_that_allows_depth_two_nests_a_grandchild_and_the_trajectory_nests_it
             // A general child at depth 1 of 2: the parent's tools, `task` among them.
             assert!(tools.iter().any(|tool| tool == "task"), "{tools:?}");
             return match request.answers() {
-                0 => call("task", task("GRAND: read a.txt")).into(),
+                0 => ModelTurn::thinking_call("task", task("GRAND: read a.txt")).into(),
                 _ => Reply::text(format!("child got: {}", request.tool_result_text())),
             };
         }
         // The grandchild, at the deepest level, has no `task`.
         assert!(!tools.iter().any(|tool| tool == "task"), "{tools:?}");
         match request.answers() {
-            0 => call("read", json!({"path": "a.txt"})).into(),
+            0 => ModelTurn::thinking_call("read", json!({"path": "a.txt"})).into(),
             _ => Reply::text("grand ALPHA"),
         }
     });
@@ -584,19 +543,12 @@ fn a_preset_that_allows_depth_two_nests_a_grandchild_and_the_trajectory_nests_it
     );
     assert_eq!(ends(child).len(), 1);
     assert!(
-        results(&parent, "task")[0]
+        tool_results(&parent, "task")[0]
             .1
             .starts_with("child got: grand ALPHA")
     );
     // parent's task cell → the child's task subtool → the grandchild's read subtool.
-    let trajectory: Value = serde_json::from_str(&fixture.ok(&[
-        "session",
-        "trajectory",
-        &parent_id,
-        "--format",
-        "json",
-    ]))
-    .unwrap();
+    let trajectory = fixture.trajectory(&parent_id);
     let task_cell = trajectory["cells"]
         .as_array()
         .unwrap()
@@ -654,7 +606,8 @@ fn a_sub_agent_is_never_allowed_more_than_its_parent() {
             };
         }
         match request.answers() {
-            0 => call("shell", json!({"command": "echo pwned > pwned.txt"})).into(),
+            0 => ModelTurn::thinking_call("shell", json!({"command": "echo pwned > pwned.txt"}))
+                .into(),
             _ => Reply::text(request.tool_result_text()),
         }
     });
@@ -674,7 +627,7 @@ fn a_sub_agent_is_never_allowed_more_than_its_parent() {
         1,
         "the path-like type and the prompt too long started nothing"
     );
-    let calls = results(&parent, "task");
+    let calls = tool_results(&parent, "task");
     assert!(calls[0].1.contains("was refused"), "{}", calls[0].1);
     assert!(
         calls[1].1.contains("is not an agent type"),
@@ -699,11 +652,11 @@ fn a_child_over_its_prompt_token_budget_stops_after_that_answer() {
     let route: Route = Arc::new(move |request| {
         if !is_child(request) {
             return match request.answers() {
-                0 => call("task", task("READ: read a.txt, twice")).into(),
+                0 => ModelTurn::thinking_call("task", task("READ: read a.txt, twice")).into(),
                 _ => Reply::text("Noted."),
             };
         }
-        call("read", json!({"path": "a.txt"})).into()
+        ModelTurn::thinking_call("read", json!({"path": "a.txt"})).into()
     });
     let endpoint = endpoint(route);
     run(&fixture, &endpoint, Some("tokens.toml"), "Go");
@@ -722,11 +675,11 @@ fn a_child_over_its_prompt_token_budget_stops_after_that_answer() {
         format!("{} of 1000 prompt tokens", end.prompt_tokens)
     );
     assert!(
-        results(&parent, "task")[0]
+        tool_results(&parent, "task")[0]
             .1
             .contains("prompt-token budget")
     );
-    let read = results(&children[0], "read");
+    let read = tool_results(&children[0], "read");
     assert_eq!(read.len(), 1);
     assert!(read[0].1.contains("cancelled"), "{}", read[0].1);
 }

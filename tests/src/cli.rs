@@ -47,6 +47,12 @@ impl CliFixture {
         self.command(args).output().expect("run agent-lsp")
     }
 
+    /// `agent-lsp session trajectory SESSION --format json`, which must succeed, parsed.
+    pub fn trajectory(&self, session: &str) -> serde_json::Value {
+        serde_json::from_str(&self.ok(&["session", "trajectory", session, "--format", "json"]))
+            .expect("the trajectory is JSON")
+    }
+
     /// stdout of a command that must succeed.
     pub fn ok(&self, args: &[&str]) -> String {
         let output = self.run(args);

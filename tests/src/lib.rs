@@ -7,6 +7,7 @@ pub mod editor;
 pub mod model_endpoint;
 pub mod processes;
 pub mod relay;
+pub mod session_log;
 
 use std::path::{Path, PathBuf};
 
@@ -139,13 +140,12 @@ pub fn plugin_host(
     provider: Option<agent_lsp::llm::provider::Provider>,
 ) -> agent_lsp::plugin::registry::PluginHost {
     agent_lsp::plugin::registry::PluginHost {
-        workspace: workspace.to_owned(),
-        state_dir: None,
-        preset: preset.name.clone(),
-        context_window: preset.file.model.context_window,
         provider,
-        activity: Default::default(),
-        subagents: None,
+        ..agent_lsp::plugin::registry::PluginHost::detached(
+            workspace,
+            &preset.name,
+            preset.file.model.context_window,
+        )
     }
 }
 

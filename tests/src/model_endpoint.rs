@@ -308,6 +308,14 @@ impl ModelTurn {
         self
     }
 
+    /// A step of a thinking-mode model (the built-in presets' models think) that calls one
+    /// tool: `Next.` as its reasoning, then the call.
+    pub fn thinking_call(name: &str, arguments: serde_json::Value) -> Self {
+        ModelTurn::new()
+            .reasoning("Next.")
+            .tool_call(name, arguments.to_string())
+    }
+
     pub fn tool_call(mut self, name: impl Into<String>, arguments: impl Into<String>) -> Self {
         self.tool_calls.push(ScriptedCall {
             id: None,

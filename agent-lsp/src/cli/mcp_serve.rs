@@ -9,7 +9,6 @@ use std::sync::Arc;
 
 use anyhow::Context;
 use clap::Args;
-use rmcp::ServiceExt;
 
 use super::run::standard_runtime;
 use crate::config::Config;
@@ -96,28 +95,19 @@ pub fn run(store: &Store, args: McpServeArgs) -> anyhow::Result<ExitCode> {
     tokio.block_on(async {
         let result = match args.http {
             Some(address) => serve_http(server, address).await,
-            None => serve_stdio(server).await,
+            None => {
+                crate::mcp_serve::stdio::serve(server, tokio::io::stdin(), tokio::io::stdout())
+                    .await
+            }
         };
         shared.close().await;
         bridge.shutdown_all().await;
         result
     })?;
-    // A pending stdin read cannot be cancelled (rmcp's note on `stdio`); the client has closed
-    // the connection, so nothing is lost by not waiting for it.
+    // A pending stdin read cannot be cancelled (tokio reads stdin on a blocking thread); the
+    // client has closed the connection, so nothing is lost by not waiting for it.
     tokio.shutdown_background();
     Ok(ExitCode::SUCCESS)
-}
-
-async fn serve_stdio(server: McpServer) -> anyhow::Result<()> {
-    let service = server
-        .serve(rmcp::transport::stdio())
-        .await
-        .context("the MCP handshake failed")?;
-    service
-        .waiting()
-        .await
-        .map(drop)
-        .context("the MCP service failed")
 }
 
 async fn serve_http(server: McpServer, address: SocketAddr) -> anyhow::Result<()> {

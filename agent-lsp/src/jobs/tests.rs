@@ -35,13 +35,9 @@ impl Fixture {
         let root = Arc::new(Workspace::new(workspace.path()).unwrap());
         let activity = Arc::new(Activity::default());
         let host = PluginHost {
-            workspace: root.root().to_owned(),
             state_dir: Some(state.path().to_owned()),
-            preset: "test".into(),
-            context_window: 100_000,
-            provider: None,
             activity: activity.clone(),
-            subagents: None,
+            ..PluginHost::detached(root.root(), "test", 100_000)
         };
         let parts = JobsPlugin::parts(settings, &host).unwrap();
         Fixture {

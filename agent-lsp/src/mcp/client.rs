@@ -22,9 +22,10 @@ use std::time::Duration;
 use rmcp::ServiceExt;
 use rmcp::model::{CallToolRequestParams, CallToolResult, JsonObject};
 use rmcp::service::{Peer, RoleClient, RunningService, ServiceError};
-use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt};
+use tokio::io::{AsyncBufReadExt, AsyncWriteExt};
 
 use super::config::Transport;
+use super::lines::{self, Line};
 use super::state::{self, CachedTool};
 
 /// Restarts of a server after its first start, in one process; then it is reported as failed.
@@ -438,30 +439,17 @@ async fn filter_lines(
     let mut reader = tokio::io::BufReader::new(stdout);
     let mut line = Vec::new();
     loop {
-        line.clear();
-        match (&mut reader)
-            .take(MAX_LINE_BYTES as u64 + 1)
-            .read_until(b'\n', &mut line)
-            .await
-        {
-            Ok(0) | Err(_) => return,
-            Ok(_) => {}
-        }
-        let text = line.trim_ascii();
-        if text.is_empty() {
-            continue;
-        }
-        let fault = if line.len() > MAX_LINE_BYTES {
-            Some(format!(
+        let fault = match lines::read_line(&mut reader, &mut line, MAX_LINE_BYTES).await {
+            Ok(None) | Err(_) => return,
+            Ok(Some(Line::Blank)) => continue,
+            Ok(Some(Line::Json)) => None,
+            Ok(Some(Line::TooLong)) => Some(format!(
                 "the server sent a line over {MAX_LINE_BYTES} bytes"
-            ))
-        } else if serde_json::from_slice::<serde::de::IgnoredAny>(text).is_err() {
-            let shown: String = String::from_utf8_lossy(text).chars().take(200).collect();
-            Some(format!(
-                "the server sent a line that is not JSON: `{shown}`"
-            ))
-        } else {
-            None
+            )),
+            Ok(Some(Line::NotUtf8 | Line::NotJson(_))) => Some(format!(
+                "the server sent a line that is not JSON: `{}`",
+                lines::shown(&line)
+            )),
         };
         if let Some(fault) = fault {
             tracing::warn!("{fault}");

@@ -11,7 +11,6 @@
 
 use std::sync::Arc;
 
-use anyhow::Context;
 use serde::{Deserialize, Serialize};
 
 use super::tool::MemoryTool;
@@ -20,7 +19,7 @@ use crate::canonical::sha256_hex;
 use crate::context::system_prompt::SystemPrompt;
 use crate::plugin::Plugin;
 use crate::plugin::registry::{InvalidSetting, Parts, PluginHost, PluginSettings};
-use crate::plugin::state as plugin_state;
+use crate::plugin::state::{self as plugin_state, SectionCache};
 use crate::preset::Preset;
 use crate::session::Session;
 
@@ -123,7 +122,7 @@ pub struct RecordedMemories {
 pub struct MemoryPlugin {
     memories: Memories,
     /// The section of the session it last contributed to: its id and the section.
-    current: Option<(String, Option<String>)>,
+    current: SectionCache,
 }
 
 impl MemoryPlugin {
@@ -138,37 +137,30 @@ impl MemoryPlugin {
             plugin: memories.clone().map(|memories| {
                 Box::new(MemoryPlugin {
                     memories,
-                    current: None,
+                    current: SectionCache::default(),
                 }) as Box<dyn Plugin>
             }),
             tools: vec![Arc::new(MemoryTool::new(memories, settings.caps()))],
         })
     }
+}
 
-    /// The section of `session`: from its `plugin/state` event, or read now and recorded.
-    fn section_of(&self, session: &mut Session, turn: u32) -> anyhow::Result<Option<String>> {
-        let recorded = plugin_state::records(session.history(), NAME)
-            .next()
-            .map(|(_, data)| data.clone());
-        if let Some(data) = recorded {
-            let recorded: RecordedMemories = serde_json::from_value(data).with_context(|| {
-                format!(
-                    "the memories session {} recorded cannot be read",
-                    session.id()
-                )
-            })?;
-            return Ok(recorded.section);
-        }
-        let memories = self.memories.list()?;
+/// The section of `session`: from its `plugin/state` event, or read now and recorded.
+fn section_of(
+    memories: &Memories,
+    session: &mut Session,
+    turn: u32,
+) -> anyhow::Result<Option<String>> {
+    let recorded = plugin_state::recorded_or(session, turn, NAME, "memories", || {
+        let memories = memories.list()?;
         let section = render_section(&memories);
-        let recorded = RecordedMemories {
+        Ok(RecordedMemories {
             digest: section.as_deref().map(sha256_hex),
             memories,
             section,
-        };
-        plugin_state::record(session, turn, NAME, serde_json::to_value(&recorded)?)?;
-        Ok(recorded.section)
-    }
+        })
+    })?;
+    Ok(recorded.section)
 }
 
 impl Plugin for MemoryPlugin {
@@ -182,14 +174,10 @@ impl Plugin for MemoryPlugin {
         session: &mut Session,
         turn: u32,
     ) -> anyhow::Result<()> {
-        let section = match &self.current {
-            Some((id, section)) if id == session.id() => section.clone(),
-            _ => {
-                let section = self.section_of(session, turn)?;
-                self.current = Some((session.id().to_owned(), section.clone()));
-                section
-            }
-        };
+        let memories = &self.memories;
+        let section = self
+            .current
+            .section(session, |session| section_of(memories, session, turn))?;
         if let Some(text) = section {
             prompt.sourced_section(NAME, SECTION_ORDER, &text, NAME);
         }
@@ -208,7 +196,7 @@ mod tests {
     fn plugin(dir: &std::path::Path) -> MemoryPlugin {
         MemoryPlugin {
             memories: Memories::for_workspace_dir(&dir.join("workspaces/ws-0123")),
-            current: None,
+            current: SectionCache::default(),
         }
     }
 
@@ -221,13 +209,8 @@ mod tests {
             max_scope_bytes: 8192,
         };
         let mut host = PluginHost {
-            workspace: "/w".into(),
             state_dir: Some("/state/workspaces/w-0123".into()),
-            preset: "standard".into(),
-            context_window: 1000,
-            provider: None,
-            activity: Default::default(),
-            subagents: None,
+            ..PluginHost::detached("/w", "standard", 1000)
         };
         let parts = MemoryPlugin::parts(settings.clone(), &host).unwrap();
         assert_eq!(parts.plugin.unwrap().name(), NAME);

@@ -116,6 +116,26 @@ pub struct PluginHost {
     pub subagents: Option<Arc<dyn super::spawn::Spawner>>,
 }
 
+impl PluginHost {
+    /// A host with nothing beside the workspace: no state directory, no model, a board of its
+    /// own and no sub-agents (a preset check, a test); set the fields that differ after it.
+    pub fn detached(
+        workspace: impl Into<PathBuf>,
+        preset: impl Into<String>,
+        context_window: u64,
+    ) -> PluginHost {
+        PluginHost {
+            workspace: workspace.into(),
+            state_dir: None,
+            preset: preset.into(),
+            context_window,
+            provider: None,
+            activity: Default::default(),
+            subagents: None,
+        }
+    }
+}
+
 /// What one registry entry contributes: a plugin, the tools it brings, or both.
 #[derive(Default)]
 pub struct Parts {
@@ -317,15 +337,7 @@ mod tests {
     }
 
     fn host() -> PluginHost {
-        PluginHost {
-            workspace: "/w".into(),
-            state_dir: None,
-            preset: "p".into(),
-            context_window: 1000,
-            provider: None,
-            activity: Default::default(),
-            subagents: None,
-        }
+        PluginHost::detached("/w", "p", 1000)
     }
 
     #[test]

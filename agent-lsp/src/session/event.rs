@@ -374,6 +374,17 @@ pub struct ToolCallRef {
     pub arguments: String,
 }
 
+impl ToolCallRef {
+    /// The names of `calls` in order, joined for a line of progress (`read, grep`).
+    pub fn names(calls: &[ToolCallRef]) -> String {
+        calls
+            .iter()
+            .map(|call| call.name.as_str())
+            .collect::<Vec<_>>()
+            .join(", ")
+    }
+}
+
 /// A complete model answer for one step.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct AssistantMessage {

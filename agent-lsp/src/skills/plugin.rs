@@ -10,7 +10,6 @@
 
 use std::sync::{Arc, Mutex};
 
-use anyhow::Context;
 use serde::{Deserialize, Serialize};
 
 use super::tool::SkillTool;
@@ -19,7 +18,7 @@ use crate::canonical::sha256_hex;
 use crate::context::system_prompt::SystemPrompt;
 use crate::plugin::Plugin;
 use crate::plugin::registry::{Parts, PluginHost};
-use crate::plugin::state as plugin_state;
+use crate::plugin::state::{self as plugin_state, SectionCache};
 use crate::session::Session;
 
 /// Sessions whose skills a host remembers for the `skill` tool; older ones are looked up again.
@@ -73,7 +72,7 @@ pub struct SkillsPlugin {
     roots: Roots,
     known: Known,
     /// The section of the session it last contributed to: its id and the section.
-    current: Option<(String, Option<String>)>,
+    current: SectionCache,
 }
 
 impl SkillsPlugin {
@@ -81,7 +80,7 @@ impl SkillsPlugin {
         SkillsPlugin {
             roots,
             known,
-            current: None,
+            current: SectionCache::default(),
         }
     }
 
@@ -100,34 +99,23 @@ impl SkillsPlugin {
             ))],
         })
     }
+}
 
-    /// What `session` recorded, or what is found now, recorded.
-    fn recorded(&self, session: &mut Session, turn: u32) -> anyhow::Result<RecordedSkills> {
-        let recorded = plugin_state::records(session.history(), PLUGIN)
-            .next()
-            .map(|(_, data)| data.clone());
-        if let Some(data) = recorded {
-            return serde_json::from_value(data).with_context(|| {
-                format!(
-                    "the skills session {} recorded cannot be read",
-                    session.id()
-                )
-            });
-        }
-        let Found { skills, skipped } = super::discover(&self.roots);
+/// What `session` recorded, or what is found now in `roots`, recorded.
+fn recorded(roots: &Roots, session: &mut Session, turn: u32) -> anyhow::Result<RecordedSkills> {
+    plugin_state::recorded_or(session, turn, PLUGIN, "skills", || {
+        let Found { skills, skipped } = super::discover(roots);
         for skip in &skipped {
             tracing::warn!(reason = %skip.reason, "skill skipped");
         }
         let section = super::render_section(&skills);
-        let recorded = RecordedSkills {
+        Ok(RecordedSkills {
             digest: section.as_deref().map(sha256_hex),
             skills,
             skipped,
             section,
-        };
-        plugin_state::record(session, turn, PLUGIN, serde_json::to_value(&recorded)?)?;
-        Ok(recorded)
-    }
+        })
+    })
 }
 
 impl Plugin for SkillsPlugin {
@@ -141,15 +129,12 @@ impl Plugin for SkillsPlugin {
         session: &mut Session,
         turn: u32,
     ) -> anyhow::Result<()> {
-        let section = match &self.current {
-            Some((id, section)) if id == session.id() => section.clone(),
-            _ => {
-                let recorded = self.recorded(session, turn)?;
-                self.known.set(session.id(), recorded.skills);
-                self.current = Some((session.id().to_owned(), recorded.section.clone()));
-                recorded.section
-            }
-        };
+        let (roots, known) = (&self.roots, &self.known);
+        let section = self.current.section(session, |session| {
+            let recorded = recorded(roots, session, turn)?;
+            known.set(session.id(), recorded.skills);
+            Ok(recorded.section)
+        })?;
         if let Some(text) = section {
             prompt.sourced_section(PLUGIN, SECTION_ORDER, &text, PLUGIN);
         }

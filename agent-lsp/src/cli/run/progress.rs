@@ -283,14 +283,10 @@ pub(super) async fn show_activity(board: Arc<Activity>, out: ActivityOut) {
 }
 
 fn activity_line(entry: &Entry) -> String {
-    let kind = match entry.kind {
-        Kind::Job => "job",
-        Kind::Subagent => "sub-agent",
-    };
     let state = match (&entry.outcome, entry.detail.is_empty()) {
         (Some(outcome), _) => format!(" → {outcome}"),
         (None, true) => " · started".to_owned(),
         (None, false) => format!(" · {}", entry.detail),
     };
-    format!("↳ {kind} {}{state}", entry.title)
+    format!("↳ {} {}{state}", entry.kind.word(), entry.title)
 }

@@ -1,7 +1,7 @@
 //! One line per event, for `session show`'s timeline and its JSON: what the event is about,
 //! with long texts cut to a preview.
 
-use crate::session::event::{Event, EventBody};
+use crate::session::event::{Event, EventBody, ToolCallRef};
 
 /// A one-line description of an event for timelines.
 pub(super) fn describe(event: &Event) -> String {
@@ -15,12 +15,7 @@ pub(super) fn describe(event: &Event) -> String {
         EventBody::AssistantMessage(message) => {
             let mut text = preview(&message.text, 80);
             if !message.tool_calls.is_empty() {
-                let names = message
-                    .tool_calls
-                    .iter()
-                    .map(|call| call.name.as_str())
-                    .collect::<Vec<_>>();
-                text = format!("{text} → calls {}", names.join(", "));
+                text = format!("{text} → calls {}", ToolCallRef::names(&message.tool_calls));
             }
             text
         }

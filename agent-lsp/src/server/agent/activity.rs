@@ -17,7 +17,7 @@ use serde_json::{Value, json};
 
 use super::Host;
 use super::ui::create_token;
-use crate::activity::{Entry, Kind};
+use crate::activity::Entry;
 use crate::server::Shared;
 
 /// The entries the editor was shown, by entry id.
@@ -140,18 +140,14 @@ async fn look(shared: &Arc<Shared>) {
 /// entry's kind and title, and what it belongs to: its parent on the board, else the turn
 /// running when it was first seen.
 fn title(entry: &Entry, board: &[Entry], turn: Option<&str>) -> String {
-    let mut title = format!("{}: {}", kind_word(entry.kind), entry.title);
+    let mut title = format!("{}: {}", entry.kind.word(), entry.title);
     let parent = entry
         .parent
         .as_deref()
         .and_then(|parent| board.iter().find(|other| other.id == parent));
     match (parent, turn) {
         (Some(parent), _) => {
-            title.push_str(&format!(
-                " (in {} {})",
-                kind_word(parent.kind),
-                parent.title
-            ));
+            title.push_str(&format!(" (in {} {})", parent.kind.word(), parent.title));
         }
         (None, Some(turn)) => title.push_str(&format!(" (in {turn})")),
         (None, None) => {}
@@ -159,17 +155,10 @@ fn title(entry: &Entry, board: &[Entry], turn: Option<&str>) -> String {
     title
 }
 
-fn kind_word(kind: Kind) -> &'static str {
-    match kind {
-        Kind::Job => "job",
-        Kind::Subagent => "sub-agent",
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::activity::Activity;
+    use crate::activity::{Activity, Kind};
 
     #[test]
     fn a_title_says_what_its_entry_belongs_to() {

@@ -13,6 +13,7 @@ use crate::agent::{AgentEvent, TurnUi};
 use crate::llm::provider::StreamDelta;
 use crate::server::Shared;
 use crate::server::prompts::answer_heading;
+use crate::session::event::ToolCallRef;
 use crate::tools::Asker;
 use crate::tools::buffers::Buffers;
 
@@ -142,11 +143,7 @@ impl TurnUi for HostUi {
                 self.progress.report(&format!("step {step}: thinking"));
             }
             AgentEvent::ToolsBeforeCall { step, calls, .. } => {
-                let names = calls
-                    .iter()
-                    .map(|call| call.name.as_str())
-                    .collect::<Vec<_>>()
-                    .join(", ");
+                let names = ToolCallRef::names(calls);
                 self.progress.report(&format!("step {step}: {names}"));
             }
             AgentEvent::ToolsAfterResult { outcome, .. } => {
