@@ -19,8 +19,8 @@
 
 use std::collections::HashMap;
 use std::path::PathBuf;
-use std::sync::{Arc, Mutex};
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use lsp_bridge::queries::{Queries, SymbolPosition};
@@ -302,40 +302,44 @@ impl Engine {
         let ttl = self.config.signature_ttl;
         let mut found = Vec::new();
         let mut lookups = Vec::new();
-        let mut signatures = self.signatures.lock().expect("signatures");
-        if signatures.known.len() > MAX_SIGNATURES {
-            signatures.known.clear();
-        }
-        for identifier in identifiers {
-            let key = (request.document.clone(), identifier.name.clone());
-            match signatures.known.get(&key) {
-                Some((at, known)) if at.elapsed() < ttl => found.extend(known.clone()),
-                // Asked by an earlier request and not answered yet: this one goes without.
-                _ if signatures.asking.contains(&key) => {}
-                _ => {
-                    signatures.asking.insert(key.clone());
-                    let position = SymbolPosition {
-                        path: request.path.clone(),
-                        line: identifier.line + 1,
-                        symbol: identifier.name.clone(),
-                        column: Some(identifier.column + 1),
-                    };
-                    lookups.push(tokio::spawn(look_up(
-                        queries.clone(),
-                        self.signatures.clone(),
-                        key,
-                        position,
-                    )));
+        // (A block, not a `drop`: the guard must be gone before the first await.)
+        {
+            let mut signatures = self.signatures.lock().expect("signatures");
+            if signatures.known.len() > MAX_SIGNATURES {
+                signatures.known.clear();
+            }
+            for identifier in identifiers {
+                let key = (request.document.clone(), identifier.name.clone());
+                match signatures.known.get(&key) {
+                    Some((at, known)) if at.elapsed() < ttl => found.extend(known.clone()),
+                    // Asked by an earlier request and not answered yet: this one goes without.
+                    _ if signatures.asking.contains(&key) => {}
+                    _ => {
+                        signatures.asking.insert(key.clone());
+                        let position = SymbolPosition {
+                            path: request.path.clone(),
+                            line: identifier.line + 1,
+                            symbol: identifier.name.clone(),
+                            column: Some(identifier.column + 1),
+                        };
+                        lookups.push(tokio::spawn(look_up(
+                            queries.clone(),
+                            self.signatures.clone(),
+                            key,
+                            position,
+                        )));
+                    }
                 }
             }
         }
-        drop(signatures);
         let deadline = tokio::time::Instant::now() + self.config.grounding_timeout;
         for lookup in lookups {
             match tokio::time::timeout_at(deadline, lookup).await {
                 Ok(Ok(grounding)) => found.extend(grounding),
                 Ok(Err(error)) => tracing::debug!("a grounding lookup failed: {error}"),
-                Err(_) => tracing::debug!("a grounding lookup is still running; left for the next request"),
+                Err(_) => tracing::debug!(
+                    "a grounding lookup is still running; left for the next request"
+                ),
             }
         }
         found
