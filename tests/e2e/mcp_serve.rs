@@ -246,15 +246,16 @@ fn malformed_requests_get_json_rpc_errors_and_the_server_keeps_serving() {
     };
     // Every answer with a null id seen while waiting for others (only parse errors have one).
     let parse_errors = std::sync::Mutex::new(Vec::new());
-    let answer = |id: i64| loop {
+    let answer_to = |id: &Value| loop {
         let message = answers.recv_timeout(WAIT).expect("an answer in time");
-        if message["id"] == id {
+        if &message["id"] == id {
             break message;
         }
         if message.get("id") == Some(&Value::Null) {
             parse_errors.lock().unwrap().push(message);
         }
     };
+    let answer = |id: i64| answer_to(&json!(id));
 
     send(
         r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"raw","version":"0"}}}"#,
@@ -274,6 +275,12 @@ fn malformed_requests_get_json_rpc_errors_and_the_server_keeps_serving() {
     let message = refused[0]["error"]["message"].as_str().unwrap();
     assert!(message.starts_with("Parse error: "), "{message}");
     assert!(error["error"]["code"].is_i64(), "{error}");
+    // JSON that is no JSON-RPC 2.0 message: an invalid request, answered to its id if it
+    // has one.
+    send("42");
+    send(r#"{"jsonrpc":"1.0","id":"old","method":"ping"}"#);
+    let old = answer_to(&json!("old"));
+    assert_eq!(old["error"]["code"], -32600, "{old}");
     send(r#"{"jsonrpc":"2.0","id":3,"method":"no/such/method","params":{}}"#);
     let error = answer(3);
     assert_eq!(error["error"]["code"], -32601, "{error}");
@@ -297,7 +304,12 @@ fn malformed_requests_get_json_rpc_errors_and_the_server_keeps_serving() {
     assert!(status.success(), "{status}");
     let late: Vec<Value> = answers.try_iter().collect();
     assert!(late.is_empty(), "{late:?}");
-    assert_eq!(parse_errors.lock().unwrap().len(), 1);
+    let refused = parse_errors.lock().unwrap();
+    let codes: Vec<&Value> = refused
+        .iter()
+        .map(|error| &error["error"]["code"])
+        .collect();
+    assert_eq!(codes, [&json!(-32700), &json!(-32600)], "{refused:?}");
 }
 
 /// `agent-lsp tool lsp_definition` on `workspace`, the answer every MCP client must get.

@@ -5,7 +5,8 @@
 //! stdin is read line by line ([`crate::mcp::lines`], the reader the MCP client's filter uses
 //! too): a JSON line goes on to rmcp unchanged and in order; a line that is not UTF-8, not
 //! JSON, or over [`MAX_LINE_BYTES`] (the rest of it is passed over up to its newline) is
-//! answered with `{"jsonrpc":"2.0","id":null,"error":{"code":-32700,…}}` and rmcp never sees it.
+//! answered with `{"jsonrpc":"2.0","id":null,"error":{"code":-32700,…}}` and rmcp never sees it;
+//! JSON that is no JSON-RPC 2.0 message (`42`, `{"jsonrpc":"1.0",…}`) gets -32600 likewise.
 //! stdout has one writer, a task that writes whole lines from one channel: rmcp writes into a
 //! pipe whose lines are relayed to that channel, and the filter sends its answers there too, so
 //! the two never interleave within a line.
@@ -74,6 +75,22 @@ async fn filter_input(
             }
             Ok(Some(Line::Blank)) => continue,
             Ok(Some(Line::Json)) => {
+                if let Some((id, problem)) = not_a_message(&line) {
+                    let answer = jsonrpc::error_response(
+                        &id,
+                        &ResponseError::new(
+                            code::INVALID_REQUEST,
+                            format!("Invalid Request: {problem}"),
+                        ),
+                    );
+                    tracing::warn!(line = %lines::shown(&line), "refused a line from the client: {problem}");
+                    let mut bytes = answer.to_string().into_bytes();
+                    bytes.push(b'\n');
+                    if answers.send(bytes).await.is_err() {
+                        return;
+                    }
+                    continue;
+                }
                 if to_rmcp.write_all(&line).await.is_err()
                     || (!line.ends_with(b"\n") && to_rmcp.write_all(b"\n").await.is_err())
                 {
@@ -101,6 +118,22 @@ async fn filter_input(
             return;
         }
     }
+}
+
+/// Why a JSON line is no JSON-RPC 2.0 message (rmcp would skip it without a word), with the
+/// id to answer: not an object (`42`, a batch, which MCP does not have), or an object whose
+/// `jsonrpc` is not `"2.0"`. Everything else goes to rmcp, which answers what it cannot read.
+fn not_a_message(line: &[u8]) -> Option<(Value, String)> {
+    let value: Value = serde_json::from_slice(line).ok()?;
+    let Value::Object(message) = value else {
+        return Some((Value::Null, "a message is a JSON object".to_owned()));
+    };
+    let id = match message.get("id") {
+        Some(id @ (Value::String(_) | Value::Number(_))) => id.clone(),
+        _ => Value::Null,
+    };
+    (message.get("jsonrpc") != Some(&Value::from("2.0")))
+        .then(|| (id, "`jsonrpc` must be \"2.0\"".to_owned()))
 }
 
 /// Send what rmcp writes on to the writer, a whole line at a time.
