@@ -8,7 +8,7 @@
 //! servers, over the editor's unsaved buffers.
 //!
 //! Who owns the bridge is decided by an `flock` on `bridge.lock` beside the socket (see
-//! [`owner`]): the kernel lets it go when its holder dies however it dies, so a socket whose lock
+//! `owner.rs`): the kernel lets it go when its holder dies however it dies, so a socket whose lock
 //! is free is stale and is replaced by the next owner. A client whose owner is gone (nobody
 //! listens, or the connection closes before the answer) decides again: it takes the lock and
 //! answers from its own bridge, or attaches to whoever took it first, and the query that found

@@ -18,7 +18,7 @@ struct Entry {
     shaped: Shaped,
 }
 
-/// The last [`ENTRIES`] suggestions, newest last.
+/// The last `ENTRIES` suggestions, newest last.
 #[derive(Default)]
 pub struct Cache {
     entries: VecDeque<Entry>,
