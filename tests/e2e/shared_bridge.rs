@@ -11,46 +11,33 @@ use std::process::{Command, Output, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use agent_tests::cli::CliFixture;
 use agent_tests::editor::Editor;
 use agent_tests::processes::{alive, descendants, kill_and_wait};
 use serde_json::{Value, json};
 
+/// The pyright fixture: `main.py` calls `greet` from `app.py`.
 struct Fixture {
-    _workspace: tempfile::TempDir,
+    cli: CliFixture,
     root: PathBuf,
-    state: tempfile::TempDir,
-    config: PathBuf,
 }
 
 impl Fixture {
     fn new() -> Fixture {
-        let workspace = tempfile::tempdir().unwrap();
-        let root = workspace.path().canonicalize().unwrap();
-        std::fs::write(root.join("pyrightconfig.json"), "{}").unwrap();
-        std::fs::write(
-            root.join("app.py"),
-            "def greet(name: str) -> str:\n    return 'hi ' + name\n",
-        )
-        .unwrap();
-        std::fs::write(
-            root.join("main.py"),
-            "from app import greet\n\nprint(greet('you'))\n",
-        )
-        .unwrap();
-        let state = tempfile::tempdir().unwrap();
-        let config = state.path().join("config.toml");
-        std::fs::write(&config, "").unwrap();
-        Fixture {
-            _workspace: workspace,
-            root,
-            state,
-            config,
-        }
+        let cli = CliFixture::new("").with_files(&[
+            ("pyrightconfig.json", "{}"),
+            (
+                "app.py",
+                "def greet(name: str) -> str:\n    return 'hi ' + name\n",
+            ),
+            ("main.py", "from app import greet\n\nprint(greet('you'))\n"),
+        ]);
+        let root = cli.workspace.path().canonicalize().unwrap();
+        Fixture { cli, root }
     }
 
     fn command(&self, args: &[&str]) -> Command {
-        let mut command =
-            agent_tests::agent_lsp_command(self.state.path(), &self.config, &self.root, args);
+        let mut command = self.cli.command(args);
         command.env("PATH", agent_tests::tools_path());
         command
     }
@@ -85,10 +72,7 @@ impl Fixture {
     }
 
     fn workspace_dir(&self) -> PathBuf {
-        agent_lsp::session::store::Store::for_workspace_in(self.state.path(), &self.root)
-            .unwrap()
-            .workspace_dir()
-            .to_owned()
+        self.cli.store().workspace_dir().to_owned()
     }
 }
 

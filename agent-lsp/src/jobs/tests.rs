@@ -58,15 +58,8 @@ impl Fixture {
             .find(|tool| tool.def().name == name)
             .unwrap();
         let ctx = ToolContext {
-            workspace: self.root.clone(),
-            cancel: CancellationToken::new(),
-            call_id: "call".into(),
-            session_path: None,
             session_id: self.session.clone(),
-            call_seq: None,
-            buffers: None,
-            events: None,
-            calls: None,
+            ..ToolContext::outside_session(self.root.clone(), CancellationToken::new(), "call")
         };
         tool.run(ctx, args).await
     }

@@ -197,15 +197,13 @@ mod tests {
 
     fn context(dir: &std::path::Path) -> ToolContext {
         ToolContext {
-            workspace: Arc::new(Workspace::new(dir).unwrap()),
-            cancel: CancellationToken::new(),
-            call_id: "c1".into(),
-            session_path: None,
             session_id: Some("20261129-100000-abcd".into()),
             call_seq: Some(7),
-            buffers: None,
-            events: None,
-            calls: None,
+            ..ToolContext::outside_session(
+                Arc::new(Workspace::new(dir).unwrap()),
+                CancellationToken::new(),
+                "c1",
+            )
         }
     }
 

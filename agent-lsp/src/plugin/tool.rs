@@ -82,6 +82,27 @@ impl EventSink {
 }
 
 impl ToolContext {
+    /// A call outside any session (no log, no editor buffers, no nested calls): the shared
+    /// bridge's owner running a client's query, and the tools' tests. Set what differs on
+    /// the result.
+    pub fn outside_session(
+        workspace: Arc<Workspace>,
+        cancel: CancellationToken,
+        call_id: impl Into<String>,
+    ) -> ToolContext {
+        ToolContext {
+            workspace,
+            cancel,
+            call_id: call_id.into(),
+            session_path: None,
+            session_id: None,
+            call_seq: None,
+            buffers: None,
+            events: None,
+            calls: None,
+        }
+    }
+
     /// Resolve a path argument inside the workspace, or the error output saying why it was
     /// refused. Every file tool goes through this.
     pub fn resolve(&self, user_path: &str) -> Result<PathBuf, ToolOutput> {

@@ -200,17 +200,11 @@ impl Owner {
                 ..self.info.clone()
             }),
             Request::Tool { name, arguments } => {
-                let context = ToolContext {
-                    workspace: self.workspace.clone(),
+                let context = ToolContext::outside_session(
+                    self.workspace.clone(),
                     cancel,
-                    call_id: format!("shared-{name}"),
-                    session_path: None,
-                    session_id: None,
-                    call_seq: None,
-                    buffers: None,
-                    events: None,
-                    calls: None,
-                };
+                    format!("shared-{name}"),
+                );
                 match self.local.run_tool(&name, context, arguments) {
                     Some(output) => Answer::Tool {
                         output: output.await,

@@ -48,17 +48,11 @@ impl Fixture {
     }
 
     pub fn context(&self) -> ToolContext {
-        ToolContext {
-            workspace: self.workspace.clone(),
-            cancel: CancellationToken::new(),
-            call_id: "test-call".into(),
-            session_path: None,
-            session_id: None,
-            call_seq: None,
-            buffers: None,
-            events: None,
-            calls: None,
-        }
+        ToolContext::outside_session(
+            self.workspace.clone(),
+            CancellationToken::new(),
+            "test-call",
+        )
     }
 }
 
