@@ -190,15 +190,30 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn json_passes_and_the_rest_is_answered() {
-        let (passed, answers) = check(b"{\"id\":1}\nnot json\n\n\"\xff\"\n{\"id\":2}\n[3]").await;
-        assert_eq!(passed, "{\"id\":1}\n{\"id\":2}\n[3]\n");
-        assert_eq!(answers.len(), 2, "{answers:?}");
-        for answer in &answers {
-            assert_eq!(answer["jsonrpc"], "2.0");
-            assert_eq!(answer["id"], Value::Null);
-            assert_eq!(answer["error"]["code"], -32700);
-        }
+    async fn json_rpc_passes_and_the_rest_is_answered() {
+        let (passed, answers) = check(
+            b"{\"jsonrpc\":\"2.0\",\"id\":1}\nnot json\n\n\"\xff\"\n{\"jsonrpc\":\"2.0\",\"id\":2}\n[3]\n{\"id\":4}",
+        )
+        .await;
+        assert_eq!(
+            passed,
+            "{\"jsonrpc\":\"2.0\",\"id\":1}\n{\"jsonrpc\":\"2.0\",\"id\":2}\n"
+        );
+        let codes: Vec<_> = answers
+            .iter()
+            .map(|answer| (answer["id"].clone(), answer["error"]["code"].clone()))
+            .collect();
+        assert_eq!(
+            codes,
+            [
+                (Value::Null, Value::from(-32700)),
+                (Value::Null, Value::from(-32700)),
+                (Value::Null, Value::from(-32600)),
+                (Value::from(4), Value::from(-32600)),
+            ],
+            "{answers:?}"
+        );
+        assert!(answers.iter().all(|answer| answer["jsonrpc"] == "2.0"));
         let message = answers[0]["error"]["message"].as_str().unwrap();
         assert!(
             message.starts_with("Parse error: the line is not JSON (expected"),
@@ -208,15 +223,19 @@ mod tests {
             answers[1]["error"]["message"],
             "Parse error: the line is not UTF-8"
         );
+        assert_eq!(
+            answers[2]["error"]["message"],
+            "Invalid Request: a message is a JSON object"
+        );
     }
 
     #[tokio::test]
     async fn a_long_line_is_answered_and_passed_over_to_its_newline() {
         let mut input = vec![b'['];
         input.resize(MAX_LINE_BYTES + 10, b'1');
-        input.extend_from_slice(b"]\n{\"id\":2}\n");
+        input.extend_from_slice(b"]\n{\"jsonrpc\":\"2.0\",\"id\":2}\n");
         let (passed, answers) = check(&input).await;
-        assert_eq!(passed, "{\"id\":2}\n");
+        assert_eq!(passed, "{\"jsonrpc\":\"2.0\",\"id\":2}\n");
         assert_eq!(answers.len(), 1, "{answers:?}");
         assert_eq!(
             answers[0]["error"]["message"],
