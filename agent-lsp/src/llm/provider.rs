@@ -296,12 +296,7 @@ impl Provider {
             .header(ACCEPT, "text/event-stream")
             .body(body.to_owned());
         let response = self.send(request, cancel).await?;
-        let is_json = response
-            .headers()
-            .get(CONTENT_TYPE)
-            .and_then(|value| value.to_str().ok())
-            .is_some_and(|value| value.trim_start().starts_with("application/json"));
-        if is_json {
+        if answered_in_one_piece(&response) {
             // The server ignored `stream: true` and answered in one piece.
             let bytes = self.read_whole(response, cancel).await?;
             return assembler.push_whole_answer(&bytes, on_delta);
@@ -511,6 +506,16 @@ async fn sleep_or_cancel(wait: Duration, cancel: &CancellationToken) -> Result<(
         () = cancel.cancelled() => Err(ProviderError::Cancelled),
         () = tokio::time::sleep(wait) => Ok(()),
     }
+}
+
+/// Whether a server asked to stream (`stream: true`) answered with one JSON body instead, which
+/// some OpenAI-compatible servers do; both the chat and the FIM calls read it whole then.
+fn answered_in_one_piece(response: &reqwest::Response) -> bool {
+    response
+        .headers()
+        .get(CONTENT_TYPE)
+        .and_then(|value| value.to_str().ok())
+        .is_some_and(|value| value.trim_start().starts_with("application/json"))
 }
 
 #[cfg(test)]

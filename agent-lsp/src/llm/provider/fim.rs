@@ -63,12 +63,7 @@ impl Provider {
                 .header(ACCEPT, "text/event-stream")
                 .body(body);
             let response = self.send(http, cancel).await?;
-            let is_json = response
-                .headers()
-                .get(CONTENT_TYPE)
-                .and_then(|value| value.to_str().ok())
-                .is_some_and(|value| value.trim_start().starts_with("application/json"));
-            if is_json {
+            if super::answered_in_one_piece(&response) {
                 // The server ignored `stream: true` and answered in one piece.
                 let bytes = self.read_whole(response, cancel).await?;
                 let mut answer = FimAnswer::default();
