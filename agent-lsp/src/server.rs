@@ -36,6 +36,7 @@ mod documents;
 mod inline;
 mod intake;
 mod items;
+mod lanes;
 pub(crate) mod listen;
 mod prompts;
 mod requests;

@@ -192,6 +192,12 @@ impl Child {
         self.transport.writable().await;
     }
 
+    /// Whether the server's input has room now, so a write does not wait (see
+    /// [`Child::writable`]): the editor proxy forwards past its lanes only then.
+    pub fn has_room(&self) -> bool {
+        self.transport.has_room()
+    }
+
     /// Send the server's notifications that `wanted` accepts to `editor` as the server wrote
     /// them, in the server's order among the answers forwarded there, none dropped.
     pub fn notify_to(&self, editor: Arc<FrameWriter>, wanted: fn(&str) -> bool) {
