@@ -62,7 +62,7 @@ const STDERR_DRAIN: Duration = Duration::from_millis(500);
 const STDOUT_DRAIN: Duration = Duration::from_secs(1);
 /// Messages read from the server that its owner has not taken yet; beyond this the reader
 /// waits (the owner handles each one at once: it only records and answers).
-const INCOMING_QUEUE: usize = 1024;
+const INCOMING_QUEUE: usize = 256;
 
 /// Answers a server→client request instead of the built-in answer, or declines with `None`.
 /// Called by whoever reads the server, in order with its notifications: whatever it sends on
