@@ -39,6 +39,7 @@ mod items;
 mod lanes;
 pub(crate) mod listen;
 mod prompts;
+mod relay;
 mod requests;
 mod router;
 

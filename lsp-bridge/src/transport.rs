@@ -104,7 +104,15 @@ pub type RawResult = Box<serde_json::value::RawValue>;
 struct Pending {
     method: String,
     reply: oneshot::Sender<Result<RawResult>>,
+    /// Called with the server's answer by whoever reads it, before `reply` gets it.
+    relay: Option<Relay>,
 }
+
+/// Takes the server's answer (its result, or the error it answered with) on the thread that
+/// reads the server, as it is read: the editor proxy writes its reply to the editor there, in
+/// order with the server's notifications. Not called when no answer comes (the request timed
+/// out or was cancelled, or the server exited): the waiting side answers then.
+pub type Relay = Box<dyn FnOnce(&Result<RawResult>) + Send>;
 
 struct PendingTable {
     /// `Some` once the connection is gone: new requests fail at once with this reason.
@@ -316,6 +324,7 @@ impl Transport {
         &self,
         method: &str,
         params: &Value,
+        relay: Option<Relay>,
     ) -> Result<(i64, oneshot::Receiver<Result<RawResult>>)> {
         let id = self.shared.next_id.fetch_add(1, Ordering::Relaxed);
         let (reply, receiver) = oneshot::channel();
@@ -329,6 +338,7 @@ impl Transport {
                 Pending {
                     method: method.to_owned(),
                     reply,
+                    relay,
                 },
             );
         }

@@ -216,3 +216,50 @@ fn a_cancel_after_the_document_closed_reaches_the_child_and_gets_one_answer() {
     assert_eq!(second, 0, "a second answer to the cancelled hover");
     editor.shutdown();
 }
+
+/// Answers the server reshapes (code actions followed by the agent's) reach the editor in the
+/// child's order too, among its notifications: the reply is made where the answer is read.
+#[test]
+fn reshaped_answers_reach_the_editor_in_order_with_the_childs_notifications() {
+    const COUNT: u64 = 150;
+    let workspace = Workspace::new(&["a.fake"]);
+    let file = workspace.root.join("a.fake");
+    let mut editor = workspace.serve(&[("fake", &[])]);
+    editor.initialize(&workspace.root);
+    editor.open(&file, "fake");
+    editor.request("textDocument/hover", at(&file, 0));
+    // The child writes `fake/poked n`, then its answer to code action request n.
+    let mut ids = Vec::new();
+    for n in 1..=COUNT {
+        editor.notify(
+            "fake/poke",
+            json!({"textDocument": {"uri": url(&file)}, "n": n}),
+        );
+        let range = json!({"start": {"line": 0, "character": n}, "end": {"line": 0, "character": n}});
+        ids.push(editor.request_async(
+            "textDocument/codeAction",
+            json!({"textDocument": {"uri": url(&file)}, "range": range, "context": {"diagnostics": []}}),
+        ));
+    }
+    let last = *ids.last().unwrap();
+    let answer = editor.response(last);
+    assert!(answer["result"].is_array(), "{answer}");
+    let mut order = Vec::new();
+    for message in &editor.backlog {
+        if message["method"] == "fake/poked" {
+            order.push(("poked", message["params"]["n"].as_u64().unwrap()));
+        } else if let Some(at) = message["id"]
+            .as_i64()
+            .and_then(|id| ids.iter().position(|&x| x == id))
+        {
+            assert!(message["result"].is_array(), "{message}");
+            order.push(("answer", at as u64 + 1));
+        }
+    }
+    order.push(("answer", COUNT));
+    let expected: Vec<(&str, u64)> = (1..=COUNT)
+        .flat_map(|n| [("poked", n), ("answer", n)])
+        .collect();
+    assert_eq!(order, expected);
+    editor.shutdown();
+}

@@ -66,14 +66,13 @@ pub(super) fn forward(
     Ok(())
 }
 
-/// Send `method` to `child` with an id of the bridge's: its answer is waited for with
-/// [`answer`]. Fails only before the request was written: the child never saw it.
-pub(super) fn send(child: &Arc<Child>, method: &str, params: &Value) -> Result<Sent, Error> {
-    Ok(Sent {
-        request: child.send(method, params)?,
+/// A request `child` was sent, to wait for with [`answer`].
+pub(super) fn sent(child: &Arc<Child>, method: &str, request: SentRequest) -> Sent {
+    Sent {
+        request,
         method: method.to_owned(),
         child: child.clone(),
-    })
+    }
 }
 
 /// Wait for the answer to a sent request: as the child wrote it, `ContentModified` and every

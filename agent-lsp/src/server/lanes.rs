@@ -26,6 +26,7 @@ use tokio::sync::{mpsc, oneshot};
 use tokio_util::sync::CancellationToken;
 
 use super::documents::{self, Delivery};
+use super::relay::{self, Relayed, Shape};
 use super::requests::{self, Pending};
 use super::{ResponseError, Shared, children, codes};
 
@@ -359,12 +360,17 @@ impl Lane {
             method,
             params,
             to,
-            mut code_actions,
+            code_actions,
             cancel,
         } = job;
-        let forward_as = id
-            .as_i64()
-            .filter(|id| (0..lsp_bridge::FIRST_OWN_ID).contains(id));
+        let shape = match code_actions {
+            Some(params) => Shape::CodeActions {
+                params,
+                tag: to.tag_items,
+            },
+            None if to.tag_items => Shape::Tagged,
+            None => Shape::Plain,
+        };
         let mut retried = false;
         let pending = loop {
             let child = match &to.target {
@@ -384,9 +390,7 @@ impl Lane {
             let written = match child {
                 Ok(child) => {
                     child.writable().await;
-                    write(
-                        shared, &child, &to, &id, &method, &params, forward_as, &cancel,
-                    )
+                    write(shared, &child, &to, &id, &method, &params, &shape, &cancel)
                 }
                 Err(error) => Err(error),
             };
@@ -400,14 +404,13 @@ impl Lane {
                     retried = true;
                 }
                 Err(error) => {
-                    let error = children::error_reply(error);
-                    break match code_actions.take() {
+                    break match shape {
                         // A document whose child failed still gets the agent's actions.
-                        Some(params) => Pending::CodeActions {
-                            params,
-                            child: Some(Err(error)),
-                        },
-                        None => Pending::Answered(Err(error)),
+                        Shape::CodeActions { params, .. } => {
+                            tracing::debug!("no child code actions: {error}");
+                            Pending::AgentActions(params)
+                        }
+                        _ => Pending::Answered(Err(children::error_reply(error))),
                     };
                 }
                 Ok(Written::Forwarded) => return,
@@ -421,16 +424,7 @@ impl Lane {
                         ),
                     )));
                 }
-                Ok(Written::Sent(sent)) => {
-                    break match code_actions.take() {
-                        Some(params) => Pending::CodeActions {
-                            params,
-                            child: Some(Ok((sent, to.tag_items))),
-                        },
-                        None if to.tag_items => Pending::Tagged(sent),
-                        None => Pending::Child(sent),
-                    };
-                }
+                Ok(Written::Sent(relayed)) => break Pending::Child(relayed),
             }
         };
         requests::answer_later(shared, id, method, pending, cancel);
@@ -441,15 +435,17 @@ impl Lane {
 enum Written {
     /// Forwarded with the editor's id: the child answers the editor.
     Forwarded,
-    /// Sent with an id of the bridge's: its answer comes back here.
-    Sent(children::Sent),
+    /// Sent with an id of the bridge's: its reply is made where the answer is read.
+    Sent(Relayed),
     /// The editor cancelled it while it waited in the lane: the child never saw it.
     Cancelled,
 }
 
-/// Write a request to `child`. The check for a cancellation and the forward happen under the
-/// lock of the requests in flight, so that a `$/cancelRequest` either finds the request still
-/// here or finds it at the child ([`Shared::cancel_forwarded`]), never neither.
+/// Write a request to `child`: forwarded with the editor's numeric id when nothing about it is
+/// rewritten, else sent to be reshaped (`relay`). The check for a cancellation and the forward
+/// happen under the lock of the requests in flight, so that a `$/cancelRequest` either finds
+/// the request still here or finds it at the child ([`Shared::cancel_forwarded`]), never
+/// neither.
 #[allow(clippy::too_many_arguments)]
 fn write(
     shared: &Arc<Shared>,
@@ -458,7 +454,7 @@ fn write(
     id: &Value,
     method: &str,
     params: &Value,
-    forward_as: Option<i64>,
+    shape: &Shape,
     cancel: &CancellationToken,
 ) -> Result<Written, Error> {
     let params = to.params.as_ref().unwrap_or(params);
@@ -467,7 +463,11 @@ fn write(
     if cancel.is_cancelled() {
         return Ok(Written::Cancelled);
     }
-    match forward_as.filter(|_| to.is_verbatim()) {
+    let forward_as = id
+        .as_i64()
+        .filter(|id| (0..lsp_bridge::FIRST_OWN_ID).contains(id))
+        .filter(|_| to.is_verbatim() && matches!(shape, Shape::Plain));
+    match forward_as {
         Some(id) => {
             let body = serde_json::to_vec(
                 &json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}),
@@ -485,7 +485,7 @@ fn write(
         }
         None => {
             drop(in_flight);
-            children::send(child, method, params).map(Written::Sent)
+            relay::send(shared, child, id, method, params, shape.clone()).map(Written::Sent)
         }
     }
 }

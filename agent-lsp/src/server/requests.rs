@@ -17,31 +17,30 @@ use tokio::sync::oneshot;
 use tokio_util::sync::CancellationToken;
 use tracing::Instrument;
 
-use super::children::{self, Sent};
+use super::children;
 use super::lanes::{Job, RequestJob};
+use super::relay::Relayed;
 use super::router::{self, Kind, Lookup, Own, Route};
 use super::{
     CHILD_REQUEST_TIMEOUT, Reply, ResponseError, Shared, code_actions, codes, commands, inline,
-    items, prompts,
+    prompts,
 };
 
 /// What a request task answers: a child's result as it wrote it, or a reply of ours.
 pub(super) enum Answer {
     Raw(RawResult),
     Reply(Reply),
+    /// The child's reader answered the editor already (`relay`).
+    Relayed,
 }
 
 /// A request whose child part, if any, is written: what is left is waiting and answering.
 pub(super) enum Pending {
-    /// One child answers.
-    Child(Sent),
-    /// One child answers with items that two children could resolve: each is tagged with it.
-    Tagged(Sent),
-    /// The document's child's code actions (if it has a child), then the agent's.
-    CodeActions {
-        params: Box<CodeActionParams>,
-        child: Option<Result<(Sent, bool), ResponseError>>,
-    },
+    /// One child answers, its answer made into the reply where it is read (`relay`).
+    Child(Relayed),
+    /// The agent's code actions alone: no child serves the document, or the request could not
+    /// reach it.
+    AgentActions(Box<CodeActionParams>),
     /// Every running child's symbols, merged: each lane hands back the request it wrote.
     Symbols(Vec<oneshot::Receiver<Option<(Arc<Child>, SentRequest)>>>),
     /// The server's own: a command, `@path` completion in a prompt document.
@@ -106,22 +105,17 @@ pub(super) async fn dispatch(shared: &Arc<Shared>, id: Value, method: String, pa
             // request is answered now rather than waiting in the loop, which would hold up
             // every other child's messages.
             if let Err(Job::Request(job)) = lane.try_push(Job::Request(job)) {
-                let error = lane.full();
                 let pending = match job.code_actions {
-                    Some(params) => Pending::CodeActions {
-                        params,
-                        child: Some(Err(error)),
-                    },
-                    None => Pending::Answered(Err(error)),
+                    Some(params) => Pending::AgentActions(params),
+                    None => Pending::Answered(Err(lane.full())),
                 };
                 answer_later(shared, job.id, job.method, pending, job.cancel);
             }
             return;
         }
-        Route::Agent(Own::CodeActions(None)) => Pending::CodeActions {
-            child: None,
-            params: code_actions.expect("decoded"),
-        },
+        Route::Agent(Own::CodeActions(None)) => {
+            Pending::AgentActions(code_actions.expect("decoded"))
+        }
         Route::Agent(own) => Pending::Own {
             own,
             params: params.clone(),
@@ -168,17 +162,7 @@ pub(super) fn answer_later(
             .lock()
             .expect("in flight")
             .remove(&id.to_string());
-        match answer {
-            Answer::Raw(result) => shared.respond_raw(&id, &result),
-            Answer::Reply(Err(error)) if cancel.is_cancelled() => shared.respond(
-                id,
-                Err(ResponseError::new(
-                    codes::REQUEST_CANCELLED,
-                    format!("`{method}` was cancelled: {}", error.message),
-                )),
-            ),
-            Answer::Reply(reply) => shared.respond(id, reply),
-        }
+        write_answer(&shared, id, &method, answer, cancel.is_cancelled());
     }
     .instrument(span);
     if on_agent_runtime {
@@ -189,55 +173,38 @@ pub(super) fn answer_later(
     }
 }
 
+/// Answer the editor's request `id`; a failure of a request the editor cancelled is said to be
+/// its cancellation.
+pub(super) fn write_answer(
+    shared: &Shared,
+    id: Value,
+    method: &str,
+    answer: Answer,
+    cancelled: bool,
+) {
+    match answer {
+        Answer::Raw(result) => shared.respond_raw(&id, &result),
+        Answer::Reply(Err(error)) if cancelled => shared.respond(
+            id,
+            Err(ResponseError::new(
+                codes::REQUEST_CANCELLED,
+                format!("`{method}` was cancelled: {}", error.message),
+            )),
+        ),
+        Answer::Reply(reply) => shared.respond(id, reply),
+        Answer::Relayed => {}
+    }
+}
+
 impl Pending {
     /// Wait for the answers and make the reply.
     pub(super) async fn finish(self, shared: &Arc<Shared>, cancel: &CancellationToken) -> Answer {
         match self {
             Pending::Answered(Ok(raw)) => Answer::Raw(raw),
             Pending::Answered(Err(error)) => Answer::Reply(Err(error)),
-            Pending::Child(sent) => match children::answer(shared, sent, cancel).await {
-                Ok(raw) => Answer::Raw(raw),
-                Err(error) => Answer::Reply(Err(error)),
-            },
-            Pending::Tagged(sent) => {
-                let child = sent.child.clone();
-                let answer = children::answer(shared, sent, cancel)
-                    .await
-                    .and_then(|raw| parse(&raw));
-                Answer::Reply(answer.map(|mut result| {
-                    items::tag_items(&mut result, &child);
-                    result
-                }))
-            }
-            Pending::CodeActions { params, child } => {
-                let from_child = match child {
-                    Some(Ok((sent, tag))) => {
-                        let child = sent.child.clone();
-                        children::answer(shared, sent, cancel)
-                            .await
-                            .and_then(|raw| parse(&raw))
-                            .map(|mut actions| {
-                                if tag {
-                                    items::tag_items(&mut actions, &child);
-                                }
-                                actions
-                            })
-                    }
-                    Some(Err(error)) => Err(error),
-                    None => Ok(Value::Null),
-                };
-                let child_actions = match from_child {
-                    Ok(Value::Array(actions)) => actions,
-                    Ok(_) => Vec::new(),
-                    // A document without a server still gets the agent's actions.
-                    Err(ResponseError {
-                        message: problem, ..
-                    }) => {
-                        tracing::debug!("no child code actions: {problem}");
-                        Vec::new()
-                    }
-                };
-                Answer::Reply(code_actions::code_actions(shared, &params, child_actions))
+            Pending::Child(relayed) => relayed.finish(shared, cancel).await,
+            Pending::AgentActions(params) => {
+                Answer::Reply(code_actions::code_actions(shared, &params, Vec::new()))
             }
             Pending::Symbols(parts) => {
                 let mut merged = Vec::new();

@@ -105,7 +105,18 @@ impl Child {
     /// reach the server before an earlier request. Nothing is retried here: an editor request
     /// gets the server's answer as the server gave it, `ContentModified` included.
     pub fn send(&self, method: &str, params: &Value) -> Result<SentRequest> {
-        let (id, reply) = self.transport.send_request(method, params)?;
+        self.send_relayed(method, params, None)
+    }
+
+    /// [`Child::send`], with `relay` taking the answer on the thread that reads the server,
+    /// in order with its notifications (see [`Relay`](crate::child::Relay)).
+    pub fn send_relayed(
+        &self,
+        method: &str,
+        params: &Value,
+        relay: Option<crate::child::Relay>,
+    ) -> Result<SentRequest> {
+        let (id, reply) = self.transport.send_request(method, params, relay)?;
         let guard = self.transport.cancel_on_drop(id, self.config.cancel_grace);
         Ok(SentRequest {
             method: method.to_owned(),
