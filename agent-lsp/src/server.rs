@@ -11,10 +11,12 @@
 //! - the editor connection: `connection` (its state, writing to the editor), `intake`
 //!   (reading it; forwards a request whose route is known at once), `listen` (`--listen`);
 //! - the router: `router` decides who answers every message; `items` knows which child made
-//!   the items `*/resolve` requests carry; `children` writes to the children and wires them
-//!   to the editor;
-//! - the loop: `dispatch` is its table, `requests` a request's life on it (written now,
-//!   waited for as a task), `documents` document sync, `capabilities` `initialize`;
+//!   the items `*/resolve` requests carry; `lanes` holds each child's messages in order and
+//!   delivers them (starting the child), so no child holds up another; `children` forwards and
+//!   wires a started child to the editor; `relay` makes the replies the server reshapes where
+//!   the child's answer is read;
+//! - the loop: `dispatch` is its table, `requests` a request's life on it (handed to its lane,
+//!   or answered by a task), `documents` document sync, `capabilities` `initialize`;
 //! - the agent host: `agent` (sessions, turns, what the editor sees of them, the editor's
 //!   buffers as the tools see them);
 //! - prompt documents: `prompts` (the chat format, `@path` completion), `code_actions`;

@@ -12,7 +12,9 @@
 //! Prints two Markdown tables for BENCHMARKS.md.
 //!
 //! Run: `bash .ci/tools.sh && cargo build --release -p agent-lsp -p agent-tests --bins && cargo bench -p agent-tests --bench proxy`
-//! (the release binary is used when present, else the debug one).
+//! (the release binary is used when present, else the debug one). With `PROXY_BASELINE` naming
+//! another `agent-lsp` binary (an earlier commit's build), that one runs as a seventh setup in
+//! the same rounds, and a third table compares the two side by side.
 
 #![allow(clippy::print_stdout)]
 
@@ -131,17 +133,20 @@ fn main() {
     std::fs::write(&stdlib, STDLIB_USE).unwrap();
     let state = tempfile::tempdir().unwrap();
 
-    let proxied = {
-        let config = state.path().join("config.toml");
+    let baseline_state = tempfile::tempdir().unwrap();
+    let serve = |program: PathBuf, state: &Path| {
+        let config = state.join("config.toml");
         std::fs::write(&config, "").unwrap();
-        let mut command = Command::new(built("agent-lsp"));
+        let mut command = Command::new(program);
         command
             .env("PATH", agent_tests::tools_path())
-            .env("AGENT_LSP_STATE_DIR", state.path())
+            .env("AGENT_LSP_STATE_DIR", state)
             .env("AGENT_LSP_CONFIG", &config)
             .args(["--workspace", root.to_str().unwrap(), "serve"]);
         command
     };
+    let proxied = serve(built("agent-lsp"), state.path());
+    let baseline = std::env::var_os("PROXY_BASELINE").map(PathBuf::from);
     let direct = || {
         let mut command = Command::new(pyright());
         command.arg("--stdio").current_dir(&root);
@@ -154,32 +159,38 @@ fn main() {
         command
     };
     // In this order in every round; the table's ratios are each target's over `direct`'s.
-    let mut targets = [
+    let mut commands = vec![
         proxied,
         direct(),
         behind("byte-relay"),
         behind("frame-relay"),
         behind("json-relay"),
         direct(),
-    ]
-    .map(|command| {
-        let mut editor = Editor::start(command);
-        ready(&mut editor, &root, &main);
-        editor.open(&stdlib, "python");
-        // Analysed before any timing: six pyrights analysing the stubs at once on two cores
-        // made the first round of whichever setup went first (`serve`) take 8-17 ms a
-        // request, which was that setup's whole p99.
-        editor.wait_for("the stubs' diagnostics", |message| {
-            message["method"] == "textDocument/publishDiagnostics"
-                && message["params"]["uri"] == url(&stdlib)
-        });
-        Target {
-            editor,
-            samples: Vec::new(),
-            cpu: Duration::ZERO,
-        }
-    });
-    let [serve, straight, bytes, frames, parsing, control] = [0, 1, 2, 3, 4, 5];
+    ];
+    if let Some(baseline) = &baseline {
+        commands.push(serve(baseline.clone(), baseline_state.path()));
+    }
+    let mut targets: Vec<Target> = commands
+        .into_iter()
+        .map(|command| {
+            let mut editor = Editor::start(command);
+            ready(&mut editor, &root, &main);
+            editor.open(&stdlib, "python");
+            // Analysed before any timing: six pyrights analysing the stubs at once on two cores
+            // made the first round of whichever setup went first (`serve`) take 8-17 ms a
+            // request, which was that setup's whole p99.
+            editor.wait_for("the stubs' diagnostics", |message| {
+                message["method"] == "textDocument/publishDiagnostics"
+                    && message["params"]["uri"] == url(&stdlib)
+            });
+            Target {
+                editor,
+                samples: Vec::new(),
+                cpu: Duration::ZERO,
+            }
+        })
+        .collect();
+    let [serve, straight, bytes, frames, parsing, control, before] = [0, 1, 2, 3, 4, 5, 6];
 
     let at = |line: u32, character: u32| json!({"textDocument": {"uri": url(&main)}, "position": {"line": line, "character": character}});
     let std_at = |line: u32, character: u32| json!({"textDocument": {"uri": url(&stdlib)}, "position": {"line": line, "character": character}});
@@ -209,7 +220,7 @@ fn main() {
             std_at(10, 8),
         ),
     ];
-    let (mut proxy_rows, mut baseline_rows) = (Vec::new(), Vec::new());
+    let (mut proxy_rows, mut baseline_rows, mut before_rows) = (Vec::new(), Vec::new(), Vec::new());
     for (label, method, params) in &requests {
         for _ in 0..ROUNDS {
             for target in &mut targets {
@@ -244,6 +255,15 @@ fn main() {
             targets[bytes].cpu_per_request(),
             targets[frames].cpu_per_request(),
         ));
+        if baseline.is_some() {
+            before_rows.push(format!(
+                "| {label} | {} | {} | {} / {} |",
+                added(serve),
+                added(before),
+                targets[serve].cpu_per_request(),
+                targets[before].cpu_per_request(),
+            ));
+        }
         for target in &mut targets {
             target.samples.clear();
             target.cpu = Duration::ZERO;
@@ -264,6 +284,17 @@ fn main() {
     for row in &baseline_rows {
         println!("{row}");
     }
-    let [serve_editor, ..] = targets.map(|target| target.editor);
+    if let Some(baseline) = &baseline {
+        println!();
+        println!(
+            "| request (pyright) | added by this `agent-lsp serve` p50 / p99 ms | added by `{}` p50 / p99 ms | CPU per request: this / baseline µs |",
+            baseline.display()
+        );
+        println!("|---|---|---|---|");
+        for row in &before_rows {
+            println!("{row}");
+        }
+    }
+    let serve_editor = targets.swap_remove(serve).editor;
     serve_editor.shutdown();
 }

@@ -235,7 +235,8 @@ fn reshaped_answers_reach_the_editor_in_order_with_the_childs_notifications() {
             "fake/poke",
             json!({"textDocument": {"uri": url(&file)}, "n": n}),
         );
-        let range = json!({"start": {"line": 0, "character": n}, "end": {"line": 0, "character": n}});
+        let range =
+            json!({"start": {"line": 0, "character": n}, "end": {"line": 0, "character": n}});
         ids.push(editor.request_async(
             "textDocument/codeAction",
             json!({"textDocument": {"uri": url(&file)}, "range": range, "context": {"diagnostics": []}}),
