@@ -70,7 +70,7 @@ pub enum ChildState {
     Exited,
 }
 
-pub use crate::transport::{Relay, RequestHandler};
+pub use crate::transport::{Relay, RequestHandler, Undelivered};
 
 /// What `initialize` told us.
 struct Initialized {

@@ -60,8 +60,12 @@ pub struct ServerConfig {
     /// Bound on spawn + `initialize`.
     pub startup_timeout: Duration,
     /// After a request was cancelled, how long the server has to acknowledge it (answer the id,
-    /// usually with `RequestCancelled`) before it is considered hung and recycled.
+    /// usually with `RequestCancelled`) before it is suspected of hanging.
     pub cancel_grace: Duration,
+    /// How long a suspected server must then show no sign of life (no message, no stderr line,
+    /// no CPU time) to be taken as hung and restarted: a server busy with its first analysis
+    /// ignores cancellations but is alive.
+    pub hung_timeout: Duration,
     /// Position encodings offered to the server, preferred first. The agent alone prefers
     /// UTF-8; the editor-facing server offers only the editor's encoding, so positions pass
     /// between editor and child unconverted.
@@ -102,6 +106,7 @@ impl ServerConfig {
             request_timeout: Duration::from_secs(30),
             startup_timeout: Duration::from_secs(60),
             cancel_grace: Duration::from_secs(2),
+            hung_timeout: Duration::from_secs(60),
             position_encodings: vec![
                 crate::position::PositionEncoding::Utf8,
                 crate::position::PositionEncoding::Utf16,
@@ -294,6 +299,7 @@ pub struct ServerOptions {
     pub request_timeout_secs: Option<f64>,
     pub startup_timeout_secs: Option<f64>,
     pub cancel_grace_secs: Option<f64>,
+    pub hung_timeout_secs: Option<f64>,
     pub probe_args: Option<Vec<String>>,
 }
 
@@ -332,6 +338,9 @@ impl ServerOptions {
         }
         if let Some(secs) = self.cancel_grace_secs {
             server.cancel_grace = seconds(secs);
+        }
+        if let Some(secs) = self.hung_timeout_secs {
+            server.hung_timeout = seconds(secs);
         }
         if let Some(args) = self.probe_args {
             // `probe_args = []` turns the probe off.

@@ -25,6 +25,7 @@ pub use lsp_types;
 
 pub use child::{
     Child, ChildState, DiagnosticsEntry, DiagnosticsStore, Relay, RequestHandler, SentRequest,
+    Undelivered,
 };
 pub use config::{BridgeConfig, RestartPolicy, ServerConfig, language_id};
 pub use error::{Error, Result};

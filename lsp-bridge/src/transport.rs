@@ -43,6 +43,7 @@ use crate::config::{ServerConfig, find_program};
 use crate::error::{Error, Result};
 use crate::framing::{FrameWriter, set_blocking};
 
+mod liveness;
 mod output;
 mod shared;
 
@@ -114,6 +115,12 @@ struct Pending {
 /// out or was cancelled, or the server exited): the waiting side answers then.
 pub type Relay = Box<dyn FnOnce(&Result<RawResult>) + Send>;
 
+/// Takes a forwarded request (the editor's id, the method, the request as the editor wrote it)
+/// that the server exited without answering, to deliver it to the restarted server; `false`
+/// leaves it to be answered with the error. Only requests without effects of their own are
+/// offered (not `workspace/executeCommand`), and each only once.
+pub type Undelivered = Arc<dyn Fn(i64, &str, Vec<u8>) -> bool + Send + Sync>;
+
 struct PendingTable {
     /// `Some` once the connection is gone: new requests fail at once with this reason.
     closed: Option<Closed>,
@@ -129,6 +136,9 @@ struct PendingTable {
 /// A request forwarded for the editor: its answer goes to `editor` as the server wrote it.
 struct Forwarded {
     method: String,
+    /// The request as the editor wrote it, to deliver once more to a restarted server when
+    /// this one exits without answering ([`Undelivered`]); empty once it was delivered again.
+    body: Vec<u8>,
     /// Where the answer goes; `None` once it was answered here (cancelled or timed out), while
     /// the server still owes an answer.
     editor: Option<Arc<FrameWriter>>,
@@ -153,12 +163,15 @@ struct Shared {
     stderr_done: watch::Sender<bool>,
     closed: watch::Sender<Option<Closed>>,
     exit_status: watch::Sender<Option<ExitStatus>>,
-    hung: Mutex<Option<String>>,
+    /// Whether it is hung: suspected by an unanswered cancellation, then silent for long.
+    liveness: liveness::Liveness,
     /// Where the server's notifications go as the server wrote them, from the thread that
     /// reads it, in order with the answers forwarded there ([`Transport::notify_to`]).
     notification_sink: Mutex<Option<NotificationSink>>,
     /// Takes the server's requests the editor answers ([`Transport::set_request_handler`]).
     request_handler: std::sync::RwLock<Option<RequestHandler>>,
+    /// Takes the forwarded requests it exited without answering ([`Transport::on_undelivered`]).
+    undelivered: Mutex<Option<Undelivered>>,
 }
 
 /// An editor that gets a server's notifications, and which of them.
@@ -253,9 +266,10 @@ impl Transport {
             stderr_done: watch::channel(false).0,
             closed: watch::channel(None).0,
             exit_status: watch::channel(None).0,
-            hung: Mutex::new(None),
+            liveness: liveness::Liveness::new(&config.name, pid, config.hung_timeout),
             notification_sink: Mutex::new(None),
             request_handler: std::sync::RwLock::new(None),
+            undelivered: Mutex::new(None),
         });
         let (incoming_tx, incoming_rx) = mpsc::channel(INCOMING_QUEUE);
         let (kill_tx, kill_rx) = oneshot::channel();
@@ -310,7 +324,7 @@ impl Transport {
 
     /// Why the server is considered hung, if it is.
     pub(crate) fn hung(&self) -> Option<String> {
-        self.shared.hung.lock().unwrap().clone()
+        self.shared.liveness.hung()
     }
 
     /// The error a request gets on a closed connection.
@@ -404,6 +418,7 @@ impl Transport {
         body: &[u8],
         editor: &Arc<FrameWriter>,
         timeout: Duration,
+        again: bool,
     ) -> Result<()> {
         debug_assert!(id < FIRST_OWN_ID, "an editor id");
         let deadline = Instant::now() + timeout;
@@ -416,6 +431,12 @@ impl Transport {
                 id,
                 Forwarded {
                     method: method.to_owned(),
+                    // Kept only while it may be delivered again.
+                    body: if again || method == "workspace/executeCommand" {
+                        Vec::new()
+                    } else {
+                        body.to_vec()
+                    },
                     editor: Some(editor.clone()),
                     deadline,
                 },
@@ -464,6 +485,12 @@ impl Transport {
     /// server (see [`RequestHandler`]); the ones it declines go to the owner.
     pub(crate) fn set_request_handler(&self, handler: RequestHandler) {
         *self.shared.request_handler.write().unwrap() = Some(handler);
+    }
+
+    /// From now on `undelivered` is offered the forwarded requests the server exits without
+    /// answering (see [`Undelivered`]).
+    pub(crate) fn on_undelivered(&self, undelivered: Undelivered) {
+        *self.shared.undelivered.lock().unwrap() = Some(undelivered);
     }
 
     /// Whether the server's input pipe was found closed: it gets nothing more.

@@ -23,6 +23,9 @@ fn fake(args: &[&str]) -> ServerConfig {
         request_timeout: Duration::from_millis(500),
         startup_timeout: Duration::from_secs(2),
         cancel_grace: Duration::from_millis(500),
+        // A fake that ignores a cancellation is idle (no output, no CPU): hung half a second
+        // after the grace, where a real server gets a minute to show it is merely busy.
+        hung_timeout: Duration::from_millis(500),
         ..ServerConfig::new("fake", env!("CARGO_BIN_EXE_fake-lsp"))
     }
 }

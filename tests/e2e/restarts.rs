@@ -238,3 +238,87 @@ fn a_restarted_child_gets_the_editors_documents_before_a_notification_about_them
     assert_eq!(reopened["params"]["textDocument"]["text"], "unsaved\n");
     editor.shutdown();
 }
+
+/// Killed with SIGKILL while a helper process still holds its pipes (as a large server's
+/// teardown does for a moment), a child takes the editor's next request into a pipe nobody
+/// reads. That request is delivered again to the restarted child, which answers it: 10 rounds,
+/// 10 answers.
+#[test]
+fn a_request_sent_right_after_the_child_was_killed_is_answered_by_the_restarted_one() {
+    let workspace = tempfile::tempdir().unwrap();
+    let root = workspace.path().canonicalize().unwrap();
+    let file = root.join("a.fake");
+    std::fs::write(&file, "text\n").unwrap();
+    let state = tempfile::tempdir().unwrap();
+    let config = format!(
+        "[server.fake]\ncommand = {:?}\nargs = [\"hold-pipes\"]\nfile_patterns = [\"*.fake\"]\n\n[restart]\nmax_restarts = 20\nbackoff_ms = 10\n",
+        agent_tests::workspace_bin("fake-lsp").display().to_string()
+    );
+    let mut editor = Editor::start(agent_tests::serve_command(&root, state.path(), &config));
+    editor.initialize(&root);
+    editor.open(&file, "fake");
+    let hover = json!({"textDocument": {"uri": url(&file)}, "position": {"line": 0, "character": 1}});
+    assert_eq!(
+        editor.request("textDocument/hover", hover.clone())["result"]["echo"],
+        "textDocument/hover"
+    );
+    for round in 0..10 {
+        let pids = descendants_running(editor.pid(), "fake-lsp");
+        let [pid] = pids.as_slice() else {
+            panic!("round {round}: {pids:?}")
+        };
+        // No waiting for it to be gone: the request follows the kill at once.
+        nix::sys::signal::kill(
+            nix::unistd::Pid::from_raw(*pid as i32),
+            nix::sys::signal::Signal::SIGKILL,
+        )
+        .unwrap();
+        let answer = editor.request("textDocument/hover", hover.clone());
+        assert_eq!(
+            answer["result"]["echo"], "textDocument/hover",
+            "round {round}: {answer}"
+        );
+        let now = descendants_running(editor.pid(), "fake-lsp");
+        assert_eq!(now.len(), 1, "round {round}: {now:?}");
+        assert_ne!(now[0], *pid, "round {round}");
+    }
+    editor.shutdown();
+}
+
+/// A server busy with its first analysis ignores cancellations for seconds while it reports
+/// progress and uses a core: alive, not hung. It is not restarted, and a request sent after
+/// the cancellation's grace is answered by the same process once it is done.
+#[test]
+fn a_busy_child_that_ignores_cancellations_but_shows_life_is_not_restarted() {
+    let workspace = tempfile::tempdir().unwrap();
+    let root = workspace.path().canonicalize().unwrap();
+    let file = root.join("a.fake");
+    std::fs::write(&file, "text\n").unwrap();
+    let state = tempfile::tempdir().unwrap();
+    let record = state.path().join("received.jsonl");
+    let config = agent_tests::fake_lsp_config(&["busy", "5000", "record", record.to_str().unwrap()]);
+    let mut editor = Editor::start(agent_tests::serve_command(&root, state.path(), &config));
+    editor.initialize(&root);
+    editor.open(&file, "fake");
+    let hover = json!({"textDocument": {"uri": url(&file)}, "position": {"line": 0, "character": 1}});
+    let first = editor.request_async("textDocument/hover", hover.clone());
+    std::thread::sleep(std::time::Duration::from_millis(100));
+    editor.notify("$/cancelRequest", json!({"id": first}));
+    assert_eq!(editor.response(first)["error"]["code"], -32800);
+    // Past the cancellation's grace (2 s), unanswered: suspected, but alive.
+    editor.pump(std::time::Duration::from_millis(3000));
+    let answer = editor.request("textDocument/hover", hover);
+    assert_eq!(answer["result"]["echo"], "textDocument/hover", "{answer}");
+    let starts = agent_tests::fake_lsp_record(&record)
+        .iter()
+        .filter(|message| message["method"] == "initialize")
+        .count();
+    assert_eq!(starts, 1, "the busy child was restarted");
+    let progress = editor
+        .backlog
+        .iter()
+        .filter(|message| message["method"] == "$/progress")
+        .count();
+    assert!(progress >= 10, "the child's progress reached the editor: {progress}");
+    editor.shutdown();
+}

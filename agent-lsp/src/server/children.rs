@@ -11,6 +11,7 @@ use lsp_bridge::{Child, Error, SentRequest};
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
+use super::lanes::Job;
 use super::{CHILD_REQUEST_TIMEOUT, ResponseError, Shared, codes, items};
 
 /// Child → editor requests the editor answers (with the ids mapped); anything else the child
@@ -91,10 +92,29 @@ pub(super) async fn answer(
     Ok(raw)
 }
 
-/// Wire a newly started child to the editor: its notifications are forwarded, and the requests
-/// the editor should answer are sent there with fresh ids.
+/// Wire a newly started child to the editor: its notifications are forwarded, the requests
+/// the editor should answer are sent there with fresh ids, and a forwarded request it exits
+/// without answering goes to its lane, to be delivered to the restarted child.
 pub(super) fn attach_child(shared: &Arc<Shared>, child: &Arc<Child>) {
     items::note_resolvers(shared);
+    let lane = Arc::downgrade(&shared.lane_of(child));
+    child.on_undelivered(Arc::new(move |id, method, body| {
+        // The document, whose server the lane starts again.
+        let path = serde_json::from_slice::<Value>(&body)
+            .ok()
+            .and_then(|request| super::router::document_path(&request["params"]));
+        let (Some(lane), Some(path)) = (lane.upgrade(), path) else {
+            return false;
+        };
+        let method = method.to_owned();
+        lane.try_push(Job::Again {
+            id,
+            method,
+            body,
+            path,
+        })
+        .is_ok()
+    }));
     // Protocol-internal `$/` notifications stay between bridge and child, except progress.
     child.notify_to(shared.out.clone(), |method| {
         method == "$/progress" || !method.starts_with('$')

@@ -65,6 +65,14 @@ pub(super) enum Job {
         method: String,
         params: Value,
     },
+    /// A forwarded request the child exited without answering (`Child::on_undelivered`): to
+    /// the restarted child, once.
+    Again {
+        id: i64,
+        method: String,
+        body: Vec<u8>,
+        path: PathBuf,
+    },
     /// This lane's part of a request that every running child answers: the written request
     /// goes back through `sent` (`None` when the lane has no running child).
     FanOut {
@@ -216,6 +224,29 @@ impl Lane {
         match job {
             Job::Request(job) => self.request(shared, delivered, job).await,
             Job::Sync { path, delivery } => self.sync(shared, delivered, &path, delivery).await,
+            Job::Again {
+                id,
+                method,
+                body,
+                path,
+            } => {
+                let written = match self.child_for(shared, delivered, &path).await {
+                    Ok(child) => {
+                        child.writable().await;
+                        child.forward_again(
+                            id,
+                            &method,
+                            &body,
+                            &shared.out,
+                            super::CHILD_REQUEST_TIMEOUT,
+                        )
+                    }
+                    Err(error) => Err(error),
+                };
+                if let Err(error) = written {
+                    shared.respond(Value::from(id), Err(children::error_reply(error)));
+                }
+            }
             Job::Notify {
                 path,
                 method,

@@ -194,7 +194,27 @@ impl Child {
         editor: &Arc<FrameWriter>,
         timeout: Duration,
     ) -> Result<()> {
-        self.transport.forward(id, method, body, editor, timeout)
+        self.transport
+            .forward(id, method, body, editor, timeout, false)
+    }
+
+    /// [`Child::forward`] of a request an earlier instance exited without answering: if this
+    /// one exits without answering too, the editor gets the error.
+    pub fn forward_again(
+        &self,
+        id: i64,
+        method: &str,
+        body: &[u8],
+        editor: &Arc<FrameWriter>,
+        timeout: Duration,
+    ) -> Result<()> {
+        self.transport.forward(id, method, body, editor, timeout, true)
+    }
+
+    /// Offer `undelivered` the forwarded requests this server exits without answering, to
+    /// deliver them to the restarted one (see [`Undelivered`](crate::child::Undelivered)).
+    pub fn on_undelivered(&self, undelivered: crate::child::Undelivered) {
+        self.transport.on_undelivered(undelivered);
     }
 
     /// Wait until the server's input has room: a server that stops reading slows whoever writes

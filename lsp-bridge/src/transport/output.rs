@@ -36,6 +36,7 @@ pub(super) async fn stderr_loop(shared: Arc<Shared>, stderr: impl AsyncRead + Un
             text.truncate(cut);
             text.push('…');
         }
+        shared.liveness.sign_of_life();
         tracing::info!(target: "lsp_bridge::stderr", server = %shared.server, "{text}");
         let mut tail = shared.stderr_tail.lock().unwrap();
         if tail.len() == STDERR_TAIL_LINES {
@@ -185,6 +186,11 @@ pub(super) fn dispatch(
         }
     };
     let id = envelope.id.filter(|id| !id.is_null());
+    if envelope.method.is_none() && id.is_some() {
+        shared.liveness.answered();
+    } else {
+        shared.liveness.sign_of_life();
+    }
     match (envelope.method, id) {
         (Some(method), id) => {
             let params = envelope.params.unwrap_or(Value::Null);

@@ -92,10 +92,25 @@ impl Shared {
         // another thread than this reader) must already see the connection closed.
         self.closed.send_replace(Some(reason.clone()));
         let error = self.closed_error(&reason).to_string();
+        // A server that exited may have read a request and died before answering it, or never
+        // read it (written while it was dying): either way, asking the restarted one once more
+        // is harmless for a request without effects of its own, and saves the editor an error.
+        let undelivered = match reason {
+            Closed::Exited => self.undelivered.lock().unwrap().clone(),
+            Closed::Protocol(_) => None,
+        };
         for (id, forwarded) in forwarded {
-            if let Some(editor) = forwarded.editor {
-                editor.send(&error_body(id, INTERNAL_ERROR, &error));
+            let Some(editor) = forwarded.editor else {
+                continue;
+            };
+            if !forwarded.body.is_empty()
+                && let Some(undelivered) = &undelivered
+                && undelivered(id, &forwarded.method, forwarded.body)
+            {
+                tracing::info!(server = %self.server, id, method = %forwarded.method, "the server exited without answering: the request goes to the restarted one");
+                continue;
             }
+            editor.send(&error_body(id, INTERNAL_ERROR, &error));
         }
         match &reason {
             Closed::Exited => {
@@ -185,13 +200,12 @@ impl Shared {
         }
     }
 
-    /// The server did not answer `id` within `grace` of its `$/cancelRequest`: it is hung (the
-    /// first reason is kept).
+    /// The server did not answer `id` within `grace` of its `$/cancelRequest`: suspected of
+    /// hanging, and hung only if it then shows no sign of life for long (`liveness`).
     pub(super) fn mark_hung(&self, method: &str, id: i64, grace: Duration) {
-        let reason =
-            format!("did not answer `{method}` (id {id}) within {grace:?} of `$/cancelRequest`");
-        tracing::warn!(server = %self.server, "language server is hung: {reason}");
-        self.hung.lock().unwrap().get_or_insert(reason);
+        self.liveness.suspect(format!(
+            "did not answer `{method}` (id {id}) within {grace:?} of `$/cancelRequest`"
+        ));
     }
 
     pub(super) fn send_cancel(&self, id: i64) {

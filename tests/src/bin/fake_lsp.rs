@@ -25,6 +25,12 @@
 //!   no end of output says it is gone);
 //! - `no-symbols`: offers `workspace/symbol` and answers it with `[]`, always, reporting no
 //!   progress (a server that may be indexing, as far as anyone can tell);
+//! - `busy MILLIS`: from `initialized` on, for MILLIS, answers no request and ignores
+//!   `$/cancelRequest`, while it reports progress every 200 ms and uses a core, as pyright does
+//!   during its first analysis of a large package; then it answers every request it held;
+//! - `hold-pipes`: starts a `sleep` that shares its input and output, as a server's helper
+//!   processes do: killed alone, the server leaves its pipes open (what is written to it then
+//!   is read by nobody) until its process group goes;
 //! - `items NAME`: answers completion with three items labelled `NAME-1` to `NAME-3`, each with
 //!   `data` `{from: NAME, n}` (a resolve is echoed as any other request).
 //!
@@ -59,6 +65,8 @@ struct Script {
     record: Option<String>,
     split: Option<Duration>,
     no_symbols: bool,
+    busy: Option<Duration>,
+    hold_pipes: bool,
     deaf_on: HashSet<String>,
     items: Option<String>,
 }
@@ -78,6 +86,14 @@ impl Script {
                 "exit" => script.exit = true,
                 "chatty" => script.chatty = true,
                 "no-symbols" => script.no_symbols = true,
+                "hold-pipes" => script.hold_pipes = true,
+                "busy" => {
+                    let millis = value("busy", "MILLIS", &mut args);
+                    let millis = millis
+                        .parse()
+                        .unwrap_or_else(|_| die("`busy`: MILLIS is a number"));
+                    script.busy = Some(Duration::from_millis(millis));
+                }
                 "deaf-on" => {
                     script.deaf_on.insert(value("deaf-on", "METHOD", &mut args));
                 }
@@ -218,6 +234,13 @@ fn main() {
         eprintln!("fake-lsp: exiting at once, as asked");
         std::process::exit(3);
     }
+    if script.hold_pipes {
+        // Inherits standard input and output; stays in our process group.
+        let _ = std::process::Command::new("sleep")
+            .arg("3600")
+            .stderr(std::process::Stdio::null())
+            .spawn();
+    }
     let record = script
         .record
         .as_deref()
@@ -231,6 +254,8 @@ fn main() {
     let mut content_modified = script.content_modified.clone();
     let mut reader = BufReader::new(std::io::stdin());
     let mut next_id = 1000;
+    // While busy: the requests held until it is done.
+    let held: Arc<Mutex<Option<Vec<(Value, String, Value)>>>> = Arc::new(Mutex::new(None));
     while let Some(message) = read_message(&mut reader) {
         out.record(&message);
         if script.silent {
@@ -250,6 +275,12 @@ fn main() {
                     cancelled.lock().unwrap().insert(params["id"].to_string());
                 }
                 "initialized" if script.chatty => chatter(&out, &mut next_id),
+                "initialized" if script.busy.is_some() => {
+                    let busy = script.busy.unwrap_or_default();
+                    *held.lock().unwrap() = Some(Vec::new());
+                    let (out, held) = (out.clone(), held.clone());
+                    std::thread::spawn(move || be_busy(&out, &held, busy));
+                }
                 "fake/flood" => {
                     let padding = "x".repeat(params["bytes"].as_u64().unwrap_or(0) as usize);
                     for seq in 0..params["count"].as_u64().unwrap_or(0) {
@@ -293,6 +324,10 @@ fn main() {
         }
         if script.garbage_on.contains(&method) {
             out.raw(b"this is not a header\r\n\r\n");
+            continue;
+        }
+        if let Some(held) = held.lock().unwrap().as_mut() {
+            held.push((id, method, params));
             continue;
         }
         if script.hang_on.contains(&method) {
@@ -379,6 +414,28 @@ fn main() {
 }
 
 /// The server→client traffic of `chatty`.
+/// Busy for `busy`: progress every 200 ms and a core in use, then every held request answered.
+fn be_busy(out: &Out, held: &Mutex<Option<Vec<(Value, String, Value)>>>, busy: Duration) {
+    let token = "analysis";
+    out.send(&json!({"jsonrpc": "2.0", "method": "$/progress", "params": {"token": token,
+        "value": {"kind": "begin", "title": "analysing"}}}));
+    let started = std::time::Instant::now();
+    let mut report = started;
+    while started.elapsed() < busy {
+        std::hint::black_box((0..100_000u64).sum::<u64>());
+        if report.elapsed() >= Duration::from_millis(200) {
+            report = std::time::Instant::now();
+            out.send(&json!({"jsonrpc": "2.0", "method": "$/progress", "params": {"token": token,
+                "value": {"kind": "report", "message": format!("{} ms", started.elapsed().as_millis())}}}));
+        }
+    }
+    out.send(&json!({"jsonrpc": "2.0", "method": "$/progress", "params": {"token": token,
+        "value": {"kind": "end"}}}));
+    for (id, method, params) in held.lock().unwrap().take().unwrap_or_default() {
+        out.answer(&id, json!({"echo": method, "params": params}));
+    }
+}
+
 fn chatter(out: &Out, next_id: &mut i64) {
     let mut request = |method: &str, params: Value| {
         *next_id += 1;
