@@ -12,6 +12,7 @@
 //! | `textDocument/inlineCompletion` | [`Own::Inline`], always: the server's own feature |
 //! | `workspace/executeCommand` | [`Own::Command`] for ours, else the child that announced the command |
 //! | `workspace/symbol` | [`Route::FanOut`]: every running child, answers merged |
+//! | a request of a feature announced up front that the document's child lacks | [`Route::NoServer`] with the method's empty result (`capabilities::up_front`) |
 //! | a notification | the document's child, or every running child when it names no document |
 
 use std::path::{Path, PathBuf};
@@ -23,7 +24,7 @@ use lsp_bridge::lsp_types::{CodeAction, CompletionItem, Url};
 use lsp_bridge::{Child, Error};
 use serde_json::Value;
 
-use super::{ResponseError, Shared, children, codes, commands, items};
+use super::{ResponseError, Shared, capabilities, children, codes, commands, items};
 
 /// Who answers an editor message.
 pub(super) enum Route {
@@ -137,7 +138,13 @@ pub(super) async fn route(
         return Some(resolve(shared, method, origin, params));
     }
     let tag = items::items_need_origin(shared, method);
-    by_document(shared, method, params, lookup, tag).await
+    match by_document(shared, method, params, lookup, tag).await? {
+        // Announced at `initialize` for servers not yet running, and this one lacks it.
+        Route::Child(to) if capabilities::up_front::unsupported(shared, &to.child, method) => {
+            Some(Route::NoServer(Ok(empty_result(method))))
+        }
+        route => Some(route),
+    }
 }
 
 /// A command goes to the child that announced it, unless it is ours.

@@ -1,0 +1,180 @@
+//! Capabilities for an editor that reads them at `initialize` only (Helix, Emacs eglot,
+//! Kakoune's kak-lsp): children start later, so such an editor is told at `initialize` what the
+//! workspace's servers will provide, and a request a child turns out not to support gets the
+//! method's empty result instead of the child's error.
+//!
+//! An editor that takes dynamic registration for any `textDocument` feature (VS Code, Neovim)
+//! is left out of this whole: it gets each child's features registered as the child starts
+//! (`registration::register_late`), precisely, and requests it was not told about reach the
+//! child as they are.
+//!
+//! What the servers will provide: every configured server whose command is installed, with the
+//! capabilities it announced when it last started here ([`last_seen`]), else the built-in
+//! table ([`known_servers`]), merged into one union. Semantic tokens are left out: each server
+//! numbers token types by a legend of its own, and one legend announced at `initialize` would
+//! need every answer remapped; an editor that reads capabilities at `initialize` only gets no
+//! semantic tokens (Helix 25.07 does not ask for them anyway).
+
+use std::path::Path;
+
+use lsp_bridge::{Child, ServerConfig};
+use serde_json::{Map, Value};
+
+use super::super::Shared;
+use super::registration::REGISTRABLE;
+use super::{known_servers, last_seen};
+
+/// Providers that cannot be announced for servers not yet running (see the module doc).
+const LEFT_OUT: [&str; 1] = ["semanticTokensProvider"];
+
+/// Whether the editor takes dynamic registration for any `textDocument` feature.
+pub(super) fn takes_registrations(client: &Value) -> bool {
+    client["textDocument"]
+        .as_object()
+        .is_some_and(|features| {
+            features
+                .values()
+                .any(|feature| feature["dynamicRegistration"] == true)
+        })
+}
+
+/// The providers `servers` will bring, merged: recorded capabilities where a server started
+/// here before (`state_root`), else the built-in table's.
+pub(super) fn expected(servers: &[&ServerConfig], state_root: Option<&Path>) -> Map<String, Value> {
+    let announced = servers.iter().filter_map(|server| {
+        state_root
+            .and_then(|root| last_seen::load(root, &server.name))
+            .or_else(|| known_servers::capabilities(&server.name))
+    });
+    merged(announced)
+}
+
+/// The union of several servers' capabilities as one editor-facing set: the providers that make
+/// an editor send requests (a provider any server has is announced), completion and signature
+/// trigger characters united, semantic tokens left out, and rename's `prepareProvider` only
+/// when every renaming server has it (an editor that prepares would otherwise ask a server that
+/// cannot answer, and give up on renaming).
+pub(super) fn merged(servers: impl IntoIterator<Item = Value>) -> Map<String, Value> {
+    let mut union = Map::new();
+    let mut prepare_everywhere = true;
+    for capabilities in servers {
+        let mut kept = Map::new();
+        for (capability, _, _) in REGISTRABLE {
+            let offered = &capabilities[capability];
+            if LEFT_OUT.contains(&capability) || offered.is_null() || *offered == false {
+                continue;
+            }
+            if capability == "renameProvider" && offered["prepareProvider"] != true {
+                prepare_everywhere = false;
+            }
+            kept.insert(capability.to_owned(), offered.clone());
+        }
+        if let Some(triggers) = capabilities["completionProvider"].get("triggerCharacters") {
+            kept.insert(
+                "completionProvider".into(),
+                serde_json::json!({"triggerCharacters": triggers}),
+            );
+        }
+        super::merge(&mut union, &Value::Object(kept));
+    }
+    if !prepare_everywhere && union.contains_key("renameProvider") {
+        union.insert("renameProvider".into(), Value::Bool(true));
+    }
+    union
+}
+
+/// Whether `child` lacks the feature of `method` that `initialize` announced to an editor that
+/// reads capabilities only there: the request is then answered with the method's empty result,
+/// never the child's "method not found", which editors show as an error.
+pub(in crate::server) fn unsupported(shared: &Shared, child: &Child, method: &str) -> bool {
+    let capability = if method == "textDocument/prepareRename" {
+        "renameProvider"
+    } else {
+        match REGISTRABLE.iter().find(|(_, name, _)| *name == method) {
+            Some((capability, _, _)) => *capability,
+            None => return false,
+        }
+    };
+    if shared
+        .client_capabilities
+        .get()
+        .is_none_or(takes_registrations)
+    {
+        return false;
+    }
+    let offered = &child.initialize_result()["capabilities"][capability];
+    if method == "textDocument/prepareRename" {
+        return offered["prepareProvider"] != true;
+    }
+    offered.is_null() || *offered == false
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn two_servers_merge_into_one_union_without_semantic_tokens() {
+        let python = json!({
+            "hoverProvider": {"workDoneProgress": true}, "definitionProvider": true,
+            "renameProvider": {"prepareProvider": true},
+            "completionProvider": {"triggerCharacters": [".", "[", "'"], "resolveProvider": true},
+            "signatureHelpProvider": {"triggerCharacters": ["(", ","]},
+            "semanticTokensProvider": {"legend": {"tokenTypes": ["class", "function"], "tokenModifiers": []}, "full": true},
+            "textDocumentSync": 2,
+        });
+        let c = json!({
+            "hoverProvider": true, "referencesProvider": true, "renameProvider": true,
+            "documentFormattingProvider": false,
+            "completionProvider": {"triggerCharacters": [".", ">", ":"]},
+            "signatureHelpProvider": {"triggerCharacters": ["(", "<"], "retriggerCharacters": [")"]},
+            "semanticTokensProvider": {"legend": {"tokenTypes": ["variable", "class"], "tokenModifiers": ["static"]}, "full": {"delta": true}},
+        });
+        assert_eq!(
+            Value::Object(merged([python, c])),
+            json!({
+                "hoverProvider": {"workDoneProgress": true},
+                "definitionProvider": true,
+                "referencesProvider": true,
+                // clangd renames without preparing, so no editor is told to prepare.
+                "renameProvider": true,
+                "completionProvider": {"triggerCharacters": [".", "[", "'", ">", ":"]},
+                "signatureHelpProvider": {"triggerCharacters": ["(", ",", "<"], "retriggerCharacters": [")"]},
+            })
+        );
+    }
+
+    #[test]
+    fn recorded_capabilities_win_over_the_built_in_table() {
+        let state = tempfile::tempdir().unwrap();
+        let pyright = ServerConfig::new("pyright", "pyright-langserver");
+        let mine = ServerConfig::new("my-lsp", "my-lsp");
+        let built_in = expected(&[&pyright, &mine], Some(state.path()));
+        assert_eq!(built_in["renameProvider"], json!({"prepareProvider": true}));
+        assert!(built_in.get("foldingRangeProvider").is_none());
+        last_seen::record(
+            state.path(),
+            "my-lsp",
+            &json!({"capabilities": {"foldingRangeProvider": true, "completionProvider": {"triggerCharacters": ["#"]}}}),
+        )
+        .unwrap();
+        let recorded = expected(&[&pyright, &mine], Some(state.path()));
+        assert_eq!(recorded["foldingRangeProvider"], true);
+        assert_eq!(
+            recorded["completionProvider"]["triggerCharacters"],
+            json!([".", "[", "\"", "'", "#"])
+        );
+    }
+
+    #[test]
+    fn only_text_document_registrations_count() {
+        assert!(!takes_registrations(&json!({})));
+        // Helix: only file watching is registered dynamically.
+        assert!(!takes_registrations(&json!({
+            "workspace": {"didChangeWatchedFiles": {"dynamicRegistration": true}},
+            "textDocument": {"hover": {"contentFormat": ["markdown"]}, "rename": {"dynamicRegistration": false}},
+        })));
+        assert!(takes_registrations(&json!({"textDocument": {"formatting": {"dynamicRegistration": true}}})));
+    }
+}
