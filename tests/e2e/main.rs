@@ -11,6 +11,7 @@ mod conformance;
 mod context_editor;
 mod editors;
 mod file_search;
+mod helix;
 mod first_contact;
 mod hardening;
 mod inline_completion;
