@@ -404,6 +404,31 @@ fn helix_navigates_completes_and_shows_diagnostics_through_agent_lsp() {
     });
     helix.keys(&["Escape", "Escape", "u", "u"]);
 
+    // `Space r` renames `square` in both its places.
+    helix.goto(14, 1);
+    helix.keys(&["Space", "r"]);
+    helix.wait_screen("the rename prompt", |screen| screen.contains("rename-to:"));
+    helix.keys(&["C-u", "box", "Enter"]);
+    let (_, answer) = helix.wait_exchange("textDocument/rename", |message| {
+        message["params"]["newName"] == "box"
+    });
+    assert!(answer.get("error").is_none(), "{answer}");
+    let screen = helix.wait_screen("the renamed variable", |screen| {
+        screen.contains("box = Square(3)") && screen.contains("print(describe(box))")
+    });
+    assert!(!screen.contains("square = "), "{screen}");
+
+    // `gi`: announced for the workspace's other servers (clangd, typescript-language-server
+    // implement it), which pyright does not; the request gets `null`, not pyright's error.
+    helix.goto(1, 7);
+    helix.keys(&["g", "i"]);
+    let (_, answer) = helix.wait_exchange("textDocument/implementation", |_| true);
+    assert_eq!(answer["result"], Value::Null, "{answer}");
+    assert!(answer.get("error").is_none(), "{answer}");
+    helix.wait_screen("Helix saying there is no implementation", |screen| {
+        screen.contains("No implementation found.")
+    });
+
     // Diagnostics of another file: pyright's error in the diagnostics picker.
     helix.keys(&[":open broken.py", "Enter"]);
     let broken = uri_of(&helix.root().join("broken.py"));
