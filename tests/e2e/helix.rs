@@ -11,6 +11,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};
 
+use agent_tests::model_endpoint::{EndpointConfig, ModelEndpoint, ModelTurn, Reply};
 use serde_json::Value;
 
 use crate::editors::repo;
@@ -58,15 +59,29 @@ struct Helix {
 
 impl Helix {
     /// Helix opening `file` in a project made of `files`, `agent-lsp` on `PATH` and the
-    /// project's `languages.toml` as its configuration.
-    fn start(files: &[(&str, &str)], file: &str) -> Helix {
+    /// project's `languages.toml` as its configuration, with `model_url` as the model's base
+    /// URL (set where the file's comment shows it) when given.
+    fn start(files: &[(&str, &str)], file: &str, model_url: Option<&str>) -> Helix {
         let dir = tempfile::tempdir().unwrap();
         let home = dir.path().canonicalize().unwrap();
         let root = home.join("project");
         agent_tests::write_tree(&root, files);
         std::fs::create_dir_all(root.join(".git")).unwrap();
-        let languages = std::fs::read_to_string(repo().join("editors/helix/languages.toml"))
+        let mut languages = std::fs::read_to_string(repo().join("editors/helix/languages.toml"))
             .expect("editors/helix/languages.toml");
+        if let Some(url) = model_url {
+            for (example, setting) in [
+                ("# model = ", "model = \"deepseek-v4-flash\"".to_owned()),
+                ("# baseUrl = ", format!("baseUrl = \"{url}\"")),
+            ] {
+                let line = languages
+                    .lines()
+                    .find(|line| line.starts_with(example))
+                    .unwrap_or_else(|| panic!("languages.toml shows no `{example}`"))
+                    .to_owned();
+                languages = languages.replace(&line, &setting);
+            }
+        }
         agent_tests::write_tree(&home, &[("config/helix/languages.toml", &languages)]);
         std::fs::create_dir_all(home.join("bin")).unwrap();
         std::os::unix::fs::symlink(
@@ -285,6 +300,7 @@ fn helix_navigates_completes_and_shows_diagnostics_through_agent_lsp() {
             ("broken.py", BROKEN),
         ],
         "shapes.py",
+        None,
     );
     let shapes = uri_of(&helix.root().join("shapes.py"));
 
@@ -444,4 +460,118 @@ fn helix_navigates_completes_and_shows_diagnostics_through_agent_lsp() {
         screen.contains("ERROR") && screen.contains("Cannot access attribute \"perime")
     });
     helix.keys(&["Escape"]);
+}
+
+#[test]
+fn helix_fixes_with_the_agent_and_streams_a_chat_answer() {
+    let endpoint = ModelEndpoint::start(EndpointConfig::default().delta_bytes(6)).unwrap();
+    endpoint.push_all([
+        // Fix with agent.
+        Reply::from_fn(|request| {
+            let prompt = request
+                .messages
+                .iter()
+                .filter_map(|message| message.content.clone())
+                .collect::<Vec<_>>()
+                .join("\n");
+            assert!(prompt.contains("\"cuont\" is not defined"), "{prompt}");
+            ModelTurn::new()
+                .tool_call(
+                    "edit",
+                    r#"{"path":"app.py","old_string":"print(cuont)","new_string":"print(count)"}"#,
+                )
+                .into()
+        }),
+        Reply::text("Fixed the typo."),
+        // The chat prompt, streamed in small pieces.
+        ModelTurn::new()
+            .content("shapes.py defines Square, whose area is side times side.")
+            .chunk_delay(Duration::from_millis(40))
+            .into(),
+    ]);
+    let helix = Helix::start(
+        &[
+            ("pyproject.toml", ""),
+            ("shapes.py", SHAPES),
+            ("app.py", "count = 3\nprint(cuont)\n"),
+            ("notes.agent.md", "What does "),
+        ],
+        "app.py",
+        Some(&endpoint.base_url()),
+    );
+    let (request, _) = helix.wait_exchange("initialize", |_| true);
+    assert_eq!(
+        request["params"]["initializationOptions"]["baseUrl"],
+        endpoint.base_url()
+    );
+    let app = uri_of(&helix.root().join("app.py"));
+    helix.wait_notification("textDocument/publishDiagnostics", |message| {
+        message["params"]["uri"] == app
+            && message["params"]["diagnostics"]
+                .as_array()
+                .is_some_and(|diagnostics| !diagnostics.is_empty())
+    });
+
+    // `Space a` on the error: the agent's fix comes first in the menu; Enter runs it, and its
+    // edit reaches the buffer through `workspace/applyEdit`.
+    helix.goto(2, 8);
+    helix.keys(&["Space", "a"]);
+    helix.wait_screen("the code action menu", |screen| {
+        screen.contains("Fix with agent: \"cuont\" is not defined")
+            && screen.contains("Explain with agent")
+    });
+    helix.keys(&["Enter"]);
+    let (request, answer) = helix.wait_exchange("workspace/executeCommand", |message| {
+        message["params"]["command"] == "agent.fix"
+    });
+    assert!(answer.get("error").is_none(), "{request}\n{answer}");
+    let screen = helix.wait_screen("the fixed line and the turn's message", |screen| {
+        screen.contains("print(count)") && screen.contains("fixed")
+    });
+    assert!(!screen.contains("print(cuont)"), "{screen}");
+
+    // In a prompt document, `@` completes workspace paths; Tab takes the first.
+    helix.keys(&[":open notes.agent.md", "Enter"]);
+    helix.wait_screen("the prompt document", |screen| {
+        screen.contains("What does")
+    });
+    helix.keys(&["A", "@", "sha"]);
+    let (_, answer) = helix.wait_exchange("textDocument/completion", |message| {
+        message["params"]["textDocument"]["uri"]
+            .as_str()
+            .is_some_and(|uri| uri.ends_with("notes.agent.md"))
+    });
+    assert!(answer.to_string().contains("shapes.py"), "{answer}");
+    helix.wait_screen("the `@path` menu", |screen| {
+        screen.contains("shapes.py file")
+    });
+    helix.keys(&["Tab", " define?", "Escape"]);
+    helix.wait_screen("the completed prompt", |screen| {
+        screen.contains("What does @shapes.py define?")
+    });
+
+    // `Space a` → Send to agent: the answer streams in below the prompt.
+    helix.keys(&["Space", "a"]);
+    helix.wait_screen("Send to agent", |screen| screen.contains("Send to agent"));
+    helix.keys(&["Enter"]);
+    let screen = helix.wait_screen("the streamed answer", |screen| {
+        screen.contains("## agent (turn 2)")
+            && screen.contains("shapes.py defines Square, whose area is side times side.")
+            && screen.contains("## you")
+    });
+    assert!(screen.contains("What does @shapes.py define?"), "{screen}");
+    let notes = uri_of(&helix.root().join("notes.agent.md"));
+    let edits = helix
+        .messages()
+        .into_iter()
+        .filter(|(out, message)| {
+            !*out
+                && message["method"] == "workspace/applyEdit"
+                && message.to_string().contains(&notes)
+        })
+        .count();
+    // The answer arrives in pieces, not as one edit at the end.
+    assert!(edits >= 3, "{edits} edits of the prompt document");
+    let prompt = String::from_utf8_lossy(&endpoint.chat_requests().last().unwrap().raw).into_owned();
+    assert!(prompt.contains("@shapes.py"), "{prompt}");
 }
