@@ -284,7 +284,10 @@ fn record_capabilities(shared: &Shared, child: &lsp_bridge::Child) {
         return;
     };
     if let Err(error) = last_seen::record(state_root, child.name(), &child.initialize_result()) {
-        tracing::debug!(server = child.name(), "capabilities not recorded: {error:#}");
+        tracing::debug!(
+            server = child.name(),
+            "capabilities not recorded: {error:#}"
+        );
     }
 }
 

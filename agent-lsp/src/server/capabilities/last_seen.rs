@@ -36,7 +36,11 @@ fn file_name(text: &str) -> String {
 }
 
 /// Keep the capabilities of a server's `initialize` result, written only when they changed.
-pub(super) fn record(state_root: &Path, name: &str, initialize_result: &Value) -> anyhow::Result<()> {
+pub(super) fn record(
+    state_root: &Path,
+    name: &str,
+    initialize_result: &Value,
+) -> anyhow::Result<()> {
     use anyhow::Context;
     let capabilities = &initialize_result["capabilities"];
     if !capabilities.is_object() {
@@ -50,7 +54,8 @@ pub(super) fn record(state_root: &Path, name: &str, initialize_result: &Value) -
     let record = json!({"server": name, "version": version, "capabilities": capabilities});
     if read(&path).is_some_and(|seen| seen == *capabilities) {
         // Touched, so that it stays the newest of the server's records.
-        let _ = std::fs::File::open(&path).and_then(|file| file.set_modified(std::time::SystemTime::now()));
+        let _ = std::fs::File::open(&path)
+            .and_then(|file| file.set_modified(std::time::SystemTime::now()));
         return Ok(());
     }
     std::fs::create_dir_all(&folder)
@@ -87,14 +92,33 @@ mod tests {
         assert_eq!(load(state.path(), "clangd"), None);
         let old = json!({"capabilities": {"hoverProvider": true}, "serverInfo": {"version": "clangd 14 linux+grpc"}});
         record(state.path(), "clangd", &old).unwrap();
-        assert_eq!(load(state.path(), "clangd"), Some(json!({"hoverProvider": true})));
+        assert_eq!(
+            load(state.path(), "clangd"),
+            Some(json!({"hoverProvider": true}))
+        );
         std::thread::sleep(std::time::Duration::from_millis(20));
         let new = json!({"capabilities": {"definitionProvider": true}, "serverInfo": {"version": "clangd 19"}});
         record(state.path(), "clangd", &new).unwrap();
-        assert_eq!(load(state.path(), "clangd"), Some(json!({"definitionProvider": true})));
+        assert_eq!(
+            load(state.path(), "clangd"),
+            Some(json!({"definitionProvider": true}))
+        );
         // pyright sends no version; a name with a slash stays in its folder.
-        record(state.path(), "../py right", &json!({"capabilities": {"renameProvider": true}})).unwrap();
-        assert!(state.path().join("servers/.._py_right/unknown.json").is_file());
-        assert_eq!(load(state.path(), "../py right"), Some(json!({"renameProvider": true})));
+        record(
+            state.path(),
+            "../py right",
+            &json!({"capabilities": {"renameProvider": true}}),
+        )
+        .unwrap();
+        assert!(
+            state
+                .path()
+                .join("servers/.._py_right/unknown.json")
+                .is_file()
+        );
+        assert_eq!(
+            load(state.path(), "../py right"),
+            Some(json!({"renameProvider": true}))
+        );
     }
 }

@@ -215,4 +215,3 @@ pub(super) fn register_late(shared: &Arc<Shared>, child: &Arc<lsp_bridge::Child>
         }
     });
 }
-

@@ -29,13 +29,11 @@ const LEFT_OUT: [&str; 1] = ["semanticTokensProvider"];
 
 /// Whether the editor takes dynamic registration for any `textDocument` feature.
 pub(super) fn takes_registrations(client: &Value) -> bool {
-    client["textDocument"]
-        .as_object()
-        .is_some_and(|features| {
-            features
-                .values()
-                .any(|feature| feature["dynamicRegistration"] == true)
-        })
+    client["textDocument"].as_object().is_some_and(|features| {
+        features
+            .values()
+            .any(|feature| feature["dynamicRegistration"] == true)
+    })
 }
 
 /// The providers `servers` will bring, merged: recorded capabilities where a server started
@@ -175,6 +173,8 @@ mod tests {
             "workspace": {"didChangeWatchedFiles": {"dynamicRegistration": true}},
             "textDocument": {"hover": {"contentFormat": ["markdown"]}, "rename": {"dynamicRegistration": false}},
         })));
-        assert!(takes_registrations(&json!({"textDocument": {"formatting": {"dynamicRegistration": true}}})));
+        assert!(takes_registrations(
+            &json!({"textDocument": {"formatting": {"dynamicRegistration": true}}})
+        ));
     }
 }
