@@ -72,6 +72,14 @@ fn helix_navigates_completes_and_shows_diagnostics_through_agent_lsp() {
         message["params"]["uri"] == shapes
     });
 
+    // pyright's capabilities are kept for the next `initialize` (it sends no version).
+    let recorded = helix.state_dir().join("servers/pyright/unknown.json");
+    let recorded: Value = serde_json::from_slice(&std::fs::read(&recorded).unwrap()).unwrap();
+    assert!(
+        recorded["capabilities"]["definitionProvider"].is_object(),
+        "{recorded}"
+    );
+
     // `gd` on `describe` in `print(describe(square))` jumps to `def describe` (10:5).
     helix.goto(15, 7);
     helix.keys(&["g", "d"]);

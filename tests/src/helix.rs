@@ -118,6 +118,11 @@ impl Helix {
         helix
     }
 
+    /// agent-lsp's state folder (`AGENT_LSP_STATE_DIR`).
+    pub fn state_dir(&self) -> PathBuf {
+        self.dir.path().canonicalize().unwrap().join("state")
+    }
+
     pub fn root(&self) -> PathBuf {
         self.dir.path().canonicalize().unwrap().join("project")
     }
