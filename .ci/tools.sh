@@ -11,6 +11,9 @@ mkdir -p "$tools"
 need_apt=()
 command -v clangd >/dev/null 2>&1 || need_apt+=(clangd)
 command -v script >/dev/null 2>&1 || need_apt+=(bsdutils)
+# Emacs with eglot (Debian 12's Emacs 28 does not include it) for tests/e2e/eglot.rs.
+command -v emacs >/dev/null 2>&1 || need_apt+=(emacs-nox)
+dpkg -s elpa-eglot >/dev/null 2>&1 || need_apt+=(elpa-eglot)
 if [ ${#need_apt[@]} -gt 0 ]; then
     apt-get update -qq
     DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need_apt[@]}" >/dev/null

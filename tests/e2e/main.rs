@@ -10,6 +10,7 @@ mod compaction;
 mod conformance;
 mod context_editor;
 mod editors;
+mod eglot;
 mod file_search;
 mod first_contact;
 mod hardening;
