@@ -2,7 +2,7 @@
 //! ([`agent_tests::helix`]), with `editors/helix/languages.toml` as its only configuration and
 //! pyright behind `agent-lsp serve`: navigation, completion, signature help, rename and
 //! diagnostics, then Fix with agent, `@path` completion and a streamed chat answer against the
-//! loopback model endpoint. Helix reads a server's capabilities from its `initialize` answer
+//! loopback model endpoint, and a server that fails to start reported once. Helix reads a server's capabilities from its `initialize` answer
 //! only, so all of it depends on `serve` announcing the features of children that have not
 //! started yet (`server/capabilities/up_front.rs`).
 //!
@@ -325,4 +325,44 @@ fn helix_fixes_with_the_agent_and_streams_a_chat_answer() {
     let prompt =
         String::from_utf8_lossy(&endpoint.chat_requests().last().unwrap().raw).into_owned();
     assert!(prompt.contains("@shapes.py"), "{prompt}");
+}
+
+#[test]
+fn helix_hears_once_of_a_server_that_fails_and_shows_no_error_per_request() {
+    let helix = Helix::start_configured(
+        &[("pyproject.toml", ""), ("shapes.py", SHAPES)],
+        "shapes.py",
+        None,
+        "[server.pyright]\ncommand = \"/bin/false\"\n",
+    );
+    helix.wait_screen("the failure on the status line", |screen| {
+        screen.contains("failed to start: language server `pyright` exited")
+    });
+    helix.goto(15, 7);
+    helix.keys(&["g", "d"]);
+    // The request fails (the server is gone), which Helix logs and does not show.
+    let (_, answer) = helix.wait_exchange("textDocument/definition", |_| true);
+    assert!(answer.get("error").is_some(), "{answer}");
+    helix.wait_screen("Helix's own word for no answer", |screen| {
+        screen.contains("No definition found.")
+    });
+    helix.keys(&["Space", "k"]);
+    helix.wait_exchange("textDocument/hover", |_| true);
+    helix.wait_screen("Helix's own word for no answer", |screen| {
+        screen.contains("No hover results available.")
+    });
+    // Three attempts at starting pyright (the open, `gd`, `Space k`), one message.
+    let shown: Vec<Value> = helix
+        .messages()
+        .into_iter()
+        .filter(|(out, message)| !*out && message["method"] == "window/showMessage")
+        .map(|(_, message)| message)
+        .collect();
+    assert_eq!(shown.len(), 1, "{shown:?}");
+    assert!(
+        shown[0]["params"]["message"]
+            .as_str()
+            .is_some_and(|text| text.contains("pyright")),
+        "{shown:?}"
+    );
 }

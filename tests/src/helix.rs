@@ -44,6 +44,16 @@ impl Helix {
     /// project's `languages.toml` as its configuration, with `model_url` as the model's base
     /// URL (set where the file's comment shows it) when given.
     pub fn start(files: &[(&str, &str)], file: &str, model_url: Option<&str>) -> Helix {
+        Helix::start_configured(files, file, model_url, "")
+    }
+
+    /// [`Helix::start`] with `agent_config` as the text of agent-lsp's config file.
+    pub fn start_configured(
+        files: &[(&str, &str)],
+        file: &str,
+        model_url: Option<&str>,
+        agent_config: &str,
+    ) -> Helix {
         let dir = tempfile::tempdir().unwrap();
         let home = dir.path().canonicalize().unwrap();
         let root = home.join("project");
@@ -72,7 +82,7 @@ impl Helix {
         )
         .unwrap();
         std::fs::create_dir_all(home.join("state")).unwrap();
-        std::fs::write(home.join("agent-lsp.toml"), "").unwrap();
+        std::fs::write(home.join("agent-lsp.toml"), agent_config).unwrap();
         let helix = helix_dir();
         let path = {
             let mut paths = vec![home.join("bin")];
