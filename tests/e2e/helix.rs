@@ -2,9 +2,10 @@
 //! ([`agent_tests::helix`]), with `editors/helix/languages.toml` as its only configuration and
 //! pyright behind `agent-lsp serve`: navigation, completion, signature help, rename and
 //! diagnostics, then Fix with agent, `@path` completion and a streamed chat answer against the
-//! loopback model endpoint, and a server that fails to start reported once. Helix reads a server's capabilities from its `initialize` answer
-//! only, so all of it depends on `serve` announcing the features of children that have not
-//! started yet (`server/capabilities/up_front.rs`).
+//! loopback model endpoint, and a server that fails to start, reported once. Helix reads a
+//! server's capabilities from its `initialize` answer only, so all of it depends on `serve`
+//! announcing the features of children that have not started yet
+//! (`server/capabilities/up_front.rs`).
 //!
 //! Every step is checked twice: on the screen the user sees (`tmux capture-pane`) and in
 //! Helix's own log of every LSP message (`hx -vv --log`).
