@@ -3,10 +3,12 @@
 //! root yet, see [`super::last_seen`]).
 //!
 //! Only the parts an editor acts on are kept: the providers that make it send a request, and
-//! the trigger characters. Taken from pyright 1.1.414, clangd 14, typescript-language-server
-//! 5.3, rust-analyzer 2025 and gopls 0.18; a server that announces less than this gets the
-//! method's empty result for what it lacks (`up_front::unsupported`), and one that announces
-//! more is recorded at its first start and announced in full from the next `serve` on.
+//! the trigger characters. pyright 1.1.414, clangd 14 and typescript-language-server 5.3 are
+//! copied from their `initialize` answers; rust-analyzer and gopls from their documented
+//! features (neither runs on the machines this was written on). A server that announces less
+//! than this gets the method's empty result for what it lacks (`up_front::unsupported`), and
+//! one that announces more is recorded at its first start and announced in full from the next
+//! `serve` on.
 
 use serde_json::{Value, json};
 
