@@ -124,14 +124,18 @@ pub(super) async fn initialize(shared: &Arc<Shared>, params: Value) -> Reply {
             &child.initialize_result()["capabilities"],
         );
     }
-    if !up_front::takes_registrations(&Value::Object(params.capabilities.clone())) {
-        let state_root = shared.host.store().ok();
-        let state_root = state_root
-            .as_ref()
-            .and_then(|store| crate::session::store::state_root_of(store.workspace_dir()));
-        let expected = up_front::expected(&bridge.config().available(), state_root);
-        merge(&mut capabilities, &Value::Object(expected));
-    }
+    // Features of children that have not started, for an editor that cannot get them by
+    // registration.
+    let client = Value::Object(params.capabilities.clone());
+    let state_root = shared.host.store().ok();
+    let state_root = state_root
+        .as_ref()
+        .and_then(|store| crate::session::store::state_root_of(store.workspace_dir()));
+    let expected = up_front::expected(&bridge.config().available(), state_root);
+    merge(
+        &mut capabilities,
+        &Value::Object(up_front::for_editor(&client, expected)),
+    );
     // Our own: full document sync (we keep the buffers), UTF-16 positions, our commands, our
     // code actions, `@` completion in prompt documents.
     let mut kinds: Vec<Value> = match capabilities.get("codeActionProvider") {

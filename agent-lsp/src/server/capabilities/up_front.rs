@@ -1,12 +1,14 @@
 //! Capabilities for an editor that reads them at `initialize` only (Helix, Emacs eglot,
-//! Kakoune's kak-lsp): children start later, so such an editor is told at `initialize` what the
-//! workspace's servers will provide, and a request a child turns out not to support gets the
-//! method's empty result instead of the child's error.
+//! Kakoune's kak-lsp), feature by feature: children start later, so such an editor is told at
+//! `initialize` what the workspace's servers will provide, and a request a child turns out not
+//! to support gets the method's empty result instead of the child's error.
 //!
-//! An editor that takes dynamic registration for any `textDocument` feature (VS Code, Neovim)
-//! is left out of this whole: it gets each child's features registered as the child starts
-//! (`registration::register_late`), precisely, and requests it was not told about reach the
-//! child as they are.
+//! A feature is announced up front ([`up_front`]) when the editor takes dynamic registration
+//! for no `textDocument` feature at all (Helix, eglot), or when it names the feature in its
+//! capabilities without taking its registration (Neovim 0.11's `references`, `signatureHelp`,
+//! `documentSymbol`, …). Every other feature is left as before: registered as each child starts
+//! (`registration::register_late`), precisely, where the editor takes that; requests it was not
+//! told about reach the child as they are.
 //!
 //! What the servers will provide: every configured server whose command is installed, with the
 //! capabilities it announced when it last started here ([`last_seen`]), else the built-in
@@ -28,12 +30,42 @@ use super::{known_servers, last_seen};
 const LEFT_OUT: [&str; 1] = ["semanticTokensProvider"];
 
 /// Whether the editor takes dynamic registration for any `textDocument` feature.
-pub(super) fn takes_registrations(client: &Value) -> bool {
+fn takes_registrations(client: &Value) -> bool {
     client["textDocument"].as_object().is_some_and(|features| {
         features
             .values()
             .any(|feature| feature["dynamicRegistration"] == true)
     })
+}
+
+/// Whether the feature whose client capabilities live at `pointer` (`/textDocument/hover`) is
+/// announced at `initialize` (see the module doc).
+pub(super) fn up_front(client: &Value, pointer: &str) -> bool {
+    if !takes_registrations(client) {
+        return true;
+    }
+    client
+        .pointer(pointer)
+        .is_some_and(|feature| feature["dynamicRegistration"] != true)
+}
+
+/// What of `expected` (see [`expected`]) the editor with capabilities `client` is told at
+/// `initialize`: the features it cannot get by registration.
+pub(super) fn for_editor(client: &Value, expected: Map<String, Value>) -> Map<String, Value> {
+    expected
+        .into_iter()
+        .filter(|(capability, _)| {
+            let pointer = if capability == "completionProvider" {
+                "/textDocument/completion"
+            } else {
+                match REGISTRABLE.iter().find(|(name, _, _)| name == capability) {
+                    Some((_, _, pointer)) => pointer,
+                    None => return false,
+                }
+            };
+            up_front(client, pointer)
+        })
+        .collect()
 }
 
 /// The providers `servers` will bring, merged: recorded capabilities where a server started
@@ -85,18 +117,18 @@ pub(super) fn merged(servers: impl IntoIterator<Item = Value>) -> Map<String, Va
 /// reads capabilities only there: the request is then answered with the method's empty result,
 /// never the child's "method not found", which editors show as an error.
 pub(in crate::server) fn unsupported(shared: &Shared, child: &Child, method: &str) -> bool {
-    let capability = if method == "textDocument/prepareRename" {
-        "renameProvider"
+    let (capability, pointer) = if method == "textDocument/prepareRename" {
+        ("renameProvider", "/textDocument/rename")
     } else {
         match REGISTRABLE.iter().find(|(_, name, _)| *name == method) {
-            Some((capability, _, _)) => *capability,
+            Some((capability, _, pointer)) => (*capability, *pointer),
             None => return false,
         }
     };
-    if shared
+    if !shared
         .client_capabilities
         .get()
-        .is_none_or(takes_registrations)
+        .is_some_and(|client| up_front(client, pointer))
     {
         return false;
     }
@@ -166,15 +198,30 @@ mod tests {
     }
 
     #[test]
-    fn only_text_document_registrations_count() {
-        assert!(!takes_registrations(&json!({})));
-        // Helix: only file watching is registered dynamically.
-        assert!(!takes_registrations(&json!({
+    fn features_are_announced_where_the_editor_cannot_register_them() {
+        // Helix: only file watching is registered dynamically, so every feature.
+        let helix = json!({
             "workspace": {"didChangeWatchedFiles": {"dynamicRegistration": true}},
             "textDocument": {"hover": {"contentFormat": ["markdown"]}, "rename": {"dynamicRegistration": false}},
-        })));
-        assert!(takes_registrations(
-            &json!({"textDocument": {"formatting": {"dynamicRegistration": true}}})
-        ));
+        });
+        assert!(up_front(&helix, "/textDocument/definition"));
+        assert!(up_front(&json!({}), "/textDocument/hover"));
+        // Neovim 0.11: hover is registered, references cannot be.
+        let neovim = json!({"textDocument": {
+            "hover": {"dynamicRegistration": true},
+            "references": {"dynamicRegistration": false},
+            "signatureHelp": {"signatureInformation": {}},
+        }});
+        assert!(!up_front(&neovim, "/textDocument/hover"));
+        assert!(up_front(&neovim, "/textDocument/references"));
+        assert!(up_front(&neovim, "/textDocument/signatureHelp"));
+        // A feature such an editor does not name stays as before.
+        assert!(!up_front(&neovim, "/textDocument/definition"));
+        let expected = merged([json!({"hoverProvider": true, "referencesProvider": true,
+            "definitionProvider": true, "completionProvider": {"triggerCharacters": ["."]}})]);
+        assert_eq!(
+            Value::Object(for_editor(&neovim, expected)),
+            json!({"referencesProvider": true})
+        );
     }
 }
