@@ -36,8 +36,10 @@ mod documents;
 mod inline;
 mod intake;
 mod items;
+mod lanes;
 pub(crate) mod listen;
 mod prompts;
+mod relay;
 mod requests;
 mod router;
 

@@ -15,10 +15,9 @@
 
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex, OnceLock, RwLock, Weak};
+use std::sync::{Arc, Mutex, OnceLock, Weak};
 use std::time::Duration;
 
-use futures_util::future::BoxFuture;
 use lsp_types::{ServerCapabilities, Url};
 use serde_json::{Value, json};
 use tokio::sync::{broadcast, mpsc, watch};
@@ -71,10 +70,7 @@ pub enum ChildState {
     Exited,
 }
 
-/// Answers a server→client request instead of the built-in answer, or declines with `None`.
-/// The error is a JSON-RPC `(code, message)`.
-pub type RequestHandler =
-    Arc<dyn Fn(&str, &Value) -> Option<BoxFuture<'static, crate::jsonrpc::Reply>> + Send + Sync>;
+pub use crate::transport::{Relay, RequestHandler};
 
 /// What `initialize` told us.
 struct Initialized {
@@ -97,7 +93,6 @@ pub struct Child {
     readiness: watch::Sender<Readiness>,
     diagnostics: DiagnosticsStore,
     notifications: broadcast::Sender<(String, Value)>,
-    handler: RwLock<Option<RequestHandler>>,
     registrations: Mutex<Vec<lsp_types::Registration>>,
     /// Whether a workspace-wide query (`workspace/symbol`) has had a non-empty answer: from
     /// then on an empty answer means nothing matched, not that the index is still being built.
@@ -156,7 +151,6 @@ impl Child {
             readiness: watch::channel(Readiness::default()).0,
             diagnostics: DiagnosticsStore::new(),
             notifications: broadcast::channel(NOTIFICATION_BUFFER).0,
-            handler: RwLock::new(None),
             registrations: Mutex::new(Vec::new()),
             workspace_indexed: AtomicBool::new(false),
             config,
@@ -405,9 +399,10 @@ impl Child {
 
     /// Let `handler` answer server→client requests first (the editor proxy forwards
     /// `workspace/applyEdit` and friends to the editor); when it declines, the built-in answer
-    /// is used.
+    /// is used. It is called by whoever reads the server, in order with the server's
+    /// notifications (see [`RequestHandler`]).
     pub fn set_request_handler(&self, handler: RequestHandler) {
-        *self.handler.write().unwrap() = Some(handler);
+        self.transport.set_request_handler(handler);
     }
 
     /// Capabilities the server registered dynamically and has not unregistered.
@@ -465,7 +460,7 @@ impl Child {
     }
 }
 
-async fn incoming_loop(child: Weak<Child>, mut incoming: mpsc::UnboundedReceiver<Incoming>) {
+async fn incoming_loop(child: Weak<Child>, mut incoming: mpsc::Receiver<Incoming>) {
     while let Some(message) = incoming.recv().await {
         let Some(child) = child.upgrade() else { return };
         match message {

@@ -170,6 +170,32 @@ impl DocumentMirror {
         already_open
     }
 
+    /// The editor proxy delivered the editor's `didOpen` of `uri` to `child` (later than the
+    /// mirror learnt of it: each child's messages wait in that child's lane). Whether `child`
+    /// had the document open already (leased by the agent), in which case the proxy sent the
+    /// editor's text as a change rather than a second open.
+    pub fn delivered_open(&self, child: &Child, uri: &Url) -> bool {
+        let mut documents = self.documents.lock().expect("document mirror lock");
+        let Some(document) = documents.get_mut(uri) else {
+            // Closed by the editor since: the close follows in the same lane.
+            return false;
+        };
+        let already_open = document.opened_in.contains(&key(child));
+        if !already_open {
+            document.opened_in.push(key(child));
+        }
+        already_open
+    }
+
+    /// The editor proxy delivered the editor's `didClose` of `uri` to `child`: a document the
+    /// editor opens again (or the agent leases) is opened in it anew.
+    pub fn delivered_close(&self, child: &Child, uri: &Url) {
+        let mut documents = self.documents.lock().expect("document mirror lock");
+        if let Some(document) = documents.get_mut(uri) {
+            document.opened_in.retain(|opened| *opened != key(child));
+        }
+    }
+
     /// The editor changed a document: the new full text and version.
     pub fn editor_changed(&self, uri: &Url, version: i32, text: String) {
         let mut documents = self.documents.lock().expect("document mirror lock");

@@ -367,6 +367,11 @@ impl FrameWriter {
         }
     }
 
+    /// Whether at most [`MAX_QUEUED_BYTES`] wait for the peer: a send now does not wait.
+    pub fn has_room(&self) -> bool {
+        self.state.lock().expect("frame writer").queued_bytes <= MAX_QUEUED_BYTES
+    }
+
     fn made_room(&self) {
         self.room.notify_all();
         self.room_for_tasks.notify_waiters();
@@ -525,12 +530,7 @@ async fn drain_pipe(writer: Arc<FrameWriter>, fd: Arc<OwnedFd>, socket: bool) {
 /// Write every frame to an async writer, in order.
 async fn drain_async(writer: Arc<FrameWriter>, mut output: impl AsyncWrite + Unpin) {
     while writer.wait_for_frames().await {
-        let frames = {
-            let mut state = writer.state.lock().expect("frame writer");
-            state.queued_bytes = 0;
-            std::mem::take(&mut state.queue)
-        };
-        writer.made_room();
+        let frames = std::mem::take(&mut writer.state.lock().expect("frame writer").queue);
         for frame in frames {
             let written = async {
                 output.write_all(&frame).await?;
@@ -540,6 +540,12 @@ async fn drain_async(writer: Arc<FrameWriter>, mut output: impl AsyncWrite + Unp
             if let Err(error) = written {
                 return writer.broke(&error);
             }
+            // Counted until written, so that the bound holds for what is being written too.
+            {
+                let mut state = writer.state.lock().expect("frame writer");
+                state.queued_bytes = state.queued_bytes.saturating_sub(frame.len());
+            }
+            writer.made_room();
         }
     }
 }

@@ -24,7 +24,7 @@ mod transport;
 pub use lsp_types;
 
 pub use child::{
-    Child, ChildState, DiagnosticsEntry, DiagnosticsStore, RequestHandler, SentRequest,
+    Child, ChildState, DiagnosticsEntry, DiagnosticsStore, Relay, RequestHandler, SentRequest,
 };
 pub use config::{BridgeConfig, RestartPolicy, ServerConfig, language_id};
 pub use error::{Error, Result};

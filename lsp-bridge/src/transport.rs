@@ -10,7 +10,10 @@
 //! lines, so no caller waits on a dead server.
 //!
 //! Server→client requests and notifications are handed, in order, to the owner (the [`Child`])
-//! through a channel; responses to our requests are matched here.
+//! through a bounded channel (a full one stops the reading, and the server's pipe fills);
+//! responses to our requests are matched here. What goes to the editor (notifications it
+//! wants, the requests it answers, answers to its forwarded requests) is written by whoever
+//! reads the server, as it reads them: the editor gets everything in the server's order.
 //!
 //! The server's input is a [`FrameWriter`], written directly by the caller. For the editor
 //! proxy, the output is read on a thread of its own (`ServerConfig::output_thread`), so that a
@@ -57,6 +60,19 @@ const STDERR_DRAIN: Duration = Duration::from_millis(500);
 /// Once the process has exited, how long its stdout may stay open (held by a grandchild)
 /// before pending requests are failed anyway.
 const STDOUT_DRAIN: Duration = Duration::from_secs(1);
+/// Messages read from the server that its owner has not taken yet; beyond this the reader
+/// waits (the owner handles each one at once: it only records and answers).
+const INCOMING_QUEUE: usize = 256;
+
+/// Answers a server→client request instead of the built-in answer, or declines with `None`.
+/// Called by whoever reads the server, in order with its notifications: whatever it sends on
+/// (the request to the editor) must be written before it returns, and only the wait for the
+/// answer is the returned future.
+pub type RequestHandler = Arc<
+    dyn Fn(&str, &Value) -> Option<futures_util::future::BoxFuture<'static, crate::jsonrpc::Reply>>
+        + Send
+        + Sync,
+>;
 
 /// A message the server sent us that is not a response to one of our requests.
 #[derive(Debug)]
@@ -88,7 +104,15 @@ pub type RawResult = Box<serde_json::value::RawValue>;
 struct Pending {
     method: String,
     reply: oneshot::Sender<Result<RawResult>>,
+    /// Called with the server's answer by whoever reads it, before `reply` gets it.
+    relay: Option<Relay>,
 }
+
+/// Takes the server's answer (its result, or the error it answered with) on the thread that
+/// reads the server, as it is read: the editor proxy writes its reply to the editor there, in
+/// order with the server's notifications. Not called when no answer comes (the request timed
+/// out or was cancelled, or the server exited): the waiting side answers then.
+pub type Relay = Box<dyn FnOnce(&Result<RawResult>) + Send>;
 
 struct PendingTable {
     /// `Some` once the connection is gone: new requests fail at once with this reason.
@@ -133,6 +157,8 @@ struct Shared {
     /// Where the server's notifications go as the server wrote them, from the thread that
     /// reads it, in order with the answers forwarded there ([`Transport::notify_to`]).
     notification_sink: Mutex<Option<NotificationSink>>,
+    /// Takes the server's requests the editor answers ([`Transport::set_request_handler`]).
+    request_handler: std::sync::RwLock<Option<RequestHandler>>,
 }
 
 /// An editor that gets a server's notifications, and which of them.
@@ -154,7 +180,7 @@ impl Transport {
     pub(crate) fn spawn(
         config: &ServerConfig,
         root: &Path,
-    ) -> Result<(Transport, mpsc::UnboundedReceiver<Incoming>)> {
+    ) -> Result<(Transport, mpsc::Receiver<Incoming>)> {
         let program =
             find_program(&config.command).unwrap_or_else(|| config.command.clone().into());
         let mut command = tokio::process::Command::new(&program);
@@ -229,8 +255,9 @@ impl Transport {
             exit_status: watch::channel(None).0,
             hung: Mutex::new(None),
             notification_sink: Mutex::new(None),
+            request_handler: std::sync::RwLock::new(None),
         });
-        let (incoming_tx, incoming_rx) = mpsc::unbounded_channel();
+        let (incoming_tx, incoming_rx) = mpsc::channel(INCOMING_QUEUE);
         let (kill_tx, kill_rx) = oneshot::channel();
         tokio::spawn(stderr_loop(shared.clone(), stderr));
         match stdout {
@@ -297,6 +324,7 @@ impl Transport {
         &self,
         method: &str,
         params: &Value,
+        relay: Option<Relay>,
     ) -> Result<(i64, oneshot::Receiver<Result<RawResult>>)> {
         let id = self.shared.next_id.fetch_add(1, Ordering::Relaxed);
         let (reply, receiver) = oneshot::channel();
@@ -310,6 +338,7 @@ impl Transport {
                 Pending {
                     method: method.to_owned(),
                     reply,
+                    relay,
                 },
             );
         }
@@ -347,6 +376,11 @@ impl Transport {
             return Err(self.shared.not_delivered());
         }
         Ok(())
+    }
+
+    /// Whether the server's input has room now ([`FrameWriter::has_room`]).
+    pub(crate) fn has_room(&self) -> bool {
+        self.shared.writer.has_room()
     }
 
     /// Wait until the server's input has room ([`FrameWriter::room`]).
@@ -424,6 +458,12 @@ impl Transport {
     /// (the bridge still reads each one for itself).
     pub(crate) fn notify_to(&self, editor: Arc<FrameWriter>, wanted: fn(&str) -> bool) {
         *self.shared.notification_sink.lock().unwrap() = Some(NotificationSink { editor, wanted });
+    }
+
+    /// From now on `handler` takes the server's requests first, on the thread that reads the
+    /// server (see [`RequestHandler`]); the ones it declines go to the owner.
+    pub(crate) fn set_request_handler(&self, handler: RequestHandler) {
+        *self.shared.request_handler.write().unwrap() = Some(handler);
     }
 
     /// Whether the server's input pipe was found closed: it gets nothing more.

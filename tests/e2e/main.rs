@@ -31,6 +31,7 @@ mod plugin_registry;
 mod presets;
 mod provider_faults;
 mod proxy_differential;
+mod proxy_lanes;
 mod proxy_order;
 mod resolve_routing;
 mod restarts;

@@ -1,8 +1,8 @@
 //! Writing to the children and wiring them to the editor: a request routed to one child is
 //! forwarded with the editor's id (its answer goes to the editor from the thread that reads the
 //! child, in order with the child's notifications) or sent with an id of the bridge's when the
-//! answer is merged or rewritten here; notifications are forwarded; what a child asks of the
-//! editor goes there with fresh ids.
+//! answer is merged or rewritten here; what a child asks of the editor goes there with fresh
+//! ids, written by the thread that reads the child. Who writes when is the lanes' (`lanes`).
 
 use std::sync::Arc;
 
@@ -11,7 +11,6 @@ use lsp_bridge::{Child, Error, SentRequest};
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
-use super::router::{self, Kind, Lookup, Route, ToChild};
 use super::{CHILD_REQUEST_TIMEOUT, ResponseError, Shared, codes, items};
 
 /// Child → editor requests the editor answers (with the ids mapped); anything else the child
@@ -67,32 +66,12 @@ pub(super) fn forward(
     Ok(())
 }
 
-/// Write `method` to the routed child, now, before the editor's next message is read: with
-/// `forward_as` (the editor's numeric id) and nothing to rewrite, forwarded (`None`: the child
-/// answers the editor itself); else sent, and the answer waited for with [`answer`]. Fails
-/// only before the request was written: the child never saw it.
-pub(super) fn write(
-    shared: &Shared,
-    to: &ToChild,
-    method: &str,
-    params: &Value,
-    forward_as: Option<i64>,
-) -> Result<Option<Sent>, Error> {
-    let params = to.params.as_ref().unwrap_or(params);
-    match forward_as.filter(|_| to.is_verbatim()) {
-        Some(id) => {
-            let body = serde_json::to_vec(
-                &serde_json::json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}),
-            )
-            .expect("a Value serializes");
-            forward(shared, &to.child, id, method, &body)?;
-            Ok(None)
-        }
-        None => Ok(Some(Sent {
-            request: to.child.send(method, params)?,
-            method: method.to_owned(),
-            child: to.child.clone(),
-        })),
+/// A request `child` was sent, to wait for with [`answer`].
+pub(super) fn sent(child: &Arc<Child>, method: &str, request: SentRequest) -> Sent {
+    Sent {
+        request,
+        method: method.to_owned(),
+        child: child.clone(),
     }
 }
 
@@ -112,36 +91,6 @@ pub(super) async fn answer(
     Ok(raw)
 }
 
-/// Forward an editor notification: to the document's child, or to every child.
-pub(super) async fn forward_notification(shared: &Arc<Shared>, method: &str, params: Value) {
-    let route = router::route(shared, Kind::Notification, method, &params, Lookup::Start).await;
-    match route {
-        Some(Route::Child(to)) => {
-            let mut notified = to.child.notify(method, params.clone()).await;
-            // It never reached a child that was gone: a delivery retry, as for requests, to
-            // the restarted child (the router's lookup gives it the editor's documents first).
-            if let Err(error) = &notified
-                && error.is_server_gone()
-                && let Some(Route::Child(restarted)) =
-                    router::route(shared, Kind::Notification, method, &params, Lookup::Start).await
-            {
-                notified = restarted.child.notify(method, params).await;
-            }
-            if let Err(error) = notified {
-                tracing::warn!(server = to.child.name(), method, "cannot forward: {error}");
-            }
-        }
-        Some(Route::FanOut(children)) => {
-            for child in children {
-                if let Err(error) = child.notify(method, params.clone()).await {
-                    tracing::warn!(server = child.name(), method, "cannot forward: {error}");
-                }
-            }
-        }
-        _ => {}
-    }
-}
-
 /// Wire a newly started child to the editor: its notifications are forwarded, and the requests
 /// the editor should answer are sent there with fresh ids.
 pub(super) fn attach_child(shared: &Arc<Shared>, child: &Arc<Child>) {
@@ -157,11 +106,8 @@ pub(super) fn attach_child(shared: &Arc<Shared>, child: &Arc<Child>) {
         {
             return None;
         }
-        let shared = weak.upgrade()?;
-        let method = method.to_owned();
-        let params = params.clone();
-        Some(Box::pin(async move {
-            shared.request_editor(&method, params).await
-        }))
+        // Written to the editor now, by the thread that reads the child, in order with the
+        // child's notifications (a `$/progress` never overtakes the `create` of its token).
+        Some(weak.upgrade()?.request_editor_now(method, params.clone()))
     }));
 }

@@ -14,6 +14,7 @@ use serde_json::{Value, json};
 use tokio::sync::oneshot;
 use tokio_util::sync::CancellationToken;
 
+use super::lanes::Lane;
 use super::{CHILD_REQUEST_TIMEOUT, Reply, ResponseError, agent, codes, prompts, router};
 use crate::config::Config;
 
@@ -38,12 +39,16 @@ pub struct Shared {
     /// Originating methods (`textDocument/completion`, ...) whose items two running children
     /// resolve: their answers are parsed and each item tagged with its child.
     pub(super) ambiguous_origins: Mutex<std::collections::HashSet<&'static str>>,
-    /// Document path → its child, so a request does not redo pattern matching and the root
-    /// marker search (several `stat`s per ancestor) every time; a dead child is looked up again.
-    pub(super) routes: Mutex<HashMap<PathBuf, Arc<Child>>>,
-    /// Document URI, as the editor writes it, → its child, for the intake's hot path; filled
-    /// when the loop first forwards a request about a (non-prompt) document.
-    pub(super) document_routes: Mutex<HashMap<String, Arc<Child>>>,
+    /// Document path → the lane of its server, so a message does not redo pattern matching
+    /// and the root marker search (several `stat`s per ancestor) every time.
+    pub(super) routes: Mutex<HashMap<PathBuf, Arc<Lane>>>,
+    /// Document URI, as the editor writes it, → its lane, for the intake's hot path; filled
+    /// when the loop first routes a request about a (non-prompt) document.
+    pub(super) document_routes: Mutex<HashMap<String, Arc<Lane>>>,
+    /// One lane per (server, root): what the editor sends a child waits there, in order.
+    pub(super) lanes: Mutex<HashMap<(String, PathBuf), Arc<Lane>>>,
+    /// Set by `shutdown`: no lane starts a child from then on.
+    pub(super) shutting_down: std::sync::atomic::AtomicBool,
     /// The agent: its session, the running turn.
     pub(crate) host: agent::Host,
     pub(super) prompt_documents: prompts::PromptDocuments,
@@ -87,6 +92,8 @@ impl Shared {
             ambiguous_origins: Mutex::new(Default::default()),
             routes: Mutex::new(HashMap::new()),
             document_routes: Mutex::new(HashMap::new()),
+            lanes: Mutex::new(HashMap::new()),
+            shutting_down: Default::default(),
             host: agent::Host::default(),
             prompt_documents,
             files: OnceLock::new(),
@@ -123,13 +130,48 @@ impl Shared {
 
     /// Send a request to the editor and wait for its answer.
     pub(crate) async fn request_editor(&self, method: &str, params: Value) -> Reply {
+        let (id, receiver) = self.write_request_to_editor(method, params);
+        self.editor_answer(id, method, receiver).await
+    }
+
+    /// Write a request to the editor now, and return the wait for its answer: for the thread
+    /// that reads a child, which writes the child's requests in order with its notifications.
+    /// On a thread it waits while the editor's queue is full, as the child's notifications do.
+    pub(super) fn request_editor_now(
+        self: Arc<Self>,
+        method: &str,
+        params: Value,
+    ) -> futures_util::future::BoxFuture<'static, Reply> {
+        let (id, receiver) = self.write_request_to_editor(method, params);
+        let method = method.to_owned();
+        Box::pin(async move { self.editor_answer(id, &method, receiver).await })
+    }
+
+    fn write_request_to_editor(
+        &self,
+        method: &str,
+        params: Value,
+    ) -> (i64, oneshot::Receiver<Reply>) {
         let id = self.next_id.fetch_add(1, Ordering::Relaxed);
         let (sender, receiver) = oneshot::channel();
         self.to_editor
             .lock()
             .expect("pending editor requests")
             .insert(id, sender);
-        self.send(json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}));
+        let message = json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params});
+        // A failed send means the editor left: the wait below ends at its bound.
+        let _ = self
+            .out
+            .send_waiting(&serde_json::to_vec(&message).expect("a Value serializes"));
+        (id, receiver)
+    }
+
+    async fn editor_answer(
+        &self,
+        id: i64,
+        method: &str,
+        receiver: oneshot::Receiver<Reply>,
+    ) -> Reply {
         match tokio::time::timeout(CHILD_REQUEST_TIMEOUT, receiver).await {
             Ok(Ok(reply)) => reply,
             _ => {
@@ -160,47 +202,77 @@ impl Shared {
         ))
     }
 
-    /// The child serving `path`, started if needed.
+    /// The child serving `path`, started if needed (for the agent's own questions; the
+    /// editor's messages go through the lanes).
     pub(crate) async fn child_for(
         &self,
         path: &std::path::Path,
     ) -> Result<Arc<Child>, lsp_bridge::Error> {
-        let cached = self.routes.lock().expect("routes").get(path).cloned();
-        if let Some(child) = cached.filter(|child| child.is_healthy()) {
-            return Ok(child);
-        }
         let bridge = self.bridge.get().ok_or(lsp_bridge::Error::NotReady {
             server: "agent-lsp".into(),
         })?;
-        // Boxed: starting a child is a large future, and this runs inside every request's task.
+        // Boxed: starting a child is a large future.
         let child = Box::pin(bridge.child_for(path)).await?;
         // A restarted child has none of the editor's documents open.
         if let Err(error) = self.documents.reopen_for_editor(&child, path).await {
             tracing::warn!(server = child.name(), path = %path.display(), "cannot reopen the document: {error}");
         }
+        Ok(child)
+    }
+
+    /// The lane of the server for `path` (the child is not started here), or `None` when no
+    /// server handles it.
+    pub(super) async fn lane_for(self: &Arc<Self>, path: &std::path::Path) -> Option<Arc<Lane>> {
+        if let Some(lane) = self.routes.lock().expect("routes").get(path) {
+            return Some(lane.clone());
+        }
+        let bridge = self.bridge.get()?;
+        let Some(config) = bridge.config_for_async(path).await else {
+            tracing::debug!(path = %path.display(), "no server: {}", bridge.no_server_reason(path));
+            return None;
+        };
+        let root = bridge.root_for(&config, path);
+        let lane = self.lane(&config.name, root);
         self.routes
             .lock()
             .expect("routes")
-            .insert(path.to_owned(), child.clone());
-        Ok(child)
+            .insert(path.to_owned(), lane.clone());
+        Some(lane)
+    }
+
+    /// The lane of a running child.
+    pub(super) fn lane_of(self: &Arc<Self>, child: &Child) -> Arc<Lane> {
+        self.lane(child.name(), child.root().to_owned())
+    }
+
+    fn lane(self: &Arc<Self>, server: &str, root: PathBuf) -> Arc<Lane> {
+        self.lanes
+            .lock()
+            .expect("lanes")
+            .entry((server.to_owned(), root))
+            .or_insert_with(|| Lane::start(self, server))
+            .clone()
+    }
+
+    pub(super) fn is_shutting_down(&self) -> bool {
+        self.shutting_down.load(Ordering::Acquire)
     }
 
     /// The editor cancelled request `id`, which was forwarded to a child as it is: that child
     /// answers it with `RequestCancelled` and gets the cancellation. `false` when no child has
-    /// it pending.
+    /// it pending. Every running child is asked, whatever happened to the request's document
+    /// since (closed, and its routes forgotten).
     pub(super) fn cancel_forwarded(&self, id: i64) -> bool {
         let children = self
-            .routes
-            .lock()
-            .expect("routes")
-            .values()
-            .cloned()
-            .collect::<Vec<_>>();
+            .bridge
+            .get()
+            .map(|bridge| bridge.running())
+            .unwrap_or_default();
         children.iter().any(|child| child.cancel_forwarded(id))
     }
 
     /// The editor closed `uri`: its routes go (a long session opens thousands of files), and
-    /// the next request about it looks its child up again.
+    /// the next message about it looks its lane up again.
     pub(super) fn forget_routes(&self, uri: &lsp_bridge::lsp_types::Url) {
         self.document_routes
             .lock()

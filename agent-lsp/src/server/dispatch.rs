@@ -1,17 +1,16 @@
 //! The loop's dispatch table ([`Server::handle`]): every editor message the intake did not
 //! forward itself comes here, in the order the editor sent it. What the server reads itself
 //! (`initialize`, `shutdown`, `exit`, document sync, cancellations) is handled here; every other
-//! request is routed and written to its child before the next message is read
-//! ([`requests::dispatch`]), and only its waiting runs as a task.
+//! request is routed and handed to its child's lane before the next message is read
+//! ([`requests::dispatch`]), and only its waiting runs as a task. Nothing here waits for a
+//! child.
 
 use std::sync::Arc;
 
 use lsp_bridge::jsonrpc;
 use serde_json::{Value, json};
-use tokio_util::sync::CancellationToken;
-use tracing::Instrument;
 
-use super::{ResponseError, Shared, capabilities, children, codes, documents, prompts, requests};
+use super::{ResponseError, Shared, capabilities, codes, documents, prompts, requests};
 
 #[derive(PartialEq, Eq)]
 pub(super) enum Flow {
@@ -92,6 +91,10 @@ impl Server {
             }
             "shutdown" => {
                 self.shutdown_requested = true;
+                // No lane starts a child from now on.
+                shared
+                    .shutting_down
+                    .store(true, std::sync::atomic::Ordering::Release);
                 if let Some(bridge) = shared.bridge.get() {
                     bridge.shutdown_all().await;
                 }
@@ -106,51 +109,7 @@ impl Server {
                     )),
                 );
             }
-            _ => {
-                let span = tracing::info_span!("request", %method, %id);
-                // What goes to a child is written now, before the next message is read; only
-                // the waiting runs as a task.
-                let Some(pending) = requests::dispatch(&shared, &id, &method, params)
-                    .instrument(span.clone())
-                    .await
-                else {
-                    // Forwarded: the child answers the editor; a cancellation goes to the child.
-                    return;
-                };
-                let cancel = CancellationToken::new();
-                let key = id.to_string();
-                shared
-                    .in_flight
-                    .lock()
-                    .expect("in flight")
-                    .insert(key.clone(), cancel.clone());
-                let on_agent_runtime = pending.on_agent_runtime();
-                let agent_runtime = shared.agent_runtime.clone();
-                let task = async move {
-                    let handled = std::panic::AssertUnwindSafe(pending.finish(&shared, &cancel));
-                    let answer = requests::guarded(&method, handled).await;
-                    shared.in_flight.lock().expect("in flight").remove(&key);
-                    match answer {
-                        requests::Answer::Raw(result) => shared.respond_raw(&id, &result),
-                        requests::Answer::Reply(Err(error)) if cancel.is_cancelled() => shared
-                            .respond(
-                                id,
-                                Err(ResponseError::new(
-                                    codes::REQUEST_CANCELLED,
-                                    format!("`{method}` was cancelled: {}", error.message),
-                                )),
-                            ),
-                        requests::Answer::Reply(reply) => shared.respond(id, reply),
-                    }
-                }
-                .instrument(span);
-                if on_agent_runtime {
-                    agent_runtime.spawn(task);
-                } else {
-                    // Spawned from the loop's own thread: queued locally, no wake-up.
-                    tokio::spawn(task);
-                }
-            }
+            _ => requests::dispatch(&shared, id, method, params).await,
         }
     }
 
@@ -160,28 +119,25 @@ impl Server {
             "exit" => return Flow::Exit,
             "initialized" => {}
             "$/cancelRequest" => {
+                // Still here (waiting in a lane, or answered by a task): its token. Else it
+                // was forwarded (by the intake, or by its lane, which takes the token under
+                // the same lock): the child that has it answers and is told.
                 let key = params["id"].to_string();
                 let in_flight = shared
                     .in_flight
                     .lock()
                     .expect("in flight")
                     .get(&key)
-                    .cloned();
-                match in_flight {
-                    Some(cancel) => cancel.cancel(),
-                    // Forwarded by the intake; the cancellation came here because the loop
-                    // had messages queued (a change typed right after the request).
-                    None => {
-                        if let Some(id) = params["id"].as_i64() {
-                            shared.cancel_forwarded(id);
-                        }
-                    }
+                    .map(|cancel| cancel.cancel())
+                    .is_some();
+                if !in_flight && let Some(id) = params["id"].as_i64() {
+                    shared.cancel_forwarded(id);
                 }
             }
             "window/workDoneProgress/cancel" => shared.host.cancel_progress(&params["token"]),
             "workspace/didChangeWatchedFiles" => {
                 prompts::mentions::watched_files_changed(&shared, &params);
-                children::forward_notification(&shared, method, params).await;
+                documents::forward_notification(&shared, method, params).await;
             }
             "textDocument/didOpen"
             | "textDocument/didChange"
@@ -207,7 +163,7 @@ impl Server {
                 }
             }
             _ if shared.bridge.get().is_none() => {}
-            _ => children::forward_notification(&shared, method, params).await,
+            _ => documents::forward_notification(&shared, method, params).await,
         }
         Flow::Continue
     }

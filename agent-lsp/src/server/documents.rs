@@ -1,5 +1,6 @@
 //! Document sync from the editor: the mirror keeps every buffer (so the agent's tools see the
-//! unsaved text), and the document's child gets the same open/change/close.
+//! unsaved text) and takes each change at once; the document's child gets the same
+//! open/change/close through its lane, in order with the editor's requests about it.
 //!
 //! We announce full-text sync, so a change carries the whole buffer; a client that sends
 //! ranged changes anyway has them applied here. A child that already had the document open for
@@ -7,11 +8,14 @@
 
 use std::sync::Arc;
 
+use lsp_bridge::Child;
 use lsp_bridge::lsp_types::{self as lsp, Url};
 use lsp_bridge::position::PositionEncoding;
 use lsp_bridge::queries::apply_text_edits;
 use serde_json::{Value, json};
 
+use super::lanes::{Job, Target};
+use super::router::{self, Kind, Lookup, Route};
 use super::{ResponseError, Shared, codes};
 
 /// A document sync notification, decoded: a malformed one (a `didOpen` without `text`, a
@@ -41,15 +45,6 @@ impl DocumentEvent {
         })
     }
 
-    pub(super) fn method(&self) -> &'static str {
-        match self {
-            DocumentEvent::Open(_) => "textDocument/didOpen",
-            DocumentEvent::Change(_) => "textDocument/didChange",
-            DocumentEvent::Close(_) => "textDocument/didClose",
-            DocumentEvent::Save(_) => "textDocument/didSave",
-        }
-    }
-
     pub(super) fn uri(&self) -> &Url {
         match self {
             DocumentEvent::Open(params) => &params.text_document.uri,
@@ -64,77 +59,54 @@ impl DocumentEvent {
     }
 }
 
+/// What a child is to be told of the editor's document sync, once its lane delivers it: the
+/// text as it was when the editor sent it (the mirror may be further on by then).
+pub(super) enum Delivery {
+    Open {
+        uri: Url,
+        language_id: String,
+        version: i32,
+        text: String,
+    },
+    /// The whole text after the change (ranged changes are applied here).
+    Change {
+        uri: Url,
+        version: i32,
+        text: String,
+    },
+    Close(lsp::DidCloseTextDocumentParams),
+    Save(lsp::DidSaveTextDocumentParams),
+}
+
+/// Document sync, on the loop: the mirror takes the change now (the agent's tools and inline
+/// completion see the buffer as the editor has it), and the document's lane delivers it to the
+/// child in order with the editor's requests about it, starting the child on the first
+/// document it serves.
 pub(super) async fn sync(shared: &Arc<Shared>, event: DocumentEvent) -> Result<(), ResponseError> {
     shared.bridge()?;
+    let path = event.path();
     let documents = shared.documents();
-    let method = event.method();
-    let child = match event.path() {
-        // Children start here, when the editor opens a document one serves.
-        Some(path) => match shared.child_for(&path).await {
-            Ok(child) => Some(child),
-            Err(lsp_bridge::Error::NoServer { .. }) => None,
-            Err(error) => {
-                tracing::warn!(path = %path.display(), "language server unavailable: {error}");
-                let server = error.server().unwrap_or_default().to_owned();
-                if shared
-                    .start_failures_shown
-                    .lock()
-                    .expect("start failures shown")
-                    .insert(server)
-                {
-                    shared.show_error(&format!(
-                        "a language server for {} failed to start: {}",
-                        path.display(),
-                        error.brief()
-                    ));
-                }
-                None
-            }
-        },
-        None => None,
-    };
-    let notify = |child: Arc<lsp_bridge::Child>, method: &'static str, params: Value| async move {
-        child
-            .notify(method, params)
-            .await
-            .map_err(|error| ResponseError::new(codes::INTERNAL_ERROR, error.to_string()))
-    };
-    match event {
+    let delivery = match event {
         DocumentEvent::Open(params) => {
-            let document = &params.text_document;
-            let (uri, version, text) = (&document.uri, document.version, &document.text);
-            let Some(child) = child else {
-                documents.editor_opened(
-                    None,
-                    uri.clone(),
-                    &document.language_id,
-                    version,
-                    text.clone(),
-                );
-                return Ok(());
-            };
-            let already_open = documents.editor_opened(
-                Some(&child),
-                uri.clone(),
+            let document = params.text_document;
+            documents.editor_opened(
+                None,
+                document.uri.clone(),
                 &document.language_id,
-                version,
-                text.clone(),
+                document.version,
+                document.text.clone(),
             );
-            if already_open {
-                notify(
-                    child,
-                    "textDocument/didChange",
-                    full_change(uri, version, text),
-                )
-                .await
-            } else {
-                notify(child, method, json!(params)).await
+            Delivery::Open {
+                uri: document.uri,
+                language_id: document.language_id,
+                version: document.version,
+                text: document.text,
             }
         }
         DocumentEvent::Change(params) => {
-            let (uri, version) = (&params.text_document.uri, params.text_document.version);
+            let (uri, version) = (params.text_document.uri, params.text_document.version);
             let mut text = documents
-                .snapshot(uri)
+                .snapshot(&uri)
                 .map(|snapshot| snapshot.text)
                 .unwrap_or_default();
             for change in params.content_changes {
@@ -149,24 +121,94 @@ pub(super) async fn sync(shared: &Arc<Shared>, event: DocumentEvent) -> Result<(
                     None => text = change.text,
                 }
             }
-            documents.editor_changed(uri, version, text.clone());
-            match child {
-                Some(child) => notify(child, method, full_change(uri, version, &text)).await,
-                None => Ok(()),
-            }
+            documents.editor_changed(&uri, version, text.clone());
+            Delivery::Change { uri, version, text }
         }
         DocumentEvent::Close(params) => {
             documents.editor_closed(&params.text_document.uri);
-            shared.forget_routes(&params.text_document.uri);
-            match child {
-                Some(child) => notify(child, method, json!(params)).await,
-                None => Ok(()),
+            Delivery::Close(params)
+        }
+        DocumentEvent::Save(params) => Delivery::Save(params),
+    };
+    let lane = match &path {
+        Some(path) => shared.lane_for(path).await,
+        None => None,
+    };
+    if let Delivery::Close(params) = &delivery {
+        shared.forget_routes(&params.text_document.uri);
+    }
+    if let (Some(lane), Some(path)) = (lane, path) {
+        lane.push(Job::Sync { path, delivery }).await;
+    }
+    Ok(())
+}
+
+/// Tell `child` of the editor's document sync (its lane decides when).
+pub(super) async fn deliver(
+    shared: &Shared,
+    child: &Arc<Child>,
+    delivery: &Delivery,
+) -> Result<(), lsp_bridge::Error> {
+    let documents = shared.documents();
+    match delivery {
+        Delivery::Open {
+            uri,
+            language_id,
+            version,
+            text,
+        } => {
+            // A child that has the document open for the agent gets the editor's text as a
+            // change instead of a second `didOpen`.
+            if documents.delivered_open(child, uri) {
+                child
+                    .notify("textDocument/didChange", full_change(uri, *version, text))
+                    .await
+            } else {
+                let params = json!({"textDocument": {
+                    "uri": uri, "languageId": language_id, "version": version, "text": text}});
+                child.notify("textDocument/didOpen", params).await
             }
         }
-        DocumentEvent::Save(params) => match child {
-            Some(child) => notify(child, method, json!(params)).await,
-            None => Ok(()),
-        },
+        Delivery::Change { uri, version, text } => {
+            child
+                .notify("textDocument/didChange", full_change(uri, *version, text))
+                .await
+        }
+        Delivery::Close(params) => {
+            documents.delivered_close(child, &params.text_document.uri);
+            child.notify("textDocument/didClose", json!(params)).await
+        }
+        Delivery::Save(params) => child.notify("textDocument/didSave", json!(params)).await,
+    }
+}
+
+/// Forward an editor notification other than document sync: to the lane of the document it
+/// names, or to every running child's.
+pub(super) async fn forward_notification(shared: &Arc<Shared>, method: &str, params: Value) {
+    let route = router::route(shared, Kind::Notification, method, &params, Lookup::Lane).await;
+    match route {
+        Some(Route::Child(to)) => {
+            let Target::Document(path) = to.target else {
+                return;
+            };
+            let job = Job::Notify {
+                path,
+                method: method.to_owned(),
+                params,
+            };
+            to.lane.push(job).await;
+        }
+        Some(Route::FanOut(members)) => {
+            for (lane, child) in members {
+                let job = Job::Broadcast {
+                    child,
+                    method: method.to_owned(),
+                    params: params.clone(),
+                };
+                lane.push(job).await;
+            }
+        }
+        _ => {}
     }
 }
 

@@ -8,8 +8,10 @@
 //! instead of the reactor, a request task and two writer tasks.
 //!
 //! Order towards a child: a request must not overtake a document change the editor sent before
-//! it, and changes go through the loop. So a request is forwarded here only while the loop
-//! holds no message of the editor's; otherwise it queues behind them.
+//! it, and changes go through the loop and the child's lane. So a request is forwarded here
+//! only while the loop holds no message of the editor's and nothing waits in the child's lane;
+//! otherwise it queues behind them. It is forwarded only while the child's input has room, so
+//! the intake never waits for a child (a child that stops reading holds up its own lane only).
 
 use std::borrow::Cow;
 use std::io::Read;
@@ -220,9 +222,12 @@ impl Intake {
         let Some(Route::Child(to)) = route else {
             return false;
         };
-        to.is_verbatim()
-            && to.child.is_healthy()
-            && children::forward(shared, &to.child, id, method, body).is_ok()
+        // The router gives a running child only while its lane is empty and its input has
+        // room, so nothing waits here: not on a thread (stdio), nor in a task (`--listen`).
+        let Some(child) = to.running_child().filter(|_| to.is_verbatim()) else {
+            return false;
+        };
+        child.is_healthy() && children::forward(shared, child, id, method, body).is_ok()
     }
 
     /// `$/cancelRequest` for a forwarded request goes to the child that has it.

@@ -50,13 +50,22 @@ const ORIGINAL_DATA_KEY: &str = "agentLsp.data";
 
 /// Whether the items of `method`'s answers must say which child made them: more than one child
 /// that resolves them has started (decided as children start, [`note_resolvers`], so the
-/// intake's hot path only looks it up).
+/// intake's hot path only looks it up), or another lane's child is still starting.
 pub(super) fn items_need_origin(shared: &Shared, method: &str) -> bool {
-    shared
+    if shared
         .ambiguous_origins
         .lock()
         .expect("ambiguous origins")
         .contains(method)
+    {
+        return true;
+    }
+    // A server still starting in another lane may resolve such items too, and a later
+    // resolve could not tell whose an untagged item is: tag them until every lane has said.
+    RESOLVES.iter().any(|(_, origin)| *origin == method) && {
+        let lanes = shared.lanes.lock().expect("lanes");
+        lanes.len() > 1 && lanes.values().any(|lane| lane.running_child().is_none())
+    }
 }
 
 /// A child started: the originating methods whose items two running children now resolve.

@@ -1,8 +1,10 @@
 //! An editor request's life on the loop (anything but `initialize` and `shutdown`, and what the
 //! intake forwards itself): [`dispatch`] runs on the loop, routes the request
-//! ([`router::route`]) and writes whatever goes to a child before the loop reads the editor's
-//! next message; [`Pending::finish`] runs as a task of its own and waits for the answers. So a child receives the editor's requests and document
-//! changes in the order the editor sent them, and only the waiting is concurrent.
+//! ([`router::route`]) and hands whatever goes to a child to that child's lane (`lanes`),
+//! which writes it in the order the editor sent it; [`answer_later`] waits for the answers as a
+//! task of its own and writes the reply. So a child receives the editor's requests and
+//! document changes in the order the editor sent them, the loop never waits for a child, and
+//! only the waiting is concurrent.
 
 use std::sync::Arc;
 
@@ -11,34 +13,36 @@ use lsp_bridge::jsonrpc;
 use lsp_bridge::lsp_types::CodeActionParams;
 use lsp_bridge::{Child, SentRequest};
 use serde_json::Value;
+use tokio::sync::oneshot;
 use tokio_util::sync::CancellationToken;
+use tracing::Instrument;
 
-use super::children::{self, Sent};
+use super::children;
+use super::lanes::{Job, RequestJob};
+use super::relay::Relayed;
 use super::router::{self, Kind, Lookup, Own, Route};
 use super::{
     CHILD_REQUEST_TIMEOUT, Reply, ResponseError, Shared, code_actions, codes, commands, inline,
-    items, prompts,
+    prompts,
 };
 
 /// What a request task answers: a child's result as it wrote it, or a reply of ours.
 pub(super) enum Answer {
     Raw(RawResult),
     Reply(Reply),
+    /// The child's reader answered the editor already (`relay`).
+    Relayed,
 }
 
 /// A request whose child part, if any, is written: what is left is waiting and answering.
 pub(super) enum Pending {
-    /// One child answers.
-    Child(Sent),
-    /// One child answers with items that two children could resolve: each is tagged with it.
-    Tagged(Sent),
-    /// The document's child's code actions (if it has a child), then the agent's.
-    CodeActions {
-        params: Box<CodeActionParams>,
-        child: Option<Result<(Sent, bool), ResponseError>>,
-    },
-    /// Every running child's symbols, merged.
-    Symbols(Vec<(Arc<Child>, SentRequest)>),
+    /// One child answers, its answer made into the reply where it is read (`relay`).
+    Child(Relayed),
+    /// The agent's code actions alone: no child serves the document, or the request could not
+    /// reach it.
+    AgentActions(Box<CodeActionParams>),
+    /// Every running child's symbols, merged: each lane hands back the request it wrote.
+    Symbols(Vec<oneshot::Receiver<Option<(Arc<Child>, SentRequest)>>>),
     /// The server's own: a command, `@path` completion in a prompt document.
     Own { own: Own, params: Value },
     /// Known without waiting: no server, or an item answered as it is.
@@ -59,115 +63,136 @@ impl Pending {
     }
 }
 
-/// Route `method` and write what goes to a child now, in arrival order. A request with a
-/// numeric id for one child, with nothing to rewrite, is forwarded as it is, like those the
-/// intake forwards: `None`, the child answers the editor itself.
-///
-/// At most two writes: the second only when the first never reached the child, which was gone
-/// (killed, crashed) before the request was written. That is a delivery retry: the restarted
-/// child is asked what the dead one never saw. A request the child received and then died on
-/// is answered with the error, never sent again (it may have had effects, and the editor
-/// decides what to ask again).
-pub(super) async fn dispatch(
-    shared: &Arc<Shared>,
-    id: &Value,
-    method: &str,
-    params: Value,
-) -> Option<Pending> {
-    let forward_as = id
-        .as_i64()
-        .filter(|id| (0..lsp_bridge::FIRST_OWN_ID).contains(id));
+/// Route the request `id` and hand what goes to a child to its lane, in arrival order; what
+/// the server answers itself is answered by a task. The request is in flight (cancellable) from
+/// here until it is answered or forwarded.
+pub(super) async fn dispatch(shared: &Arc<Shared>, id: Value, method: String, params: Value) {
+    let cancel = CancellationToken::new();
+    shared
+        .in_flight
+        .lock()
+        .expect("in flight")
+        .insert(id.to_string(), cancel.clone());
     // The agent adds to the child's code actions (the router routes every one to
     // `Own::CodeActions`), so it reads the params: malformed ones are refused before any child
     // is started or asked.
-    let mut code_action_params = match method {
+    let code_actions = match method.as_str() {
         "textDocument/codeAction" => {
-            match jsonrpc::decode_params::<CodeActionParams>(method, params.clone()) {
+            match jsonrpc::decode_params::<CodeActionParams>(&method, params.clone()) {
                 Ok(typed) => Some(Box::new(typed)),
-                Err(error) => return Some(Pending::Answered(Err(error))),
+                Err(error) => {
+                    return answer_later(shared, id, method, Pending::Answered(Err(error)), cancel);
+                }
             }
         }
         _ => None,
     };
-    let mut delivery_retried = false;
-    loop {
-        let route = router::route(shared, Kind::Request, method, &params, Lookup::Start)
-            .await
-            .expect("the loop's lookup always decides");
-        // A child that stops reading holds the loop here, and the editor's messages wait in
-        // its pipe, instead of queueing here without bound.
-        match &route {
-            Route::Child(to) | Route::Agent(Own::CodeActions(Some(to))) => {
-                to.child.writable().await
+    let route = router::route(shared, Kind::Request, &method, &params, Lookup::Lane)
+        .await
+        .expect("the loop's lookup always decides");
+    let pending = match route {
+        Route::Child(to) | Route::Agent(Own::CodeActions(Some(to))) => {
+            let lane = to.lane.clone();
+            let job = RequestJob {
+                id,
+                method,
+                params,
+                to,
+                code_actions,
+                cancel,
+            };
+            // A full lane (a child that is starting or not reading, 256 messages behind): the
+            // request is answered now rather than waiting in the loop, which would hold up
+            // every other child's messages.
+            if let Err(Job::Request(job)) = lane.try_push(Job::Request(job)) {
+                let pending = match job.code_actions {
+                    Some(params) => Pending::AgentActions(params),
+                    None => Pending::Answered(Err(lane.full())),
+                };
+                answer_later(shared, job.id, job.method, pending, job.cancel);
             }
-            Route::FanOut(children) => {
-                for child in children {
-                    child.writable().await;
+            return;
+        }
+        Route::Agent(Own::CodeActions(None)) => {
+            Pending::AgentActions(code_actions.expect("decoded"))
+        }
+        Route::Agent(own) => Pending::Own {
+            own,
+            params: params.clone(),
+        },
+        Route::FanOut(members) => {
+            let mut parts = Vec::new();
+            for (lane, child) in members {
+                let (sent, part) = oneshot::channel();
+                let job = Job::FanOut {
+                    child,
+                    method: method.clone(),
+                    params: params.clone(),
+                    sent,
+                };
+                if lane.try_push(job).is_ok() {
+                    parts.push(part);
                 }
             }
-            _ => {}
+            Pending::Symbols(parts)
         }
-        let written = match route {
-            Route::Child(to) => {
-                children::write(shared, &to, method, &params, forward_as).map(|sent| {
-                    sent.map(|sent| match to.tag_items {
-                        true => Pending::Tagged(sent),
-                        false => Pending::Child(sent),
-                    })
-                })
-            }
-            Route::Agent(Own::CodeActions(Some(to))) => {
-                children::write(shared, &to, method, &params, None).map(|sent| {
-                    let sent = sent.expect("sent, not forwarded");
-                    Some(Pending::CodeActions {
-                        child: Some(Ok((sent, to.tag_items))),
-                        params: code_action_params.take().expect("decoded"),
-                    })
-                })
-            }
-            Route::Agent(Own::CodeActions(None)) => Ok(Some(Pending::CodeActions {
-                child: None,
-                params: code_action_params.take().expect("decoded"),
-            })),
-            Route::Agent(own) => Ok(Some(Pending::Own {
-                own,
-                params: params.clone(),
-            })),
-            Route::FanOut(children) => {
-                let mut sent = Vec::new();
-                for child in children {
-                    match child.send(method, &params) {
-                        Ok(request) => sent.push((child, request)),
-                        Err(error) => {
-                            tracing::warn!(server = child.name(), method, "not sent: {error}")
-                        }
-                    }
-                }
-                Ok(Some(Pending::Symbols(sent)))
-            }
-            Route::NoServer(answer) => Ok(Some(Pending::Answered(answer))),
-        };
-        match written {
-            // Writing fails only before the request is written: the pipe was found closed, or
-            // the connection already was. Either way this child never saw it.
-            Err(error) if error.is_server_gone() && !delivery_retried => {
-                tracing::info!(
-                    server = error.server().unwrap_or_default(),
-                    method,
-                    "the child was gone before the request reached it: restarting it and sending the request there"
-                );
-                delivery_retried = true;
-            }
-            Err(error) if let Some(params) = code_action_params.take() => {
-                // A document whose child failed still gets the agent's actions.
-                return Some(Pending::CodeActions {
-                    child: Some(Err(children::error_reply(error))),
-                    params,
-                });
-            }
-            Err(error) => return Some(Pending::Answered(Err(children::error_reply(error)))),
-            Ok(pending) => return pending,
-        }
+        Route::NoServer(answer) => Pending::Answered(answer),
+    };
+    answer_later(shared, id, method, pending, cancel);
+}
+
+/// Wait for `pending`'s answers in a task of its own and answer the editor: exactly once, also
+/// when the waiting panics, and with `RequestCancelled` when the editor cancelled it.
+pub(super) fn answer_later(
+    shared: &Arc<Shared>,
+    id: Value,
+    method: String,
+    pending: Pending,
+    cancel: CancellationToken,
+) {
+    let span = tracing::info_span!("request", %method, %id);
+    let on_agent_runtime = pending.on_agent_runtime();
+    let shared = shared.clone();
+    let agent_runtime = shared.agent_runtime.clone();
+    let task = async move {
+        let handled = std::panic::AssertUnwindSafe(pending.finish(&shared, &cancel));
+        let answer = guarded(&method, handled).await;
+        shared
+            .in_flight
+            .lock()
+            .expect("in flight")
+            .remove(&id.to_string());
+        write_answer(&shared, id, &method, answer, cancel.is_cancelled());
+    }
+    .instrument(span);
+    if on_agent_runtime {
+        agent_runtime.spawn(task);
+    } else {
+        // Spawned from the loop's own thread: queued locally, no wake-up.
+        tokio::spawn(task);
+    }
+}
+
+/// Answer the editor's request `id`; a failure of a request the editor cancelled is said to be
+/// its cancellation.
+pub(super) fn write_answer(
+    shared: &Shared,
+    id: Value,
+    method: &str,
+    answer: Answer,
+    cancelled: bool,
+) {
+    match answer {
+        Answer::Raw(result) => shared.respond_raw(&id, &result),
+        Answer::Reply(Err(error)) if cancelled => shared.respond(
+            id,
+            Err(ResponseError::new(
+                codes::REQUEST_CANCELLED,
+                format!("`{method}` was cancelled: {}", error.message),
+            )),
+        ),
+        Answer::Reply(reply) => shared.respond(id, reply),
+        Answer::Relayed => {}
     }
 }
 
@@ -177,53 +202,16 @@ impl Pending {
         match self {
             Pending::Answered(Ok(raw)) => Answer::Raw(raw),
             Pending::Answered(Err(error)) => Answer::Reply(Err(error)),
-            Pending::Child(sent) => match children::answer(shared, sent, cancel).await {
-                Ok(raw) => Answer::Raw(raw),
-                Err(error) => Answer::Reply(Err(error)),
-            },
-            Pending::Tagged(sent) => {
-                let child = sent.child.clone();
-                let answer = children::answer(shared, sent, cancel)
-                    .await
-                    .and_then(|raw| parse(&raw));
-                Answer::Reply(answer.map(|mut result| {
-                    items::tag_items(&mut result, &child);
-                    result
-                }))
+            Pending::Child(relayed) => relayed.finish(shared, cancel).await,
+            Pending::AgentActions(params) => {
+                Answer::Reply(code_actions::code_actions(shared, &params, Vec::new()))
             }
-            Pending::CodeActions { params, child } => {
-                let from_child = match child {
-                    Some(Ok((sent, tag))) => {
-                        let child = sent.child.clone();
-                        children::answer(shared, sent, cancel)
-                            .await
-                            .and_then(|raw| parse(&raw))
-                            .map(|mut actions| {
-                                if tag {
-                                    items::tag_items(&mut actions, &child);
-                                }
-                                actions
-                            })
-                    }
-                    Some(Err(error)) => Err(error),
-                    None => Ok(Value::Null),
-                };
-                let child_actions = match from_child {
-                    Ok(Value::Array(actions)) => actions,
-                    Ok(_) => Vec::new(),
-                    // A document without a server still gets the agent's actions.
-                    Err(ResponseError {
-                        message: problem, ..
-                    }) => {
-                        tracing::debug!("no child code actions: {problem}");
-                        Vec::new()
-                    }
-                };
-                Answer::Reply(code_actions::code_actions(shared, &params, child_actions))
-            }
-            Pending::Symbols(sent) => {
+            Pending::Symbols(parts) => {
                 let mut merged = Vec::new();
-                for (child, request) in sent {
+                for part in parts {
+                    let Ok(Some((child, request))) = part.await else {
+                        continue;
+                    };
                     let answer = child
                         .answer(request, CHILD_REQUEST_TIMEOUT, cancel)
                         .await

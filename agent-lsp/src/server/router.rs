@@ -1,37 +1,41 @@
 //! The one routing decision: for every editor message `serve` does not handle itself on the
 //! loop, who answers it ([`route`]). The intake asks it about each request it could forward at
 //! once ([`Lookup::Known`]); the loop asks it about every other request and every notification
-//! it forwards ([`Lookup::Start`]). Nothing else decides where a message goes.
+//! it forwards ([`Lookup::Lane`]). Nothing else decides where a message goes. Routing never
+//! waits for a child: a message for a child goes to that child's lane (`lanes`), which starts
+//! the child if need be.
 //!
 //! | message | route |
 //! |---|---|
-//! | a request about a document | [`Route::Child`]: the document's child, started if need be; [`Route::NoServer`] with the method's empty result when no server handles the file |
+//! | a request about a document | [`Route::Child`]: the lane of the document's server; [`Route::NoServer`] with the method's empty result when no server handles the file |
 //! | `*/resolve` | the child that made the item ([`items`]); the server's own items, and items whose child does not resolve, are answered as they are |
 //! | `textDocument/codeAction` | [`Own::CodeActions`]: the document's child's actions, then the agent's |
 //! | `textDocument/completion` in a prompt document | [`Own::Mention`] |
 //! | `textDocument/inlineCompletion` | [`Own::Inline`], always: the server's own feature |
 //! | `workspace/executeCommand` | [`Own::Command`] for ours, else the child that announced the command |
-//! | `workspace/symbol` | [`Route::FanOut`]: every running child, answers merged |
-//! | a request of a feature announced up front that the document's child lacks | [`Route::NoServer`] with the method's empty result (`capabilities::up_front`) |
-//! | a notification | the document's child, or every running child when it names no document |
+//! | `workspace/symbol` | [`Route::FanOut`]: every running child (and every lane starting one), answers merged |
+//! | a request of a feature announced up front that the document's server lacks | [`Route::NoServer`] with the method's empty result (`capabilities::up_front`) |
+//! | a notification | the document's lane, or every running child (and every lane starting one) when it names no document |
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::Arc;
 
+use lsp_bridge::Child;
 use lsp_bridge::framing::RawResult;
 use lsp_bridge::jsonrpc;
 use lsp_bridge::lsp_types::{CodeAction, CompletionItem, Url};
-use lsp_bridge::{Child, Error};
 use serde_json::Value;
 
+use super::lanes::{Lane, Target};
 use super::{ResponseError, Shared, capabilities, children, codes, commands, items};
 
 /// Who answers an editor message.
 pub(super) enum Route {
     /// One child.
     Child(ToChild),
-    /// Every running child: their answers merged, or each told.
-    FanOut(Vec<Arc<Child>>),
+    /// Every running child, through its lane (and every lane starting one): their answers
+    /// merged, or each told.
+    FanOut(Vec<(Arc<Lane>, Option<Arc<Child>>)>),
     /// The server itself.
     Agent(Own),
     /// No child: the answer is known (an item that needs no resolving, the empty result for a
@@ -41,7 +45,9 @@ pub(super) enum Route {
 
 /// A message for one child.
 pub(super) struct ToChild {
-    pub(super) child: Arc<Child>,
+    /// Where it waits until the child can take it.
+    pub(super) lane: Arc<Lane>,
+    pub(super) target: Target,
     /// What the child gets instead of the editor's params: an item as that child made it,
     /// without the origin tag the editor saw.
     pub(super) params: Option<Value>,
@@ -50,11 +56,27 @@ pub(super) struct ToChild {
 }
 
 impl ToChild {
-    fn plain(child: Arc<Child>) -> ToChild {
+    /// For `child` itself (it made the item, or announced the command); `fallback` answers
+    /// the request if it is gone by the time its lane delivers.
+    fn instance(
+        shared: &Arc<Shared>,
+        child: Arc<Child>,
+        params: Option<Value>,
+        fallback: Option<Value>,
+    ) -> ToChild {
         ToChild {
-            child,
-            params: None,
+            lane: shared.lane_of(&child),
+            target: Target::Instance { child, fallback },
+            params,
             tag_items: false,
+        }
+    }
+
+    /// The running child the intake forwards to.
+    pub(super) fn running_child(&self) -> Option<&Arc<Child>> {
+        match &self.target {
+            Target::Instance { child, .. } => Some(child),
+            Target::Document(_) => None,
         }
     }
 
@@ -81,10 +103,11 @@ pub(super) enum Own {
 /// How a document's child is found.
 #[derive(Clone, Copy, PartialEq, Eq)]
 pub(super) enum Lookup {
-    /// Started, or restarted, if need be: the loop's.
-    Start,
-    /// Only a running child a request about the document went to before: the intake's, which
-    /// must not wait. `route` then answers `None` when it would have to look further.
+    /// The lane of the document's server, which starts the child if need be: the loop's.
+    Lane,
+    /// Only a running child whose lane is empty, and that a request about the document went to
+    /// before: the intake's, which must not wait. `route` then answers `None` when it would
+    /// have to look further.
     Known,
 }
 
@@ -104,16 +127,16 @@ pub(super) async fn route(
 ) -> Option<Route> {
     if kind == Kind::Notification {
         if document_uri(params).is_none() {
-            return Some(Route::FanOut(children::running(shared)));
+            return Some(Route::FanOut(fan_out(shared)));
         }
         return by_document(shared, method, params, lookup, false).await;
     }
     // A prompt document never has a known route (only the loop routes to its child), so with
     // `Lookup::Known` it is never taken for another document.
-    let prompt_document = || lookup == Lookup::Start && shared.is_prompt_document(params);
+    let prompt_document = || lookup == Lookup::Lane && shared.is_prompt_document(params);
     match method {
         "workspace/executeCommand" => return Some(command(shared, params)),
-        "workspace/symbol" => return Some(Route::FanOut(children::running(shared))),
+        "workspace/symbol" => return Some(Route::FanOut(fan_out(shared))),
         "textDocument/completion" if prompt_document() => return Some(Route::Agent(Own::Mention)),
         "textDocument/inlineCompletion" => return Some(Route::Agent(Own::Inline)),
         "textDocument/codeAction" => {
@@ -140,15 +163,37 @@ pub(super) async fn route(
     let tag = items::items_need_origin(shared, method);
     match by_document(shared, method, params, lookup, tag).await? {
         // Announced at `initialize` for servers not yet running, and this one lacks it.
-        Route::Child(to) if capabilities::up_front::unsupported(shared, &to.child, method) => {
+        Route::Child(to) if capabilities::up_front::unsupported(shared, &to, method) => {
             Some(Route::NoServer(Ok(empty_result(method))))
         }
         route => Some(route),
     }
 }
 
+/// Every running child with its lane, and every lane that is starting one (its messages so
+/// far start it; the broadcast follows them).
+fn fan_out(shared: &Arc<Shared>) -> Vec<(Arc<Lane>, Option<Arc<Child>>)> {
+    let mut members: Vec<(Arc<Lane>, Option<Arc<Child>>)> = children::running(shared)
+        .into_iter()
+        .map(|child| (shared.lane_of(&child), Some(child)))
+        .collect();
+    let lanes: Vec<Arc<Lane>> = shared
+        .lanes
+        .lock()
+        .expect("lanes")
+        .values()
+        .cloned()
+        .collect();
+    for lane in lanes {
+        if !lane.idle() && !members.iter().any(|(member, _)| Arc::ptr_eq(member, &lane)) {
+            members.push((lane, None));
+        }
+    }
+    members
+}
+
 /// A command goes to the child that announced it, unless it is ours.
-fn command(shared: &Shared, params: &Value) -> Route {
+fn command(shared: &Arc<Shared>, params: &Value) -> Route {
     let Some(command) = params["command"].as_str() else {
         // Refused with what is wrong by the command parser.
         return Route::Agent(Own::Command);
@@ -162,13 +207,13 @@ fn command(shared: &Shared, params: &Value) -> Route {
             .is_some_and(|commands| commands.iter().any(|name| name == command))
     });
     match announced {
-        Some(child) => Route::Child(ToChild::plain(child)),
+        Some(child) => Route::Child(ToChild::instance(shared, child, None, None)),
         None => Route::Agent(Own::Command),
     }
 }
 
 /// A `*/resolve` request goes to the child that made the item it carries.
-fn resolve(shared: &Shared, method: &str, origin: &str, params: &Value) -> Route {
+fn resolve(shared: &Arc<Shared>, method: &str, origin: &str, params: &Value) -> Route {
     // The item itself is the answer: resolving it gives nothing more.
     let as_it_is = |item: &Value| {
         Route::NoServer(
@@ -198,11 +243,12 @@ fn resolve(shared: &Shared, method: &str, origin: &str, params: &Value) -> Route
     if let Some((child, original)) = items::untag(shared, params) {
         // Its child is gone (restarted since) or does not resolve: the item as it made it.
         return match child.filter(|child| items::resolves(child, origin)) {
-            Some(child) => Route::Child(ToChild {
+            Some(child) => Route::Child(ToChild::instance(
+                shared,
                 child,
-                params: Some(original),
-                tag_items: false,
-            }),
+                Some(original.clone()),
+                Some(original),
+            )),
             None => as_it_is(&original),
         };
     }
@@ -211,11 +257,11 @@ fn resolve(shared: &Shared, method: &str, origin: &str, params: &Value) -> Route
             "`{method}` for an item no server produced"
         )))),
         Some(child) if !items::resolves(&child, origin) => as_it_is(params),
-        Some(child) => Route::Child(ToChild::plain(child)),
+        Some(child) => Route::Child(ToChild::instance(shared, child, None, Some(params.clone()))),
     }
 }
 
-/// The document's child, if the message names a document.
+/// The document's lane, if the message names a document.
 async fn by_document(
     shared: &Arc<Shared>,
     method: &str,
@@ -224,16 +270,22 @@ async fn by_document(
     tag_items: bool,
 ) -> Option<Route> {
     if lookup == Lookup::Known {
-        // The intake's hot path: the URI as the editor spells it, no parsing, no path.
-        let child = shared
+        // The intake's hot path: the URI as the editor spells it, no parsing, no path; only
+        // while nothing waits in the lane, and the child has room for it.
+        let lane = shared
             .document_routes
             .lock()
             .expect("document routes")
             .get(document_uri(params)?)
             .cloned()
-            .filter(|child| child.is_healthy())?;
+            .filter(|lane| lane.idle())?;
+        let child = lane.running_child().filter(|child| child.has_room())?;
         return Some(Route::Child(ToChild {
-            child,
+            lane,
+            target: Target::Instance {
+                child,
+                fallback: None,
+            },
             params: None,
             tag_items,
         }));
@@ -241,19 +293,28 @@ async fn by_document(
     let Some(path) = document_path(params) else {
         return Some(Route::NoServer(Err(no_child(method))));
     };
-    Some(match document_child(shared, &path, params, method).await {
-        Ok(Some(child)) => Route::Child(ToChild {
-            child,
-            params: None,
-            tag_items,
-        }),
-        // No child serves the document (a README, a prompt document, a JSON file): the editor
-        // asked about a document, not for a method nobody has, so it gets the method's empty
-        // result. An error here is shown to the user by editors (VS Code pops up every failed
-        // documentSymbol), for a file they merely opened.
-        Ok(None) => Route::NoServer(Ok(empty_result(method))),
-        Err(error) => Route::NoServer(Err(error)),
-    })
+    let Some(lane) = shared.lane_for(&path).await else {
+        // No server handles the document (a README, a prompt document, a JSON file): the
+        // editor asked about a document, not for a method nobody has, so it gets the method's
+        // empty result. An error here is shown to the user by editors (VS Code pops up every
+        // failed documentSymbol), for a file they merely opened.
+        return Some(Route::NoServer(Ok(empty_result(method))));
+    };
+    if let Some(uri) = params["textDocument"]["uri"].as_str()
+        && !shared.prompt_documents.matches(&path)
+    {
+        shared
+            .document_routes
+            .lock()
+            .expect("document routes")
+            .insert(uri.to_owned(), lane.clone());
+    }
+    Some(Route::Child(ToChild {
+        lane,
+        target: Target::Document(path),
+        params: None,
+        tag_items,
+    }))
 }
 
 /// The URI of the document a message is about, if its params name one.
@@ -267,35 +328,6 @@ fn document_uri(params: &Value) -> Option<&str> {
 /// The document a request or notification is about, if its params name one.
 pub(super) fn document_path(params: &Value) -> Option<PathBuf> {
     Url::parse(document_uri(params)?).ok()?.to_file_path().ok()
-}
-
-/// The child of the document at `path` (started, or restarted, if need be), or `None` when no
-/// server handles it. The intake finds it for the next requests about the document by the URI
-/// as the editor spells it.
-async fn document_child(
-    shared: &Arc<Shared>,
-    path: &Path,
-    params: &Value,
-    method: &str,
-) -> Result<Option<Arc<Child>>, ResponseError> {
-    let child = match shared.child_for(path).await {
-        Ok(child) => child,
-        Err(Error::NoServer { reason, .. }) => {
-            tracing::debug!(method, path = %path.display(), "answered empty: {reason}");
-            return Ok(None);
-        }
-        Err(other) => return Err(children::error_reply(other)),
-    };
-    if let Some(uri) = params["textDocument"]["uri"].as_str()
-        && !shared.prompt_documents.matches(path)
-    {
-        shared
-            .document_routes
-            .lock()
-            .expect("document routes")
-            .insert(uri.to_owned(), child.clone());
-    }
-    Ok(Some(child))
 }
 
 /// The result meaning "nothing here" for a request about a document: `null` where the

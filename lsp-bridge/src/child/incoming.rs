@@ -99,23 +99,8 @@ impl Child {
         }
     }
 
+    /// A request the request handler declined (or there is none): answered here.
     pub(super) fn on_request(self: &Arc<Self>, id: Value, method: String, params: Value) {
-        let handler = self.handler.read().unwrap().clone();
-        if let Some(answer) = handler.and_then(|handler| handler(&method, &params)) {
-            let child = Arc::downgrade(self);
-            tokio::spawn(async move {
-                // Run the handler in its own task so that a panic in it still gets an answer.
-                let outcome = tokio::spawn(answer).await.unwrap_or_else(|error| {
-                    Err(ResponseError::internal(format!(
-                        "request handler failed: {error}"
-                    )))
-                });
-                if let Some(child) = child.upgrade() {
-                    child.transport.respond(id, outcome);
-                }
-            });
-            return;
-        }
         let outcome = self.builtin_answer(&method, &params);
         if let Err(ResponseError { message, .. }) = &outcome {
             tracing::debug!(server = %self.config.name, %method, "refused server request: {message}");

@@ -105,7 +105,18 @@ impl Child {
     /// reach the server before an earlier request. Nothing is retried here: an editor request
     /// gets the server's answer as the server gave it, `ContentModified` included.
     pub fn send(&self, method: &str, params: &Value) -> Result<SentRequest> {
-        let (id, reply) = self.transport.send_request(method, params)?;
+        self.send_relayed(method, params, None)
+    }
+
+    /// [`Child::send`], with `relay` taking the answer on the thread that reads the server,
+    /// in order with its notifications (see [`Relay`](crate::child::Relay)).
+    pub fn send_relayed(
+        &self,
+        method: &str,
+        params: &Value,
+        relay: Option<crate::child::Relay>,
+    ) -> Result<SentRequest> {
+        let (id, reply) = self.transport.send_request(method, params, relay)?;
         let guard = self.transport.cancel_on_drop(id, self.config.cancel_grace);
         Ok(SentRequest {
             method: method.to_owned(),
@@ -190,6 +201,12 @@ impl Child {
     /// to it (the editor's messages wait in the editor's pipe) instead of growing a queue here.
     pub async fn writable(&self) {
         self.transport.writable().await;
+    }
+
+    /// Whether the server's input has room now, so a write does not wait (see
+    /// [`Child::writable`]): the editor proxy forwards past its lanes only then.
+    pub fn has_room(&self) -> bool {
+        self.transport.has_room()
     }
 
     /// Send the server's notifications that `wanted` accepts to `editor` as the server wrote

@@ -73,7 +73,7 @@ pub(super) fn frame_or_end(
 pub(super) async fn read_output_task(
     shared: Arc<Shared>,
     stdout: tokio::process::ChildStdout,
-    incoming: mpsc::UnboundedSender<Incoming>,
+    incoming: mpsc::Sender<Incoming>,
 ) {
     let mut reader = tokio::io::BufReader::with_capacity(64 * 1024, stdout);
     let reason = loop {
@@ -81,8 +81,13 @@ pub(super) async fn read_output_task(
             Ok(body) => body,
             Err(reason) => break reason,
         };
-        if let Err(problem) = dispatch(&shared, &body, &incoming) {
-            break Closed::Protocol(problem);
+        match dispatch(&shared, &body) {
+            // The owner is gone: the process is being stopped, nothing left to tell.
+            Ok(Some(message)) => {
+                let _ = incoming.send(message).await;
+            }
+            Ok(None) => {}
+            Err(problem) => break Closed::Protocol(problem),
         }
     };
     output_ended(shared, reason);
@@ -92,7 +97,7 @@ pub(super) async fn read_output_task(
 pub(super) fn read_output(
     shared: Arc<Shared>,
     stdout: std::os::fd::OwnedFd,
-    incoming: mpsc::UnboundedSender<Incoming>,
+    incoming: mpsc::Sender<Incoming>,
 ) {
     /// Closes the connection if the thread ends by a panic, so no caller waits for a reader
     /// that is gone.
@@ -113,8 +118,14 @@ pub(super) fn read_output(
             Ok(body) => body,
             Err(reason) => break reason,
         };
-        if let Err(problem) = dispatch(&shared, &body, &incoming) {
-            break Closed::Protocol(problem);
+        match dispatch(&shared, &body) {
+            // Waits while the owner holds `INCOMING_QUEUE` messages: reading stops and the
+            // server's pipe fills. A gone owner means the process is being stopped.
+            Ok(Some(message)) => {
+                let _ = incoming.blocking_send(message);
+            }
+            Ok(None) => {}
+            Err(problem) => break Closed::Protocol(problem),
         }
     };
     output_ended(shared, reason);
@@ -157,18 +168,18 @@ pub(super) struct Envelope<'a> {
     error: Option<Value>,
 }
 
-/// Route one message body; an `Err` is a body that is not JSON at all (the stream is broken).
+/// Route one message body: what the owner is to handle is returned; an `Err` is a body that is
+/// not JSON at all (the stream is broken).
 pub(super) fn dispatch(
-    shared: &Shared,
+    shared: &Arc<Shared>,
     body: &[u8],
-    incoming: &mpsc::UnboundedSender<Incoming>,
-) -> std::result::Result<(), String> {
+) -> std::result::Result<Option<Incoming>, String> {
     let envelope: Envelope<'_> = match serde_json::from_slice(body) {
         Ok(envelope) => envelope,
         Err(error) => {
             if serde_json::from_slice::<Value>(body).is_ok() {
                 tracing::warn!(server = %shared.server, "ignoring a message that is not a JSON object");
-                return Ok(());
+                return Ok(None);
             }
             return Err(format!("invalid JSON body ({error}): {}", preview(body)));
         }
@@ -178,7 +189,12 @@ pub(super) fn dispatch(
         (Some(method), id) => {
             let params = envelope.params.unwrap_or(Value::Null);
             let message = match id {
-                Some(id) => Incoming::Request { id, method, params },
+                Some(id) => {
+                    if to_request_handler(shared, &id, &method, &params) {
+                        return Ok(None);
+                    }
+                    Incoming::Request { id, method, params }
+                }
                 None => {
                     let editor = shared
                         .notification_sink
@@ -193,8 +209,7 @@ pub(super) fn dispatch(
                     Incoming::Notification { method, params }
                 }
             };
-            // The owner is gone: the process is being stopped, nothing left to tell.
-            let _ = incoming.send(message);
+            return Ok(Some(message));
         }
         (None, Some(id)) if shared.answer_forwarded(&id, body) => {}
         (None, Some(id)) => {
@@ -219,7 +234,29 @@ pub(super) fn dispatch(
             tracing::warn!(server = %shared.server, "ignoring a message with neither method nor id")
         }
     }
-    Ok(())
+    Ok(None)
+}
+
+/// Hand a server→client request to the request handler, which writes it on (to the editor)
+/// before it returns, so it stays in the server's order; the answer is awaited in a task and
+/// written back to the server. `false` when the handler declines (or there is none).
+fn to_request_handler(shared: &Arc<Shared>, id: &Value, method: &str, params: &Value) -> bool {
+    let handler = shared.request_handler.read().unwrap().clone();
+    let Some(answer) = handler.and_then(|handler| handler(method, params)) else {
+        return false;
+    };
+    let (shared, id) = (shared.clone(), id.clone());
+    let runtime = shared.runtime.clone();
+    runtime.spawn(async move {
+        // In a task of its own, so that a panic in it still gets the server an answer.
+        let outcome = tokio::spawn(answer).await.unwrap_or_else(|error| {
+            Err(crate::jsonrpc::ResponseError::internal(format!(
+                "request handler failed: {error}"
+            )))
+        });
+        shared.send(&crate::jsonrpc::reply(&id, &outcome));
+    });
+    true
 }
 
 /// An error answer for the editor.

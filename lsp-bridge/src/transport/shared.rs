@@ -208,6 +208,9 @@ impl Shared {
         match pending {
             // The caller may have given up already (timeout, cancel, drop): that is fine.
             Some(pending) => {
+                if let Some(relay) = pending.relay {
+                    relay(&outcome);
+                }
                 let _ = pending.reply.send(outcome);
             }
             None => {

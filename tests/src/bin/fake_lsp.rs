@@ -10,7 +10,8 @@
 //! - `hang-on METHOD`: never answers METHOD and ignores `$/cancelRequest`;
 //! - `crash-on METHOD`: writes a line to stderr and exits when METHOD arrives;
 //! - `slow METHOD MILLIS`: answers METHOD after MILLIS, or with `RequestCancelled` as soon as
-//!   it is cancelled;
+//!   it is cancelled; `slow initialize MILLIS` reads nothing more until it answers `initialize`
+//!   after MILLIS, as a server that takes long to start does;
 //! - `content-modified METHOD N`: answers the first N METHOD requests with `ContentModified`;
 //! - `chatty`: after `initialized`, asks the client `workspace/configuration`,
 //!   `client/registerCapability`, `window/workDoneProgress/create`, `workspace/applyEdit` and
@@ -32,7 +33,10 @@
 //! `fake/ask {method, params}` makes it send that request to the client. A third,
 //! `fake/flood {uri, count, bytes}`, makes it publish `count` diagnostics for `uri` at once, each
 //! carrying its number as `code` and a message of `bytes` bytes; `fake/pause {millis}` makes it
-//! stop reading its input for that long, as a server busy indexing does.
+//! stop reading its input for that long, as a server busy indexing does; `fake/progress
+//! {count}` makes it send `count` times, without waiting for answers, the request
+//! `window/workDoneProgress/create` for token `t<n>` and then `$/progress` begin for it, as
+//! rust-analyzer does.
 
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::io::{BufRead, BufReader, Write};
@@ -255,6 +259,16 @@ fn main() {
                                 "code": seq, "message": padding}]}}));
                     }
                 }
+                "fake/progress" => {
+                    for n in 0..params["count"].as_u64().unwrap_or(0) {
+                        next_id += 1;
+                        let token = format!("t{n}");
+                        out.send(&json!({"jsonrpc": "2.0", "id": next_id,
+                            "method": "window/workDoneProgress/create", "params": {"token": token}}));
+                        out.send(&json!({"jsonrpc": "2.0", "method": "$/progress", "params": {
+                            "token": token, "value": {"kind": "begin", "title": format!("work {n}")}}}));
+                    }
+                }
                 "fake/poke" => {
                     out.send(&json!({"jsonrpc": "2.0", "method": "fake/poked", "params": params}))
                 }
@@ -308,6 +322,9 @@ fn main() {
                 out.raw(b"Content-Length: 20\r\n\r\n{\"jsonrpc\": broken!!");
             }
             "initialize" => {
+                if let Some(&millis) = script.slow.get("initialize") {
+                    std::thread::sleep(Duration::from_millis(millis));
+                }
                 let offered_utf8 = params
                     .pointer("/capabilities/general/positionEncodings")
                     .and_then(Value::as_array)

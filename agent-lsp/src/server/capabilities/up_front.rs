@@ -19,10 +19,12 @@
 
 use std::path::Path;
 
-use lsp_bridge::{Child, ServerConfig};
+use lsp_bridge::ServerConfig;
 use serde_json::{Map, Value};
 
 use super::super::Shared;
+use super::super::lanes::Target;
+use super::super::router::ToChild;
 use super::registration::REGISTRABLE;
 use super::{known_servers, last_seen};
 
@@ -113,10 +115,13 @@ pub(super) fn merged(servers: impl IntoIterator<Item = Value>) -> Map<String, Va
     union
 }
 
-/// Whether `child` lacks the feature of `method` that `initialize` announced to an editor that
-/// reads capabilities only there: the request is then answered with the method's empty result,
-/// never the child's "method not found", which editors show as an error.
-pub(in crate::server) fn unsupported(shared: &Shared, child: &Child, method: &str) -> bool {
+/// Whether the server `to` is for lacks the feature of `method` that `initialize` announced to
+/// an editor that cannot get it by registration: the request is then answered with the
+/// method's empty result, never the child's "method not found", which editors show as an
+/// error. The running child's own capabilities decide; while its lane still starts it, the
+/// server's as last seen here (or the built-in table's), so that the answer does not wait for
+/// the child. A server whose capabilities are not known yet gets the request.
+pub(in crate::server) fn unsupported(shared: &Shared, to: &ToChild, method: &str) -> bool {
     let (capability, pointer) = if method == "textDocument/prepareRename" {
         ("renameProvider", "/textDocument/rename")
     } else {
@@ -132,11 +137,36 @@ pub(in crate::server) fn unsupported(shared: &Shared, child: &Child, method: &st
     {
         return false;
     }
-    let offered = &child.initialize_result()["capabilities"][capability];
+    let child = match &to.target {
+        Target::Instance { child, .. } => Some(child.clone()),
+        Target::Document(_) => to.lane.running_child(),
+    };
+    let capabilities = match (&child, &to.target) {
+        (Some(child), _) => child.initialize_result()["capabilities"].clone(),
+        (None, Target::Document(path)) => match server_capabilities(shared, path) {
+            Some(capabilities) => capabilities,
+            None => return false,
+        },
+        (None, Target::Instance { .. }) => return false,
+    };
+    let offered = &capabilities[capability];
     if method == "textDocument/prepareRename" {
         return offered["prepareProvider"] != true;
     }
     offered.is_null() || *offered == false
+}
+
+/// The capabilities of the server for `path` before its child runs: as last seen here, else
+/// the built-in table's.
+fn server_capabilities(shared: &Shared, path: &Path) -> Option<Value> {
+    let server = shared.bridge().ok()?.config_for(path)?;
+    let store = shared.host.store().ok();
+    let state_root = store
+        .as_ref()
+        .and_then(|store| crate::session::store::state_root_of(store.workspace_dir()));
+    state_root
+        .and_then(|root| last_seen::load(root, &server.name))
+        .or_else(|| known_servers::capabilities(&server.name))
 }
 
 #[cfg(test)]
