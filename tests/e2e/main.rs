@@ -47,5 +47,6 @@ mod shell_tool;
 mod skills;
 mod subagents;
 mod subagents_serve;
+mod up_front;
 mod vscode;
 mod web;
