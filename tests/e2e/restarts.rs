@@ -257,7 +257,8 @@ fn a_request_sent_right_after_the_child_was_killed_is_answered_by_the_restarted_
     let mut editor = Editor::start(agent_tests::serve_command(&root, state.path(), &config));
     editor.initialize(&root);
     editor.open(&file, "fake");
-    let hover = json!({"textDocument": {"uri": url(&file)}, "position": {"line": 0, "character": 1}});
+    let hover =
+        json!({"textDocument": {"uri": url(&file)}, "position": {"line": 0, "character": 1}});
     assert_eq!(
         editor.request("textDocument/hover", hover.clone())["result"]["echo"],
         "textDocument/hover"
@@ -296,11 +297,13 @@ fn a_busy_child_that_ignores_cancellations_but_shows_life_is_not_restarted() {
     std::fs::write(&file, "text\n").unwrap();
     let state = tempfile::tempdir().unwrap();
     let record = state.path().join("received.jsonl");
-    let config = agent_tests::fake_lsp_config(&["busy", "5000", "record", record.to_str().unwrap()]);
+    let config =
+        agent_tests::fake_lsp_config(&["busy", "5000", "record", record.to_str().unwrap()]);
     let mut editor = Editor::start(agent_tests::serve_command(&root, state.path(), &config));
     editor.initialize(&root);
     editor.open(&file, "fake");
-    let hover = json!({"textDocument": {"uri": url(&file)}, "position": {"line": 0, "character": 1}});
+    let hover =
+        json!({"textDocument": {"uri": url(&file)}, "position": {"line": 0, "character": 1}});
     let first = editor.request_async("textDocument/hover", hover.clone());
     std::thread::sleep(std::time::Duration::from_millis(100));
     editor.notify("$/cancelRequest", json!({"id": first}));
@@ -319,6 +322,9 @@ fn a_busy_child_that_ignores_cancellations_but_shows_life_is_not_restarted() {
         .iter()
         .filter(|message| message["method"] == "$/progress")
         .count();
-    assert!(progress >= 10, "the child's progress reached the editor: {progress}");
+    assert!(
+        progress >= 10,
+        "the child's progress reached the editor: {progress}"
+    );
     editor.shutdown();
 }

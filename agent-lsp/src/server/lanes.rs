@@ -49,7 +49,7 @@ pub(super) struct Lane {
 /// What a lane delivers.
 pub(super) enum Job {
     /// An editor request for this lane's child.
-    Request(RequestJob),
+    Request(Box<RequestJob>),
     /// The editor's document sync, so the child sees what the editor sees.
     Sync { path: PathBuf, delivery: Delivery },
     /// An editor notification about a document of this lane's.
@@ -79,9 +79,13 @@ pub(super) enum Job {
         child: Option<Arc<Child>>,
         method: String,
         params: Value,
-        sent: oneshot::Sender<Option<(Arc<Child>, SentRequest)>>,
+        sent: oneshot::Sender<FannedOut>,
     },
 }
+
+/// A lane's part of a request every running child answers: its child and the request
+/// written to it, or `None` when the lane has no running child.
+pub(super) type FannedOut = Option<(Arc<Child>, SentRequest)>;
 
 /// Which child a request is for.
 pub(super) enum Target {
@@ -153,13 +157,13 @@ impl Lane {
 
     /// Hand `job` to the lane now; `Err` gives it back when the lane is full (a request, which
     /// is then answered at once).
-    pub(super) fn try_push(&self, job: Job) -> Result<(), Job> {
+    pub(super) fn try_push(&self, job: Job) -> Result<(), Box<Job>> {
         self.busy.fetch_add(1, Ordering::AcqRel);
         self.jobs.try_send(job).map_err(|error| {
             self.busy.fetch_sub(1, Ordering::AcqRel);
             match error {
                 mpsc::error::TrySendError::Full(job) | mpsc::error::TrySendError::Closed(job) => {
-                    job
+                    Box::new(job)
                 }
             }
         })
@@ -222,7 +226,7 @@ impl Lane {
 
     async fn run_job(&self, shared: &Arc<Shared>, delivered: &mut Delivered, job: Job) {
         match job {
-            Job::Request(job) => self.request(shared, delivered, job).await,
+            Job::Request(job) => self.request(shared, delivered, *job).await,
             Job::Sync { path, delivery } => self.sync(shared, delivered, &path, delivery).await,
             Job::Again {
                 id,

@@ -11,14 +11,13 @@ use std::sync::Arc;
 use lsp_bridge::framing::RawResult;
 use lsp_bridge::jsonrpc;
 use lsp_bridge::lsp_types::CodeActionParams;
-use lsp_bridge::{Child, SentRequest};
 use serde_json::Value;
 use tokio::sync::oneshot;
 use tokio_util::sync::CancellationToken;
 use tracing::Instrument;
 
 use super::children;
-use super::lanes::{Job, RequestJob};
+use super::lanes::{FannedOut, Job, RequestJob};
 use super::relay::Relayed;
 use super::router::{self, Kind, Lookup, Own, Route};
 use super::{
@@ -42,7 +41,7 @@ pub(super) enum Pending {
     /// reach it.
     AgentActions(Box<CodeActionParams>),
     /// Every running child's symbols, merged: each lane hands back the request it wrote.
-    Symbols(Vec<oneshot::Receiver<Option<(Arc<Child>, SentRequest)>>>),
+    Symbols(Vec<oneshot::Receiver<FannedOut>>),
     /// The server's own: a command, `@path` completion in a prompt document.
     Own { own: Own, params: Value },
     /// Known without waiting: no server, or an item answered as it is.
@@ -104,7 +103,9 @@ pub(super) async fn dispatch(shared: &Arc<Shared>, id: Value, method: String, pa
             // A full lane (a child that is starting or not reading, 256 messages behind): the
             // request is answered now rather than waiting in the loop, which would hold up
             // every other child's messages.
-            if let Err(Job::Request(job)) = lane.try_push(Job::Request(job)) {
+            if let Err(job) = lane.try_push(Job::Request(Box::new(job)))
+                && let Job::Request(job) = *job
+            {
                 let pending = match job.code_actions {
                     Some(params) => Pending::AgentActions(params),
                     None => Pending::Answered(Err(lane.full())),

@@ -208,7 +208,8 @@ impl Child {
         editor: &Arc<FrameWriter>,
         timeout: Duration,
     ) -> Result<()> {
-        self.transport.forward(id, method, body, editor, timeout, true)
+        self.transport
+            .forward(id, method, body, editor, timeout, true)
     }
 
     /// Offer `undelivered` the forwarded requests this server exits without answering, to

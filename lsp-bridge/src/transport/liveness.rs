@@ -123,7 +123,8 @@ mod tests {
         liveness.suspect("did not answer `x`".into());
         // This process uses CPU between two looks: alive.
         let spin = Instant::now();
-        while cpu_ticks(Some(std::process::id())) == liveness.suspicion.lock().unwrap().as_ref().unwrap().cpu
+        while cpu_ticks(Some(std::process::id()))
+            == liveness.suspicion.lock().unwrap().as_ref().unwrap().cpu
             && spin.elapsed() < Duration::from_secs(5)
         {
             std::hint::black_box((0..10_000).sum::<u64>());

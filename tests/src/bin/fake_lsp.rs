@@ -255,7 +255,7 @@ fn main() {
     let mut reader = BufReader::new(std::io::stdin());
     let mut next_id = 1000;
     // While busy: the requests held until it is done.
-    let held: Arc<Mutex<Option<Vec<(Value, String, Value)>>>> = Arc::new(Mutex::new(None));
+    let held: Arc<Held> = Arc::new(Mutex::new(None));
     while let Some(message) = read_message(&mut reader) {
         out.record(&message);
         if script.silent {
@@ -415,10 +415,15 @@ fn main() {
 
 /// The server→client traffic of `chatty`.
 /// Busy for `busy`: progress every 200 ms and a core in use, then every held request answered.
-fn be_busy(out: &Out, held: &Mutex<Option<Vec<(Value, String, Value)>>>, busy: Duration) {
+/// The requests a `busy` server holds (id, method, params) while it is busy, `None` after.
+type Held = Mutex<Option<Vec<(Value, String, Value)>>>;
+
+fn be_busy(out: &Out, held: &Held, busy: Duration) {
     let token = "analysis";
-    out.send(&json!({"jsonrpc": "2.0", "method": "$/progress", "params": {"token": token,
-        "value": {"kind": "begin", "title": "analysing"}}}));
+    out.send(
+        &json!({"jsonrpc": "2.0", "method": "$/progress", "params": {"token": token,
+        "value": {"kind": "begin", "title": "analysing"}}}),
+    );
     let started = std::time::Instant::now();
     let mut report = started;
     while started.elapsed() < busy {
@@ -429,8 +434,10 @@ fn be_busy(out: &Out, held: &Mutex<Option<Vec<(Value, String, Value)>>>, busy: D
                 "value": {"kind": "report", "message": format!("{} ms", started.elapsed().as_millis())}}}));
         }
     }
-    out.send(&json!({"jsonrpc": "2.0", "method": "$/progress", "params": {"token": token,
-        "value": {"kind": "end"}}}));
+    out.send(
+        &json!({"jsonrpc": "2.0", "method": "$/progress", "params": {"token": token,
+        "value": {"kind": "end"}}}),
+    );
     for (id, method, params) in held.lock().unwrap().take().unwrap_or_default() {
         out.answer(&id, json!({"echo": method, "params": params}));
     }
