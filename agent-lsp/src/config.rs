@@ -93,6 +93,9 @@ pub struct Config {
     /// model.
     #[serde(default)]
     pub completion: crate::completion::CompletionOptions,
+    /// `[restart]`: how often a language server that keeps failing is restarted before it is
+    /// given up on (`max_restarts` within `window_secs`, `backoff_ms` doubling).
+    pub restart: Option<lsp_bridge::config::RestartOptions>,
 }
 
 impl Config {
@@ -143,6 +146,9 @@ impl Config {
                     .unwrap_or_default()
             )
         })?;
+        if let Some(restart) = self.restart.clone() {
+            config.restart = restart.resolve(config.restart);
+        }
         Ok(config)
     }
 

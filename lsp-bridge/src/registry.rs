@@ -56,8 +56,9 @@ struct Inner {
     /// Called once for every child that starts (restarts included), e.g. so the editor proxy
     /// can forward its notifications and answer its requests.
     on_start: Mutex<Option<StartHook>>,
-    /// Children the hook has seen, by address.
-    hooked: Mutex<std::collections::HashSet<usize>>,
+    /// Children the hook has seen, by instance (an address would be reused by a later child,
+    /// which the hook would then never see).
+    hooked: Mutex<std::collections::HashSet<u64>>,
 }
 
 /// See [`Bridge::set_on_start`].
@@ -120,12 +121,7 @@ impl Bridge {
     fn hook(&self, child: &Arc<Child>) {
         let hook = self.inner.on_start.lock().unwrap().clone();
         if let Some(hook) = hook
-            && self
-                .inner
-                .hooked
-                .lock()
-                .unwrap()
-                .insert(Arc::as_ptr(child) as usize)
+            && self.inner.hooked.lock().unwrap().insert(child.instance())
         {
             hook(child);
         }
