@@ -119,31 +119,47 @@ fn an_editor_request_after_its_child_was_killed_is_answered_by_a_restarted_one()
     editor.shutdown();
 }
 
+/// A workspace holding `a.fake`, and `serve` for it with `config`, initialized, `a.fake` open.
+struct OnAFake {
+    editor: Editor,
+    file: std::path::PathBuf,
+    state: tempfile::TempDir,
+    _workspace: tempfile::TempDir,
+}
+
+impl OnAFake {
+    fn serve(config: impl FnOnce(&std::path::Path) -> String) -> OnAFake {
+        let workspace = tempfile::tempdir().unwrap();
+        let root = workspace.path().canonicalize().unwrap();
+        let file = root.join("a.fake");
+        std::fs::write(&file, "text\n").unwrap();
+        let state = tempfile::tempdir().unwrap();
+        let config = config(state.path());
+        let mut editor = Editor::start(agent_tests::serve_command(&root, state.path(), &config));
+        editor.initialize(&root);
+        editor.open(&file, "fake");
+        OnAFake {
+            editor,
+            file,
+            state,
+            _workspace: workspace,
+        }
+    }
+
+    /// A position in `a.fake`.
+    fn at(&self, character: u64) -> serde_json::Value {
+        json!({"textDocument": {"uri": url(&self.file)}, "position": {"line": 0, "character": character}})
+    }
+}
+
 /// `serve` forwards an editor request to a child whose input is already closed (it is dying;
 /// its output has not ended yet): the request never reached it, so it goes to a restarted
 /// child, which answers. A delivery retry: nothing the dead child saw is asked again.
 #[test]
 fn an_editor_request_that_never_reached_its_dying_child_is_sent_to_a_restarted_one() {
-    let workspace = tempfile::tempdir().unwrap();
-    let root = workspace.path().canonicalize().unwrap();
-    let file = root.join("a.fake");
-    std::fs::write(&file, "text\n").unwrap();
-    let state = tempfile::tempdir().unwrap();
-    let config = format!(
-        "[server.fake]\ncommand = {:?}\nargs = [\"deaf-on\", \"fake/deafen\"]\nfile_patterns = [\"*.fake\"]\n",
-        agent_tests::workspace_bin("fake-lsp").display().to_string()
-    );
-    std::fs::write(state.path().join("config.toml"), config).unwrap();
-    let mut command = Command::new(agent_tests::workspace_bin("agent-lsp"));
-    command
-        .env("AGENT_LSP_STATE_DIR", state.path())
-        .env("AGENT_LSP_CONFIG", state.path().join("config.toml"))
-        .args(["--workspace", root.to_str().unwrap(), "serve"]);
-    let mut editor = Editor::start(command);
-    editor.initialize(&root);
-    editor.open(&file, "fake");
-    let params =
-        json!({"textDocument": {"uri": url(&file)}, "position": {"line": 0, "character": 0}});
+    let fake = OnAFake::serve(|_| agent_tests::fake_lsp_config(&["deaf-on", "fake/deafen"]));
+    let params = fake.at(0);
+    let mut editor = fake.editor;
     let answer = editor.request("fake/custom", params.clone());
     assert_eq!(answer["result"]["echo"], "fake/custom", "{answer}");
     let [first] = descendants_running(editor.pid(), "fake-lsp")[..] else {
@@ -245,20 +261,12 @@ fn a_restarted_child_gets_the_editors_documents_before_a_notification_about_them
 /// 10 answers.
 #[test]
 fn a_request_sent_right_after_the_child_was_killed_is_answered_by_the_restarted_one() {
-    let workspace = tempfile::tempdir().unwrap();
-    let root = workspace.path().canonicalize().unwrap();
-    let file = root.join("a.fake");
-    std::fs::write(&file, "text\n").unwrap();
-    let state = tempfile::tempdir().unwrap();
-    let config = format!(
-        "[server.fake]\ncommand = {:?}\nargs = [\"hold-pipes\"]\nfile_patterns = [\"*.fake\"]\n\n[restart]\nmax_restarts = 20\nbackoff_ms = 10\n",
-        agent_tests::workspace_bin("fake-lsp").display().to_string()
-    );
-    let mut editor = Editor::start(agent_tests::serve_command(&root, state.path(), &config));
-    editor.initialize(&root);
-    editor.open(&file, "fake");
-    let hover =
-        json!({"textDocument": {"uri": url(&file)}, "position": {"line": 0, "character": 1}});
+    let fake = OnAFake::serve(|_| {
+        agent_tests::fake_lsp_config(&["hold-pipes"])
+            + "\n[restart]\nmax_restarts = 20\nbackoff_ms = 10\n"
+    });
+    let hover = fake.at(1);
+    let mut editor = fake.editor;
     assert_eq!(
         editor.request("textDocument/hover", hover.clone())["result"]["echo"],
         "textDocument/hover"
@@ -291,19 +299,13 @@ fn a_request_sent_right_after_the_child_was_killed_is_answered_by_the_restarted_
 /// the cancellation's grace is answered by the same process once it is done.
 #[test]
 fn a_busy_child_that_ignores_cancellations_but_shows_life_is_not_restarted() {
-    let workspace = tempfile::tempdir().unwrap();
-    let root = workspace.path().canonicalize().unwrap();
-    let file = root.join("a.fake");
-    std::fs::write(&file, "text\n").unwrap();
-    let state = tempfile::tempdir().unwrap();
-    let record = state.path().join("received.jsonl");
-    let config =
-        agent_tests::fake_lsp_config(&["busy", "5000", "record", record.to_str().unwrap()]);
-    let mut editor = Editor::start(agent_tests::serve_command(&root, state.path(), &config));
-    editor.initialize(&root);
-    editor.open(&file, "fake");
-    let hover =
-        json!({"textDocument": {"uri": url(&file)}, "position": {"line": 0, "character": 1}});
+    let fake = OnAFake::serve(|state| {
+        let record = state.join("received.jsonl");
+        agent_tests::fake_lsp_config(&["busy", "5000", "record", record.to_str().unwrap()])
+    });
+    let record = fake.state.path().join("received.jsonl");
+    let hover = fake.at(1);
+    let mut editor = fake.editor;
     let first = editor.request_async("textDocument/hover", hover.clone());
     std::thread::sleep(std::time::Duration::from_millis(100));
     editor.notify("$/cancelRequest", json!({"id": first}));
