@@ -159,6 +159,13 @@ impl SharedBridge {
                     self.alone(&owner, why, None).await;
                     return None;
                 }
+                // Stopped or hung, though it holds the lock: answered here, and looked at
+                // again later (deciding now would wait for it once more).
+                Err(client::Failure::Silent(why)) => {
+                    self.alone(&owner, why, Some(Instant::now() + ALONE_RETRY))
+                        .await;
+                    return None;
+                }
             }
         }
         None
@@ -217,6 +224,12 @@ impl SharedBridge {
                 }
                 Ok(_) => return alone("the owner answered out of turn".into(), None),
                 Err(client::Failure::Unreadable(why)) => return alone(why, None),
+                Err(client::Failure::Silent(why)) => {
+                    return alone(
+                        format!("the bridge's owner holds its lock but does not answer ({why})"),
+                        Some(Instant::now() + ALONE_RETRY),
+                    );
+                }
                 // The owner is between its lock and its socket, or has just died.
                 Err(client::Failure::Gone(_)) if Instant::now() < deadline => {
                     tokio::time::sleep(Duration::from_millis(25)).await;

@@ -302,6 +302,62 @@ fn a_remaining_client_takes_over_and_later_processes_attach_to_it() {
     let _ = second.child.wait();
 }
 
+/// An owner stopped with SIGSTOP keeps its lock and its socket (the kernel even accepts the
+/// connection) but answers nothing, heartbeat included: an attached client's next call is
+/// answered from its own servers within seconds, not at the tool's 60 s timeout, and later
+/// calls do not wait for the stopped owner again.
+#[test]
+fn a_stopped_owner_costs_an_attached_call_seconds_not_its_timeout() {
+    use nix::sys::signal::{Signal, kill};
+    use nix::unistd::Pid;
+    let fixture = Fixture::new();
+    let definition = json!({"path": "main.py", "line": 3, "symbol": "greet"});
+    let mut first = McpServe::start(&fixture);
+    assert!(
+        first
+            .call("lsp_definition", definition.clone())
+            .contains("app.py\n  1:5  def greet")
+    );
+    let mut second = McpServe::start(&fixture);
+    assert!(
+        second
+            .call("lsp_definition", definition.clone())
+            .contains("app.py\n  1:5  def greet")
+    );
+    assert_eq!(fixture.servers()["owner"]["pid"], first.child.id());
+
+    let owner = Pid::from_raw(first.child.id() as i32);
+    kill(owner, Signal::SIGSTOP).unwrap();
+    let started = std::time::Instant::now();
+    let answer = second.call("lsp_definition", definition.clone());
+    let first_call = started.elapsed();
+    assert!(answer.contains("app.py\n  1:5  def greet"), "{answer}");
+    assert!(
+        descendants(second.child.id())
+            .iter()
+            .any(|(_, line)| line.contains("pyright")),
+        "the client answered from the stopped owner's servers?"
+    );
+    let started = std::time::Instant::now();
+    second.call("lsp_definition", definition);
+    let next_call = started.elapsed();
+    eprintln!("with the owner stopped: the first call took {first_call:?}, the next {next_call:?}");
+    // Bounds far under the 60 s the call used to wait: 2 s of silence, then a cold pyright.
+    assert!(
+        first_call < Duration::from_secs(30),
+        "the first call took {first_call:?}"
+    );
+    assert!(
+        next_call < Duration::from_secs(10),
+        "the next call took {next_call:?}"
+    );
+    kill(owner, Signal::SIGCONT).unwrap();
+    drop(second.child.stdin.take());
+    drop(first.child.stdin.take());
+    let _ = second.child.wait();
+    let _ = first.child.wait();
+}
+
 /// A process that holds the workspace's bridge lock and listens on its socket, answering every
 /// request with `answer` (or never, with `None`).
 fn impostor(fixture: &Fixture, answer: Option<&'static str>) -> (std::fs::File, Arc<Mutex<u32>>) {

@@ -19,12 +19,17 @@ pub(super) enum Failure {
     Gone(String),
     /// The owner answered with something this process does not read: it is another version.
     Unreadable(String),
+    /// The owner took the request and then sent nothing, no heartbeat either, for
+    /// [`wire::SILENCE`]: it is stopped or hung, though its socket and lock are still there.
+    Silent(String),
 }
 
 impl std::fmt::Display for Failure {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
-            Failure::Gone(why) | Failure::Unreadable(why) => f.write_str(why),
+            Failure::Gone(why) | Failure::Unreadable(why) | Failure::Silent(why) => {
+                f.write_str(why)
+            }
         }
     }
 }
@@ -51,7 +56,25 @@ pub(super) async fn ask(socket: &Path, root: &str, request: Request) -> Result<A
         .await
         .map_err(|error| Failure::Gone(format!("cannot send: {error}")))?;
     let mut reader = BufReader::new(read);
-    let line = match wire::read_line(&mut reader, wire::MAX_ANSWER).await {
+    let line = loop {
+        let read = tokio::time::timeout(
+            wire::SILENCE,
+            wire::read_line(&mut reader, wire::MAX_ANSWER),
+        )
+        .await;
+        match read {
+            Err(_) => {
+                return Err(Failure::Silent(format!(
+                    "the owner sent nothing, not even its heartbeat, for {} s",
+                    wire::SILENCE.as_secs()
+                )));
+            }
+            // A heartbeat: the owner is still working on it.
+            Ok(Ok(line)) if line.is_empty() => continue,
+            Ok(read) => break read,
+        }
+    };
+    let line = match line {
         Ok(line) => line,
         Err(ReadError::Closed) => {
             return Err(Failure::Gone("the owner closed without answering".into()));

@@ -12,7 +12,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use rustix::fs::FlockOperation;
-use tokio::io::{AsyncReadExt, BufReader};
+use tokio::io::{AsyncReadExt, AsyncWriteExt, BufReader};
 use tokio_util::sync::CancellationToken;
 
 use super::wire::{self, Answer, Envelope, OwnerInfo, PROTOCOL, Request};
@@ -161,9 +161,21 @@ async fn answer(stream: tokio::net::UnixStream, owner: &Owner) {
                         gone.cancel();
                     })
                 };
-                let answer = tokio::select! {
-                    answer = owner.run(envelope, gone.clone()) => answer,
-                    () = gone.cancelled() => return,
+                let run = owner.run(envelope, gone.clone());
+                tokio::pin!(run);
+                let mut heartbeat = tokio::time::interval(wire::HEARTBEAT);
+                heartbeat.tick().await;
+                let answer = loop {
+                    tokio::select! {
+                        answer = &mut run => break answer,
+                        () = gone.cancelled() => return,
+                        // Alive, still working: the client waits on.
+                        _ = heartbeat.tick() => {
+                            if write.write_all(b"\n").await.is_err() {
+                                return;
+                            }
+                        }
+                    }
                 };
                 watch.abort();
                 answer

@@ -12,8 +12,16 @@ use tokio::io::{AsyncBufReadExt, AsyncWrite, AsyncWriteExt};
 use crate::plugin::outcomes::ToolOutput;
 
 /// Bumped when a request or an answer changes shape; an owner refuses another protocol, and the
-/// client then keeps its own bridge.
-pub const PROTOCOL: u32 = 1;
+/// client then keeps its own bridge. 2: the owner's heartbeat.
+pub const PROTOCOL: u32 = 2;
+
+/// While the owner works on a request, it writes an empty line this often: a client that hears
+/// nothing for [`SILENCE`] knows the owner stopped (`kill -STOP`, a debugger, a hung runtime)
+/// rather than that its query is slow, and answers from its own servers.
+pub const HEARTBEAT: std::time::Duration = std::time::Duration::from_millis(500);
+
+/// How long a client waits for a heartbeat or the answer before it takes the owner as stopped.
+pub const SILENCE: std::time::Duration = std::time::Duration::from_secs(2);
 
 /// A request is at most this long (a tool's arguments).
 pub const MAX_REQUEST: usize = 1 << 20;
