@@ -552,7 +552,13 @@ impl ToolRuntime {
     fn protected_path(&self, args: &Value) -> Option<(String, &'static str)> {
         let path = self.workspace.resolve(args.get("path")?.as_str()?).ok()?;
         let relative = path.strip_prefix(self.workspace.root()).ok()?;
-        let (_, why) = protected::protected_reason(relative)?;
+        let why = match protected::protected_reason(relative) {
+            Some((_, why)) => why,
+            None if protected::in_configured_hooks(self.workspace.root(), &path) => {
+                protected::HOOKS_REASON
+            }
+            None => return None,
+        };
         Some((self.workspace.display(&path), why))
     }
 

@@ -327,3 +327,66 @@ fn broken_framing_ends_serve_with_the_reason_and_stray_line_breaks_do_not() {
     assert_eq!(answer["error"]["code"], -32601, "{answer}");
     editor.shutdown();
 }
+
+/// A repository whose hooks live where `core.hooksPath` says (husky's `.husky/`): a hook the
+/// model writes there would run at the next commit, so that folder is as protected as
+/// `.git/hooks/`, whether it exists yet or not.
+#[test]
+fn the_hooks_folder_a_repository_configures_is_protected_like_git_hooks() {
+    use agent_tests::model_endpoint::{EndpointConfig, ModelEndpoint, ModelTurn, Reply};
+
+    let workspace = tempfile::tempdir().unwrap();
+    let root = workspace.path().canonicalize().unwrap();
+    assert!(git(&root, &["init", "-q"]).status.success());
+    assert!(
+        git(&root, &["config", "core.hooksPath", ".husky"])
+            .status
+            .success()
+    );
+    let marker = root.join("pwned");
+    let payload = format!("#!/bin/sh\ntouch {}\n", marker.display());
+    let endpoint = ModelEndpoint::start(EndpointConfig::default()).unwrap();
+    endpoint.push_all([
+        Reply::from(
+            ModelTurn::new()
+                .tool_call(
+                    "write",
+                    json!({"path": ".husky/pre-commit", "content": payload}).to_string(),
+                )
+                .tool_call(
+                    "write",
+                    json!({"path": "notes.txt", "content": "ordinary\n"}).to_string(),
+                ),
+        ),
+        Reply::text("Done."),
+    ]);
+    let state = tempfile::tempdir().unwrap();
+    let config = state.path().join("config.toml");
+    std::fs::write(&config, "").unwrap();
+    let output = agent_tests::agent_lsp_command(
+        state.path(),
+        &config,
+        &root,
+        &["run", "--base-url", &endpoint.base_url(), "Add a hook."],
+    )
+    .output()
+    .unwrap();
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let requests = endpoint.chat_requests();
+    let results = requests.last().unwrap().body.as_ref().unwrap().to_string();
+    assert_eq!(
+        results.matches("is a protected path").count(),
+        1,
+        "{results}"
+    );
+    assert!(results.contains("core.hooksPath"), "{results}");
+    assert!(!root.join(".husky/pre-commit").exists());
+    assert_eq!(
+        std::fs::read_to_string(root.join("notes.txt")).unwrap(),
+        "ordinary\n"
+    );
+}
