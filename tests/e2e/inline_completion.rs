@@ -361,3 +361,23 @@ fn a_failing_endpoint_gives_an_empty_answer_and_no_pop_up() {
     endpoint.assert_no_violations();
     editor.shutdown();
 }
+
+/// A model that streams 5 MB on one line: the stream is not read to its end, and nothing that
+/// size reaches the editor.
+#[test]
+fn a_suggestion_of_megabytes_is_neither_read_whole_nor_shown() {
+    let workspace = Workspace::new();
+    let endpoint = ModelEndpoint::start(EndpointConfig::default()).unwrap();
+    endpoint.push_fim(FimReply::Text {
+        text: "x".repeat(5 << 20),
+        delta_bytes: 4096,
+        chunk_delay: Duration::ZERO,
+    });
+    let mut editor = workspace.serve(&endpoint, "");
+    workspace.open_app(&mut editor);
+    assert_eq!(
+        inline(&mut editor, &workspace.app(), CURSOR),
+        json!({"items": []})
+    );
+    wait_until("the stream dropped", || endpoint.fim_calls()[0].dropped);
+}

@@ -20,6 +20,11 @@
 /// The most lines a suggestion keeps, whatever the block.
 const MAX_LINES: usize = 40;
 
+/// The most bytes a suggestion holds: ghost text is read at a glance, and a model that streams
+/// megabytes on one line is not finishing a statement. The stream is not read past it, and a
+/// suggestion whose first line alone is longer is none.
+pub const MAX_BYTES: usize = 16 * 1024;
+
 /// A suggestion ready for the editor.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Shaped {
@@ -41,7 +46,7 @@ pub fn shape(text: &str, before: &str, after: &str) -> Option<Shaped> {
     } else {
         text.split('\n').next().unwrap_or("").trim_end().to_owned()
     };
-    let insert = insert.trim_end().to_owned();
+    let insert = within_bytes(insert.trim_end())?;
     let replaced = if rest.trim().is_empty() || insert.contains('\n') {
         0
     } else {
@@ -56,6 +61,9 @@ pub fn shape(text: &str, before: &str, after: &str) -> Option<Shaped> {
 /// Whether the model is still inside what [`shape`] keeps: used to stop reading the stream
 /// once the suggestion is whole. True while the text could still grow the suggestion.
 pub fn wants_more(text: &str, before: &str, after: &str) -> bool {
+    if text.len() > MAX_BYTES {
+        return false;
+    }
     let rest = after.split('\n').next().unwrap_or("");
     if !rest.trim().is_empty() {
         return !text.contains('\n');
@@ -63,6 +71,27 @@ pub fn wants_more(text: &str, before: &str, after: &str) -> bool {
     // Past the kept part by two lines: it can no longer change.
     let kept = shape(text, before, after).map_or(0, |shaped| shaped.insert.matches('\n').count());
     text.matches('\n').count() <= kept + 1
+}
+
+/// `insert`'s whole lines that fit in [`MAX_BYTES`]; `None` when the first line does not.
+fn within_bytes(insert: &str) -> Option<String> {
+    if insert.len() <= MAX_BYTES {
+        return Some(insert.to_owned());
+    }
+    let mut kept = String::new();
+    for (n, line) in insert.split('\n').enumerate() {
+        if kept.len() + line.len() + usize::from(n > 0) > MAX_BYTES {
+            if n == 0 {
+                return None;
+            }
+            break;
+        }
+        if n > 0 {
+            kept.push('\n');
+        }
+        kept.push_str(line);
+    }
+    Some(kept.trim_end().to_owned())
 }
 
 /// The lines of `text` that finish the statement or block started on the cursor's line.
@@ -137,6 +166,19 @@ fn overlap(insert: &str, rest: &str) -> usize {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_suggestion_is_cut_to_whole_lines_within_the_byte_bound_and_one_long_line_is_none() {
+        let huge_line = "x".repeat(MAX_BYTES + 1);
+        assert_eq!(shape(&huge_line, "total = f(", ")\n"), None);
+        assert!(!wants_more(&huge_line, "total = f(", ")\n"));
+        let line = "    y = 1";
+        let many = format!("if x:\n{}", vec![line; 5000].join("\n"));
+        assert!(wants_more("if x:\n", "", "\n"));
+        let kept = within_bytes(&many).unwrap();
+        assert!(kept.len() <= MAX_BYTES && kept.starts_with("if x:\n    y = 1"));
+        assert!(kept.lines().all(|kept| kept == "if x:" || kept == line));
+    }
 
     /// `code` with `|` at the cursor; the shaped insert and replaced length.
     fn check(code: &str, model: &str, expected: Option<(&str, usize)>) {
