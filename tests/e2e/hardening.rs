@@ -390,3 +390,53 @@ fn the_hooks_folder_a_repository_configures_is_protected_like_git_hooks() {
         "ordinary\n"
     );
 }
+
+/// A session log holds prompts, tool results and file contents: it is the user's alone (0600),
+/// in folders only the user can enter (0700), also where an earlier version left them 0755.
+#[test]
+fn session_logs_and_their_folders_are_the_users_alone() {
+    use std::os::unix::fs::PermissionsExt;
+    let workspace = tempfile::tempdir().unwrap();
+    let root = workspace.path().canonicalize().unwrap();
+    std::fs::write(root.join("notes.txt"), "secret plans\n").unwrap();
+    let state = tempfile::tempdir().unwrap();
+    let config = state.path().join("config.toml");
+    std::fs::write(&config, "").unwrap();
+    // What an earlier version made with the usual umask.
+    let workspaces = state.path().join("workspaces");
+    std::fs::create_dir_all(&workspaces).unwrap();
+    std::fs::set_permissions(&workspaces, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let output = agent_tests::agent_lsp_command(
+        state.path(),
+        &config,
+        &root,
+        &["tool", "read", "--args", r#"{"path": "notes.txt"}"#],
+    )
+    .output()
+    .unwrap();
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let mode =
+        |path: &std::path::Path| std::fs::metadata(path).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode(&workspaces), 0o700);
+    let workspace_dir = std::fs::read_dir(&workspaces)
+        .unwrap()
+        .next()
+        .unwrap()
+        .unwrap()
+        .path();
+    assert_eq!(mode(&workspace_dir), 0o700);
+    let sessions = workspace_dir.join("sessions");
+    assert_eq!(mode(&sessions), 0o700);
+    let logs: Vec<_> = std::fs::read_dir(&sessions)
+        .unwrap()
+        .map(|entry| entry.unwrap().path())
+        .collect();
+    assert!(!logs.is_empty());
+    for log in logs {
+        assert_eq!(mode(&log), 0o600, "{}", log.display());
+    }
+}

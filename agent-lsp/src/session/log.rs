@@ -144,10 +144,13 @@ pub struct LogWriter {
 impl LogWriter {
     /// Create a new, empty session file; fails if it exists.
     pub fn create(path: &Path, durability: Durability) -> anyhow::Result<LogWriter> {
+        use std::os::unix::fs::OpenOptionsExt;
+        // The user's alone: prompts, tool results and file contents are in it.
         let file = OpenOptions::new()
             .read(true)
             .append(true)
             .create_new(true)
+            .mode(0o600)
             .open(path)
             .with_context(|| format!("failed to create session log {}", path.display()))?;
         lock(&file, path)?;

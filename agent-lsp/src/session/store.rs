@@ -29,6 +29,31 @@ pub fn state_root() -> anyhow::Result<PathBuf> {
     })
 }
 
+/// Create `sessions_dir` and its ancestors up to `workspaces/` (the state root's folder of
+/// workspaces) as the user's alone (0700): the sessions hold prompts, tool results and file
+/// contents, and nothing under `workspaces/` is reachable by others. Folders an earlier version
+/// made with the umask's 0755 are made private too. The state root itself is left as it is: it
+/// may be a folder the user named (`AGENT_LSP_STATE_DIR`), not ours to change.
+fn private_dirs(sessions_dir: &Path) -> std::io::Result<()> {
+    use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
+    std::fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(sessions_dir)?;
+    let workspace_dir = sessions_dir.parent();
+    let workspaces = workspace_dir.and_then(Path::parent);
+    for dir in [Some(sessions_dir), workspace_dir, workspaces]
+        .into_iter()
+        .flatten()
+    {
+        let mode = std::fs::metadata(dir)?.permissions().mode() & 0o777;
+        if mode & 0o077 != 0 {
+            std::fs::set_permissions(dir, std::fs::Permissions::from_mode(mode & 0o700))?;
+        }
+    }
+    Ok(())
+}
+
 /// The state root that a workspace's state directory ([`Store::workspace_dir`]) lies under:
 /// `<root>/workspaces/<name>-<hash>` is two levels down.
 pub fn state_root_of(workspace_dir: &Path) -> Option<&Path> {
@@ -97,7 +122,7 @@ impl Store {
         durability: Durability,
         parent: Option<ParentLink>,
     ) -> anyhow::Result<Session> {
-        std::fs::create_dir_all(&self.sessions_dir)
+        private_dirs(&self.sessions_dir)
             .with_context(|| format!("failed to create {}", self.sessions_dir.display()))?;
         // Ids carry 16 random bits per second: two sessions started in the same second (a
         // script running `agent-lsp tool` in a loop) can draw the same one, so a taken id is
