@@ -518,3 +518,47 @@ fn the_editor_approves_a_workspace_file_when_a_session_starts_or_with_agent_mcp_
         String::from_utf8_lossy(&output.stdout)
     );
 }
+
+/// A stdio server gets what a program needs to run and what its config names, never the
+/// model's API key or another secret of the user's environment.
+#[test]
+fn a_stdio_server_gets_its_configured_env_and_no_secrets() {
+    let config = format!(
+        "[mcp.servers.everything]\ncommand = {:?}\nenv = {{ GIVEN_TO_THE_SERVER = \"given\" }}\n",
+        npm_bin("mcp-server-everything"),
+    );
+    let fixture = Fixture::new(&config);
+    let endpoint = ModelEndpoint::start(EndpointConfig::default()).unwrap();
+    endpoint.push_all([
+        Reply::tool_call("mcp__everything__get-env", "{}"),
+        Reply::text("done"),
+    ]);
+    let output = fixture
+        .command(&["run", "--yes", "--base-url", &endpoint.base_url(), "env?"])
+        .env("DEEPSEEK_API_KEY", "sk-do-not-leak")
+        .env("ANOTHER_SECRET", "hunter2")
+        .output()
+        .unwrap();
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let result = logged_results(&fixture).join("\n");
+    assert!(result.contains("GIVEN_TO_THE_SERVER"), "{result}");
+    assert!(
+        result.contains("\\\"PATH\\\"") || result.contains("\"PATH\""),
+        "{result}"
+    );
+    for secret in [
+        "DEEPSEEK_API_KEY",
+        "sk-do-not-leak",
+        "ANOTHER_SECRET",
+        "hunter2",
+    ] {
+        assert!(
+            !result.contains(secret),
+            "{secret} reached the server: {result}"
+        );
+    }
+}

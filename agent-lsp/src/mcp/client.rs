@@ -28,6 +28,13 @@ use super::config::Transport;
 use super::lines::{self, Line};
 use super::state::{self, CachedTool};
 
+/// The variables a stdio MCP server gets from agent-lsp's environment, besides its config's
+/// `env`: those a program needs to run (the MCP TypeScript SDK passes the same on POSIX, plus
+/// the locale and the temporary folder).
+const INHERITED_ENV: [&str; 9] = [
+    "HOME", "LOGNAME", "PATH", "SHELL", "TERM", "USER", "LANG", "LC_ALL", "TMPDIR",
+];
+
 /// Restarts of a server after its first start, in one process; then it is reported as failed.
 pub const MAX_RESTARTS: u32 = 3;
 
@@ -379,6 +386,15 @@ impl Server {
     ) -> Result<Connection, String> {
         let mut child = tokio::process::Command::new(command)
             .args(args)
+            // Only what a program needs to run, and what the server's config names: not the
+            // model's API key, nor any other secret of the user's environment (a workspace's
+            // `.mcp.json` names programs the repository brings).
+            .env_clear()
+            .envs(
+                INHERITED_ENV
+                    .iter()
+                    .filter_map(|name| Some((*name, std::env::var_os(name)?))),
+            )
             .envs(env)
             .current_dir(&self.workspace)
             .stdin(std::process::Stdio::piped())
