@@ -421,3 +421,32 @@ fn an_owner_that_answers_garbage_or_nothing_costs_the_answer_nothing() {
         }
     }
 }
+
+/// Something planted where the bridge's lock goes: a FIFO (opening it for writing would wait
+/// for a reader forever) or a dangling link (opening it would create its target elsewhere).
+/// A call neither hangs nor creates anything: it answers from its own servers.
+#[test]
+fn a_fifo_or_a_dangling_link_for_the_lock_neither_hangs_a_call_nor_creates_its_target() {
+    let fixture = Fixture::new();
+    let definition = json!({"path": "main.py", "line": 3, "symbol": "greet"});
+    let dir = fixture.workspace_dir();
+    std::fs::create_dir_all(&dir).unwrap();
+    let lock = dir.join("bridge.lock");
+    nix::unistd::mkfifo(&lock, nix::sys::stat::Mode::S_IRWXU).unwrap();
+    let answer = fixture.tool("lsp_definition", definition.clone());
+    assert_eq!(answer["is_error"], false, "{answer}");
+    assert!(
+        answer["text"]
+            .as_str()
+            .unwrap()
+            .contains("app.py\n  1:5  def greet"),
+        "{answer}"
+    );
+    std::fs::remove_file(&lock).unwrap();
+    let elsewhere = tempfile::tempdir().unwrap();
+    let target = elsewhere.path().join("created-by-agent-lsp");
+    std::os::unix::fs::symlink(&target, &lock).unwrap();
+    let answer = fixture.tool("lsp_definition", definition);
+    assert_eq!(answer["is_error"], false, "{answer}");
+    assert!(!target.exists(), "the link's target was created");
+}

@@ -35,17 +35,32 @@ fn lock(place: &Place, operation: FlockOperation) -> std::io::Result<Option<File
     if let Some(parent) = place.lock.parent() {
         std::fs::create_dir_all(parent)?;
     }
+    // Never through a link (a dangling one would create its target elsewhere), and never
+    // waiting on a FIFO planted in its place: only a regular file is a lock.
     let file = std::fs::OpenOptions::new()
         .create(true)
         .truncate(false)
         .write(true)
         .mode(0o600)
+        .custom_flags(libc_flags())
         .open(&place.lock)?;
+    if !file.metadata()?.is_file() {
+        return Err(std::io::Error::other(format!(
+            "{} is not a regular file",
+            place.lock.display()
+        )));
+    }
     match rustix::fs::flock(&file, operation) {
         Ok(()) => Ok(Some(file)),
         Err(rustix::io::Errno::WOULDBLOCK) => Ok(None),
         Err(error) => Err(error.into()),
     }
+}
+
+/// `O_NOFOLLOW | O_NONBLOCK` for opening the lock (non-blocking only matters for a FIFO, which
+/// is then refused; `flock` ignores it).
+fn libc_flags() -> i32 {
+    (rustix::fs::OFlags::NOFOLLOW | rustix::fs::OFlags::NONBLOCK).bits() as i32
 }
 
 /// A bridge this process publishes: while it lives, the lock is held and the socket answers.
