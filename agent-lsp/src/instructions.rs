@@ -399,12 +399,17 @@ fn recorded_state(history: &History) -> Option<State> {
 /// A file's text, at most `max_bytes` of it (cut at a character boundary, with a note), or
 /// `None` when it is not a readable file.
 fn read_capped(path: &Path, max_bytes: usize) -> Option<String> {
-    if !path.is_file() {
-        return None;
-    }
-    let bytes = std::fs::read(path).ok()?;
+    // Only a regular file, and never more of it than is kept (a repository can bring a link to
+    // `/dev/zero` or a FIFO under this name).
+    let (bytes, size) = match crate::workspace::read_regular(path, max_bytes as u64) {
+        Ok(read) => read?,
+        Err(error) => {
+            tracing::warn!(path = %path.display(), "not read: {error}");
+            return None;
+        }
+    };
     let text = String::from_utf8_lossy(&bytes);
-    if text.len() <= max_bytes {
+    if size <= max_bytes as u64 {
         return Some(text.into_owned());
     }
     let mut end = max_bytes;
@@ -414,6 +419,6 @@ fn read_capped(path: &Path, max_bytes: usize) -> Option<String> {
     Some(format!(
         "{}\n[… cut: the file has {} bytes and only the first {max_bytes} are used]",
         &text[..end],
-        bytes.len()
+        size
     ))
 }

@@ -140,7 +140,14 @@ pub fn usable(
     state_root: Option<&Path>,
 ) -> anyhow::Result<Vec<Usable>> {
     let mut usable = Vec::new();
-    for (declared, config) in config::declared(options, workspace)? {
+    // The workspace's file comes with the repository: one that cannot be read (a link out of
+    // the workspace, a FIFO, too large, not JSON) leaves the session the user's servers, and
+    // `agent-lsp mcp list` says why.
+    let declared = config::declared(options, workspace).unwrap_or_else(|error| {
+        tracing::warn!("{error:#}; only the config file's MCP servers are used");
+        config::declared_by_user(options)
+    });
+    for (declared, config) in declared {
         if declared.shadowed || !settings.wanted(&declared.name) {
             continue;
         }

@@ -50,6 +50,35 @@ use std::path::{Component, Path, PathBuf};
 use anyhow::Context;
 use thiserror::Error;
 
+/// Read at most `max` bytes of a configuration file a repository may bring (`.mcp.json`,
+/// AGENTS.md, presets): a regular file only, refused with a clear error otherwise (a FIFO is not
+/// waited on, a device such as `/dev/zero` is not read until memory runs out). The bytes, and
+/// the file's size (more than `max` when it was cut); `Ok(None)` when nothing is there. Callers resolve a workspace
+/// file inside the workspace first ([`Workspace::resolve`]), so no link leads out of it.
+pub fn read_regular(path: &Path, max: u64) -> io::Result<Option<(Vec<u8>, u64)>> {
+    use std::io::Read;
+    use std::os::unix::fs::OpenOptionsExt;
+    let file = match std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(rustix::fs::OFlags::NONBLOCK.bits() as i32)
+        .open(path)
+    {
+        Ok(file) => file,
+        Err(error) if error.kind() == io::ErrorKind::NotFound => return Ok(None),
+        Err(error) => return Err(error),
+    };
+    let metadata = file.metadata()?;
+    if !metadata.is_file() {
+        return Err(io::Error::other(
+            "not a regular file (a FIFO, a device or a folder)",
+        ));
+    }
+    let mut bytes = Vec::new();
+    file.take(max).read_to_end(&mut bytes)?;
+    let size = metadata.len().max(bytes.len() as u64);
+    Ok(Some((bytes, size)))
+}
+
 /// Longest path accepted, in bytes (Linux `PATH_MAX`).
 pub const MAX_PATH_BYTES: usize = 4096;
 /// Longest path component accepted, in bytes (`NAME_MAX` on common file systems).

@@ -440,3 +440,64 @@ fn session_logs_and_their_folders_are_the_users_alone() {
         assert_eq!(mode(&log), 0o600, "{}", log.display());
     }
 }
+
+/// A cloned repository can carry a `.mcp.json` that is a link to `/dev/zero` or a FIFO, and an
+/// AGENTS.md that links to a file outside it. Every command still finishes, saying what it did
+/// not read, and nothing outside the workspace reaches the model.
+#[test]
+fn hostile_workspace_files_are_refused_with_a_reason_and_never_read_out_of_bounds() {
+    use agent_tests::model_endpoint::{EndpointConfig, ModelEndpoint, Reply};
+    let workspace = tempfile::tempdir().unwrap();
+    let root = workspace.path().canonicalize().unwrap();
+    let outside = tempfile::tempdir().unwrap();
+    let secret = outside.path().join("secret.md");
+    std::fs::write(&secret, "SECRET-OUTSIDE-THE-WORKSPACE\n").unwrap();
+    std::os::unix::fs::symlink(&secret, root.join("AGENTS.md")).unwrap();
+    std::os::unix::fs::symlink("/dev/zero", root.join(".mcp.json")).unwrap();
+    let state = tempfile::tempdir().unwrap();
+    let config = state.path().join("config.toml");
+    std::fs::write(&config, "").unwrap();
+    let finishes = |args: &[&str]| {
+        let mut child = agent_tests::agent_lsp_command(state.path(), &config, &root, args)
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+        while child.try_wait().unwrap().is_none() {
+            if std::time::Instant::now() > deadline {
+                let _ = child.kill();
+                panic!("agent-lsp {args:?} did not finish");
+            }
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+        child.wait_with_output().unwrap()
+    };
+    let listed = finishes(&["mcp", "list"]);
+    let said = String::from_utf8_lossy(&listed.stderr).into_owned();
+    assert!(
+        said.contains(".mcp.json is not read") && said.contains("outside the workspace"),
+        "{said}"
+    );
+    let endpoint = ModelEndpoint::start(EndpointConfig::default()).unwrap();
+    endpoint.push_all([Reply::text("Hello.")]);
+    let ran = finishes(&["run", "--base-url", &endpoint.base_url(), "Hi."]);
+    assert!(
+        ran.status.success(),
+        "{}",
+        String::from_utf8_lossy(&ran.stderr)
+    );
+    let request = endpoint.chat_requests()[0]
+        .body
+        .as_ref()
+        .unwrap()
+        .to_string();
+    assert!(!request.contains("SECRET-OUTSIDE"), "{request}");
+
+    // A FIFO is not waited on.
+    std::fs::remove_file(root.join(".mcp.json")).unwrap();
+    nix::unistd::mkfifo(&root.join(".mcp.json"), nix::sys::stat::Mode::S_IRWXU).unwrap();
+    let listed = finishes(&["mcp", "list"]);
+    let said = String::from_utf8_lossy(&listed.stderr).into_owned();
+    assert!(said.contains("not a regular file"), "{said}");
+}

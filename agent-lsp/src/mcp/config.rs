@@ -188,6 +188,9 @@ pub struct WorkspaceFile {
     pub servers: BTreeMap<String, ServerConfig>,
 }
 
+/// The most a workspace's `.mcp.json` may hold.
+const MAX_WORKSPACE_FILE: u64 = 1 << 20;
+
 /// The workspace file's servers as written, and the digest of its bytes; `Ok(None)` when the
 /// workspace has no such file.
 pub fn read_workspace_file(workspace: &Path) -> anyhow::Result<Option<WorkspaceFile>> {
@@ -197,10 +200,23 @@ pub fn read_workspace_file(workspace: &Path) -> anyhow::Result<Option<WorkspaceF
         mcp_servers: BTreeMap<String, serde_json::Value>,
     }
     let path = workspace.join(WORKSPACE_FILE);
-    let bytes = match std::fs::read(&path) {
-        Ok(bytes) => bytes,
-        Err(error) if error.kind() == std::io::ErrorKind::NotFound => return Ok(None),
-        Err(error) => anyhow::bail!("failed to read {}: {error}", path.display()),
+    // A cloned repository brings this file: only a regular file inside the workspace, and
+    // never more than `MAX_WORKSPACE_FILE` of it.
+    if std::fs::symlink_metadata(&path).is_err() {
+        return Ok(None);
+    }
+    let resolved = crate::workspace::Workspace::new(workspace)
+        .and_then(|root| Ok(root.resolve(WORKSPACE_FILE)?))
+        .map_err(|error| anyhow::anyhow!("{} is not read: {error:#}", path.display()))?;
+    let bytes = match crate::workspace::read_regular(&resolved, MAX_WORKSPACE_FILE) {
+        Ok(Some((bytes, size))) if size <= MAX_WORKSPACE_FILE => bytes,
+        Ok(Some((_, size))) => anyhow::bail!(
+            "{} is not read: {size} bytes, more than the {} KiB an .mcp.json may have",
+            path.display(),
+            MAX_WORKSPACE_FILE >> 10
+        ),
+        Ok(None) => return Ok(None),
+        Err(error) => anyhow::bail!("{} is not read: {error}", path.display()),
     };
     let digest = crate::mcp::state::digest_bytes(&bytes);
     let file: File = serde_json::from_slice(&bytes)
@@ -229,10 +245,7 @@ pub fn declared(
     user: &McpOptions,
     workspace: &Path,
 ) -> anyhow::Result<Vec<(Declared, ServerConfig)>> {
-    let mut found = Vec::new();
-    for (name, config) in &user.servers {
-        found.push((declare(name, Source::User, config), config.clone()));
-    }
+    let mut found = declared_by_user(user);
     if let Some(file) = read_workspace_file(workspace)? {
         for (name, config) in file.servers {
             let source = Source::Workspace {
@@ -246,6 +259,18 @@ pub fn declared(
     }
     found.sort_by(|(a, _), (b, _)| (&a.name, a.shadowed).cmp(&(&b.name, b.shadowed)));
     Ok(found)
+}
+
+/// The config file's servers alone, sorted by name: what a session uses when the workspace's
+/// file cannot be read.
+pub fn declared_by_user(user: &McpOptions) -> Vec<(Declared, ServerConfig)> {
+    let mut found: Vec<_> = user
+        .servers
+        .iter()
+        .map(|(name, config)| (declare(name, Source::User, config), config.clone()))
+        .collect();
+    found.sort_by(|(a, _), (b, _)| a.name.cmp(&b.name));
+    found
 }
 
 fn declare(name: &str, source: Source, config: &ServerConfig) -> Declared {

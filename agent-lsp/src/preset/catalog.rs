@@ -232,9 +232,18 @@ pub fn find(name: &str, dirs: &PresetDirs) -> anyhow::Result<Found> {
 
 /// A preset file's text, `None` when there is no such file.
 fn read_preset_file(path: &Path) -> anyhow::Result<Option<String>> {
-    match std::fs::read_to_string(path) {
-        Ok(text) => Ok(Some(text)),
-        Err(error) if error.kind() == io::ErrorKind::NotFound => Ok(None),
+    // A workspace's presets come with the repository: only a regular file, and a bounded one.
+    const MAX_PRESET: u64 = 1 << 20;
+    match crate::workspace::read_regular(path, MAX_PRESET) {
+        Ok(None) => Ok(None),
+        Ok(Some((_, size))) if size > MAX_PRESET => anyhow::bail!(
+            "preset file {} is not read: {size} bytes, more than {} KiB",
+            path.display(),
+            MAX_PRESET >> 10
+        ),
+        Ok(Some((bytes, _))) => String::from_utf8(bytes)
+            .map(Some)
+            .with_context(|| format!("preset file {} is not UTF-8", path.display())),
         Err(error) => {
             Err(error).with_context(|| format!("failed to read preset file {}", path.display()))
         }
