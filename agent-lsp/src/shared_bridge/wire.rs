@@ -156,7 +156,7 @@ mod tests {
         };
         assert_eq!(
             serde_json::to_string(&envelope).unwrap(),
-            r#"{"protocol":1,"root":"/w","request":{"method":"tool","name":"lsp_hover","arguments":{"path":"a.py"}}}"#
+            r#"{"protocol":2,"root":"/w","request":{"method":"tool","name":"lsp_hover","arguments":{"path":"a.py"}}}"#
         );
         let answer: Answer = serde_json::from_str(r#"{"answer":"refused","reason":"no"}"#).unwrap();
         assert!(matches!(answer, Answer::Refused { reason } if reason == "no"));
