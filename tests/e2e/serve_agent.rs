@@ -2,9 +2,9 @@
 //! loopback model endpoint: "Fix with agent" edits the editor's buffer through
 //! `workspace/applyEdit` and the diagnostic disappears; a prompt document completes `@path`
 //! and gets its answer streamed in with cancellable progress; cancelling mid-turn leaves a
-//! consistent session; a fix that leaves only hints says so; missing or unreachable models are reported with `window/showMessage`
-//! while the server keeps serving; and a late server's features are registered dynamically
-//! (`--listen` is in `listen_auth.rs`).
+//! consistent session; a fix that leaves only hints says so; missing or unreachable models are
+//! reported with `window/showMessage` while the server keeps serving; and a late server's
+//! features are registered dynamically (`--listen` is in `listen_auth.rs`).
 
 use std::path::PathBuf;
 use std::process::Command;
