@@ -211,8 +211,9 @@ async fn a_server_that_answers_nothing_while_it_may_be_indexing_is_reported_as_s
     bridge.shutdown_all().await;
 }
 
-/// rustup's `rust-analyzer` proxy when the component is not installed, with `RUST_BACKTRACE`
-/// set: an error line, then a backtrace, and exit status 1.
+/// rustup's `rust-analyzer` proxy when the component is not installed: an error line, then
+/// a backtrace (rustup prints one with `RUST_BACKTRACE`; the shim always does), and exit
+/// status 1.
 const RUSTUP_SHIM: &str = r#"#!/bin/sh
 echo "error: Unknown binary 'rust-analyzer' in official toolchain 'stable-x86_64-unknown-linux-gnu'." >&2
 echo "" >&2
@@ -312,17 +313,37 @@ fn a_server_on_path_that_cannot_run_leaves_the_tools_on_tree_sitter_with_one_lin
         "{text}"
     );
 
-    // `agent-lsp servers` keeps the whole story.
+    // `agent-lsp servers` says it in one line, with how to add the component, and so does its
+    // log: the backtrace helps nobody fix the installation.
     let output = agent_lsp(root, state.path(), &path, &["servers"])
+        .env("AGENT_LSP_LOG", "warn")
+        .env("RUST_BACKTRACE", "1")
         .output()
         .unwrap();
     let text = String::from_utf8(output.stdout).unwrap();
+    let log = String::from_utf8(output.stderr).unwrap();
+    let row: Vec<&str> = text
+        .lines()
+        .skip_while(|line| !line.starts_with("rust-analyzer "))
+        .take_while(|line| line.starts_with("rust-analyzer ") || line.starts_with("    |"))
+        .collect();
+    assert_eq!(row.len(), 1, "{text}");
     assert!(
-        text.contains("cannot run: `rust-analyzer` is installed but cannot run"),
+        row[0].contains("cannot run: `rust-analyzer` is installed but cannot run")
+            && row[0].ends_with(". Add it with `rustup component add rust-analyzer`"),
         "{text}"
     );
+    let warned: Vec<&str> = log
+        .lines()
+        .filter(|line| line.contains("rust-analyzer") || line.contains("frame"))
+        .collect();
+    assert_eq!(warned.len(), 1, "{log}");
     assert!(
-        text.contains("| Stack backtrace:") && text.contains("15: rustup::toolchain::frame"),
-        "{text}"
+        warned[0].contains("WARN") && warned[0].contains("rustup component add rust-analyzer"),
+        "{log}"
+    );
+    assert!(
+        !text.contains("backtrace") && !log.contains("backtrace"),
+        "{text}{log}"
     );
 }

@@ -4,7 +4,9 @@
 //! behaviour a first user found wrong: answers that did not stream, turns that waited on an
 //! echo, labelled edits printed one per chunk, a folder completion that closed its mention, the
 //! server's log filed as errors, `cmd` taken as a prefix, an error shown twice and a chat
-//! document made for a turn that could not run.
+//! document made for a turn that could not run; and `@` completion in a prompt document opened
+//! first, with Neovim's default `completeopt`, which offered nothing, inserted the document
+//! itself while the user typed, and stopped inside a quoted folder.
 
 use std::path::Path;
 use std::process::Stdio;
@@ -33,6 +35,7 @@ fn run_nvim(mode: &str, endpoint: Option<&ModelEndpoint>) -> Value {
             ("docs with spaces/guide.md", "# guide\n"),
             ("docs with spaces/setup.md", "# setup\n"),
             ("notes.agent.md", "\n"),
+            ("src/console.py", "x = 1\n"),
         ],
     );
     let state = tempfile::tempdir().unwrap();
@@ -116,9 +119,12 @@ fn in_neovim_answers_stream_without_echo_waits_or_labels_and_folders_complete_in
     );
     assert_eq!(rounds[1]["line"], "See @\"docs with spaces/\"", "{show}");
     assert_eq!(rounds[1]["col"], "See @\"docs with spaces/".len(), "{show}");
+    // The folder's closing quote is already there, after the cursor: a file closes the mention
+    // with it (Neovim expands a snippet at the cursor, so a quote of the item's would be a
+    // second one).
     let inside = strings(&rounds[1]["words"]);
-    assert!(inside.contains(&"@\"docs with spaces/guide.md\""), "{show}");
-    assert!(inside.contains(&"@\"docs with spaces/setup.md\""), "{show}");
+    assert!(inside.contains(&"@\"docs with spaces/guide.md"), "{show}");
+    assert!(inside.contains(&"@\"docs with spaces/setup.md"), "{show}");
     // Accepting them resolves nothing through a child and shows no error.
     let notifications = results["notifications"].to_string();
     assert!(!notifications.contains("resolve"), "{show}");
@@ -231,4 +237,74 @@ fn without_a_model_serve_names_the_config_file_it_read_and_says_it_is_missing() 
     assert!(!message.contains("~/.config"), "{message}");
     assert!(!Path::new(&root.join(".agent-lsp/chat.agent.md")).exists());
     editor.shutdown();
+}
+
+/// The labels of the menu a round recorded.
+fn labels(round: &Value) -> Vec<&str> {
+    round["items"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|item| item["label"].as_str())
+        .collect()
+}
+
+#[test]
+fn in_neovim_at_completes_in_a_first_prompt_document_with_the_default_completeopt() {
+    let results = run_nvim("prompt_first", None);
+    let show = format!("{results:#}");
+    // Neovim's own default, which the plugin changes for prompt documents only.
+    assert_eq!(results["completeopt"], "menu,popup", "{show}");
+    assert_eq!(
+        results["buffer_completeopt"], "menu,menuone,noselect,popup",
+        "{show}"
+    );
+    let rounds = results["completion_rounds"].as_array().unwrap();
+    let round = |name: &str| {
+        rounds
+            .iter()
+            .find(|round| round["name"] == name)
+            .unwrap_or_else(|| panic!("no menu for {name}: {show}"))
+    };
+
+    // `@` typed in the first buffer opens the menu (the trigger characters were known when
+    // completion was turned on); nothing is inserted, and the document itself is not offered.
+    let at = round("@");
+    assert_eq!(at["line"], "@", "{show}");
+    assert!(!labels(at).is_empty(), "{show}");
+    assert!(!labels(at).contains(&"notes.agent.md"), "{show}");
+    // Typing on filters: the text typed stays as typed.
+    assert!(labels(round("@cons")).contains(&"src/console.py"), "{show}");
+    assert_eq!(results["line_after_typing"], "@cons", "{show}");
+
+    // A quoted folder chosen: the menu opens inside it by itself, without the folder itself.
+    assert!(
+        labels(round("@\"docs")).contains(&"docs with spaces/"),
+        "{show}"
+    );
+    let inside = round("inside");
+    assert_eq!(inside["line"], "See @\"docs with spaces/\"", "{show}");
+    assert_eq!(inside["col"], "See @\"docs with spaces/".len(), "{show}");
+    assert!(
+        labels(inside).contains(&"docs with spaces/guide.md"),
+        "{show}"
+    );
+    assert!(!labels(inside).contains(&"docs with spaces/"), "{show}");
+    // Typing on inside it asks again; the file chosen closes the mention with one quote.
+    assert!(
+        labels(round("inside g")).contains(&"docs with spaces/guide.md"),
+        "{show}"
+    );
+    assert_eq!(
+        results["line_after_folder"], "See @\"docs with spaces/guide.md\"",
+        "{show}"
+    );
+
+    // :checkhealth names the config file AGENT_LSP_CONFIG points at.
+    let health = strings(&results["health"]).join("\n");
+    assert!(
+        health.contains("elsewhere/agent-lsp.toml ($AGENT_LSP_CONFIG)"),
+        "{health}"
+    );
+    assert!(!health.contains("~/.config"), "{health}");
 }

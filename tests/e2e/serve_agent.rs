@@ -2,9 +2,9 @@
 //! loopback model endpoint: "Fix with agent" edits the editor's buffer through
 //! `workspace/applyEdit` and the diagnostic disappears; a prompt document completes `@path`
 //! and gets its answer streamed in with cancellable progress; cancelling mid-turn leaves a
-//! consistent session; missing or unreachable models are reported with `window/showMessage`
-//! while the server keeps serving; and a late server's features are registered dynamically
-//! (`--listen` is in `listen_auth.rs`).
+//! consistent session; a fix that leaves only hints says so; missing or unreachable models are
+//! reported with `window/showMessage` while the server keeps serving; and a late server's
+//! features are registered dynamically (`--listen` is in `listen_auth.rs`).
 
 use std::path::PathBuf;
 use std::process::Command;
@@ -202,6 +202,63 @@ fn fix_with_agent_edits_the_buffer_through_apply_edit_and_the_diagnostic_disappe
         &event.body,
         EventBody::ToolResult(result) if result.name == "edit" && result.meta["is_error"] == false
     )));
+    editor.shutdown();
+}
+
+#[test]
+fn a_fix_that_leaves_only_hints_says_no_errors_or_warnings_are_left() {
+    // After the fix, pyright reports the two unused imports as hints ("is not accessed").
+    let source = "import os\nimport sys\ncount = 1\nprint(cuont)\n";
+    let workspace = Workspace::new(&[("app.py", source)]);
+    let app = workspace.root.join("app.py");
+    let endpoint = ModelEndpoint::start(EndpointConfig::default()).unwrap();
+    endpoint.push_all([
+        Reply::tool_call(
+            "edit",
+            r#"{"path":"app.py","old_string":"print(cuont)","new_string":"print(count)"}"#,
+        ),
+        Reply::text("Fixed the typo."),
+    ]);
+    let mut editor = workspace.serve(Some(&endpoint.base_url()));
+    editor.open(&app, "python");
+    let published = editor.wait_for("the undefined-name error", |message| {
+        message["method"] == "textDocument/publishDiagnostics"
+            && message["params"]["uri"] == url(&app)
+            && !errors_in(message).is_empty()
+    });
+    let diagnostic = published["params"]["diagnostics"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|d| d["severity"] == 1)
+        .unwrap()
+        .clone();
+    let result = command(
+        &mut editor,
+        "agent.fix",
+        json!({"uri": url(&app), "diagnostic": diagnostic}),
+    );
+    assert_eq!(result["result"]["fixed"], true, "{result}");
+    let left: Vec<&str> = result["result"]["diagnostics"]["app.py"]
+        .as_array()
+        .unwrap_or_else(|| panic!("{result}"))
+        .iter()
+        .map(|d| d["severity"].as_str().unwrap())
+        .collect();
+    assert_eq!(left, ["hint", "hint"], "{result}");
+    let note = editor.wait_for("the fix report", |message| {
+        message["method"] == "window/showMessage"
+            && message["params"]["message"]
+                .as_str()
+                .unwrap()
+                .contains("fixed")
+    });
+    assert_eq!(
+        note["params"]["message"],
+        "agent-lsp: fixed “\"cuont\" is not defined” in app.py; no errors or warnings left in the changed files; 2 hints or notes",
+        "{note}"
+    );
+    endpoint.assert_no_violations();
     editor.shutdown();
 }
 

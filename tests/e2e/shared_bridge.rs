@@ -2,7 +2,7 @@
 //! answered by the editor's pyright over the editor's unsaved buffer, and starts no pyright of
 //! its own; the owner killed, the next call still answers (and replaces the stale socket);
 //! a remaining client takes over; an owner that answers garbage, or nothing, costs an answer
-//! nothing but the warm servers.
+//! nothing but the warm servers; `agent-lsp servers` shows the owner's servers in its table.
 
 use std::io::{BufRead, BufReader, Write};
 use std::os::unix::net::UnixListener;
@@ -168,6 +168,57 @@ fn a_terminal_tool_uses_the_editors_warm_pyright_and_buffer_and_takes_over_when_
     assert_eq!(fixture.servers()["state"], "none");
     assert!(!socket.exists());
     assert!(!alive(server));
+}
+
+#[test]
+fn servers_shows_the_owners_servers_in_its_table_not_as_not_started() {
+    let fixture = Fixture::new();
+    let mut editor = Editor::start(fixture.command(&["serve"]));
+    editor.initialize(&fixture.root);
+    let app = fixture.root.join("app.py");
+    editor.open(&app, "python");
+    editor.wait_for("app.py's diagnostics", |message| {
+        message["method"] == "textDocument/publishDiagnostics"
+            && message["params"]["uri"] == agent_tests::editor::url(&app)
+    });
+    let pyright = pyrights_under(editor.pid());
+    assert_eq!(pyright.len(), 1);
+    let output = while_pumping(&mut editor, || {
+        fixture.command(&["servers"]).output().unwrap()
+    });
+    let text = output_text(&output);
+    // The bridge line and the table say the same: pyright runs, in the editor's `serve`.
+    assert!(
+        text.lines()
+            .next()
+            .unwrap()
+            .contains(&format!("its servers: pyright ready (pid {})", pyright[0])),
+        "{text}"
+    );
+    let row = text
+        .lines()
+        .find(|line| line.starts_with("pyright "))
+        .unwrap_or_else(|| panic!("{text}"));
+    assert!(
+        row.ends_with(&format!(
+            "ready (pid {}) in the bridge's owner, `agent-lsp serve` (pid {})",
+            pyright[0],
+            editor.pid()
+        )),
+        "{text}"
+    );
+    assert!(!text.contains("not started"), "{text}");
+    let json = while_pumping(&mut editor, || {
+        json_of(&fixture.command(&["servers", "--json"]).output().unwrap())
+    });
+    let row = json["servers"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|row| row["name"] == "pyright")
+        .unwrap();
+    assert_eq!(row["in_owner"]["pid"], pyright[0], "{json}");
+    editor.shutdown();
 }
 
 /// Run `call` while the editor keeps reading the server, as a real one does.

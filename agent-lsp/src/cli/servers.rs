@@ -34,6 +34,13 @@ pub fn run(store: &Store, start: bool, json_output: bool) -> anyhow::Result<Exit
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()?;
+    // The servers of the process that owns the workspace's bridge are the ones `run`, `tool`
+    // and `mcp serve` here use: the table shows them rather than "not started".
+    let ownership = runtime.block_on(shared_bridge::ownership(store));
+    let owners_servers: Vec<serde_json::Value> = match &ownership {
+        Ownership::Owned(owner) => owner.servers.as_array().cloned().unwrap_or_default(),
+        _ => Vec::new(),
+    };
     for server in &bridge_config.servers {
         let mut row = json!({
             "name": server.name,
@@ -44,13 +51,24 @@ pub fn run(store: &Store, start: bool, json_output: bool) -> anyhow::Result<Exit
         });
         // Found but unable to run (its probe failed): the whole output is shown here, while
         // the model is told one line.
-        if server.is_available()
+        let in_owner = owners_servers
+            .iter()
+            .find(|theirs| theirs["name"] == server.name.as_str());
+        if let Some(theirs) = in_owner {
+            row["in_owner"] = theirs.clone();
+        }
+        if in_owner.is_none()
+            && server.is_available()
             && let Some(failure) = bridge.probe_failure(&server.name)
         {
             row["probe_error"] = json!(failure.brief());
-            row["probe_stderr"] = json!(failure.stderr);
+            // The lines the one-line summary does not already show.
+            row["probe_stderr"] = json!(failure.further_stderr());
         }
-        if start && let Some(sample) = samples.get(&server.name) {
+        if start
+            && in_owner.is_none()
+            && let Some(sample) = samples.get(&server.name)
+        {
             let started = Instant::now();
             let result = runtime.block_on(async {
                 let child = bridge.child_for(sample).await?;
@@ -72,7 +90,6 @@ pub fn run(store: &Store, start: bool, json_output: bool) -> anyhow::Result<Exit
         rows.push(row);
     }
     runtime.block_on(bridge.shutdown_all());
-    let ownership = runtime.block_on(shared_bridge::ownership(store));
 
     let mut out = std::io::stdout().lock();
     if json_output {
@@ -86,8 +103,18 @@ pub fn run(store: &Store, start: bool, json_output: bool) -> anyhow::Result<Exit
         "{:<28} {:<10} {:<10} state",
         "server", "on PATH", "workspace"
     )?;
+    let owner = match &ownership {
+        Ownership::Owned(owner) => format!("`agent-lsp {}` (pid {})", owner.role, owner.pid),
+        _ => String::new(),
+    };
     for row in &rows {
+        let theirs = &row["in_owner"];
         let state = match (&row["health"], &row["error"]) {
+            _ if theirs.is_object() => format!(
+                "{} (pid {}) in the bridge's owner, {owner}",
+                theirs["state"].as_str().unwrap_or("?"),
+                theirs["pid"]
+            ),
             _ if row["probe_error"].is_string() => {
                 format!(
                     "cannot run: {}",

@@ -4,6 +4,8 @@
 -- mention, an answer streamed into the chat document (its states while it streams, its final
 -- text, what `:messages` shows), and the server's log lines in Neovim's LSP log.
 -- AGENT_TEST_MODE = "no_model": the older `cmd` form, and `:AgentAsk` without a model.
+-- AGENT_TEST_MODE = "prompt_first": a prompt document as the first buffer, `@` typed with
+-- Neovim's default `completeopt`, a quoted folder chosen and completed inside, `:checkhealth`.
 -- Environment as for e2e.lua: AGENT_TEST_SERVER, AGENT_TEST_ROOT, AGENT_TEST_BASE_URL,
 -- AGENT_TEST_RESULTS. Run with `nvim --headless --clean -c "luafile tests/first_contact.lua"`.
 -- Every wait is bounded; a step that times out records what it saw and the script goes on.
@@ -129,15 +131,12 @@ local function model_mode()
       end,
     },
     {
-      -- Accepted and applied: ask again from where the cursor is.
+      -- Accepted and applied: the menu opens again inside the folder by itself.
       ready = function()
-        return not menu_shown() and vim.api.nvim_get_current_line():find("spaces/", 1, true) ~= nil
+        return menu_shown() and vim.api.nvim_get_current_line():find("spaces/", 1, true) ~= nil
       end,
-      act = function()
-        return ask
-      end,
+      act = function() record() end,
     },
-    { ready = menu_shown, act = function() record() end },
   })
   results.completion_rounds = rounds
   results.line_after_completion = vim.api.nvim_buf_get_lines(notes, 0, 1, false)[1]
@@ -175,6 +174,105 @@ local function model_mode()
   end
 end
 
+--- The items of the menu shown: what accepting each inserts (the server's edit), and its label.
+local function menu_items()
+  return vim.tbl_map(function(item)
+    local lsp = vim.tbl_get(item, "user_data", "nvim", "lsp", "completion_item") or {}
+    return { text = lsp.textEdit and lsp.textEdit.newText or item.word, label = item.abbr }
+  end, vim.fn.complete_info({ "items" }).items)
+end
+
+local function menu_shown()
+  return #vim.fn.complete_info({ "items" }).items > 0
+end
+
+-- A prompt document as the first buffer (`nvim notes.agent.md`), Neovim's default
+-- `completeopt`, and `@` typed: the menu opens by itself, nothing is inserted while typing on,
+-- the document itself is not offered; a quoted folder chosen opens the menu inside it at once,
+-- and the file chosen there closes the mention with one quote. Then `:checkhealth`.
+local function prompt_first_mode()
+  results.completeopt = vim.o.completeopt
+  local agent = require("agent_lsp")
+  agent.setup({ cmd = { server, "serve" } })
+
+  step("attach")
+  vim.cmd.edit(vim.fs.joinpath(root, "notes.agent.md"))
+  local notes = vim.api.nvim_get_current_buf()
+  results.attached = attached(notes)
+  results.buffer_completeopt = vim.bo[notes].completeopt
+
+  step("typing @")
+  local rounds = {}
+  local function record(name)
+    table.insert(rounds, {
+      name = name,
+      items = menu_items(),
+      line = vim.api.nvim_get_current_line(),
+      col = vim.api.nvim_win_get_cursor(0)[2],
+    })
+  end
+  local function line_is(text)
+    return function()
+      return vim.api.nvim_get_current_line() == text
+    end
+  end
+  vim.api.nvim_buf_set_lines(notes, 0, -1, false, { "" })
+  in_insert_mode("A", {
+    { ready = function() return true end, act = function() return "@" end },
+    { ready = menu_shown, act = function() record("@") return "cons" end },
+    {
+      ready = function()
+        return line_is("@cons")() and menu_shown() and vim.tbl_contains(
+          vim.tbl_map(function(item) return item.label end, menu_items()), "src/console.py")
+      end,
+      act = function() record("@cons") end,
+    },
+  })
+  results.line_after_typing = vim.api.nvim_buf_get_lines(notes, 0, 1, false)[1]
+
+  step("quoted folder")
+  vim.api.nvim_buf_set_lines(notes, 0, -1, false, { "See " })
+  vim.api.nvim_win_set_cursor(0, { 1, 0 })
+  local function choose(label)
+    for index, item in ipairs(menu_items()) do
+      if item.label == label then
+        return string.rep("<C-n>", index) .. "<C-y>"
+      end
+    end
+  end
+  local function offers(label)
+    return function()
+      return menu_shown() and vim.tbl_contains(vim.tbl_map(function(item) return item.label end, menu_items()), label)
+    end
+  end
+  in_insert_mode("A", {
+    { ready = function() return true end, act = function() return '@"docs' end },
+    { ready = offers("docs with spaces/"), act = function() record("@\"docs") return choose("docs with spaces/") end },
+    -- No key is typed here: the menu must open inside the folder by itself.
+    { ready = offers("docs with spaces/guide.md"), act = function() record("inside") return "g" end },
+    {
+      ready = function()
+        return vim.api.nvim_get_current_line():find("spaces/g", 1, true) ~= nil and offers("docs with spaces/guide.md")()
+      end,
+      act = function() record("inside g") return choose("docs with spaces/guide.md") end,
+    },
+    {
+      ready = function()
+        return not menu_shown() and vim.api.nvim_get_current_line():find("guide.md", 1, true) ~= nil
+      end,
+      act = function() end,
+    },
+  })
+  results.completion_rounds = rounds
+  results.line_after_folder = vim.api.nvim_buf_get_lines(notes, 0, 1, false)[1]
+
+  step("checkhealth")
+  -- The file agent-lsp would read is named, wherever AGENT_LSP_CONFIG points.
+  vim.env.AGENT_LSP_CONFIG = vim.fs.joinpath(root, "elsewhere/agent-lsp.toml")
+  vim.cmd("checkhealth agent_lsp")
+  results.health = vim.api.nvim_buf_get_lines(0, 0, -1, false)
+end
+
 local function no_model_mode()
   local agent = require("agent_lsp")
   -- The form of older versions: `serve` is appended, with a note.
@@ -198,6 +296,8 @@ end
 local ok, err = xpcall(function()
   if mode == "model" then
     model_mode()
+  elseif mode == "prompt_first" then
+    prompt_first_mode()
   else
     no_model_mode()
   end

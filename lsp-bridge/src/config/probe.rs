@@ -51,8 +51,40 @@ impl ProbeFailure {
             text.push_str(": ");
             text.extend(first.chars().take(BRIEF_CHARS));
         }
+        if let Some(remedy) = self.remedy() {
+            text.push_str(if text.ends_with('.') { " " } else { ". " });
+            text.push_str(&remedy);
+        }
         text
     }
+
+    /// The stderr lines after the one [`ProbeFailure::brief`] shows.
+    pub fn further_stderr(&self) -> Vec<String> {
+        self.stderr
+            .iter()
+            .skip_while(|line| line.trim().is_empty())
+            .skip(1)
+            .cloned()
+            .collect()
+    }
+
+    /// How to fix a failure we recognise: rustup's proxy for a component that is not
+    /// installed says "error: Unknown binary 'rust-analyzer' in official toolchain '…'".
+    fn remedy(&self) -> Option<String> {
+        self.stderr.iter().find_map(|line| {
+            let rest = line.split_once("Unknown binary '")?.1;
+            let (binary, rest) = rest.split_once('\'')?;
+            rest.contains("toolchain")
+                .then(|| format!("Add it with `rustup component add {binary}`"))
+        })
+    }
+}
+
+/// Whether `line` starts a backtrace (anyhow's, as rustup prints it with `RUST_BACKTRACE`, or
+/// a Rust panic's): what follows is of no use to someone fixing their installation.
+fn starts_backtrace(line: &str) -> bool {
+    let line = line.trim();
+    line.eq_ignore_ascii_case("stack backtrace:")
 }
 
 /// Run `program` with the server's `probe_args` (the caller checked there are some).
@@ -73,6 +105,9 @@ pub(crate) fn probe(
     };
     let mut child = Command::new(program)
         .args(args)
+        // A backtrace on top of the error helps nobody fix an installation.
+        .env_remove("RUST_BACKTRACE")
+        .env_remove("RUST_LIB_BACKTRACE")
         .envs(&config.env)
         .stdin(Stdio::null())
         .stdout(Stdio::null())
@@ -84,10 +119,16 @@ pub(crate) fn probe(
     let reader = std::thread::spawn(move || {
         let mut text = Vec::new();
         let _ = stderr.read_to_end(&mut text);
-        String::from_utf8_lossy(&text)
+        let text = String::from_utf8_lossy(&text);
+        let mut lines: Vec<String> = text
             .lines()
+            .take_while(|line| !starts_backtrace(line))
             .map(str::to_owned)
-            .collect::<Vec<_>>()
+            .collect();
+        while lines.last().is_some_and(|line| line.trim().is_empty()) {
+            lines.pop();
+        }
+        lines
     });
     let deadline = Instant::now() + PROBE_TIMEOUT;
     let status = loop {
@@ -108,13 +149,8 @@ pub(crate) fn probe(
         return Ok(());
     }
     let failure = failure(status.to_string(), lines);
-    tracing::warn!(
-        server = %config.name,
-        command = %command_line,
-        status = %failure.status,
-        stderr = %failure.stderr.join("\n"),
-        "language server found but cannot run: not used"
-    );
+    tracing::warn!(server = %config.name, "{} (the server is not used)", failure.brief());
+    tracing::debug!(server = %config.name, stderr = %failure.stderr.join("\n"), "the probe's stderr");
     Err(failure)
 }
 
@@ -132,10 +168,8 @@ mod tests {
         let (config, args) =
             sh("echo 'error: Unknown binary' >&2; echo 'Stack backtrace:' >&2; exit 1");
         let failure = probe(&config, Path::new("/bin/sh"), &args).unwrap_err();
-        assert_eq!(
-            failure.stderr,
-            ["error: Unknown binary", "Stack backtrace:"]
-        );
+        // The backtrace is cut off.
+        assert_eq!(failure.stderr, ["error: Unknown binary"]);
         assert_eq!(failure.status, "exit status: 1");
         let brief = failure.brief();
         assert!(!brief.contains('\n'), "{brief}");
@@ -143,6 +177,24 @@ mod tests {
             brief.contains("`shim` is installed but cannot run")
                 && brief.ends_with(": error: Unknown binary"),
             "{brief}"
+        );
+    }
+
+    #[test]
+    fn rustups_proxy_without_its_component_is_told_how_to_add_it() {
+        let (config, args) = sh(
+            "echo \"error: Unknown binary 'rust-analyzer' in official toolchain 'stable-x86_64-unknown-linux-gnu'.\" >&2; \
+             echo >&2; [ -n \"$RUST_BACKTRACE\" ] && echo 'Stack backtrace:' >&2; exit 1",
+        );
+        let failure = probe(&config, Path::new("/bin/sh"), &args).unwrap_err();
+        assert_eq!(failure.stderr.len(), 1, "{failure:?}");
+        assert!(failure.further_stderr().is_empty(), "{failure:?}");
+        assert!(
+            failure
+                .brief()
+                .ends_with("'stable-x86_64-unknown-linux-gnu'. Add it with `rustup component add rust-analyzer`"),
+            "{}",
+            failure.brief()
         );
     }
 

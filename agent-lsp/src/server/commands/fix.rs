@@ -152,10 +152,11 @@ pub(super) async fn fix(
 fn describe_left(diagnostics: &serde_json::Map<String, Value>) -> String {
     let (mut problems, mut notes) = (0, 0);
     for diagnostic in diagnostics.values().filter_map(Value::as_array).flatten() {
-        // A diagnostic without a severity is the client's to judge; editors show it as an error.
-        match diagnostic["severity"].as_u64().unwrap_or(1) {
-            1 | 2 => problems += 1,
-            _ => notes += 1,
+        // The bridge names severities (`lsp_bridge::queries::Diagnostic`), and one the server
+        // sent without a severity as an error, as editors show it.
+        match diagnostic["severity"].as_str() {
+            Some("information" | "info" | "hint") => notes += 1,
+            _ => problems += 1,
         }
     }
     let plural =
@@ -209,7 +210,8 @@ async fn hover_at(shared: &Arc<Shared>, path: &Path, position: Position) -> Opti
 mod tests {
     #[test]
     fn a_fix_summary_counts_errors_and_warnings_and_names_hints_apart() {
-        let left = |severities: &[u64]| {
+        // As the bridge reports them (`lsp_bridge::queries::Diagnostic`), not as LSP numbers.
+        let left = |severities: &[&str]| {
             let diagnostics: Vec<serde_json::Value> = severities
                 .iter()
                 .map(|severity| serde_json::json!({"severity": severity, "message": "m"}))
@@ -219,14 +221,17 @@ mod tests {
             super::describe_left(&map)
         };
         assert_eq!(
-            left(&[4, 4]),
+            left(&["hint", "hint"]),
             "no errors or warnings left in the changed files; 2 hints or notes"
         );
         assert_eq!(left(&[]), "no errors or warnings left in the changed files");
         assert_eq!(
-            left(&[1, 2, 3]),
+            left(&["error", "warning", "info"]),
             "2 errors or warnings left in the changed files; 1 hint or note"
         );
-        assert_eq!(left(&[2]), "1 error or warning left in the changed files");
+        assert_eq!(
+            left(&["warning"]),
+            "1 error or warning left in the changed files"
+        );
     }
 }

@@ -12,6 +12,7 @@ use super::offset_of;
 use crate::server::{Reply, Shared, items};
 use crate::workspace::files::{ChangeKind, EntryKind, FileChange};
 use crate::workspace::mentions::{bare_mention_at, completion_entries};
+use crate::workspace::rank::Candidate;
 
 /// Candidates offered per `@` completion.
 const COMPLETION_LIMIT: usize = 50;
@@ -52,13 +53,17 @@ pub(crate) async fn complete_mention(shared: &Arc<Shared>, params: &Value) -> Re
     };
     // Ranking 100k paths takes milliseconds: off the proxy's thread.
     let query = {
-        let (shared, query) = (shared.clone(), typed.query.clone());
+        let (shared, query, document) = (shared.clone(), typed.query.clone(), path.clone());
         tokio::task::spawn_blocking(move || {
             let index = shared.files.get().expect("checked above");
             // Right after `initialize` the first walk may still run; the answer is marked
             // incomplete, so the next keystroke asks again if it is not done by then.
             index.wait_ready(MENTION_INDEX_WAIT);
-            index.query(&query, COMPLETION_LIMIT)
+            let document = index.read().relative(&document);
+            let mut candidates = index.query(&query, COMPLETION_LIMIT + 2)?;
+            candidates.retain(|candidate| !needless(candidate, document.as_deref(), &query));
+            candidates.truncate(COMPLETION_LIMIT);
+            Ok::<_, crate::workspace::PathError>(candidates)
         })
         .await
     };
@@ -77,10 +82,12 @@ pub(crate) async fn complete_mention(shared: &Arc<Shared>, params: &Value) -> Re
         PositionEncoding::Utf16,
     );
     let range = json!({"start": {"line": line, "character": start}, "end": {"line": line, "character": character}});
-    // An editor that pairs quotes has put a `"` right after the cursor of `@"…`: an item that
-    // closes the mention replaces it, so the mention does not end in two quotes.
+    // An editor that pairs quotes has put a `"` right after the cursor of `@"…` (and a folder
+    // chosen before left one there): an item that closes the mention leaves its own closing
+    // quote out and lets that one close it. Replacing the quote with a range past the cursor
+    // is not enough: Neovim expands a snippet at the cursor whatever its range says, which
+    // left the mention ending in two quotes.
     let paired_quote = typed.typed.starts_with("@\"") && line_text[cursor..].starts_with('"');
-    let closing_range = json!({"start": {"line": line, "character": start}, "end": {"line": line, "character": character + 1}});
     // A quoted mention is a snippet where the editor takes snippets: a folder can then be
     // closed with the cursor inside it, and Neovim's own completion inserts a snippet whole
     // (a plain item it cuts at the first space). Plain mentions stay plain text, which every
@@ -90,17 +97,18 @@ pub(crate) async fn complete_mention(shared: &Arc<Shared>, params: &Value) -> Re
         .into_iter()
         .map(|entry| {
             let snippet = snippets && entry.insert_text.starts_with("@\"");
-            let text = if snippet {
+            let mut text = if snippet {
                 entry.snippet
             } else {
                 entry.insert_text
             };
-            let closes = text.len() > 2 && text.ends_with('"');
-            let range = if paired_quote && closes {
-                &closing_range
-            } else {
-                &range
-            };
+            if paired_quote && text.starts_with("@\"") {
+                if let Some(open) = text.strip_suffix("$0\"") {
+                    text = format!("{open}$0");
+                } else if text.len() > 2 && text.ends_with('"') {
+                    text.pop();
+                }
+            }
             json!({
                 "label": entry.label,
                 "kind": match entry.kind { EntryKind::File => 17, EntryKind::Directory => 19 },
@@ -114,6 +122,17 @@ pub(crate) async fn complete_mention(shared: &Arc<Shared>, params: &Value) -> Re
         .collect();
     // Incomplete: each keystroke asks again, so the index ranks, not the editor's filter.
     Ok(json!({"isIncomplete": true, "items": items}))
+}
+
+/// Whether offering `candidate` would serve no purpose: it is the prompt document being edited
+/// (with Neovim's default `completeopt` the first item is inserted as the user types, and the
+/// document itself, open and just changed, ranks first), or the folder the mention already
+/// names in full (accepting it would change nothing, or close a quote a second time).
+fn needless(candidate: &Candidate, document: Option<&str>, query: &str) -> bool {
+    match candidate.kind {
+        EntryKind::File => document == Some(candidate.path.as_str()),
+        EntryKind::Directory => query.strip_suffix('/') == Some(candidate.path.as_str()),
+    }
 }
 
 /// `workspace/didChangeWatchedFiles` into the file index (the watcher may have seen them too;

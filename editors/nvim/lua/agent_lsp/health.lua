@@ -36,14 +36,29 @@ function M.check()
   if options.api_key or vim.env.DEEPSEEK_API_KEY or options.base_url then
     health.ok("a model is configured in setup() or DEEPSEEK_API_KEY")
   else
-    local config = vim.env.AGENT_LSP_CONFIG or vim.fs.joinpath(vim.env.XDG_CONFIG_HOME or (vim.env.HOME .. "/.config"), "agent-lsp/config.toml")
+    -- The file agent-lsp reads: the server inherits Neovim's environment.
+    local config = vim.env.AGENT_LSP_CONFIG
+    local named = config and (config .. " ($AGENT_LSP_CONFIG)")
+    if not config or config == "" then
+      config = vim.fs.joinpath(vim.env.XDG_CONFIG_HOME or (vim.env.HOME .. "/.config"), "agent-lsp/config.toml")
+      named = config
+    end
+    local has_provider = false
     if vim.fn.filereadable(config) == 1 then
-      health.info("the model comes from " .. config .. " (if it has a [provider] table)")
+      for _, line in ipairs(vim.fn.readfile(config)) do
+        if line:match("^%s*%[provider%]") then
+          has_provider = true
+          break
+        end
+      end
+    end
+    if has_provider then
+      health.info("the model comes from the [provider] table of " .. named)
     else
       health.warn("no model configured", {
         "export DEEPSEEK_API_KEY=... before starting Neovim",
         "or setup({ base_url = 'http://127.0.0.1:8080/v1', model = '...' })",
-        "or a [provider] table in ~/.config/agent-lsp/config.toml",
+        "or a [provider] table in " .. named,
       })
     end
   end

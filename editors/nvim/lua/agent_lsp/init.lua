@@ -32,6 +32,10 @@ local defaults = {
   --- omnifunc cannot do for quoted paths (it cuts an item at its first space). Set to false if
   --- nvim-cmp or blink.cmp completes there.
   prompt_completion = true,
+  --- `completeopt` in prompt documents where `prompt_completion` is on (set for the buffer
+  --- only): with Neovim's default (`menu,popup`) the first path offered would be inserted
+  --- while you type prose after `@`. `false` leaves your own.
+  prompt_completeopt = "menu,menuone,noselect,popup",
   --- Ghost text from the server's inline completions (`:help agent_lsp-inline`): `enabled`,
   --- `debounce_ms`, `accept` and `dismiss` keys, `native` (0.12's `vim.lsp.inline_completion`).
   inline_completion = vim.deepcopy(require("agent_lsp.inline").defaults),
@@ -95,11 +99,66 @@ function M.attach(buf)
   if not wanted(buf) then
     return nil
   end
-  local client_id = vim.lsp.start(M.config(buf), { bufnr = buf })
-  if client_id and is_prompt_document(buf) and M.options.prompt_completion and vim.lsp.completion then
-    vim.lsp.completion.enable(true, client_id, buf, { autotrigger = true })
+  -- Completion in prompt documents is turned on at `LspAttach` (see `setup`): only then are the
+  -- server's trigger characters known, which `vim.lsp.completion` reads once, when enabled.
+  return vim.lsp.start(M.config(buf), { bufnr = buf })
+end
+
+--- The text a completion item leaves before the cursor: its edit up to a snippet's `$0`, with
+--- the snippet's escapes undone.
+local function text_before_cursor(item)
+  local text = vim.tbl_get(item, "textEdit", "newText") or item.insertText or item.label or ""
+  if item.insertTextFormat == 2 then
+    text = text:gsub("%$0.*$", ""):gsub("\\(.)", "%1")
   end
-  return client_id
+  return text
+end
+
+--- `@` completion in prompt document `buf` through Neovim's own LSP completion, its
+--- `completeopt`, and, after a folder is chosen, the next completion inside it at once (Neovim
+--- asks again only on a trigger character, so typing on inside a folder found nothing).
+local function enable_prompt_completion(buf, client)
+  vim.lsp.completion.enable(true, client.id, buf, { autotrigger = true })
+  if M.options.prompt_completeopt then
+    vim.bo[buf].completeopt = M.options.prompt_completeopt
+  end
+  local pending = nil
+  local function continue_inside()
+    if not pending or vim.api.nvim_get_current_buf() ~= buf or not vim.fn.mode():find("^i") then
+      return
+    end
+    local col = vim.api.nvim_win_get_cursor(0)[2]
+    local before = vim.api.nvim_get_current_line():sub(1, col)
+    if before:sub(-#pending) == pending then
+      pending = nil
+      vim.lsp.completion.get()
+    end
+  end
+  local augroup = vim.api.nvim_create_augroup("agent_lsp_prompt_" .. buf, { clear = true })
+  vim.api.nvim_create_autocmd("CompleteDone", {
+    group = augroup,
+    buffer = buf,
+    callback = function()
+      pending = nil
+      local item = vim.tbl_get(vim.v.completed_item or {}, "user_data", "nvim", "lsp", "completion_item")
+      local reason = (vim.v.event or {}).reason
+      if item and item.kind == vim.lsp.protocol.CompletionItemKind.Folder
+        and vim.tbl_get(item, "data", "agentLsp") ~= nil and (reason == nil or reason == "accept") then
+        -- The folder is in the buffer now (a plain item) or once Neovim has expanded its
+        -- snippet (after resolving it), which `TextChangedI` then reports.
+        pending = text_before_cursor(item)
+        vim.schedule(continue_inside)
+      end
+    end,
+  })
+  vim.api.nvim_create_autocmd("TextChangedI", { group = augroup, buffer = buf, callback = continue_inside })
+  vim.api.nvim_create_autocmd("InsertLeave", {
+    group = augroup,
+    buffer = buf,
+    callback = function()
+      pending = nil
+    end,
+  })
 end
 
 --- The agent-lsp client of `buf` (else of any buffer).
@@ -496,8 +555,14 @@ function M.setup(opts)
     group = group,
     callback = function(args)
       local client = vim.lsp.get_client_by_id(args.data.client_id)
-      if client and client.name == M.name and not is_prompt_document(args.buf)
-        and (client.server_capabilities or {}).inlineCompletionProvider then
+      if not client or client.name ~= M.name then
+        return
+      end
+      if is_prompt_document(args.buf) then
+        if M.options.prompt_completion and vim.lsp.completion then
+          enable_prompt_completion(args.buf, client)
+        end
+      elseif (client.server_capabilities or {}).inlineCompletionProvider then
         require("agent_lsp.inline").attach(args.buf, client, M.options.inline_completion)
       end
     end,
