@@ -179,6 +179,17 @@ fn a_cancel_after_the_document_closed_reaches_the_child_and_gets_one_answer() {
     editor.request("textDocument/definition", at(&file, 0));
 
     let hover = editor.request_async("textDocument/hover", at(&file, 1));
+    // The child holds it (a request cancelled while it still waits in its lane never reaches
+    // the child, and is answered without it).
+    let record = workspace.record("fake");
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !agent_tests::fake_lsp_record(&record)
+        .iter()
+        .any(|message| message["method"] == "textDocument/hover")
+    {
+        assert!(Instant::now() < deadline, "the child never got the hover");
+        std::thread::sleep(Duration::from_millis(10));
+    }
     editor.notify(
         "textDocument/didClose",
         json!({"textDocument": {"uri": url(&file)}}),
@@ -188,7 +199,6 @@ fn a_cancel_after_the_document_closed_reaches_the_child_and_gets_one_answer() {
     assert_eq!(answer["error"]["code"], -32800, "{answer}");
     // The child was told: its record has the cancellation (with the editor's id, since the
     // request was forwarded as it is).
-    let record = workspace.record("fake");
     let deadline = Instant::now() + Duration::from_secs(10);
     loop {
         let cancelled = agent_tests::fake_lsp_record(&record).iter().any(|message| {
