@@ -126,6 +126,33 @@ fn git(dir: &Path, args: &[&str]) -> std::process::Output {
         .expect("run git")
 }
 
+/// `agent-lsp run PROMPT` in `root` against `endpoint`, with an empty config: it must succeed.
+/// The body of the last model request, where the tools' results are.
+fn run_turn(
+    root: &Path,
+    endpoint: &agent_tests::model_endpoint::ModelEndpoint,
+    prompt: &str,
+) -> String {
+    let state = tempfile::tempdir().unwrap();
+    let config = state.path().join("config.toml");
+    std::fs::write(&config, "").unwrap();
+    let output = agent_tests::agent_lsp_command(
+        state.path(),
+        &config,
+        root,
+        &["run", "--base-url", &endpoint.base_url(), prompt],
+    )
+    .output()
+    .unwrap();
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let requests = endpoint.chat_requests();
+    requests.last().unwrap().body.as_ref().unwrap().to_string()
+}
+
 #[test]
 fn the_writing_tools_cannot_plant_code_that_git_runs_later() {
     use agent_tests::model_endpoint::{EndpointConfig, ModelEndpoint, ModelTurn, Reply};
@@ -168,33 +195,10 @@ fn the_writing_tools_cannot_plant_code_that_git_runs_later() {
         ),
         Reply::text("Done."),
     ]);
-    let state = tempfile::tempdir().unwrap();
-    let config = state.path().join("config.toml");
-    std::fs::write(&config, "").unwrap();
     std::fs::create_dir_all(root.join("src")).unwrap();
-    let output = agent_tests::agent_lsp_command(
-        state.path(),
-        &config,
-        &root,
-        &[
-            "run",
-            "--base-url",
-            &endpoint.base_url(),
-            "Set the repository up.",
-        ],
-    )
-    .output()
-    .unwrap();
-    assert!(
-        output.status.success(),
-        "{}",
-        String::from_utf8_lossy(&output.stderr)
-    );
-
     // What the model was told: each protected write was refused, saying why; the ordinary
     // file was written.
-    let requests = endpoint.chat_requests();
-    let results = requests.last().unwrap().body.as_ref().unwrap().to_string();
+    let results = run_turn(&root, &endpoint, "Set the repository up.");
     assert_eq!(
         results.matches("is a protected path").count(),
         3,
@@ -360,24 +364,7 @@ fn the_hooks_folder_a_repository_configures_is_protected_like_git_hooks() {
         ),
         Reply::text("Done."),
     ]);
-    let state = tempfile::tempdir().unwrap();
-    let config = state.path().join("config.toml");
-    std::fs::write(&config, "").unwrap();
-    let output = agent_tests::agent_lsp_command(
-        state.path(),
-        &config,
-        &root,
-        &["run", "--base-url", &endpoint.base_url(), "Add a hook."],
-    )
-    .output()
-    .unwrap();
-    assert!(
-        output.status.success(),
-        "{}",
-        String::from_utf8_lossy(&output.stderr)
-    );
-    let requests = endpoint.chat_requests();
-    let results = requests.last().unwrap().body.as_ref().unwrap().to_string();
+    let results = run_turn(&root, &endpoint, "Add a hook.");
     assert_eq!(
         results.matches("is a protected path").count(),
         1,

@@ -289,6 +289,15 @@ impl McpServe {
         }
     }
 
+    /// `lsp_definition` of `greet` in main.py, which must find it in app.py.
+    fn finds_greet(&mut self) {
+        let answer = self.call(
+            "lsp_definition",
+            json!({"path": "main.py", "line": 3, "symbol": "greet"}),
+        );
+        assert!(answer.contains("app.py\n  1:5  def greet"), "{answer}");
+    }
+
     /// Call an `lsp_*` tool: the text it answered.
     fn call(&mut self, name: &str, arguments: Value) -> String {
         let answer = self.request("tools/call", json!({"name": name, "arguments": arguments}));
@@ -309,20 +318,12 @@ fn a_remaining_client_takes_over_and_later_processes_attach_to_it() {
     let definition = json!({"path": "main.py", "line": 3, "symbol": "greet"});
     // The first `mcp serve` owns the bridge once it queries; the second attaches to it.
     let mut first = McpServe::start(&fixture);
-    assert!(
-        first
-            .call("lsp_definition", definition.clone())
-            .contains("app.py\n  1:5  def greet")
-    );
+    first.finds_greet();
     let owner = fixture.servers();
     assert_eq!(owner["owner"]["role"], "mcp serve", "{owner}");
     assert_eq!(owner["owner"]["pid"], first.child.id());
     let mut second = McpServe::start(&fixture);
-    assert!(
-        second
-            .call("lsp_definition", definition.clone())
-            .contains("app.py\n  1:5  def greet")
-    );
+    second.finds_greet();
     assert_eq!(fixture.servers()["owner"]["pid"], first.child.id());
     assert!(
         descendants(second.child.id())
@@ -334,11 +335,7 @@ fn a_remaining_client_takes_over_and_later_processes_attach_to_it() {
     // The owner is killed: the client's next call answers, and it owns the bridge now.
     kill_and_wait(first.child.id());
     let _ = first.child.wait();
-    assert!(
-        second
-            .call("lsp_definition", definition.clone())
-            .contains("app.py\n  1:5  def greet")
-    );
+    second.finds_greet();
     let owner = fixture.servers();
     assert_eq!(owner["owner"]["pid"], second.child.id(), "{owner}");
     assert_eq!(owner["owner"]["servers"][0]["name"], "pyright", "{owner}");
@@ -362,27 +359,17 @@ fn a_stopped_owner_costs_an_attached_call_seconds_not_its_timeout() {
     use nix::sys::signal::{Signal, kill};
     use nix::unistd::Pid;
     let fixture = Fixture::new();
-    let definition = json!({"path": "main.py", "line": 3, "symbol": "greet"});
     let mut first = McpServe::start(&fixture);
-    assert!(
-        first
-            .call("lsp_definition", definition.clone())
-            .contains("app.py\n  1:5  def greet")
-    );
+    first.finds_greet();
     let mut second = McpServe::start(&fixture);
-    assert!(
-        second
-            .call("lsp_definition", definition.clone())
-            .contains("app.py\n  1:5  def greet")
-    );
+    second.finds_greet();
     assert_eq!(fixture.servers()["owner"]["pid"], first.child.id());
 
     let owner = Pid::from_raw(first.child.id() as i32);
     kill(owner, Signal::SIGSTOP).unwrap();
     let started = std::time::Instant::now();
-    let answer = second.call("lsp_definition", definition.clone());
+    second.finds_greet();
     let first_call = started.elapsed();
-    assert!(answer.contains("app.py\n  1:5  def greet"), "{answer}");
     assert!(
         descendants(second.child.id())
             .iter()
@@ -390,7 +377,7 @@ fn a_stopped_owner_costs_an_attached_call_seconds_not_its_timeout() {
         "the client answered from the stopped owner's servers?"
     );
     let started = std::time::Instant::now();
-    second.call("lsp_definition", definition);
+    second.finds_greet();
     let next_call = started.elapsed();
     eprintln!("with the owner stopped: the first call took {first_call:?}, the next {next_call:?}");
     // Bounds far under the 60 s the call used to wait: 2 s of silence, then a cold pyright.
