@@ -9,23 +9,7 @@ use std::time::Duration;
 use serde_json::{Value, json};
 
 use crate::editors::{repo, wait_bounded};
-
-const SHAPES: &str = r#"class Square:
-    def __init__(self, side: int) -> None:
-        self.side = side
-
-    def area(self) -> int:
-        """The area of the square."""
-        return self.side * self.side
-
-
-def describe(shape: Square) -> str:
-    return f"area {shape.area()}"
-
-
-square = Square(3)
-print(describe(square))
-"#;
+use crate::helix::SHAPES;
 
 #[test]
 fn eglot_goes_to_definition_and_shows_hover_through_agent_lsp() {

@@ -16,7 +16,8 @@ use agent_tests::helix::{Helix, uri_of};
 use agent_tests::model_endpoint::{EndpointConfig, ModelEndpoint, ModelTurn, Reply};
 use serde_json::Value;
 
-const SHAPES: &str = r#"class Square:
+/// The project both the Helix and the eglot tests edit.
+pub(crate) const SHAPES: &str = r#"class Square:
     def __init__(self, side: int) -> None:
         self.side = side
 

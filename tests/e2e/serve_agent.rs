@@ -98,6 +98,23 @@ fn command(editor: &mut Editor, command: &str, argument: Value) -> Value {
 
 const APP: &str = "count = 1\nprint(cuont)\n";
 
+/// Open `app` and wait for pyright's first error in it (the undefined name): that diagnostic.
+fn open_with_an_error(editor: &mut Editor, app: &std::path::Path) -> Value {
+    editor.open(app, "python");
+    let published = editor.wait_for("the undefined-name error", |message| {
+        message["method"] == "textDocument/publishDiagnostics"
+            && message["params"]["uri"] == url(app)
+            && !errors_in(message).is_empty()
+    });
+    published["params"]["diagnostics"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|d| d["severity"] == 1)
+        .unwrap()
+        .clone()
+}
+
 #[test]
 fn fix_with_agent_edits_the_buffer_through_apply_edit_and_the_diagnostic_disappears() {
     let workspace = Workspace::new(&[("app.py", APP)]);
@@ -128,19 +145,7 @@ fn fix_with_agent_edits_the_buffer_through_apply_edit_and_the_diagnostic_disappe
         }),
     ]);
     let mut editor = workspace.serve(Some(&endpoint.base_url()));
-    editor.open(&app, "python");
-    let published = editor.wait_for("the undefined-name error", |message| {
-        message["method"] == "textDocument/publishDiagnostics"
-            && message["params"]["uri"] == url(&app)
-            && !errors_in(message).is_empty()
-    });
-    let diagnostic = published["params"]["diagnostics"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|d| d["severity"] == 1)
-        .unwrap()
-        .clone();
+    let diagnostic = open_with_an_error(&mut editor, &app);
 
     // The code action is offered next to pyright's own.
     let actions = editor.request(
@@ -220,19 +225,7 @@ fn a_fix_that_leaves_only_hints_says_no_errors_or_warnings_are_left() {
         Reply::text("Fixed the typo."),
     ]);
     let mut editor = workspace.serve(Some(&endpoint.base_url()));
-    editor.open(&app, "python");
-    let published = editor.wait_for("the undefined-name error", |message| {
-        message["method"] == "textDocument/publishDiagnostics"
-            && message["params"]["uri"] == url(&app)
-            && !errors_in(message).is_empty()
-    });
-    let diagnostic = published["params"]["diagnostics"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|d| d["severity"] == 1)
-        .unwrap()
-        .clone();
+    let diagnostic = open_with_an_error(&mut editor, &app);
     let result = command(
         &mut editor,
         "agent.fix",
