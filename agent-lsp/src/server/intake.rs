@@ -222,12 +222,12 @@ impl Intake {
         let Some(Route::Child(to)) = route else {
             return false;
         };
-        // The router gives a running child only while its lane is empty and its input has
+        // The router gives a child only while it runs, its lane is empty and its input has
         // room, so nothing waits here: not on a thread (stdio), nor in a task (`--listen`).
         let Some(child) = to.running_child().filter(|_| to.is_verbatim()) else {
             return false;
         };
-        child.is_healthy() && children::forward(shared, child, id, method, body).is_ok()
+        children::forward(shared, child, id, method, body).is_ok()
     }
 
     /// `$/cancelRequest` for a forwarded request goes to the child that has it.
