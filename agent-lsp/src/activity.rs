@@ -1,4 +1,5 @@
-//! What runs beside a session's turn: background jobs and sub-agents, as the editor shows them.
+//! What runs beside a session's turn: background jobs, sub-agents and the language servers a
+//! slow `lsp_*` call waits for, as the editor shows them.
 //!
 //! The session log is the record of what happened; this board is only the live view of what is
 //! running now, for `$/progress`, `agent.status`, the VS Code tree and the Neovim float. The
@@ -26,6 +27,8 @@ pub const ENDED_KEPT: usize = 16;
 pub enum Kind {
     Job,
     Subagent,
+    /// A language server an `lsp_*` call waits for while it starts or indexes.
+    Server,
 }
 
 impl Kind {
@@ -34,6 +37,7 @@ impl Kind {
         match self {
             Kind::Job => "job",
             Kind::Subagent => "sub-agent",
+            Kind::Server => "language server",
         }
     }
 }
@@ -138,12 +142,25 @@ impl Activity {
 
     /// Mark an entry ended; older ended entries beyond [`ENDED_KEPT`] are dropped.
     pub fn end(&self, id: &str, outcome: &str) {
+        self.end_with(id, outcome, None);
+    }
+
+    /// Mark an entry ended with an outcome that says all (a server's `ready`): its last
+    /// progress line, now out of date, is cleared in the same change.
+    pub fn end_alone(&self, id: &str, outcome: &str) {
+        self.end_with(id, outcome, Some(String::new()));
+    }
+
+    fn end_with(&self, id: &str, outcome: &str, detail: Option<String>) {
         let mut slots = self.slots.lock().expect("activity");
         let Some(slot) = slots.iter_mut().find(|slot| slot.entry.id == id) else {
             return;
         };
         if !slot.entry.running() {
             return;
+        }
+        if let Some(detail) = detail {
+            slot.entry.detail = detail;
         }
         slot.entry.outcome = Some(outcome.to_owned());
         slot.entry.cancellable = false;

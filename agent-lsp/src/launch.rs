@@ -50,17 +50,20 @@ pub struct ToolHost {
 }
 
 impl ToolHost {
-    /// The tool runtime of `preset`, with the tools its plugins brought.
+    /// The tool runtime of `preset`, with the tools its plugins brought; the language servers
+    /// a slow `lsp_*` call waits for are shown on `activity`.
     pub fn runtime(
         &self,
         preset: &Preset,
         plugin_tools: &[Arc<dyn Tool>],
+        activity: &Arc<Activity>,
     ) -> anyhow::Result<ToolRuntime> {
         let queries = lsp_bridge::queries::Queries::new(
             Arc::new(self.bridge.clone()),
             self.documents.clone(),
         );
-        let mut lsp_tools = crate::tools::lsp::LspTools::new(queries);
+        let mut lsp_tools =
+            crate::tools::lsp::LspTools::new(queries).with_activity(activity.clone());
         if let Some(shared) = &self.shared {
             lsp_tools = lsp_tools.with_shared(shared.clone());
         }
@@ -136,7 +139,9 @@ impl Launcher {
             }));
         }
         let assembly = crate::harness::assemble(preset, &host)?;
-        let tools = self.tools.runtime(preset, &assembly.tools)?;
+        let tools = self
+            .tools
+            .runtime(preset, &assembly.tools, &self.activity)?;
         Ok(Parts {
             plugins: assembly.plugins,
             tools,

@@ -378,6 +378,12 @@ impl Child {
         readiness.progress_seen && readiness.active_progress.is_empty()
     }
 
+    /// What the server says it is doing now: its newest work-done progress that has not ended
+    /// (`Indexing: 12/40 (30%)`), `None` when it reports none.
+    pub fn work(&self) -> Option<String> {
+        self.readiness.borrow().work()
+    }
+
     /// Whether the server has indexed the workspace, as far as we can tell (see the field).
     pub fn workspace_indexed(&self) -> bool {
         self.workspace_indexed.load(Ordering::Relaxed)

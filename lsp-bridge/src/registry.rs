@@ -34,6 +34,10 @@ pub struct ServerHealth {
     /// `starting`, `ready`, `exited`, `failed: <reason>`, or `stopped` (not running, will start
     /// on the next request).
     pub state: String,
+    /// What the server says it is doing (its newest unended work-done progress: `Indexing:
+    /// 12/40 (30%)`), so a caller kept waiting can be told why.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub work: Option<String>,
     pub pid: Option<u32>,
     /// Restarts since the bridge began.
     pub restarts: u32,
@@ -420,6 +424,7 @@ impl Slot {
             name: self.config.name.clone(),
             root: self.root.clone(),
             state: status,
+            work: child.and_then(|child| child.work()),
             pid: child.and_then(|child| child.pid()),
             restarts: state.total_restarts,
             last_error: state.last_error.as_ref().map(ToString::to_string),

@@ -230,3 +230,49 @@ fn agent_activity_cancel_stops_a_job_started_without_a_turn() {
     assert!(live_processes(&["sleep", "30"], &fixture.root).is_empty());
     editor.shutdown();
 }
+
+/// A cold server is not invisible in the editor either: while the agent's `lsp_*` call waits for
+/// a server that starts slowly and then reports its analysis, the editor gets a progress of the
+/// server's own, titled by the turn, reporting what the server reports, ended `ready`; and
+/// `agent.status` lists the server.
+#[test]
+fn a_server_an_agent_call_waits_for_is_a_progress_until_it_is_ready() {
+    let fixture = Fixture::new();
+    std::fs::write(fixture.root.join("a.fake"), "alpha beta\n").unwrap();
+    std::fs::write(
+        &fixture.config,
+        agent_tests::fake_lsp_config(&["slow", "initialize", "1500", "busy", "2000", "diagnose"]),
+    )
+    .unwrap();
+    let endpoint = ModelEndpoint::start(EndpointConfig::default()).unwrap();
+    endpoint.push_all([
+        ModelTurn::new()
+            .reasoning("Look it up.")
+            .tool_call("lsp_hover", r#"{"path":"a.fake","line":1,"symbol":"beta"}"#),
+        ModelTurn::new().reasoning("Found.").content("It is beta."),
+    ]);
+    let mut editor = fixture.serve(&endpoint);
+    let asked = editor.request_async(
+        "workspace/executeCommand",
+        json!({"command": "agent.ask", "arguments": [{"prompt": "What is beta?"}]}),
+    );
+    let begin = editor.wait_for("the server's progress begin", |message| {
+        is_activity_progress(message, "begin")
+            && message["params"]["value"]["title"] == "language server: fake (in agent)"
+    });
+    assert_eq!(begin["params"]["value"]["cancellable"], false, "{begin}");
+    let token = begin["params"]["token"].clone();
+    let entry = status_entry(&mut editor, "fake");
+    assert_eq!(entry["kind"], "server", "{entry}");
+    editor.wait_for("the server's analysis as a report", |message| {
+        is_activity_progress(message, "report")
+            && message["params"]["token"] == token
+            && message["params"]["value"]["message"]
+                .as_str()
+                .is_some_and(|text| text.starts_with("analysing"))
+    });
+    let end = end_of(&mut editor, &token);
+    assert_eq!(end["params"]["value"]["message"], "ready", "{end}");
+    assert_eq!(editor.response(asked)["result"]["outcome"], "answered");
+    editor.shutdown();
+}

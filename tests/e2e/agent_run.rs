@@ -777,3 +777,48 @@ fn progress_lines_on_a_pipe_are_cut_to_one_line() {
     let last = requests.last().unwrap().body.as_ref().unwrap().to_string();
     assert!(last.contains(&wide));
 }
+
+/// A cold server is not invisible during a turn: while an `lsp_*` call waits for a server that
+/// takes 1.5 s to start and then 2 s to analyse (reporting progress), `run`'s progress on stderr
+/// says that it starts and what it reports, before the call's result, and then that it is ready.
+#[test]
+fn a_call_waiting_for_a_cold_server_shows_it_starting_and_working() {
+    let workspace = tempfile::tempdir().unwrap();
+    std::fs::write(workspace.path().join("a.fake"), "alpha beta\n").unwrap();
+    let state = tempfile::tempdir().unwrap();
+    let config = state.path().join("config.toml");
+    std::fs::write(
+        &config,
+        agent_tests::fake_lsp_config(&["slow", "initialize", "1500", "busy", "2000", "diagnose"]),
+    )
+    .unwrap();
+    let endpoint = ModelEndpoint::start(EndpointConfig::default()).unwrap();
+    endpoint.push_all([
+        Reply::tool_call("lsp_hover", r#"{"path":"a.fake","line":1,"symbol":"beta"}"#),
+        Reply::text("Done."),
+    ]);
+    let output = agent_tests::agent_lsp_command(
+        state.path(),
+        &config,
+        workspace.path(),
+        &["run", "--base-url", &endpoint.base_url(), "What is beta?"],
+    )
+    .env("PATH", agent_tests::tools_path())
+    .output()
+    .unwrap();
+    let err = stderr(&output);
+    assert!(output.status.success(), "{err}");
+    endpoint.assert_no_violations();
+    let lines = err.lines().collect::<Vec<_>>();
+    let at = |needle: &str| {
+        lines
+            .iter()
+            .position(|line| line.contains(needle))
+            .unwrap_or_else(|| panic!("no line with `{needle}` in:\n{err}"))
+    };
+    let starting = at("↳ language server fake · starting");
+    let working = at("↳ language server fake · analysing");
+    let result = at("lsp_hover {");
+    assert!(starting < working && working < result, "{err}");
+    at("↳ language server fake → ready");
+}

@@ -30,6 +30,7 @@ use crate::shared_bridge::SharedBridge;
 use crate::workspace::Workspace;
 
 mod shared;
+mod waiting;
 
 /// Results shown per page unless the call asks for another `limit`.
 const DEFAULT_LIMIT: usize = 40;
@@ -43,6 +44,8 @@ pub struct LspTools {
     pub queries: Queries,
     index: Arc<Mutex<Option<SymbolIndex>>>,
     shared: Option<Arc<SharedBridge>>,
+    /// Shows the servers a slow call waits for on the host's activity board.
+    waiting: Option<Arc<waiting::Waiting>>,
 }
 
 impl LspTools {
@@ -51,7 +54,15 @@ impl LspTools {
             queries,
             index: Arc::new(Mutex::new(None)),
             shared: None,
+            waiting: None,
         }
+    }
+
+    /// Show on `board` the servers a call waits for when it waits long (a cold server
+    /// starting or indexing), so the turn is not silent meanwhile (see [`waiting`]).
+    pub fn with_activity(mut self, board: Arc<crate::activity::Activity>) -> LspTools {
+        self.waiting = Some(waiting::Waiting::new(board, self.queries.bridge.clone()));
+        self
     }
 
     /// Answer from the owner of `shared` when another process owns it, and publish this
@@ -286,10 +297,16 @@ impl Tool for LspTool {
         let kind = self.kind;
         let tools = self.tools.clone();
         Box::pin(async move {
-            if let Some(output) = shared::run(&tools, kind.name(), &args).await {
-                return output;
+            let call = async {
+                if let Some(output) = shared::run(&tools, kind.name(), &args).await {
+                    return output;
+                }
+                run_here(kind, &tools, ctx, args).await
+            };
+            match tools.waiting.clone() {
+                Some(waiting) => waiting.around(call).await,
+                None => call.await,
             }
-            run_here(kind, &tools, ctx, args).await
         })
     }
 }

@@ -4,7 +4,7 @@
 //! servers like pyright exit when `workspace/configuration` or `client/registerCapability` go
 //! unanswered.
 
-use std::collections::HashSet;
+use std::collections::{BTreeMap, HashSet};
 use std::sync::Arc;
 
 use serde_json::{Value, json};
@@ -20,8 +20,85 @@ pub(super) struct Readiness {
     pub(super) initialized_at: Option<Instant>,
     /// Any work-done progress created or begun since start.
     pub(super) progress_seen: bool,
-    pub(super) active_progress: HashSet<String>,
+    /// The work-done progress created or begun and not yet ended, by token.
+    pub(super) active_progress: BTreeMap<String, Work>,
     pub(super) diagnostics_seen: bool,
+    /// Counts progress begins, so the newest work can be told.
+    begun: u64,
+}
+
+/// One work-done progress of the server, as its last `begin` or `report` described it.
+#[derive(Debug, Default)]
+pub(super) struct Work {
+    title: String,
+    message: Option<String>,
+    percentage: Option<u64>,
+    /// When it began, in begins counted (0: created and not begun yet).
+    begun: u64,
+}
+
+impl Readiness {
+    /// The newest work the server reported and has not ended: `Indexing: 12/40 (30%)`.
+    pub(super) fn work(&self) -> Option<String> {
+        let work = self
+            .active_progress
+            .values()
+            .filter(|work| work.begun > 0)
+            .max_by_key(|work| work.begun)?;
+        let mut line = work.title.clone();
+        if let Some(message) = work.message.as_deref().filter(|text| !text.is_empty()) {
+            if !line.is_empty() {
+                line.push_str(": ");
+            }
+            line.push_str(message);
+        }
+        if let Some(percentage) = work.percentage {
+            line.push_str(&format!(" ({percentage}%)"));
+        }
+        Some(if line.is_empty() {
+            "working".to_owned()
+        } else {
+            line
+        })
+    }
+
+    fn begin(&mut self, token: String, value: &Value) {
+        self.progress_seen = true;
+        self.begun += 1;
+        self.active_progress.insert(
+            token,
+            Work {
+                title: text(value, "title").unwrap_or_default(),
+                message: text(value, "message"),
+                percentage: value.get("percentage").and_then(Value::as_u64),
+                begun: self.begun,
+            },
+        );
+    }
+
+    /// A report changes what a begun work says; `false` when it changed nothing.
+    fn report(&mut self, token: &str, value: &Value) -> bool {
+        let Some(work) = self.active_progress.get_mut(token) else {
+            return false;
+        };
+        let (message, percentage) = (
+            text(value, "message"),
+            value.get("percentage").and_then(Value::as_u64),
+        );
+        let changed = (message.is_some() && message != work.message)
+            || (percentage.is_some() && percentage != work.percentage);
+        if message.is_some() {
+            work.message = message;
+        }
+        if percentage.is_some() {
+            work.percentage = percentage;
+        }
+        changed
+    }
+}
+
+fn text(value: &Value, field: &str) -> Option<String> {
+    value.get(field).and_then(Value::as_str).map(str::to_owned)
 }
 
 impl Readiness {
@@ -86,14 +163,19 @@ impl Child {
         let Some(token) = params.get("token").map(token_key) else {
             return;
         };
-        match params.pointer("/value/kind").and_then(Value::as_str) {
-            Some("begin") => self.readiness.send_modify(|readiness| {
-                readiness.progress_seen = true;
-                readiness.active_progress.insert(token);
-            }),
-            Some("end") => {
+        let value = params.get("value").unwrap_or(&Value::Null);
+        match value.get("kind").and_then(Value::as_str) {
+            Some("begin") => self
+                .readiness
+                .send_modify(|readiness| readiness.begin(token, value)),
+            Some("report") => {
                 self.readiness
-                    .send_if_modified(|readiness| readiness.active_progress.remove(&token));
+                    .send_if_modified(|readiness| readiness.report(&token, value));
+            }
+            Some("end") => {
+                self.readiness.send_if_modified(|readiness| {
+                    readiness.active_progress.remove(&token).is_some()
+                });
             }
             _ => {}
         }
@@ -160,7 +242,7 @@ impl Child {
                 if let Some(token) = params.get("token").map(token_key) {
                     self.readiness.send_modify(|readiness| {
                         readiness.progress_seen = true;
-                        readiness.active_progress.insert(token);
+                        readiness.active_progress.entry(token).or_default();
                     });
                 }
                 Ok(Value::Null)
@@ -242,6 +324,34 @@ mod tests {
     }
 
     #[test]
+    fn the_newest_work_is_what_the_server_says_it_does() {
+        let mut readiness = Readiness::default();
+        assert_eq!(readiness.work(), None);
+        readiness
+            .active_progress
+            .entry("created".into())
+            .or_default();
+        assert_eq!(readiness.work(), None, "created, not begun");
+        readiness.begin("a".into(), &json!({"kind": "begin", "title": "Loading"}));
+        assert_eq!(readiness.work().as_deref(), Some("Loading"));
+        readiness.begin(
+            "b".into(),
+            &json!({"kind": "begin", "title": "Indexing", "percentage": 0}),
+        );
+        assert!(readiness.report("b", &json!({"message": "12/40", "percentage": 30})));
+        assert!(
+            !readiness.report("b", &json!({"message": "12/40"})),
+            "no change"
+        );
+        assert!(!readiness.report("unknown", &json!({"message": "x"})));
+        assert_eq!(readiness.work().as_deref(), Some("Indexing: 12/40 (30%)"));
+        readiness.active_progress.remove("b");
+        assert_eq!(readiness.work().as_deref(), Some("Loading"));
+        readiness.begin("c".into(), &json!({"kind": "begin"}));
+        assert_eq!(readiness.work().as_deref(), Some("working"));
+    }
+
+    #[test]
     fn readiness_follows_progress_diagnostics_and_quiet() {
         let start = Instant::now();
         let mut readiness = Readiness::default();
@@ -253,11 +363,15 @@ mod tests {
         );
         assert!(readiness.judge(start + QUIET_AFTER_INITIALIZED).0);
         readiness.progress_seen = true;
-        readiness.active_progress.insert("indexing".into());
+        readiness
+            .active_progress
+            .insert("indexing".into(), Work::default());
         assert!(!readiness.judge(start + Duration::from_secs(10)).0);
         readiness.active_progress.clear();
         assert!(readiness.judge(start).0);
-        readiness.active_progress.insert("again".into());
+        readiness
+            .active_progress
+            .insert("again".into(), Work::default());
         readiness.diagnostics_seen = true;
         assert!(readiness.judge(start).0);
     }

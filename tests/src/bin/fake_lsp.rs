@@ -31,6 +31,8 @@
 //! - `hold-pipes`: starts a `sleep` that shares its input and output, as a server's helper
 //!   processes do: killed alone, the server leaves its pipes open (what is written to it then
 //!   is read by nobody) until its process group goes;
+//! - `diagnose`: publishes (empty) diagnostics for each document it is given, as a server does
+//!   once it has analysed it; while `busy`, when it is done;
 //! - `items NAME`: answers completion with three items labelled `NAME-1` to `NAME-3`, each with
 //!   `data` `{from: NAME, n}` (a resolve is echoed as any other request).
 //!
@@ -69,6 +71,7 @@ struct Script {
     hold_pipes: bool,
     deaf_on: HashSet<String>,
     items: Option<String>,
+    diagnose: bool,
 }
 
 impl Script {
@@ -127,6 +130,7 @@ impl Script {
                     script.content_modified.insert(method, count);
                 }
                 "record" => script.record = Some(value("record", "PATH", &mut args)),
+                "diagnose" => script.diagnose = true,
                 "items" => script.items = Some(value("items", "NAME", &mut args)),
                 "split" => {
                     let millis = value("split", "MILLIS", &mut args);
@@ -256,6 +260,8 @@ fn main() {
     let mut next_id = 1000;
     // While busy: the requests held until it is done.
     let held: Arc<Held> = Arc::new(Mutex::new(None));
+    // With `diagnose`, the documents given while busy, diagnosed when it is done.
+    let opened: Arc<Mutex<Vec<Value>>> = Arc::new(Mutex::new(Vec::new()));
     while let Some(message) = read_message(&mut reader) {
         out.record(&message);
         if script.silent {
@@ -278,8 +284,20 @@ fn main() {
                 "initialized" if script.busy.is_some() => {
                     let busy = script.busy.unwrap_or_default();
                     *held.lock().unwrap() = Some(Vec::new());
-                    let (out, held) = (out.clone(), held.clone());
-                    std::thread::spawn(move || be_busy(&out, &held, busy));
+                    let (out, held, opened) = (out.clone(), held.clone(), opened.clone());
+                    std::thread::spawn(move || {
+                        be_busy(&out, &held, busy);
+                        for uri in opened.lock().unwrap().drain(..) {
+                            diagnose(&out, &uri);
+                        }
+                    });
+                }
+                "textDocument/didOpen" if script.diagnose => {
+                    let uri = params["textDocument"]["uri"].clone();
+                    match held.lock().unwrap().as_ref() {
+                        Some(_) => opened.lock().unwrap().push(uri),
+                        None => diagnose(&out, &uri),
+                    }
                 }
                 "fake/flood" => {
                     let padding = "x".repeat(params["bytes"].as_u64().unwrap_or(0) as usize);
@@ -441,6 +459,14 @@ fn be_busy(out: &Out, held: &Held, busy: Duration) {
     for (id, method, params) in held.lock().unwrap().take().unwrap_or_default() {
         out.answer(&id, json!({"echo": method, "params": params}));
     }
+}
+
+/// No diagnostics for `uri`: what a server publishes once it has analysed a clean document.
+fn diagnose(out: &Out, uri: &Value) {
+    out.send(
+        &json!({"jsonrpc": "2.0", "method": "textDocument/publishDiagnostics",
+        "params": {"uri": uri, "diagnostics": []}}),
+    );
 }
 
 fn chatter(out: &Out, next_id: &mut i64) {

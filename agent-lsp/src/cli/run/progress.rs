@@ -254,7 +254,7 @@ pub(super) async fn show_activity(board: Arc<Activity>, out: ActivityOut) {
             // end are worth a line here (`job_output` has the rest).
             let detail = match entry.kind {
                 Kind::Job => String::new(),
-                Kind::Subagent => entry.detail.clone(),
+                Kind::Subagent | Kind::Server => entry.detail.clone(),
             };
             let state = (detail, entry.outcome.clone());
             if shown.get(&entry.id) == Some(&state) {

@@ -8,7 +8,7 @@ local ext = require("agent_lsp.ext")
 
 local M = {}
 
-local KINDS = { job = "job", subagent = "sub-agent" }
+local KINDS = { job = "job", subagent = "sub-agent", server = "language server" }
 
 local function running(entry)
   return entry.outcome == nil or entry.outcome == vim.NIL

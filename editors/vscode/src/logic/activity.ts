@@ -1,5 +1,5 @@
 // The activity view's tree from the `activity` of `agent.status`, without `vscode`: the running
-// and recently ended background jobs and sub-agents, each under the entry it runs under (a
+// and recently ended background jobs, sub-agents and language servers a slow call waits for, each under the entry it runs under (a
 // sub-agent's jobs under the sub-agent), newest first, with its kind's icon, its latest line
 // while it runs and its outcome once it ended.
 
@@ -18,12 +18,12 @@ export interface ActivityNode {
   children: ActivityNode[];
 }
 
-const KIND_WORDS: Record<ActivityEntry["kind"], string> = { job: "job", subagent: "sub-agent" };
-const KIND_ICONS: Record<ActivityEntry["kind"], string> = { job: "terminal", subagent: "hubot" };
+const KIND_WORDS: Record<ActivityEntry["kind"], string> = { job: "job", subagent: "sub-agent", server: "language server" };
+const KIND_ICONS: Record<ActivityEntry["kind"], string> = { job: "terminal", subagent: "hubot", server: "server-process" };
 
-/** Whether an outcome is a success (`exit 0`, a sub-agent's `answered`), a stop someone asked for, or a failure. */
+/** Whether an outcome is a success (`exit 0`, a sub-agent's `answered`, a server that is `ready` or `still` working when the call was answered), a stop someone asked for, or a failure. */
 function endedIcon(outcome: string): string {
-  if (outcome === "exit 0" || outcome === "answered") {
+  if (outcome === "exit 0" || outcome === "answered" || outcome === "ready" || outcome.startsWith("still ")) {
     return "pass";
   }
   if (outcome === "killed" || outcome === "cancelled") {

@@ -83,11 +83,11 @@ export interface TurnResult {
   plan?: Plan | null;
 }
 
-/** A background job or a sub-agent on the server's activity board (`activity::Entry`). */
+/** A background job, a sub-agent or a language server a slow `lsp_*` call waits for, on the server's activity board (`activity::Entry`). */
 export interface ActivityEntry {
-  /** `job-1@4242` for a job, the child session's id for a sub-agent. */
+  /** `job-1@4242` for a job, the child session's id for a sub-agent, `server:NAME:ROOT` for a language server. */
   id: string;
-  kind: "job" | "subagent";
+  kind: "job" | "subagent" | "server";
   /** The command, or the sub-agent's type and prompt, shortened. */
   title: string;
   /** The entry this one runs under (a sub-agent's job). */

@@ -50,3 +50,18 @@ test("an empty board says what would show, and polling stops once nothing runs",
   assert.equal(anyRunning(entries.filter((entry) => entry.outcome !== undefined)), false);
   assert.equal(anyRunning(undefined), false);
 });
+
+test("a language server a slow call waits for shows what it does, and a ready end is a success", () => {
+  const nodes = activityTree([
+    { id: "server:pyright:/w", kind: "server", title: "pyright", started_ms: 1, detail: "Indexing: 12/40 (30%)", cancellable: false },
+    { id: "server:clangd:/w", kind: "server", title: "clangd", started_ms: 2, detail: "", outcome: "ready", cancellable: false },
+  ]);
+  assert.deepEqual(
+    nodes.map((node) => [node.label, node.description, node.icon, node.contextValue]),
+    [
+      ["clangd", "ready", "pass", "ended"],
+      ["pyright", "Indexing: 12/40 (30%)", "server-process", "running"],
+    ],
+  );
+  assert.match(nodes[1].tooltip, /^language server server:pyright:\/w, started/);
+});
