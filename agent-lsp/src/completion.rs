@@ -63,7 +63,9 @@ pub struct CompletionOptions {
     pub context_lines: Option<usize>,
     /// How long a request waits for the next keystroke before it asks anything (default 25).
     pub debounce_ms: Option<u64>,
-    /// How long the language servers may take to answer the lookups (default 400).
+    /// How long the language servers may take to answer the lookups, counted from the
+    /// request's arrival, during the debounce (default 50: a warm server answers a hover in a
+    /// few ms, and a slower lookup goes on for the next keystroke).
     pub grounding_timeout_ms: Option<u64>,
     /// How long a signature the servers gave is reused before it is asked again (default
     /// 10000; 0 asks every time). Every keystroke changes the buffer, and a server answers
@@ -166,7 +168,7 @@ impl CompletionOptions {
             context_tokens: self.context_tokens.unwrap_or(400),
             context_lines: self.context_lines.unwrap_or(3),
             debounce: Duration::from_millis(self.debounce_ms.unwrap_or(25)),
-            grounding_timeout: Duration::from_millis(self.grounding_timeout_ms.unwrap_or(400)),
+            grounding_timeout: Duration::from_millis(self.grounding_timeout_ms.unwrap_or(50)),
             signature_ttl: Duration::from_millis(self.signature_ttl_ms.unwrap_or(10_000)),
         }))
     }

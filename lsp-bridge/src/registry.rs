@@ -269,6 +269,25 @@ impl Bridge {
         Ok(child)
     }
 
+    /// Whether the server for `path` runs, has answered `initialize` and reports no work in
+    /// progress: a caller on a tight budget (inline completion) waits only on such a server, as
+    /// one that starts or indexes holds its answers for seconds. Never starts anything.
+    pub fn warm_for(&self, path: &Path) -> bool {
+        let Some(config) = self.config_for(path) else {
+            return false;
+        };
+        let root = self.root_for(&config, path);
+        let slot = self
+            .inner
+            .slots
+            .lock()
+            .unwrap()
+            .get(&(config.name.clone(), root))
+            .cloned();
+        slot.and_then(|slot| slot.healthy_child())
+            .is_some_and(|child| child.state() == ChildState::Ready && child.work().is_none())
+    }
+
     /// Why no server serves `path`, in one line (none configured, none installed, or the
     /// installed one cannot run).
     pub fn no_server_reason(&self, path: &Path) -> String {

@@ -381,3 +381,56 @@ fn a_suggestion_of_megabytes_is_neither_read_whole_nor_shown() {
     );
     wait_until("the stream dropped", || endpoint.fim_calls()[0].dropped);
 }
+
+/// A server that is busy indexing (it holds every request for 8 s while it reports progress) is
+/// not waited for: the suggestion comes while the server is still busy, although the grounding
+/// timeout is 20 s, and the model is asked with the buffer alone.
+#[test]
+fn a_server_busy_indexing_is_not_waited_for() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().canonicalize().unwrap();
+    let file = root.join("a.fake");
+    std::fs::write(&file, "alpha = beta(\n").unwrap();
+    let state = tempfile::tempdir().unwrap();
+    let config = state.path().join("config.toml");
+    let endpoint = ModelEndpoint::start(EndpointConfig::default()).unwrap();
+    endpoint.push_fim(FimReply::text("1)"));
+    std::fs::write(
+        &config,
+        format!(
+            "{}\n[completion]\nmodel = \"deepseek-v4-flash\"\nbase_url = \"{}/beta\"\napi_key_env = \"TEST_FIM_KEY\"\ndebounce_ms = 5\ngrounding_timeout_ms = 20000\n",
+            agent_tests::fake_lsp_config(&["busy", "8000"]),
+            endpoint.root_url()
+        ),
+    )
+    .unwrap();
+    let mut command = Command::new(agent_tests::workspace_bin("agent-lsp"));
+    command
+        .env("PATH", agent_tests::tools_path())
+        .env("AGENT_LSP_STATE_DIR", state.path())
+        .env("AGENT_LSP_CONFIG", &config)
+        .env("TEST_FIM_KEY", "sk-fim")
+        .env_remove("DEEPSEEK_API_KEY")
+        .args(["--workspace", root.to_str().unwrap(), "serve"]);
+    let mut editor = Editor::start(command);
+    editor.initialize(&root);
+    editor.open(&file, "fake");
+    editor.wait_for("the server's analysis begins", |message| {
+        message["method"] == "$/progress" && message["params"]["value"]["kind"] == "begin"
+    });
+    let result = inline(&mut editor, &file, (0, 13));
+    assert_eq!(result["items"][0]["insertText"], "1)", "{result}");
+    let ended = editor.backlog.iter().any(|message| {
+        message["method"] == "$/progress" && message["params"]["value"]["kind"] == "end"
+    });
+    assert!(!ended, "the suggestion waited for the busy server");
+    let calls = endpoint.fim_calls();
+    assert_eq!(calls.len(), 1);
+    assert!(
+        calls[0].prompt.starts_with("alpha = beta("),
+        "no signature from a busy server: {}",
+        calls[0].prompt
+    );
+    endpoint.assert_no_violations();
+    editor.shutdown();
+}

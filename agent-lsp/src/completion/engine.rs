@@ -3,9 +3,10 @@
 //! 1. the cache: a suggestion made here, or a few typed characters ago, answers at once;
 //! 2. the document's earlier request, if one is still running, is cancelled (superseded: at
 //!    most one request per document is in flight, and the newest is the one that matters);
-//! 3. a short debounce, so a burst of keystrokes asks once, at its end;
-//! 4. grounding: the identifiers near the cursor are looked up on the warm child servers
-//!    (hover, in parallel, each bounded by `grounding_timeout`; an answer is reused for
+//! 3. a short debounce, so a burst of keystrokes asks the model once, at its end;
+//! 4. grounding, during the debounce: the identifiers near the cursor are looked up on the
+//!    warm child servers (hover, in parallel, each bounded by `grounding_timeout`, and not
+//!    waited for at all on a server that is starting or indexing; an answer is reused for
 //!    `signature_ttl`) and their signatures put in front of the prompt;
 //! 5. the FIM request, streamed, read only as long as the text can still change the
 //!    suggestion; cancelling (the editor's `$/cancelRequest`, or the next request for the
@@ -223,21 +224,26 @@ impl Engine {
         cancel: &CancellationToken,
         record: &mut Record,
     ) -> Result<Outcome, String> {
-        let debounce = Instant::now();
-        tokio::select! {
-            biased;
-            () = cancel.cancelled() => return Ok(Outcome::Cancelled),
-            () = tokio::time::sleep(self.config.debounce) => {}
-        }
-        record.debounce_ms = millis(debounce.elapsed());
-
-        let grounding_started = Instant::now();
-        let found = tokio::select! {
-            biased;
-            () = cancel.cancelled() => return Ok(Outcome::Cancelled),
-            found = self.ground(request, &windows.before) => found,
+        // The lookups run during the debounce, not after it: what the person waits for is the
+        // longer of the two, not their sum. A request superseded meanwhile leaves its lookups
+        // to fill the signature cache for the next one.
+        let started = Instant::now();
+        let debounce = async {
+            tokio::time::sleep(self.config.debounce).await;
+            started.elapsed()
         };
-        record.grounding_ms = millis(grounding_started.elapsed());
+        let grounding = async {
+            let found = self.ground(request, &windows.before).await;
+            (found, started.elapsed())
+        };
+        let (debounced, (found, grounded)) = tokio::select! {
+            biased;
+            () = cancel.cancelled() => return Ok(Outcome::Cancelled),
+            both = async { tokio::join!(debounce, grounding) } => both,
+        };
+        record.debounce_ms = millis(debounced);
+        // The wait the lookups added beyond the debounce.
+        record.grounding_ms = millis(grounded.saturating_sub(debounced));
         let comment = context::comment_prefix(&request.path);
         let (block, kept) = context::grounding_block(found, comment, self.config.context_tokens);
         record.sources.extend(
@@ -290,7 +296,9 @@ impl Engine {
     /// not answered within `grounding_timeout` are left out of this request, but their lookups
     /// go on and fill the cache for the next keystroke: the first request after a file opens
     /// finds the server still analysing it, and would otherwise leave every later one
-    /// ungrounded too.
+    /// ungrounded too. A server that is starting or reports work in progress (indexing) is not
+    /// waited for at all: it would hold the answer to its limit, keystroke after keystroke,
+    /// so the request goes with the signatures already known.
     async fn ground(&self, request: &Request, before: &str) -> Vec<Grounding> {
         let Some(queries) = &self.queries else {
             return Vec::new();
@@ -332,7 +340,12 @@ impl Engine {
                 }
             }
         }
-        let deadline = tokio::time::Instant::now() + self.config.grounding_timeout;
+        let wait = if queries.bridge.warm_for(&request.path) {
+            self.config.grounding_timeout
+        } else {
+            Duration::ZERO
+        };
+        let deadline = tokio::time::Instant::now() + wait;
         for lookup in lookups {
             match tokio::time::timeout_at(deadline, lookup).await {
                 Ok(Ok(grounding)) => found.extend(grounding),

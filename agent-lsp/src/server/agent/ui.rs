@@ -188,6 +188,9 @@ pub(super) struct AnswerWriter {
     pub(super) own_line_break: bool,
     /// Why streaming stopped early, if it did.
     pub(super) broken: Option<String>,
+    /// The answer's end, not written yet when the model finished: [`AnswerWriter::finish`]
+    /// writes it with the closing.
+    pub(super) unwritten: String,
 }
 
 impl AnswerWriter {
@@ -203,6 +206,7 @@ impl AnswerWriter {
             open,
             own_line_break: false,
             broken: None,
+            unwritten: String::new(),
         }
     }
 
@@ -234,7 +238,9 @@ impl AnswerWriter {
                 None => break,
             }
         }
-        self.flush(&mut pending).await;
+        // What came after the last edit goes in with the closing: one edit, and one wait for
+        // the editor's `didChange`, fewer at the end of every turn.
+        self.unwritten = pending;
         self
     }
 
@@ -329,8 +335,13 @@ impl AnswerWriter {
     /// Close the answer: a final line break, the trailer, and a fresh `## you` at the end of
     /// the document. A document the editor does not have open is written on disk here.
     pub(super) async fn finish(mut self, trailer: &str) -> Result<(), String> {
-        let mut closing = String::new();
-        if !self.written.is_empty() && !self.written.ends_with('\n') {
+        let mut closing = std::mem::take(&mut self.unwritten);
+        let answer_end = if closing.is_empty() {
+            &self.written
+        } else {
+            &closing
+        };
+        if !answer_end.is_empty() && !answer_end.ends_with('\n') {
             closing.push('\n');
         }
         closing.push_str(trailer);
