@@ -64,7 +64,7 @@ impl Setup {
         std::fs::write(
             &config,
             format!(
-                "[completion]\nmodel = \"deepseek-v4-flash\"\nbase_url = \"{}/beta\"\ndebounce_ms = 0\ngrounding_timeout_ms = 5000\n{extra}\n",
+                "[completion]\nmodel = \"deepseek-v4-flash\"\nbase_url = \"{}/beta\"\n{extra}\n",
                 endpoint.root_url()
             ),
         )
@@ -114,6 +114,9 @@ impl Setup {
     }
 }
 
+/// The overhead runs measure the lookups whole: no debounce, and a deadline no lookup reaches.
+const MEASURING: &str = "debounce_ms = 0\ngrounding_timeout_ms = 5000\n";
+
 struct Figures {
     log_overhead: Vec<f64>,
     editor_overhead: Vec<f64>,
@@ -125,7 +128,7 @@ struct Figures {
 /// `REQUESTS` requests at the same place, each after a change above the cursor (so none is
 /// answered from the cache), after three warm-up requests.
 fn overhead(endpoint: &ModelEndpoint, extra: &str) -> Figures {
-    let mut setup = Setup::start(endpoint, extra);
+    let mut setup = Setup::start(endpoint, &format!("{MEASURING}{extra}"));
     let app = setup.app();
     let mut round_trips = Vec::new();
     for run in 0..REQUESTS + 3 {
@@ -166,7 +169,7 @@ fn overhead(endpoint: &ModelEndpoint, extra: &str) -> Figures {
 /// model suggests the rest of the line up to its next `(`, `,` or `)` (a FIM model's typical
 /// span), so the cache answers until the typing passes the suggestion's end.
 fn typing(endpoint: &ModelEndpoint) -> (usize, usize, usize) {
-    let mut setup = Setup::start(endpoint, "");
+    let mut setup = Setup::start(endpoint, MEASURING);
     let app = setup.app();
     let before_calls = endpoint.fim_calls().len();
     for typed in 0..=TYPED.len() {
@@ -179,6 +182,82 @@ fn typing(endpoint: &ModelEndpoint) -> (usize, usize, usize) {
     let calls = endpoint.fim_calls().len() - before_calls;
     setup.editor.shutdown();
     (records.len(), hits, calls)
+}
+
+/// What the person waits for with the default settings (debounce, grounding deadline),
+/// model time excluded: `REQUESTS` requests each after a change above the cursor, after three
+/// warm-up ones; the editor's round trip minus the model request.
+fn felt(endpoint: &ModelEndpoint, extra: &str) -> Vec<f64> {
+    let mut setup = Setup::start(endpoint, extra);
+    let app = setup.app();
+    let mut round_trips = Vec::new();
+    for run in 0..REQUESTS + 3 {
+        let text = APP.replace("# line 4", &format!("# run {run}"));
+        setup.editor.change(&app, &text);
+        round_trips.push(setup.request(5, 23));
+    }
+    let records = setup.records();
+    setup.editor.shutdown();
+    records[3..]
+        .iter()
+        .zip(&round_trips[3..])
+        .map(|(record, trip)| trip - record.model_ms)
+        .collect()
+}
+
+/// The same with `fake-lsp` run with `fake` (a server busy indexing, a slow one) behind a
+/// document of its own, and `extra` lines of `[completion]`.
+fn felt_fake(endpoint: &ModelEndpoint, fake: &[&str], extra: &str) -> Vec<f64> {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().canonicalize().unwrap();
+    let file = root.join("a.fake");
+    let text = |run: usize| format!("# run {run}\ntotal = rectangle_area(\n");
+    std::fs::write(&file, text(0)).unwrap();
+    let state = tempfile::tempdir().unwrap();
+    let config = state.path().join("config.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "{}\n[completion]\nmodel = \"deepseek-v4-flash\"\nbase_url = \"{}/beta\"\n{extra}\n",
+            agent_tests::fake_lsp_config(fake),
+            endpoint.root_url()
+        ),
+    )
+    .unwrap();
+    let mut command = Command::new(binary());
+    command
+        .env("PATH", agent_tests::tools_path())
+        .env("AGENT_LSP_STATE_DIR", state.path())
+        .env("AGENT_LSP_CONFIG", &config)
+        .env_remove("DEEPSEEK_API_KEY")
+        .args(["--workspace", root.to_str().unwrap(), "serve"]);
+    let mut editor = Editor::start(command);
+    editor.initialize(&root);
+    editor.open(&file, "fake");
+    // A first request starts the server; the timed ones find it running.
+    editor.request(
+        "textDocument/inlineCompletion",
+        json!({"textDocument": {"uri": url(&file)}, "position": {"line": 1, "character": 23},
+               "context": {"triggerKind": 1}}),
+    );
+    let mut felt = Vec::new();
+    for run in 1..=REQUESTS {
+        editor.change(&file, &text(run));
+        let params = json!({"textDocument": {"uri": url(&file)},
+                            "position": {"line": 1, "character": 23},
+                            "context": {"triggerKind": 1}});
+        let started = Instant::now();
+        let response = editor.request("textDocument/inlineCompletion", params);
+        felt.push(started.elapsed().as_secs_f64() * 1e3);
+        assert!(response.get("error").is_none(), "{response}");
+    }
+    let store = Store::for_workspace_in(state.path(), &root).unwrap();
+    let records = CompletionLog::in_dir(store.workspace_dir()).read().unwrap();
+    editor.shutdown();
+    felt.iter()
+        .zip(&records[1..])
+        .map(|(trip, record)| trip - record.model_ms)
+        .collect()
 }
 
 fn p(values: &[f64], rank: f64) -> String {
@@ -211,6 +290,14 @@ fn main() {
     let grounded = overhead(&endpoint, "");
     let plain = overhead(&endpoint, "context_tokens = 0");
     let (requests, hits, calls) = typing(&endpoint);
+    let felt_reused = felt(&endpoint, "");
+    let felt_asked = felt(&endpoint, "signature_ttl_ms = 0");
+    let felt_busy = felt_fake(&endpoint, &["busy", "60000"], "");
+    let felt_slow = felt_fake(
+        &endpoint,
+        &["slow", "textDocument/hover", "300", "diagnose"],
+        "signature_ttl_ms = 0",
+    );
     endpoint.assert_no_violations();
 
     println!(
@@ -248,4 +335,25 @@ fn main() {
         TYPED.len(),
         hits as f64 * 100.0 / requests as f64
     );
+    println!();
+    println!(
+        "What the editor waits for with the default settings (25 ms debounce, 50 ms grounding deadline), model time excluded, {REQUESTS} requests each after a change:"
+    );
+    println!();
+    println!("| case | p50 / p95 ms |");
+    println!("|---|---|");
+    for (name, felt) in [
+        ("pyright warm, signatures reused", &felt_reused),
+        (
+            "pyright warm, every signature asked (`signature_ttl_ms = 0`)",
+            &felt_asked,
+        ),
+        ("the document's server busy indexing (fake-lsp `busy`)", &felt_busy),
+        (
+            "a slow server: each hover takes 300 ms (fake-lsp `slow`), every signature asked",
+            &felt_slow,
+        ),
+    ] {
+        println!("| {name} | {} / {} |", p(felt, 0.5), p(felt, 0.95));
+    }
 }
