@@ -209,7 +209,7 @@ impl Tool for PresetWrite {
                 if !more.is_empty() {
                     reasons.push(format!(
                         "it lets a session do more without asking than `{running}`, the preset running now: {}",
-                        listed(&more)
+                        more.join(", ")
                     ));
                 }
             }
@@ -242,7 +242,7 @@ impl Tool for PresetWrite {
                         reasons.push(format!(
                             "it lets a session do more without asking than the preset it replaces ({}): {}",
                             replaced.origin(),
-                            listed(&more)
+                            more.join(", ")
                         ));
                     }
                 }
@@ -339,21 +339,6 @@ impl PresetWrite {
     fn shown(&self, ctx: &ToolContext, path: &Path) -> String {
         ctx.workspace.display(path)
     }
-}
-
-/// The first few of `more`, joined, and how many are left out.
-fn listed(more: &[String]) -> String {
-    const SHOWN: usize = 6;
-    let mut text = more
-        .iter()
-        .take(SHOWN)
-        .cloned()
-        .collect::<Vec<_>>()
-        .join(", ");
-    if more.len() > SHOWN {
-        text.push_str(&format!(", and {} more", more.len() - SHOWN));
-    }
-    text
 }
 
 #[cfg(test)]
