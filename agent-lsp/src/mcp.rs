@@ -176,11 +176,7 @@ pub fn usable(
 }
 
 /// Why a workspace server may not run, or `None` when it may (a user's server always may).
-fn unapproved(
-    declared: &Declared,
-    workspace: &Path,
-    state_root: Option<&Path>,
-) -> Option<String> {
+fn unapproved(declared: &Declared, workspace: &Path, state_root: Option<&Path>) -> Option<String> {
     let Source::Workspace { file, digest } = &declared.source else {
         return None;
     };

@@ -317,7 +317,10 @@ mod tests {
         loosest.policy.protected_paths = Permission::Allow;
         assert_eq!(
             loosest.beyond(&standard),
-            ["`shell`: allow (ask there)", "`protected_paths`: allow (ask there)"]
+            [
+                "`shell`: allow (ask there)",
+                "`protected_paths`: allow (ask there)"
+            ]
         );
         assert_eq!(standard.beyond(&loosest), Vec::<String>::new());
     }

@@ -248,9 +248,9 @@ impl Preset {
         crate::permissions::Rights {
             enabled: self.file.tools.enabled.iter().cloned().collect(),
             policy: crate::permissions::PermissionPolicy::from_table(&self.file.permissions),
-            mcp_servers: self
-                .plugin_table(crate::mcp::PLUGIN)
-                .is_some_and(|table| table.table.get("enabled") == Some(&toml::Value::Boolean(true))),
+            mcp_servers: self.plugin_table(crate::mcp::PLUGIN).is_some_and(|table| {
+                table.table.get("enabled") == Some(&toml::Value::Boolean(true))
+            }),
         }
     }
 

@@ -385,7 +385,13 @@ fn marked_by(agent: u32) -> Vec<(u32, u32)> {
         .filter_map(|pid| {
             let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
             // After the parenthesised name: state, ppid, pgrp.
-            let pgrp = stat.rsplit_once(')')?.1.split_whitespace().nth(2)?.parse().ok()?;
+            let pgrp = stat
+                .rsplit_once(')')?
+                .1
+                .split_whitespace()
+                .nth(2)?
+                .parse()
+                .ok()?;
             Some((pid, pgrp))
         })
         .collect()
@@ -406,7 +412,9 @@ fn a_sigkilled_agent_lsp_leaves_no_process_that_left_the_jobs_group() {
     let mut child = fixture.run(&endpoint).spawn().unwrap();
     let agent = child.id();
     let group = fixture.pid_in("job.pid");
-    eventually("the job's five processes run", || marked_by(agent).len() == 5);
+    eventually("the job's five processes run", || {
+        marked_by(agent).len() == 5
+    });
     let outside = marked_by(agent)
         .into_iter()
         .filter(|(_, pgrp)| *pgrp != group)
@@ -415,7 +423,9 @@ fn a_sigkilled_agent_lsp_leaves_no_process_that_left_the_jobs_group() {
     kill_and_wait(agent);
     let _ = child.wait();
     // The watchdog kills the group, waits the grace, then kills whatever carries the token.
-    eventually("no process of the job is left", || marked_by(agent).is_empty());
+    eventually("no process of the job is left", || {
+        marked_by(agent).is_empty()
+    });
 }
 
 #[test]

@@ -350,10 +350,7 @@ fn an_approval_is_for_one_workspace_and_the_question_names_its_files_resolved() 
         )),
         "{approved}"
     );
-    assert_eq!(
-        state_of(&a.run(&["mcp", "list", "--json"])),
-        "running"
-    );
+    assert_eq!(state_of(&a.run(&["mcp", "list", "--json"])), "running");
     assert!(a.workspace.path().join("started").exists());
 
     // B's bytes are A's, but B's srv.js is another program: not approved, nothing started.
@@ -380,10 +377,7 @@ fn an_approval_is_for_one_workspace_and_the_question_names_its_files_resolved() 
     assert!(approved.status.success());
     assert_eq!(state_of(&in_b(&["mcp", "list", "--json"])), "running");
     assert!(b.path().join("started").exists());
-    assert_eq!(
-        state_of(&a.run(&["mcp", "list", "--json"])),
-        "running"
-    );
+    assert_eq!(state_of(&a.run(&["mcp", "list", "--json"])), "running");
 }
 
 /// `server-everything` over streamable HTTP on a loopback port, killed when the test ends.

@@ -45,7 +45,9 @@ pub fn main_hook() -> Option<ExitCode> {
         IS_BINARY.store(true, Ordering::Relaxed);
         return None;
     }
-    let pgid = args.next().and_then(|pgid| pgid.to_str()?.parse::<u32>().ok());
+    let pgid = args
+        .next()
+        .and_then(|pgid| pgid.to_str()?.parse::<u32>().ok());
     let token = args.next().and_then(|token| token.into_string().ok());
     let Some(group) = pgid
         .zip(token)
