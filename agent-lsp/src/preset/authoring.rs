@@ -27,7 +27,7 @@
 //! that name it replaces (a permission looser by any step, `ask` to `allow` as much as a tool
 //! not enabled to `ask`, since `--yes` answers every question; MCP servers started; a looser
 //! `protected_paths`), and always when it takes the name of the preset new sessions get
-//! ([`PresetWrite::approval_reason`]). A preset no looser than both is saved without asking.
+//! (`approval.rs`). A preset no looser than both is saved without asking.
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
