@@ -58,17 +58,26 @@ pub fn registry() -> PluginRegistry {
 
 /// `[plugins.preset_authoring]`: the preset guide and `preset_write`, which saves into the
 /// user's presets folder (beside the config file) or the workspace's, once [`parse_preset`]
-/// accepts the text.
+/// accepts the text, and asks the user first when the preset allows more than the running one
+/// or the one it replaces, or takes the name of the preset new sessions get (the config file's
+/// `preset`).
 fn preset_authoring(
     _settings: PresetAuthoringSettings,
-    _host: &PluginHost,
+    host: &PluginHost,
 ) -> anyhow::Result<crate::plugin::registry::Parts> {
-    Ok(authoring::parts(
+    let default_preset = crate::config::Config::load()
+        .ok()
+        .and_then(|config| config.preset)
+        .unwrap_or_else(|| crate::preset::DEFAULT_PRESET.to_owned());
+    let tool = authoring::PresetWrite::new(
         crate::config::Config::user_dir().map(|dir| dir.join("presets")),
         Arc::new(|workspace: &Path, name: &str, origin: &str, text: &str| {
             parse_preset(workspace, name, origin, text).map(drop)
         }),
-    ))
+    )
+    .running(&host.preset, host.rights.clone())
+    .default_preset(default_preset);
+    Ok(authoring::parts(tool))
 }
 
 /// Check a preset's plugin tables against the registry: the strict parse of a whole preset is
@@ -88,6 +97,7 @@ pub fn host(
 ) -> PluginHost {
     PluginHost {
         state_dir: Some(store.workspace_dir().to_owned()),
+        rights: Some(preset.rights()),
         provider,
         activity,
         ..PluginHost::detached(

@@ -17,7 +17,9 @@
 //!   dropped (the session's tools and plugins go: `run` ends, `serve` starts a new session or
 //!   closes the connection), and [`kill_all`] kills every job of the process when `main`
 //!   returns, whatever still holds a table then (a turn that `serve`'s shutdown cut off).
-//!   A watchdog per job covers agent-lsp dying without running any code (`job.rs`).
+//!   A watchdog per job (the agent-lsp binary started again, `watchdog.rs`) covers agent-lsp
+//!   dying without running any code: it kills the job's group and every process carrying the
+//!   job's token, as `shell` kills what a command left.
 //! - **The editor stops a job as `job_kill` does.** Its board entry carries a token whose
 //!   cancellation runs the same kill (SIGTERM to the group, SIGKILL after the grace); the model
 //!   is told of that end by the end notice, since no `job_kill` result told it.
@@ -31,6 +33,7 @@ mod job;
 pub mod plugin;
 mod spool;
 mod tools;
+pub mod watchdog;
 
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};

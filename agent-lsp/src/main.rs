@@ -3,6 +3,10 @@
 use std::process::ExitCode;
 
 fn main() -> ExitCode {
+    // A background job's watchdog is this binary started again; it does nothing else.
+    if let Some(code) = agent_lsp::jobs::watchdog::main_hook() {
+        return code;
+    }
     agent_lsp::logging::init();
     let code = match agent_lsp::cli::run() {
         Ok(code) => code,

@@ -14,8 +14,9 @@
 //! Every call is a call of the session's tool runtime (permission, timeout, output cap, log);
 //! `mcp__*` tools not named in a preset's `[permissions]` get its `mcp` key (default `ask`,
 //! see `crate::permissions`). The workspace's servers are the repository's say: they run only
-//! after the user approved the file's bytes (`agent-lsp mcp approve`, or in the editor, see
-//! `approval.rs`); a changed file needs a new approval.
+//! after the user approved the file's bytes in that workspace (`agent-lsp mcp approve`, or in
+//! the editor, see `approval.rs`); a changed file, or the same file in another workspace, needs
+//! a new approval.
 
 pub mod approval;
 pub mod client;
@@ -156,7 +157,7 @@ pub fn usable(
             continue;
         };
         let digest = declared.digest(&config);
-        let blocked = unapproved(&declared, state_root);
+        let blocked = unapproved(&declared, workspace, state_root);
         let server = client::server(
             &declared.name,
             &digest,
@@ -175,11 +176,11 @@ pub fn usable(
 }
 
 /// Why a workspace server may not run, or `None` when it may (a user's server always may).
-fn unapproved(declared: &Declared, state_root: Option<&Path>) -> Option<String> {
+fn unapproved(declared: &Declared, workspace: &Path, state_root: Option<&Path>) -> Option<String> {
     let Source::Workspace { file, digest } = &declared.source else {
         return None;
     };
-    if state_root.is_some_and(|root| state::is_approved(root, digest)) {
+    if state_root.is_some_and(|root| state::is_approved(root, workspace, digest)) {
         return None;
     }
     Some(format!(
@@ -333,7 +334,7 @@ pub fn report(
             format!("invalid: {error}")
         } else if declared.shadowed {
             "shadowed: the user's server of this name is used".to_owned()
-        } else if unapproved(&declared, state_root).is_some() {
+        } else if unapproved(&declared, workspace, state_root).is_some() {
             "not approved: run `agent-lsp mcp approve` to let the workspace's .mcp.json servers run"
                 .to_owned()
         } else {

@@ -2,7 +2,7 @@
 //! preset's `[permissions]` table says. Its own module, below both the tools that enforce it and
 //! the presets that name it, so neither imports the other.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use serde::{Deserialize, Serialize};
 
@@ -139,6 +139,96 @@ pub fn at_most(
     narrowed
 }
 
+/// What a preset lets a session do, as far as telling whether another preset allows more goes
+/// (`preset_write` asks the user before it saves such a preset): the tools it enables, its
+/// permission policy and whether it starts MCP servers.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Rights {
+    pub enabled: BTreeSet<String>,
+    pub policy: PermissionPolicy,
+    /// Whether `[plugins.mcp]` is on: its servers start (to list their tools) whatever their
+    /// tools' permissions.
+    pub mcp_servers: bool,
+}
+
+impl Rights {
+    /// What a call to `tool` gets: its permission, or `deny` for a tool the preset lacks.
+    pub fn permission(&self, tool: &str) -> Permission {
+        let present = if tool.starts_with(MCP_TOOL_PREFIX) {
+            self.mcp_servers
+        } else {
+            self.enabled.contains(tool)
+        };
+        if present {
+            self.policy.permission(tool)
+        } else {
+            Permission::Deny
+        }
+    }
+
+    /// `mcp`, the permission of MCP tools not named, or `deny` without MCP servers.
+    fn mcp(&self) -> Permission {
+        if self.mcp_servers {
+            self.policy.mcp
+        } else {
+            Permission::Deny
+        }
+    }
+
+    /// Each way these rights let a session do more without asking than `other` does, as a
+    /// phrase (`` `shell`: allow (ask there) ``); empty when they allow nothing more. Every
+    /// step from `deny` (or a missing tool) towards `allow` counts, `ask` included: `--yes`
+    /// answers every question.
+    pub fn beyond(&self, other: &Rights) -> Vec<String> {
+        let was = |permission: Permission, present: bool| {
+            if present {
+                permission.as_str().to_owned()
+            } else {
+                "not enabled".to_owned()
+            }
+        };
+        let mut more = Vec::new();
+        let named_mcp = self
+            .policy
+            .tools
+            .keys()
+            .filter(|tool| tool.starts_with(MCP_TOOL_PREFIX));
+        for tool in self.enabled.iter().chain(named_mcp) {
+            let (mine, theirs) = (self.permission(tool), other.permission(tool));
+            if mine < theirs {
+                let present = if tool.starts_with(MCP_TOOL_PREFIX) {
+                    other.mcp_servers
+                } else {
+                    other.enabled.contains(tool)
+                };
+                more.push(format!(
+                    "`{tool}`: {} ({} there)",
+                    mine.as_str(),
+                    was(theirs, present)
+                ));
+            }
+        }
+        if self.mcp_servers && !other.mcp_servers {
+            more.push("MCP servers start (`[plugins.mcp]`; not there)".to_owned());
+        }
+        if self.mcp() < other.mcp() {
+            more.push(format!(
+                "MCP tools (`mcp`): {} ({} there)",
+                self.mcp().as_str(),
+                was(other.mcp(), other.mcp_servers)
+            ));
+        }
+        if self.policy.protected_paths < other.policy.protected_paths {
+            more.push(format!(
+                "`protected_paths`: {} ({} there)",
+                self.policy.protected_paths.as_str(),
+                other.policy.protected_paths.as_str()
+            ));
+        }
+        more
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -181,5 +271,57 @@ mod tests {
         let strict = table(&[("default", Permission::Deny)]);
         let policy = PermissionPolicy::from_table(&at_most(&strict, &parent, &tools));
         assert_eq!(policy.permission("read"), Permission::Deny);
+    }
+
+    #[test]
+    fn rights_beyond_name_every_loosening_and_nothing_else() {
+        let rights = |enabled: &[&str], policy: PermissionPolicy, mcp_servers| Rights {
+            enabled: enabled.iter().map(|tool| (*tool).to_owned()).collect(),
+            policy,
+            mcp_servers,
+        };
+        let creative = rights(
+            &["read", "grep", "preset_write"],
+            PermissionPolicy::new(Permission::Deny)
+                .with("read", Permission::Allow)
+                .with("grep", Permission::Allow)
+                .with("preset_write", Permission::Allow),
+            false,
+        );
+        let narrower = rights(
+            &["read", "grep"],
+            PermissionPolicy::new(Permission::Allow).with("grep", Permission::Ask),
+            false,
+        );
+        assert_eq!(narrower.beyond(&creative), Vec::<String>::new());
+        let standard = rights(
+            &["read", "edit", "shell"],
+            PermissionPolicy::default().with("mcp__fs__read", Permission::Allow),
+            true,
+        );
+        assert_eq!(
+            standard.beyond(&creative),
+            [
+                "`edit`: allow (not enabled there)",
+                "`shell`: ask (not enabled there)",
+                "`mcp__fs__read`: allow (not enabled there)",
+                "MCP servers start (`[plugins.mcp]`; not there)",
+                "MCP tools (`mcp`): ask (not enabled there)",
+            ]
+        );
+        let mut loosest = rights(
+            &["read", "edit", "shell"],
+            PermissionPolicy::new(Permission::Allow).with("mcp__fs__read", Permission::Allow),
+            true,
+        );
+        loosest.policy.protected_paths = Permission::Allow;
+        assert_eq!(
+            loosest.beyond(&standard),
+            [
+                "`shell`: allow (ask there)",
+                "`protected_paths`: allow (ask there)"
+            ]
+        );
+        assert_eq!(standard.beyond(&loosest), Vec::<String>::new());
     }
 }

@@ -243,6 +243,17 @@ impl Preset {
         crate::permissions::PermissionPolicy::from_table(&self.file.permissions).permission(tool)
     }
 
+    /// What the preset lets a session do, to compare it with another preset's.
+    pub fn rights(&self) -> crate::permissions::Rights {
+        crate::permissions::Rights {
+            enabled: self.file.tools.enabled.iter().cloned().collect(),
+            policy: crate::permissions::PermissionPolicy::from_table(&self.file.permissions),
+            mcp_servers: self.plugin_table(crate::mcp::PLUGIN).is_some_and(|table| {
+                table.table.get("enabled") == Some(&toml::Value::Boolean(true))
+            }),
+        }
+    }
+
     /// Model parameters sent with every request.
     pub fn model_params(&self) -> ModelParams {
         let model = &self.file.model;

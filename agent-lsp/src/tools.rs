@@ -198,6 +198,14 @@ pub trait Asker: Send + Sync {
     /// Whether this call may run. The call carries the raw arguments, to show to the person.
     fn ask(&self, call: &ToolCallRef) -> BoxFuture<'static, bool>;
 
+    /// Whether this call may run, where it needs approval for a reason of its own
+    /// ([`Tool::approval_reason`]), which the question shows; an asker that shows nothing asks
+    /// as [`Asker::ask`].
+    fn ask_because(&self, call: &ToolCallRef, reason: &str) -> BoxFuture<'static, bool> {
+        let _ = reason;
+        self.ask(call)
+    }
+
     /// How a refusal is explained to the model.
     fn refusal(&self, call: &ToolCallRef) -> String {
         format!(
@@ -588,6 +596,16 @@ impl ToolRuntime {
             tracing::info!(tool = %call.name, path = %shown, "a protected path: {}", self.policy.protected_paths.as_str());
             permission = self.policy.protected_paths;
         }
+        // A call that does more than its tool's permission covers is asked for.
+        let reason = (permission != Permission::Deny)
+            .then(|| tool.approval_reason(&self.workspace, &args))
+            .flatten();
+        if let Some(reason) = &reason
+            && permission == Permission::Allow
+        {
+            tracing::info!(tool = %call.name, reason, "the call needs the user's approval");
+            permission = Permission::Ask;
+        }
         let refused = |default: String| match &protected {
             Some((shown, why)) => format!(
                 "`{shown}` is a protected path ({why}), and this session may not write it without the user's approval; do not retry, tell the user what you wanted to change there"
@@ -607,17 +625,27 @@ impl ToolRuntime {
                 );
             }
             Permission::Ask => {
+                let asked = match &reason {
+                    Some(reason) => self.asker.ask_because(call, reason),
+                    None => self.asker.ask(call),
+                };
                 tokio::select! {
-                    approved = self.asker.ask(call) => approved,
+                    approved = asked => approved,
                     () = cancel.cancelled() => return Prepared::Done(cancelled_before_start(&call.name)),
                 }
             }
         };
         if !allowed {
             tracing::info!(tool = %call.name, call_id = %call.id, "call not approved");
+            let refusal = match &reason {
+                Some(reason) => format!(
+                    "this call needs the user's approval whatever the preset allows, because {reason}. {}",
+                    self.asker.refusal(call)
+                ),
+                None => self.asker.refusal(call),
+            };
             return Prepared::Done(
-                ToolOutput::error(refused(self.asker.refusal(call)))
-                    .with_meta("refused", permission.as_str()),
+                ToolOutput::error(refused(refusal)).with_meta("refused", permission.as_str()),
             );
         }
         Prepared::Run {

@@ -1,7 +1,8 @@
 //! Background jobs through the real binary: `agent-lsp run` against the loopback model endpoint
 //! starts jobs with `shell` `background: true`, reads them with `job_output` and kills them with
 //! `job_kill`; what is left of a job is checked through `/proc`, after `job_kill`, after the
-//! process ends (`run`, `tool`, `serve`) and after it is killed with SIGKILL.
+//! process ends (`run`, `tool`, `serve`) and after it is killed with SIGKILL (also of the
+//! processes that left the job's group with `setsid`, found by the call token they carry).
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
@@ -363,6 +364,68 @@ fn a_sigkilled_agent_lsp_leaves_no_job_behind() {
     // The watchdog sees agent-lsp go and kills the job's group.
     eventually("the job's sleep is killed", || !alive(pid));
     assert!(live_processes(&["sleep", "4005"], &fixture.root).is_empty());
+}
+
+/// The live processes carrying a call token of the agent-lsp process `agent` (the tokens are
+/// `PID-N`), as `(pid, process group)`.
+fn marked_by(agent: u32) -> Vec<(u32, u32)> {
+    let entry = format!("\0AGENT_LSP_SHELL_CALL={agent}-");
+    std::fs::read_dir("/proc")
+        .unwrap()
+        .filter_map(Result::ok)
+        .filter_map(|process| process.file_name().to_str()?.parse::<u32>().ok())
+        .filter(|&pid| {
+            let mut environ = vec![0];
+            environ.extend(std::fs::read(format!("/proc/{pid}/environ")).unwrap_or_default());
+            alive(pid)
+                && environ
+                    .windows(entry.len())
+                    .any(|window| window == entry.as_bytes())
+        })
+        .filter_map(|pid| {
+            let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+            // After the parenthesised name: state, ppid, pgrp.
+            let pgrp = stat
+                .rsplit_once(')')?
+                .1
+                .split_whitespace()
+                .nth(2)?
+                .parse()
+                .ok()?;
+            Some((pid, pgrp))
+        })
+        .collect()
+}
+
+#[test]
+fn a_sigkilled_agent_lsp_leaves_no_process_that_left_the_jobs_group() {
+    let fixture = Fixture::new();
+    let endpoint = ModelEndpoint::start(EndpointConfig::default()).unwrap();
+    // Three processes leave the job's group (and session): a `setsid sleep`, and a `setsid sh`
+    // with its own `sleep`; `$$` is the job's `sh`, whose pid is the group's id.
+    endpoint.push(call(
+        "shell",
+        json!({"command": "echo $$ > job.pid; setsid sleep 4021 & setsid sh -c 'sleep 4022; true' & sleep 4023 & wait", "background": true}),
+    ));
+    // The model never answers the next request: the agent waits while the job runs.
+    endpoint.push(Reply::hang());
+    let mut child = fixture.run(&endpoint).spawn().unwrap();
+    let agent = child.id();
+    let group = fixture.pid_in("job.pid");
+    eventually("the job's five processes run", || {
+        marked_by(agent).len() == 5
+    });
+    let outside = marked_by(agent)
+        .into_iter()
+        .filter(|(_, pgrp)| *pgrp != group)
+        .count();
+    assert_eq!(outside, 3, "{:?}", marked_by(agent));
+    kill_and_wait(agent);
+    let _ = child.wait();
+    // The watchdog kills the group, waits the grace, then kills whatever carries the token.
+    eventually("no process of the job is left", || {
+        marked_by(agent).is_empty()
+    });
 }
 
 #[test]

@@ -6,8 +6,8 @@
 //! number of times, then reported as failed), one that hangs (the call's timeout) and one that
 //! answers with a line that is not JSON, each failing alone; a workspace `.mcp.json` that runs
 //! nothing until it is approved, on the command line or from the editor (`serve` asks when a
-//! session would start, and `agent.mcp.approve`); and a server over streamable HTTP on a
-//! loopback port.
+//! session would start, and `agent.mcp.approve`), and whose approval holds in its own workspace
+//! alone; and a server over streamable HTTP on a loopback port.
 
 use std::path::{Path, PathBuf};
 
@@ -310,6 +310,76 @@ fn a_workspace_file_runs_nothing_until_it_is_approved_and_the_model_is_told_why(
     assert!(!mark.exists(), "a server of an unapproved file was started");
 }
 
+/// The same `.mcp.json` bytes in two repositories, each with its own `srv.js` that the file
+/// names by a relative path: approving them in one lets nothing of the other run, the other is
+/// asked about in its turn, and each question names the repository's own file, resolved.
+#[test]
+fn an_approval_is_for_one_workspace_and_the_question_names_its_files_resolved() {
+    let server = std::fs::read_to_string(scripted_server()).unwrap();
+    // `mark=started` is relative too: each repository's server marks its own folder.
+    let file = json!({"mcpServers": {"repo": {
+        "command": "node",
+        "args": ["srv.js", "hang", "mark=started"],
+    }}})
+    .to_string();
+    let a = Fixture::new("").with_files(&[(".mcp.json", &file), ("srv.js", &server)]);
+    let b = tempfile::tempdir().unwrap();
+    agent_tests::write_tree(b.path(), &[(".mcp.json", &file), ("srv.js", &server)]);
+    // Repository B seen by the same user as A: A's state directory and config file.
+    let in_b = |args: &[&str]| {
+        agent_tests::agent_lsp_command(a.state.path(), &a.config, b.path(), args)
+            .output()
+            .unwrap()
+    };
+    let state_of = |output: &std::process::Output| {
+        assert!(
+            output.status.success(),
+            "{}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+        let listed: Value = serde_json::from_slice(&output.stdout).unwrap();
+        assert_eq!(listed[0]["name"], "repo", "{listed}");
+        listed[0]["state"].as_str().unwrap().to_owned()
+    };
+
+    let approved = a.ok(&["mcp", "approve", "--yes"]);
+    assert!(
+        approved.contains(&format!(
+            "repo: node {}/srv.js hang mark=started",
+            a.workspace.path().display()
+        )),
+        "{approved}"
+    );
+    assert_eq!(state_of(&a.run(&["mcp", "list", "--json"])), "running");
+    assert!(a.workspace.path().join("started").exists());
+
+    // B's bytes are A's, but B's srv.js is another program: not approved, nothing started.
+    let listed = state_of(&in_b(&["mcp", "list", "--json"]));
+    assert!(listed.starts_with("not approved"), "{listed}");
+    assert!(
+        !b.path().join("started").exists(),
+        "B's server ran on A's approval"
+    );
+    // B asks, naming B's file; without a terminal it needs --yes.
+    let asked = in_b(&["mcp", "approve"]);
+    assert!(!asked.status.success());
+    let question = String::from_utf8_lossy(&asked.stdout);
+    assert!(
+        question.contains(&format!(
+            "repo: node {}/srv.js hang mark=started",
+            b.path().display()
+        )),
+        "{question}"
+    );
+    assert!(!b.path().join("started").exists());
+    // Approved in B, it runs there too; A's approval is untouched.
+    let approved = in_b(&["mcp", "approve", "--yes"]);
+    assert!(approved.status.success());
+    assert_eq!(state_of(&in_b(&["mcp", "list", "--json"])), "running");
+    assert!(b.path().join("started").exists());
+    assert_eq!(state_of(&a.run(&["mcp", "list", "--json"])), "running");
+}
+
 /// `server-everything` over streamable HTTP on a loopback port, killed when the test ends.
 struct HttpServer {
     child: std::process::Child,
@@ -473,7 +543,8 @@ fn the_editor_approves_a_workspace_file_when_a_session_starts_or_with_agent_mcp_
     assert_eq!(approved["servers"][0]["name"], "repo", "{approved}");
     assert_eq!(questions(&editor).len(), 2);
     let digest = approved["digest"].as_str().unwrap();
-    assert!(state.path().join("mcp/approved").join(digest).is_file());
+    let key = agent_lsp::mcp::state::approval_key(&root, digest);
+    assert!(state.path().join("mcp/approvals").join(key).is_file());
     let again = execute(&mut editor, "agent.mcp.approve");
     assert_eq!(again["already"], true, "{again}");
     // The running session's catalog does not change; the next session's has the server, which

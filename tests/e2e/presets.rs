@@ -1,7 +1,9 @@
 //! Presets you make, through the real binary: `agent-lsp preset list|show|new` from a clean
 //! user config folder, and the `creative` preset's agent writing a preset with `preset_write`
 //! against the loopback model endpoint (an invalid one refused with the parser's error, the
-//! corrected one saved and then used with `--preset NAME`).
+//! corrected one saved and then used with `--preset NAME`; one that allows more than `creative`
+//! or than the preset it replaces, or takes the name of the preset new sessions get, saved only
+//! with the user's approval).
 
 use std::path::{Path, PathBuf};
 use std::process::Output;
@@ -255,8 +257,11 @@ fn creative_refuses_an_invalid_preset_with_the_parsers_error_and_saves_the_corre
             Reply::text("Saved `reviewer`: run it with --preset reviewer.")
         }),
     ]);
+    // The reviewer allows the `lsp_*` tools, which `creative` lacks: saving it needs the user's
+    // approval, which --yes gives.
     let output = fixture.run(&[
         "run",
+        "--yes",
         "--preset",
         "creative",
         "--base-url",
@@ -324,4 +329,179 @@ fn creative_refuses_an_invalid_preset_with_the_parsers_error_and_saves_the_corre
             && line.contains("Reviews code")),
         "{listed}"
     );
+}
+
+/// A preset enabling `enabled`, with these `[permissions]` lines.
+fn preset_text(enabled: &[&str], permissions: &str) -> String {
+    format!(
+        "description = \"Made by the creative agent.\"\n[model]\nmax_steps = 5\ncontext_window = 32000\n[tools]\nenabled = {enabled:?}\n[permissions]\n{permissions}\n"
+    )
+}
+
+/// A step of `creative` (thinking mode) that saves `name` with `text`.
+fn save(name: &str, text: &str, overwrite: bool) -> Reply {
+    ModelTurn::new()
+        .reasoning("Save it.")
+        .tool_call(
+            "preset_write",
+            json!({"name": name, "text": text, "overwrite": overwrite}).to_string(),
+        )
+        .into()
+}
+
+/// A reply that checks the newest tool result the request shows, then gives `next` (or ends
+/// the turn).
+fn then(check: impl FnOnce(&str) + Send + 'static, next: Option<Reply>) -> Reply {
+    Reply::from_fn(move |request| {
+        check(&request.tool_result_text());
+        next.unwrap_or_else(|| ModelTurn::new().reasoning("Done.").content("Done.").into())
+    })
+}
+
+#[test]
+fn creative_saves_a_preset_allowing_more_or_replacing_the_default_only_with_approval() {
+    // The user's own default preset, `daily`: the standard one, where `shell` asks.
+    let fixture = Fixture::new("preset = \"daily\"\n[provider]\nrequest_timeout_secs = 20\n");
+    std::fs::create_dir_all(user_presets(&fixture)).unwrap();
+    let daily = agent_lsp::preset::catalog::builtin_text("standard").unwrap();
+    let daily_file = user_presets(&fixture).join("daily.toml");
+    std::fs::write(&daily_file, daily).unwrap();
+    let loose_daily = daily.replace("shell = \"ask\"", "shell = \"allow\"");
+    assert_ne!(loose_daily, daily);
+    // Narrower than creative: new, so it is saved unasked.
+    let reader = preset_text(
+        &["read", "grep"],
+        "default = \"deny\"\nread = \"allow\"\ngrep = \"allow\"",
+    );
+    // New, but it allows `edit`, which creative lacks.
+    let editor = preset_text(&["read", "edit"], "default = \"allow\"");
+
+    let endpoint = ModelEndpoint::start(EndpointConfig::default()).unwrap();
+    let refused = |needs: &'static [&'static str]| {
+        move |result: &str| {
+            assert!(
+                result.contains("this call needs the user's approval whatever the preset allows")
+                    && result.contains("run with --yes"),
+                "{result}"
+            );
+            for reason in needs {
+                assert!(result.contains(reason), "{result}");
+            }
+        }
+    };
+    endpoint.push_all([
+        save("daily", &loose_daily, true),
+        then(
+            refused(&[
+                "`daily` is the preset every new session gets",
+                "than `creative`, the preset running now: ",
+                "`shell`: allow (not enabled there)",
+                "than the preset it replaces (",
+                "`shell`: allow (ask there)",
+            ]),
+            Some(save("editor", &editor, false)),
+        ),
+        then(
+            refused(&["`edit`: allow (not enabled there)"]),
+            Some(save("reader", &reader, false)),
+        ),
+        then(
+            |result| assert!(result.contains("saved preset `reader`"), "{result}"),
+            None,
+        ),
+    ]);
+    // Nobody to ask: `run` without --yes.
+    let output = fixture.run(&[
+        "run",
+        "--preset",
+        "creative",
+        "--base-url",
+        &endpoint.base_url(),
+        "Let my daily preset run commands",
+    ]);
+    assert!(output.status.success(), "{}", stderr(&output));
+    endpoint.assert_no_violations();
+    assert_eq!(endpoint.remaining_replies(), 0);
+    assert_eq!(std::fs::read_to_string(&daily_file).unwrap(), daily);
+    assert!(!user_presets(&fixture).join("editor.toml").exists());
+    assert_eq!(
+        std::fs::read_to_string(user_presets(&fixture).join("reader.toml")).unwrap(),
+        reader
+    );
+
+    // The plain `run` (the default preset, `daily`) still asks before `shell`.
+    endpoint.push_all([
+        Reply::Turn(
+            ModelTurn::new()
+                .reasoning("Run it.")
+                .tool_call("shell", json!({"command": "touch ran"}).to_string()),
+        ),
+        then(
+            |result| assert!(result.contains("needs approval (`ask`)"), "{result}"),
+            None,
+        ),
+    ]);
+    let output = fixture.run(&["run", "--base-url", &endpoint.base_url(), "Run it"]);
+    assert!(output.status.success(), "{}", stderr(&output));
+    endpoint.assert_no_violations();
+    assert_eq!(endpoint.remaining_replies(), 0);
+    assert!(!fixture.workspace.path().join("ran").exists());
+}
+
+/// The `window/showMessageRequest` messages the editor was sent.
+fn questions(editor: &agent_tests::editor::Editor) -> Vec<String> {
+    editor
+        .server_requests
+        .iter()
+        .filter(|request| request["method"] == "window/showMessageRequest")
+        .map(|request| request["params"]["message"].as_str().unwrap().to_owned())
+        .collect()
+}
+
+#[test]
+fn the_editor_is_asked_before_creative_replaces_the_default_preset() {
+    let fixture = Fixture::new("preset = \"daily\"\n");
+    std::fs::create_dir_all(user_presets(&fixture)).unwrap();
+    let daily = agent_lsp::preset::catalog::builtin_text("standard").unwrap();
+    let daily_file = user_presets(&fixture).join("daily.toml");
+    std::fs::write(&daily_file, daily).unwrap();
+    let loose_daily = daily.replace("shell = \"ask\"", "shell = \"allow\"");
+    let root = canonical(fixture.workspace.path());
+    let mut editor = agent_tests::editor::Editor::start(fixture.command(&["serve"]));
+    editor.initialize_with(&root, json!({"preset": "creative"}));
+    let mut write = |answer: &str| {
+        editor.message_answer = Some(answer.into());
+        let result = editor.request(
+            "workspace/executeCommand",
+            json!({"command": "agent.tool", "arguments": [{"name": "preset_write", "arguments": {"name": "daily", "text": loose_daily, "overwrite": true}}]}),
+        );
+        assert!(result.get("error").is_none(), "{result}");
+        result["result"].clone()
+    };
+    // The programmer says no: nothing is written, and the model is told why.
+    let denied = write("Deny");
+    assert_eq!(denied["is_error"], true, "{denied}");
+    assert!(
+        denied["text"]
+            .as_str()
+            .unwrap()
+            .contains("`daily` is the preset every new session gets"),
+        "{denied}"
+    );
+    assert_eq!(std::fs::read_to_string(&daily_file).unwrap(), daily);
+    // Then yes: it is written.
+    let allowed = write("Allow");
+    assert_eq!(allowed["is_error"], false, "{allowed}");
+    assert_eq!(std::fs::read_to_string(&daily_file).unwrap(), loose_daily);
+    let asked = questions(&editor);
+    assert_eq!(asked.len(), 2, "{asked:?}");
+    for question in &asked {
+        assert!(
+            question.starts_with(
+                "agent-lsp: the agent wants to run `preset_write`, which needs your approval because `daily` is the preset every new session gets"
+            ) && question.contains("`shell`: allow (ask there)"),
+            "{question}"
+        );
+    }
+    editor.shutdown();
 }

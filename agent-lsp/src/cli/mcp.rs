@@ -1,6 +1,7 @@
 //! `agent-lsp mcp …`: the MCP servers sessions use. `list` shows every declared server (the
 //! config file's and the workspace's `.mcp.json`), its state and its tools; `approve` lets the
-//! servers of the workspace's `.mcp.json`, as it is now, run (see `crate::mcp`).
+//! servers of the workspace's `.mcp.json`, as it is now, run in this workspace (see
+//! `crate::mcp`).
 
 use std::io::{BufRead, IsTerminal, Write};
 use std::path::Path;
@@ -19,8 +20,9 @@ pub enum McpCommand {
         #[arg(long)]
         json: bool,
     },
-    /// Let the servers of the workspace's .mcp.json, with its current contents, run: shows
-    /// them and asks, unless --yes. A changed file needs approving again.
+    /// Let the servers of the workspace's .mcp.json, with its current contents, run in this
+    /// workspace: shows them (relative paths of workspace files resolved) and asks, unless
+    /// --yes. A changed file, or the same file in another workspace, needs approving again.
     Approve {
         /// Approve without asking.
         #[arg(long)]

@@ -334,10 +334,23 @@ struct TerminalAsker;
 
 impl Asker for TerminalAsker {
     fn ask(&self, call: &ToolCallRef) -> BoxFuture<'static, bool> {
-        let question = format!(
+        TerminalAsker::question(format!(
             "agent-lsp: allow `{}` {}? [y/N] ",
             call.name, call.arguments
-        );
+        ))
+    }
+
+    fn ask_because(&self, call: &ToolCallRef, reason: &str) -> BoxFuture<'static, bool> {
+        TerminalAsker::question(format!(
+            "agent-lsp: `{}` {}\nneeds your approval because {reason}.\nAllow it? [y/N] ",
+            call.name, call.arguments
+        ))
+    }
+}
+
+impl TerminalAsker {
+    /// Show `question` on stderr and read the answer from stdin.
+    fn question(question: String) -> BoxFuture<'static, bool> {
         Box::pin(async move {
             tokio::task::spawn_blocking(move || {
                 eprint!("{question}");

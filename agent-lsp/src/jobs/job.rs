@@ -10,15 +10,11 @@
 //! tool does), waits for the rest of the output and records the end.
 //!
 //! The watchdog covers the one case no code of ours runs in: agent-lsp killed by SIGKILL or a
-//! crash. It is a tiny `sh` in a group of its own, reading a pipe only agent-lsp holds; when
-//! agent-lsp dies the kernel closes the pipe, the read ends, and the watchdog kills the job's
-//! group (SIGTERM, SIGKILL two seconds later). A parent-death signal (`PR_SET_PDEATHSIG`) was
-//! not used: it reaches only the job's `sh`, not the processes in its group, and it fires when
-//! the *thread* that spawned the job exits, which in a runtime's thread pool is any time.
+//! crash (`watchdog.rs`).
 
-use std::io::{Read, Write};
+use std::io::Read;
 use std::path::Path;
-use std::process::{Child, ChildStdin, Stdio};
+use std::process::{Child, Stdio};
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
 
@@ -26,16 +22,12 @@ use nix::sys::signal::Signal;
 use tokio::sync::watch;
 
 use super::spool::Spool;
-use crate::tools::shell::{CALL_TOKEN_VAR, ProcessGroup, sh_command};
+use super::watchdog::Watchdog;
+use crate::tools::shell::{ProcessGroup, sh_command};
 
 /// How long a job's output is waited for once its `sh` exited and its group was killed; only a
 /// process that left the group unmarked can keep the pipe open longer.
 const PIPE_GRACE: Duration = Duration::from_secs(2);
-
-/// What the watchdog runs: `$1` is the job's process group. A line on its input means the job
-/// ended and agent-lsp is fine; end of input means agent-lsp is gone.
-const WATCHDOG: &str =
-    r#"read -r _ || { kill -s TERM -- -"$1"; sleep 2; kill -s KILL -- -"$1"; } 2>/dev/null"#;
 
 /// Who asked for a job to be killed (a table that is dropped kills its jobs unasked).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -143,11 +135,9 @@ impl Job {
         // Our copies of the pipe's writing end go with the command, so the reader sees the end
         // of the output once the job's processes are gone.
         drop(sh);
+        let watchdog = Watchdog::start(child.id(), &token);
         let group = ProcessGroup::new(child.id(), token)
             .ok_or_else(|| anyhow::anyhow!("the job's pid {} is out of range", child.id()))?;
-        let watchdog = Watchdog::start(child.id())
-            .inspect_err(|err| tracing::warn!(%err, "no watchdog for the job: it may outlive a killed agent-lsp"))
-            .ok();
         let job = Arc::new(Job {
             id,
             command: command.to_owned(),
@@ -325,74 +315,5 @@ impl Job {
             })
             .expect("job");
         inner.end.clone()
-    }
-}
-
-/// The watchdog of one job (see the module docs).
-#[derive(Debug)]
-struct Watchdog {
-    input: ChildStdin,
-    process: Child,
-}
-
-impl Watchdog {
-    fn start(pgid: u32) -> std::io::Result<Watchdog> {
-        use std::os::unix::process::CommandExt;
-        let mut process = std::process::Command::new("sh")
-            .arg("-c")
-            .arg(WATCHDOG)
-            .arg("agent-lsp-job-watchdog")
-            .arg(pgid.to_string())
-            .env_remove(CALL_TOKEN_VAR)
-            .stdin(Stdio::piped())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            // Its own group: killing the job's does not kill it, nor does Ctrl-C.
-            .process_group(0)
-            .spawn()?;
-        let input = process.stdin.take().expect("piped stdin");
-        Ok(Watchdog { input, process })
-    }
-
-    /// The job ended: tell the watchdog to exit without killing anything, and reap it.
-    fn release(mut self) {
-        let _ = self.input.write_all(b"\n");
-        drop(self.input);
-        let _ = self.process.wait();
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use std::os::unix::process::{CommandExt, ExitStatusExt};
-
-    fn group_of_one(seconds: &str) -> Child {
-        std::process::Command::new("sleep")
-            .arg(seconds)
-            .process_group(0)
-            .spawn()
-            .unwrap()
-    }
-
-    #[test]
-    fn the_watchdog_kills_the_group_when_its_input_closes_and_not_when_released() {
-        let mut job = group_of_one("3011");
-        let Watchdog { input, mut process } = Watchdog::start(job.id()).unwrap();
-        // agent-lsp dying closes the pipe without a line.
-        drop(input);
-        assert!(process.wait().unwrap().success());
-        assert_eq!(job.wait().unwrap().signal(), Some(15));
-
-        let mut job = group_of_one("3012");
-        Watchdog::start(job.id()).unwrap().release();
-        std::thread::sleep(Duration::from_millis(100));
-        assert_eq!(
-            job.try_wait().unwrap(),
-            None,
-            "a released watchdog kills nothing"
-        );
-        job.kill().unwrap();
-        job.wait().unwrap();
     }
 }

@@ -4,8 +4,9 @@
 //! HTTP.
 //!
 //! A server of the workspace's file is the repository's say, not the user's: it runs only once
-//! the user approved that file's exact bytes (`super::state`), and its name never replaces one
-//! of the user's servers (like workspace presets and skills, it is listed as shadowed).
+//! the user approved that file's exact bytes in that workspace (`super::state`), and its name
+//! never replaces one of the user's servers (like workspace presets and skills, it is listed as
+//! shadowed).
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -130,7 +131,8 @@ impl ServerConfig {
 pub enum Source {
     /// The user's config file.
     User,
-    /// The workspace's `.mcp.json`, whose bytes have this digest (what an approval names).
+    /// The workspace's `.mcp.json`, whose bytes have this digest (what an approval names, with
+    /// the workspace).
     Workspace { file: PathBuf, digest: String },
 }
 
@@ -182,7 +184,7 @@ pub fn valid_name(name: &str) -> bool {
 /// The workspace's `.mcp.json` as read.
 pub struct WorkspaceFile {
     pub path: PathBuf,
-    /// The digest of its bytes, what an approval names.
+    /// The digest of its bytes, what an approval names (with the workspace).
     pub digest: String,
     /// Its servers as written; one this client cannot read has an `invalid: …` type.
     pub servers: BTreeMap<String, ServerConfig>,

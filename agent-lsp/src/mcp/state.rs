@@ -1,11 +1,16 @@
 //! What the MCP client keeps under the user's state root (`<state>/mcp/`): the approvals of
-//! workspace `.mcp.json` files, one empty-named file per approved digest, and the last tool
-//! list of each server, so the next session's catalog is known (and byte-identical) without
-//! starting anything.
+//! workspace `.mcp.json` files, one file per approval, and the last tool list of each server,
+//! so the next session's catalog is known (and byte-identical) without starting anything.
 //!
-//! An approval names the digest of the file's bytes, not its path: a repository that changes
-//! its `.mcp.json` (a pull, a branch) needs a new approval, and two clones of the same file
-//! share one.
+//! An approval names the workspace and the digest of its file's bytes together: a repository
+//! that changes its `.mcp.json` (a pull, a branch) needs a new approval, and so does another
+//! repository with the same bytes, since `{"command": "python3", "args": ["srv.py"]}` runs
+//! each repository's own `srv.py` (the servers run in their workspace).
+//!
+//! The approvals of earlier versions, in `<state>/mcp/approved/`, named the bytes alone and
+//! said nothing of the workspace they were given for beyond one path; they are no longer read,
+//! so each workspace is asked once again, with the question that names what its relative
+//! paths resolve to.
 
 use std::path::{Path, PathBuf};
 
@@ -35,21 +40,39 @@ pub fn digest_bytes(bytes: &[u8]) -> String {
     digest.iter().map(|byte| format!("{byte:02x}")).collect()
 }
 
-fn approval_path(state_root: &Path, digest: &str) -> PathBuf {
-    dir(state_root).join("approved").join(digest)
+/// What names an approval: the workspace (its canonical path, so two spellings of one folder
+/// share it) and the digest of its file's bytes, hashed together.
+pub fn approval_key(workspace: &Path, digest: &str) -> String {
+    let workspace = std::fs::canonicalize(workspace).unwrap_or_else(|_| workspace.to_owned());
+    let value = serde_json::json!({
+        "workspace": workspace.to_string_lossy(),
+        "mcp_json_sha256": digest,
+    });
+    crate::canonical::sha256_hex(&crate::canonical::canonical_json(&value))
 }
 
-/// Whether the user approved a workspace file with these bytes.
-pub fn is_approved(state_root: &Path, digest: &str) -> bool {
-    approval_path(state_root, digest).is_file()
+fn approval_path(state_root: &Path, workspace: &Path, digest: &str) -> PathBuf {
+    dir(state_root)
+        .join("approvals")
+        .join(approval_key(workspace, digest))
 }
 
-/// Remember that the user approved the file at `file` with this digest; the approval file holds
-/// the path it was approved at, for whoever looks.
-pub fn approve(state_root: &Path, digest: &str, file: &Path) -> anyhow::Result<()> {
+/// Whether the user approved the file of `workspace` with these bytes.
+pub fn is_approved(state_root: &Path, workspace: &Path, digest: &str) -> bool {
+    approval_path(state_root, workspace, digest).is_file()
+}
+
+/// Remember that the user approved the file `file` of `workspace` with this digest; the
+/// approval file holds the file's path and digest, for whoever looks.
+pub fn approve(
+    state_root: &Path,
+    workspace: &Path,
+    digest: &str,
+    file: &Path,
+) -> anyhow::Result<()> {
     write_atomically(
-        &approval_path(state_root, digest),
-        format!("{}\n", file.display()).as_bytes(),
+        &approval_path(state_root, workspace, digest),
+        format!("{}\nsha256 {digest}\n", file.display()).as_bytes(),
     )
 }
 
@@ -97,13 +120,20 @@ mod tests {
     use super::*;
 
     #[test]
-    fn an_approval_names_the_bytes_and_a_tool_list_round_trips() {
+    fn an_approval_names_the_workspace_and_the_bytes_and_a_tool_list_round_trips() {
         let state = tempfile::tempdir().unwrap();
+        let (a, b) = (Path::new("/w/a"), Path::new("/w/b"));
         let digest = digest_bytes(b"{}");
-        assert!(!is_approved(state.path(), &digest));
-        approve(state.path(), &digest, Path::new("/w/.mcp.json")).unwrap();
-        assert!(is_approved(state.path(), &digest));
-        assert!(!is_approved(state.path(), &digest_bytes(b"{ }")));
+        assert!(!is_approved(state.path(), a, &digest));
+        approve(state.path(), a, &digest, &a.join(".mcp.json")).unwrap();
+        assert!(is_approved(state.path(), a, &digest));
+        assert!(!is_approved(state.path(), a, &digest_bytes(b"{ }")));
+        assert!(!is_approved(state.path(), b, &digest));
+        // A record of an earlier version (the bytes alone) approves nothing.
+        let old = dir(state.path()).join("approved").join(digest_bytes(b"[]"));
+        std::fs::create_dir_all(old.parent().unwrap()).unwrap();
+        std::fs::write(&old, "/w/b/.mcp.json\n").unwrap();
+        assert!(!is_approved(state.path(), b, &digest_bytes(b"[]")));
 
         let tools = vec![CachedTool {
             name: "echo".into(),

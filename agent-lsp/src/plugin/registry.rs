@@ -104,6 +104,9 @@ pub struct PluginHost {
     pub state_dir: Option<PathBuf>,
     /// The preset's name.
     pub preset: String,
+    /// What the preset lets a session do (`preset_write` compares the presets it saves with
+    /// it); `None` where the preset is not known (a preset check, a test).
+    pub rights: Option<crate::permissions::Rights>,
     /// The preset's `model.context_window`.
     pub context_window: u64,
     /// The model, when one is configured (a summarizer calls it); without one no turn runs,
@@ -128,6 +131,7 @@ impl PluginHost {
             workspace: workspace.into(),
             state_dir: None,
             preset: preset.into(),
+            rights: None,
             context_window,
             provider: None,
             activity: Default::default(),

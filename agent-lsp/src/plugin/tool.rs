@@ -156,6 +156,14 @@ pub trait Tool: Send + Sync + 'static {
         None
     }
 
+    /// Why this call needs the user's approval although the preset allows the tool, or `None`:
+    /// a call that does more than the tool's permission can have meant to cover
+    /// (`preset_write` saving a preset that allows more than the running one). The runtime
+    /// then asks as for `ask` (a denied tool stays denied), and the question names the reason.
+    fn approval_reason(&self, _workspace: &Workspace, _args: &Value) -> Option<String> {
+        None
+    }
+
     /// Run one call. Failures are outputs with `is_error`, never panics: the model reads them.
     fn run(&self, ctx: ToolContext, args: Value) -> BoxFuture<'static, ToolOutput>;
 }

@@ -18,6 +18,16 @@
 //! of that name would replace the built-in for every later session; `agent-lsp preset new` is
 //! how a person does that), never writes a workspace preset that a user preset of the same name
 //! would hide, and replaces an existing preset only when the call says `overwrite`.
+//!
+//! A preset is permissions, so saving one is a way to give the agent rights: a preset the user
+//! runs by name, or the one every session gets (the config file's `preset`), replaced by one
+//! that allows `shell` means the next plain `run` runs commands unasked. So `preset_write`
+//! needs the user's approval, whatever the running preset says of it, when the preset it saves
+//! lets a session do more without asking than the preset running now or than the preset of
+//! that name it replaces (a permission looser by any step, `ask` to `allow` as much as a tool
+//! not enabled to `ask`, since `--yes` answers every question; MCP servers started; a looser
+//! `protected_paths`), and always when it takes the name of the preset new sessions get
+//! (`approval.rs`). A preset no looser than both is saved without asking.
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -29,10 +39,14 @@ use serde_json::{Value, json};
 use super::catalog::{self, PresetDirs, Scope, Source, WORKSPACE_PRESETS_DIR};
 use crate::context::system_prompt::SystemPrompt;
 use crate::llm::ToolDef;
+use crate::permissions::Rights;
 use crate::plugin::Plugin;
 use crate::plugin::registry::{Parts, PluginSettings};
 use crate::session::Session;
 use crate::tools::{Tool, ToolContext, ToolOutput, blocking, parse_args};
+use crate::workspace::Workspace;
+
+mod approval;
 
 /// The checks a preset's text must pass to be saved: `(workspace, name, origin, text)`, where
 /// `origin` is how errors name the file.
@@ -70,12 +84,11 @@ impl PluginSettings for PresetAuthoringSettings {
 /// The plugin: [`GUIDE`] as a section, and the `preset_write` tool its [`parts`] bring.
 pub struct PresetAuthoring;
 
-/// The plugin and its tool; `user_dir` is the user's presets folder, `validate` the checks a
-/// preset passes before it is saved.
-pub fn parts(user_dir: Option<PathBuf>, validate: Validate) -> Parts {
+/// The plugin and its tool.
+pub fn parts(tool: PresetWrite) -> Parts {
     Parts {
         plugin: Some(Box::new(PresetAuthoring)),
-        tools: vec![Arc::new(PresetWrite::new(user_dir, validate))],
+        tools: vec![Arc::new(tool)],
     }
 }
 
@@ -102,11 +115,34 @@ pub struct PresetWrite {
     /// The user's presets folder; the workspace's comes from each call's workspace.
     user_dir: Option<PathBuf>,
     validate: Validate,
+    /// The running preset's name and what it lets a session do; without them every preset
+    /// saved is asked for, since nothing tells it allows no more.
+    running: (String, Option<Rights>),
+    /// The name of the preset new sessions get (the config file's `preset`).
+    default_preset: String,
 }
 
 impl PresetWrite {
+    /// The tool for `user_dir`, the user's presets folder, saving presets that pass `validate`.
     pub fn new(user_dir: Option<PathBuf>, validate: Validate) -> PresetWrite {
-        PresetWrite { user_dir, validate }
+        PresetWrite {
+            user_dir,
+            validate,
+            running: (String::new(), None),
+            default_preset: super::DEFAULT_PRESET.to_owned(),
+        }
+    }
+
+    /// The preset running now, which the saved presets are compared with.
+    pub fn running(mut self, name: &str, rights: Option<Rights>) -> PresetWrite {
+        self.running = (name.to_owned(), rights);
+        self
+    }
+
+    /// The name of the preset new sessions get.
+    pub fn default_preset(mut self, name: String) -> PresetWrite {
+        self.default_preset = name;
+        self
     }
 }
 
@@ -152,6 +188,13 @@ impl Tool for PresetWrite {
 
     fn read_only(&self) -> bool {
         false
+    }
+
+    /// Why saving this preset needs the user's approval (see the module docs and
+    /// `approval.rs`).
+    fn approval_reason(&self, workspace: &Workspace, args: &Value) -> Option<String> {
+        let args: Args = serde_json::from_value(args.clone()).ok()?;
+        approval::reason(self, workspace, &args)
     }
 
     fn run(&self, ctx: ToolContext, args: Value) -> BoxFuture<'static, ToolOutput> {

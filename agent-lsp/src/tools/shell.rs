@@ -230,14 +230,26 @@ impl ProcessGroup {
     }
 
     /// SIGKILL the group, then every process carrying the token (those that left the group
-    /// with `setsid` or a double fork).
+    /// with `setsid` or a double fork). Background jobs' watchdogs (`crate::jobs::watchdog`)
+    /// kill with this too.
     pub(crate) fn kill(&self) {
         // ESRCH (the group is already gone) is the usual, harmless outcome.
         let _ = killpg(self.pgid, Signal::SIGKILL);
-        let killed = kill_marked(&format!("{CALL_TOKEN_VAR}={}", self.token));
+        let killed = kill_marked(&self.marker());
         if killed > 0 {
             tracing::info!(killed, "killed processes that had left the command's group");
         }
+    }
+
+    /// The live processes other than this one that carry the token, in the group or not.
+    #[cfg(test)]
+    pub(crate) fn marked(&self) -> Vec<i32> {
+        marked(&self.marker())
+    }
+
+    /// The environment entry every process of the command carries.
+    fn marker(&self) -> String {
+        format!("{CALL_TOKEN_VAR}={}", self.token)
     }
 }
 
@@ -266,26 +278,9 @@ fn call_token() -> String {
 /// SIGKILL every process whose environment holds the entry `marker` (`NAME=value`), scanning
 /// `/proc` again until a scan finds none; returns how many were killed.
 fn kill_marked(marker: &str) -> usize {
-    let mut entry = marker.as_bytes().to_vec();
-    entry.push(0);
-    let own = std::process::id();
     let mut killed = 0;
     for _ in 0..20 {
-        let Ok(processes) = std::fs::read_dir("/proc") else {
-            return killed;
-        };
-        let marked = processes
-            .filter_map(Result::ok)
-            .filter_map(|process| process.file_name().to_str()?.parse::<i32>().ok())
-            .filter(|&pid| pid as u32 != own)
-            .filter(|pid| {
-                let mut environ = std::fs::read(format!("/proc/{pid}/environ")).unwrap_or_default();
-                environ.insert(0, 0);
-                environ
-                    .windows(entry.len() + 1)
-                    .any(|window| window[0] == 0 && window[1..] == entry[..])
-            })
-            .collect::<Vec<_>>();
+        let marked = marked(marker);
         if marked.is_empty() {
             break;
         }
@@ -296,6 +291,29 @@ fn kill_marked(marker: &str) -> usize {
         }
     }
     killed
+}
+
+/// Every process other than this one whose environment holds the entry `marker`. A process
+/// that has exited has no environment left to read, so a zombie never counts.
+fn marked(marker: &str) -> Vec<i32> {
+    let mut entry = marker.as_bytes().to_vec();
+    entry.push(0);
+    let own = std::process::id();
+    let Ok(processes) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    processes
+        .filter_map(Result::ok)
+        .filter_map(|process| process.file_name().to_str()?.parse::<i32>().ok())
+        .filter(|&pid| pid as u32 != own)
+        .filter(|pid| {
+            let mut environ = std::fs::read(format!("/proc/{pid}/environ")).unwrap_or_default();
+            environ.insert(0, 0);
+            environ
+                .windows(entry.len() + 1)
+                .any(|window| window[0] == 0 && window[1..] == entry[..])
+        })
+        .collect()
 }
 
 impl Drop for GroupGuard {

@@ -1,5 +1,6 @@
 //! Approving the workspace's `.mcp.json` from the editor, with the same question and the same
-//! record (the digest of the bytes shown) as `agent-lsp mcp approve` (`crate::mcp::approval`).
+//! record (the workspace and the digest of the bytes shown) as `agent-lsp mcp approve`
+//! (`crate::mcp::approval`).
 //!
 //! - **When a session is about to start** whose preset runs MCP servers (`[plugins.mcp]`), and
 //!   the file's current bytes are not approved, the editor is asked with

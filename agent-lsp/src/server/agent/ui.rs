@@ -25,16 +25,39 @@ pub(super) struct EditorAsker {
 }
 
 impl Asker for EditorAsker {
-    fn ask(
+    fn ask(&self, call: &ToolCallRef) -> futures_util::future::BoxFuture<'static, bool> {
+        self.question(call, None)
+    }
+
+    fn ask_because(
         &self,
-        call: &crate::session::event::ToolCallRef,
+        call: &ToolCallRef,
+        reason: &str,
+    ) -> futures_util::future::BoxFuture<'static, bool> {
+        self.question(call, Some(reason))
+    }
+}
+
+impl EditorAsker {
+    /// Ask about `call`, naming why it needs approval when the tool said (the arguments are
+    /// cut short, so the reason comes first).
+    fn question(
+        &self,
+        call: &ToolCallRef,
+        reason: Option<&str>,
     ) -> futures_util::future::BoxFuture<'static, bool> {
         let shared = self.shared.clone();
         let arguments: String = call.arguments.chars().take(300).collect();
-        let message = format!(
-            "agent-lsp: the agent wants to run `{}` {arguments}",
-            call.name
-        );
+        let message = match reason {
+            Some(reason) => format!(
+                "agent-lsp: the agent wants to run `{}`, which needs your approval because {reason}. Arguments: {arguments}",
+                call.name
+            ),
+            None => format!(
+                "agent-lsp: the agent wants to run `{}` {arguments}",
+                call.name
+            ),
+        };
         Box::pin(async move {
             let Some(shared) = shared.upgrade() else {
                 return false;
