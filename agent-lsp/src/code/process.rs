@@ -105,7 +105,8 @@ pub async fn run(
                     }
                     Ok(FromEngine::Ended(ended)) => break Some(ended),
                     Err(error) => {
-                        stopping.get_or_insert(Stop::Engine(format!("the engine process sent a line that is not a message: {error}")));
+                        let why = format!("the engine process sent a line that is not a message: {error}");
+                        stopping.get_or_insert(Stop::Engine(why));
                         break None;
                     }
                 }
@@ -117,7 +118,9 @@ pub async fn run(
                 // `subtool/result`.
                 cancel.cancel();
             }
-            () = tokio::time::sleep_until(kill_at.unwrap_or(deadline)), if kill_at.is_some() && pending.is_none() => {
+            () = tokio::time::sleep_until(kill_at.unwrap_or(deadline)),
+                if kill_at.is_some() && pending.is_none() =>
+            {
                 break None;
             }
             () = cancel.cancelled(), if stopping.is_none() => {
