@@ -103,6 +103,10 @@ enum Command {
     /// The inline completions `serve` answered in this workspace (its completion log).
     #[command(subcommand)]
     Completions(completions::CompletionsCommand),
+    /// Run one `run_code` program's engine: started by `run_code` itself, which talks to it
+    /// over stdin and stdout (`code/wire.rs`); not for people, so not in `--help`.
+    #[command(name = crate::code::ENGINE_SUBCOMMAND, hide = true)]
+    RunCodeEngine,
 }
 
 /// Parse the process arguments and run the command.
@@ -152,5 +156,6 @@ pub fn run() -> anyhow::Result<ExitCode> {
         Command::Completions(command) => {
             completions::run(&Store::for_workspace(&workspace)?, command)
         }
+        Command::RunCodeEngine => crate::code::run_engine_process(),
     }
 }

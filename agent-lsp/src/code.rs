@@ -11,17 +11,28 @@
 //!   ([`crate::plugin::tool::NestedCalls`]). The pairs are log-only, so a request built from
 //!   the log, and its replay, are the same as if the program had made no call; the trajectory
 //!   shows them as `subtool` cells under the `run_code` cell.
-//! - **The engine is QuickJS, in the process** (`engine.rs`; docs/decisions/0005): a program
-//!   has nothing of the host but `tools` and `console` (no modules, no clock, no fetch, no file
-//!   or process API), and a memory limit, a wall-time deadline, a number of calls and an
-//!   output cap, each ending it with an error that says which.
+//! - **The engine is QuickJS, in a process of its own** (`engine.rs`; docs/decisions/0005
+//!   and 0006): a program has nothing of the host but `tools` and `console` (no modules, no
+//!   clock, no fetch, no file or process API), and a memory limit, a wall-time deadline, a
+//!   number of calls and an output cap, each ending it with an error that says which. Each
+//!   program runs in `agent-lsp __run-code` (`child.rs`), which asks this process for each
+//!   tool call over its stdin and stdout (`wire.rs`); `process.rs` kills it at its deadline,
+//!   when the turn is cancelled, and at its call past the limit. In a thread it could not be
+//!   stopped: QuickJS polls its interrupt handler in the bytecode loop only, so a native loop
+//!   (`new Array(2**32-1).join('')`) ran on for minutes, a core busy, after `run_code` gave up
+//!   on it, and no thread can be killed. What the program printed is kept in this process
+//!   (`output.rs`), so it survives the kill.
 //! - **The API is documented from the catalog** (`api.rs`): the `code_mode` plugin's section
 //!   lists each tool as `await tools.NAME({…})` with its parameters, generated from the same
 //!   schemas the model's own calls use, so the two never disagree.
 
 mod api;
+mod child;
 pub mod engine;
+mod output;
+mod process;
 mod tool;
+mod wire;
 
 use std::sync::Arc;
 
@@ -29,6 +40,8 @@ use serde::Deserialize;
 
 use crate::plugin::registry::{InvalidSetting, Parts, PluginHost, PluginSettings};
 pub use api::CodeModePlugin;
+pub use child::run as run_engine_process;
+pub use process::SUBCOMMAND as ENGINE_SUBCOMMAND;
 pub use tool::RunCode;
 
 /// The plugin's name in presets.

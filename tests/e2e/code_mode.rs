@@ -12,7 +12,7 @@ use agent_tests::session_log::{assistant_texts, tool_results};
 use serde_json::json;
 
 /// A Python project with 12 calls of `helper`, defined in `lib.py`.
-fn project() -> CliFixture {
+pub(crate) fn project() -> CliFixture {
     let calls = (0..12)
         .map(|n| format!("total += helper({n})\n"))
         .collect::<String>();
@@ -25,7 +25,11 @@ fn project() -> CliFixture {
 }
 
 /// Run `agent-lsp run --preset PRESET` with the language servers of `.ci/tools` on PATH.
-fn run(fixture: &CliFixture, endpoint: &ModelEndpoint, preset: &str) -> std::process::Output {
+pub(crate) fn run(
+    fixture: &CliFixture,
+    endpoint: &ModelEndpoint,
+    preset: &str,
+) -> std::process::Output {
     fixture
         .command(&[
             "run",
@@ -40,16 +44,16 @@ fn run(fixture: &CliFixture, endpoint: &ModelEndpoint, preset: &str) -> std::pro
         .unwrap()
 }
 
-fn session(fixture: &CliFixture) -> History {
+pub(crate) fn session(fixture: &CliFixture) -> History {
     let store = fixture.store();
     store.load("last").unwrap()
 }
 
 /// A nested call: its parent's id, its tool's name and its arguments.
-type NestedCall = (String, String, String);
+pub(crate) type NestedCall = (String, String, String);
 
 /// Every nested call, and every nested result as (call id, text).
-fn nested(history: &History) -> (Vec<NestedCall>, Vec<(String, String)>) {
+pub(crate) fn nested(history: &History) -> (Vec<NestedCall>, Vec<(String, String)>) {
     let mut calls = Vec::new();
     let mut results = Vec::new();
     for event in history.events() {
@@ -194,10 +198,8 @@ fn a_program_greps_and_asks_pyright_for_twelve_definitions_in_one_step() {
     assert!(!system.contains("tools.run_code("));
 }
 
-#[test]
-fn hostile_programs_each_end_with_their_own_error_and_the_run_goes_on() {
-    let fixture = project();
-    // The code preset with `write` in the catalog and denied.
+/// The code preset with `write` in the catalog and denied, written into the state folder.
+pub(crate) fn denied_write_preset(fixture: &CliFixture) -> std::path::PathBuf {
     let preset = agent_lsp::preset::catalog::builtin_text("code")
         .unwrap()
         .replace("\"run_code\",\n", "\"run_code\", \"write\",\n")
@@ -207,6 +209,13 @@ fn hostile_programs_each_end_with_their_own_error_and_the_run_goes_on() {
         );
     let path = fixture.state.path().join("denied.toml");
     std::fs::write(&path, preset).unwrap();
+    path
+}
+
+#[test]
+fn hostile_programs_each_end_with_their_own_error_and_the_run_goes_on() {
+    let fixture = project();
+    let path = denied_write_preset(&fixture);
     let programs = [
         (
             "loop",

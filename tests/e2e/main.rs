@@ -5,6 +5,7 @@ mod agent_run;
 mod bridge_faults;
 mod bridge_first_contact;
 mod client_capabilities;
+mod code_engine;
 mod code_mode;
 mod compaction;
 mod conformance;

@@ -1,14 +1,17 @@
-//! The JavaScript engine of `run_code`: QuickJS (through `rquickjs`), on a thread of its own
-//! for each program, with nothing of the host in reach but two functions: `tools.NAME(args)`,
-//! which blocks the program's thread until the tool's result is back (so `await` of it is
-//! just a value, and a program runs the same with or without `await`), and `console.log`.
+//! The JavaScript engine of `run_code`: QuickJS (through `rquickjs`), one runtime for each
+//! program, with nothing of the host in reach but two functions: `tools.NAME(args)`, which
+//! blocks the program until the tool's result is back (so `await` of it is just a value, and a
+//! program runs the same with or without `await`), and `console.log`. Both go to a [`Host`]:
+//! in `agent-lsp`, the engine process's (`child.rs`), which asks the process that started it.
 //!
 //! What the program cannot do: no module loader (`require`, `import` fail), no `Date` or
 //! `performance` (no clock), no `fetch`, file or process API (QuickJS has none of its own, and
 //! the `std`/`os` modules of its command-line tool are not built in). Its limits: the runtime's
 //! memory limit, a stack limit, a wall-time deadline checked by the interrupt handler (which
-//! also stops it when the turn is cancelled), a number of tool calls, and an output buffer that
-//! keeps the head and the tail. Each ends the program with a [`Stop`] saying which.
+//! also stops it when `stop` is set), and a number of tool calls. Each ends the program with a
+//! [`Stop`] saying which. The interrupt handler is polled by QuickJS's bytecode loop only, so a
+//! native loop (`new Array(2**32-1).join('')`) runs past it: that is why `run_code` runs the
+//! engine in a process of its own and kills it at the deadline (docs/decisions/0006).
 
 use std::cell::RefCell;
 use std::rc::Rc;
@@ -19,21 +22,34 @@ use std::time::{Duration, Instant};
 use rquickjs::context::intrinsic;
 use rquickjs::function::Func;
 use rquickjs::{Context, Ctx, Exception, Persistent, Promise, Runtime, Value};
+use serde::{Deserialize, Serialize};
 
 /// The name programs get in stack traces.
 const FILE: &str = "run_code.js";
 
 /// What one program may use.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Limits {
     pub wall: Duration,
     pub memory_bytes: usize,
     pub max_calls: u32,
+    /// What the program's output keeps; a thrown message keeps a quarter of it (at most
+    /// [`MAX_MESSAGE_BYTES`]) and a returned value half, so neither can outgrow the output.
     pub output_bytes: usize,
 }
 
+impl Limits {
+    /// The bytes a thrown message keeps.
+    fn message_bytes(&self) -> usize {
+        (self.output_bytes / 4).min(MAX_MESSAGE_BYTES)
+    }
+}
+
+/// The most of a thrown message a program's result shows.
+pub const MAX_MESSAGE_BYTES: usize = 4096;
+
 /// Why a program stopped before it finished.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub enum Stop {
     /// It threw (or a promise it awaited rejected): the message and the line in the program.
     Exception {
@@ -44,40 +60,41 @@ pub enum Stop {
     MemoryLimit,
     CallLimit,
     Cancelled,
-    /// The engine itself failed (it could not start).
+    /// The engine itself failed (it could not start, or its process died).
     Engine(String),
 }
 
-/// How a program ended.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Outcome {
-    /// What it printed, capped to its head and tail.
-    pub output: String,
-    /// Bytes of output cut from the middle.
-    pub output_cut: usize,
-    /// What it returned, as JSON, when it returned something.
+/// How a program ended (what it printed went to the [`Host`] as it printed it).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Ended {
+    /// What it returned, as JSON, when it returned something (capped to half the output).
     pub value: Option<String>,
     pub stop: Option<Stop>,
-    /// Tool calls it made (refused ones included).
+    /// Tool calls it made (failed ones included, the one refused by the limit not).
     pub calls: u32,
 }
 
-/// Runs a tool for the program: blocks until the result is back. `Ok` is the result's text,
-/// `Err` the text of a failed call (the program gets it as an exception).
-pub type CallTool = Box<dyn FnMut(&str, String) -> Result<String, String>>;
+/// The program's side of the world: where its lines go and who runs its tool calls.
+pub trait Host {
+    /// A line the program printed.
+    fn print(&mut self, line: &str);
+
+    /// Run a tool for the program: blocks until the result is back. `Ok` is the result's
+    /// text, `Err` the message of a failed call (the program gets it as an exception).
+    fn call(&mut self, name: &str, arguments: String) -> Result<String, String>;
+}
 
 /// Run `program` with `tools` (the names `tools.NAME` has) until it ends, a limit or `stop`.
 pub fn run(
     program: &str,
     tools: &[String],
     limits: Limits,
-    call: CallTool,
+    host: Box<dyn Host>,
     stop: Arc<AtomicBool>,
-) -> Outcome {
+) -> Ended {
     let state = Rc::new(RefCell::new(State {
-        output: Output::new(limits.output_bytes),
+        host,
         calls: 0,
-        call,
         limit: None,
         halted: Rc::new(AtomicBool::new(false)),
         max_calls: limits.max_calls,
@@ -123,7 +140,7 @@ pub fn run(
                 Ok(
                     match ctx.eval_with_options::<Promise<'_>, _>(source, options) {
                         Ok(promise) => Ok(Persistent::save(&ctx, promise)),
-                        Err(error) => Err(exception(&ctx, error)),
+                        Err(error) => Err(exception(&ctx, error, limits)),
                     },
                 )
             },
@@ -145,20 +162,20 @@ pub fn run(
                 Some(Ok(value)) => Ok(ctx
                     .json_stringify(value)?
                     .map(|text| text.to_string())
-                    .transpose()?),
-                Some(Err(error)) => Err(exception(&ctx, error)),
+                    .transpose()?
+                    .map(|text| cap(&text, limits.output_bytes / 2))),
+                Some(Err(error)) => Err(exception(&ctx, error, limits)),
             })
         })?;
         Ok(value)
     })();
     let mut state = state.borrow_mut();
     let stop_reason = match result {
+        Err(rquickjs::Error::Allocation) => Some(Stop::MemoryLimit),
         Err(error) => Some(Stop::Engine(error.to_string())),
         Ok(Ok(_)) if state.limit.is_some() => state.limit.take(),
         Ok(Ok(value)) => {
-            return Outcome {
-                output: state.output.text(),
-                output_cut: state.output.cut,
+            return Ended {
                 value,
                 stop: None,
                 calls: state.calls,
@@ -171,9 +188,7 @@ pub fn run(
             stop.load(Ordering::Relaxed),
         )),
     };
-    Outcome {
-        output: state.output.text(),
-        output_cut: state.output.cut,
+    Ended {
         value: None,
         stop: stop_reason,
         calls: state.calls,
@@ -199,10 +214,10 @@ fn classify(error: Stop, limit: Option<Stop>, timed_out: bool, cancelled: bool) 
 }
 
 /// The thrown value as a message and a line of the program.
-fn exception(ctx: &Ctx<'_>, error: rquickjs::Error) -> Stop {
+fn exception(ctx: &Ctx<'_>, error: rquickjs::Error, limits: Limits) -> Stop {
     if !matches!(error, rquickjs::Error::Exception) {
         return Stop::Exception {
-            message: error.to_string(),
+            message: cap(&error.to_string(), limits.message_bytes()),
             line: None,
         };
     }
@@ -232,9 +247,29 @@ fn exception(ctx: &Ctx<'_>, error: rquickjs::Error) -> Stop {
         ),
     };
     Stop::Exception {
-        message,
+        message: cap(&message, limits.message_bytes()),
         line: line_of(&stack),
     }
+}
+
+/// What QuickJS throws when it cannot allocate even the error saying it is out of memory
+/// (`JS_ThrowError2` throws `null` then), as [`exception`] words it. The runtime's memory is
+/// freed again by the time the program's promise rejects, so only its process can tell this
+/// apart from a program throwing `null` itself: by its peak memory (`child.rs`).
+pub fn threw_null(stop: &Stop) -> bool {
+    matches!(stop, Stop::Exception { message, line: None } if message == "uncaught null")
+}
+
+/// `text` kept to its first `max` bytes, saying how many were cut.
+pub fn cap(text: &str, max: usize) -> String {
+    if text.len() <= max {
+        return text.to_owned();
+    }
+    let mut end = max;
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{}[… {} more bytes cut]", &text[..end], text.len() - end)
 }
 
 /// The first line of the program a stack trace names (`run_code.js:7:12`).
@@ -249,9 +284,8 @@ fn line_of(stack: &str) -> Option<u32> {
 
 /// The program's side of the host.
 struct State {
-    output: Output,
+    host: Box<dyn Host>,
     calls: u32,
-    call: CallTool,
     /// A limit the program hit, kept even if it catches the exception that says so.
     limit: Option<Stop>,
     /// Set with `limit`: the interrupt handler then ends the program, caught or not.
@@ -267,7 +301,7 @@ fn install(ctx: &Ctx<'_>, tools: &[String], state: &Rc<RefCell<State>>) -> rquic
         globals.set(
             "__print",
             Func::from(move |line: String| {
-                state.borrow_mut().output.push(&line);
+                state.borrow_mut().host.print(&line);
             }),
         )?;
     }
@@ -278,8 +312,7 @@ fn install(ctx: &Ctx<'_>, tools: &[String], state: &Rc<RefCell<State>>) -> rquic
             Func::from(
                 move |ctx: Ctx<'_>, name: String, args: String| -> rquickjs::Result<String> {
                     let mut held = state.borrow_mut();
-                    held.calls += 1;
-                    if held.calls > held.max_calls {
+                    if held.calls >= held.max_calls {
                         held.limit.get_or_insert(Stop::CallLimit);
                         held.halted.store(true, Ordering::Relaxed);
                         let max = held.max_calls;
@@ -291,8 +324,9 @@ fn install(ctx: &Ctx<'_>, tools: &[String], state: &Rc<RefCell<State>>) -> rquic
                             ),
                         ));
                     }
+                    held.calls += 1;
                     // The call blocks this thread; nothing else of the program runs meanwhile.
-                    let result = (held.call)(&name, args);
+                    let result = held.host.call(&name, args);
                     drop(held);
                     result.map_err(|text| Exception::throw_message(&ctx, &text))
                 },
@@ -300,6 +334,9 @@ fn install(ctx: &Ctx<'_>, tools: &[String], state: &Rc<RefCell<State>>) -> rquic
         )?;
     }
     let names = serde_json::to_string(tools).expect("names serialize");
+    // `tools` is a Proxy so that a name it lacks says so and lists the ones it has, where a
+    // plain object would give `undefined` and then "not a function" without the name.
+    // `then` and `toJSON` stay undefined: `await tools` and printing `tools` look them up.
     ctx.eval::<(), _>(format!(
         r#""use strict";
 (() => {{
@@ -312,220 +349,21 @@ fn install(ctx: &Ctx<'_>, tools: &[String], state: &Rc<RefCell<State>>) -> rquic
   }};
   const log = (...values) => print(values.map(show).join(" "));
   globalThis.console = Object.freeze({{ log, info: log, warn: log, error: log, debug: log }});
+  const names = {names};
   const tools = {{}};
-  for (const name of {names}) tools[name] = (args = {{}}) => call(name, JSON.stringify(args));
-  globalThis.tools = Object.freeze(tools);
+  for (const name of names) tools[name] = (args = {{}}) => call(name, JSON.stringify(args));
+  Object.freeze(tools);
+  const available = names.length ? names.map((n) => "`" + n + "`").join(", ") : "none";
+  globalThis.tools = new Proxy(tools, {{
+    get(target, key) {{
+      if (typeof key === "symbol" || key in target || key === "then" || key === "toJSON") return target[key];
+      throw new TypeError("no tool named `" + key + "`; the tools are: " + available);
+    }},
+  }});
 }})();"#
     ))?;
     Ok(())
 }
 
-/// Printed lines, kept to `cap` bytes: the first half, and the last half as it moves.
-struct Output {
-    cap: usize,
-    head: String,
-    tail: std::collections::VecDeque<String>,
-    tail_bytes: usize,
-    cut: usize,
-}
-
-impl Output {
-    fn new(cap: usize) -> Output {
-        Output {
-            cap,
-            head: String::new(),
-            tail: std::collections::VecDeque::new(),
-            tail_bytes: 0,
-            cut: 0,
-        }
-    }
-
-    fn push(&mut self, line: &str) {
-        let mut line = format!("{line}\n");
-        // One line longer than half the buffer keeps its start.
-        if line.len() > self.cap / 2 {
-            let mut end = self.cap / 2;
-            while !line.is_char_boundary(end) {
-                end -= 1;
-            }
-            self.cut += line.len() - end;
-            line.truncate(end);
-            line.push('\n');
-        }
-        if self.head.len() + line.len() <= self.cap / 2 && self.tail.is_empty() {
-            self.head.push_str(&line);
-            return;
-        }
-        self.tail_bytes += line.len();
-        self.tail.push_back(line);
-        while self.tail_bytes > self.cap / 2 && self.tail.len() > 1 {
-            let dropped = self.tail.pop_front().expect("not empty");
-            self.tail_bytes -= dropped.len();
-            self.cut += dropped.len();
-        }
-    }
-
-    fn text(&self) -> String {
-        let tail = self.tail.iter().map(String::as_str).collect::<String>();
-        if self.cut == 0 {
-            return format!("{}{tail}", self.head);
-        }
-        format!(
-            "{}[… {} bytes of output cut here …]\n{tail}",
-            self.head, self.cut
-        )
-    }
-}
-
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn limits() -> Limits {
-        Limits {
-            wall: Duration::from_secs(5),
-            memory_bytes: 32 * 1024 * 1024,
-            max_calls: 20,
-            output_bytes: 4096,
-        }
-    }
-
-    /// A host whose only tool, `echo`, answers with its arguments, and `fail` with an error.
-    fn run_with(program: &str, limits: Limits) -> Outcome {
-        let call: CallTool = Box::new(|name: &str, args: String| match name {
-            "echo" => Ok(args),
-            _ => Err(format!("error: `{name}` refused")),
-        });
-        run(
-            program,
-            &["echo".into(), "fail".into()],
-            limits,
-            call,
-            Arc::new(AtomicBool::new(false)),
-        )
-    }
-
-    #[test]
-    fn a_program_calls_tools_prints_and_returns() {
-        let outcome = run_with(
-            "const a = await tools.echo({n: 1});\nconsole.log('got', a, {k: [1, 2]});\nlet n = 0;\nfor (let i = 0; i < 3; i++) n += JSON.parse(tools.echo({n: i})).n;\nreturn {n};",
-            limits(),
-        );
-        assert_eq!(outcome.stop, None, "{outcome:?}");
-        assert_eq!(outcome.output, "got {\"n\":1} {\"k\":[1,2]}\n");
-        assert_eq!(outcome.value.as_deref(), Some("{\"n\":3}"));
-        assert_eq!(outcome.calls, 4);
-    }
-
-    #[test]
-    fn errors_name_their_line_and_a_failed_call_throws() {
-        let outcome = run_with("const x = 1;\n\nthrow new TypeError('bad ' + x);", limits());
-        assert_eq!(
-            outcome.stop,
-            Some(Stop::Exception {
-                message: "TypeError: bad 1".into(),
-                line: Some(3)
-            })
-        );
-        let outcome = run_with("await tools.fail({});", limits());
-        match outcome.stop {
-            Some(Stop::Exception { message, line }) => {
-                assert!(message.contains("`fail` refused"), "{message}");
-                assert_eq!(line, Some(1));
-            }
-            other => panic!("{other:?}"),
-        }
-        // A caught failure is the program's business.
-        let outcome = run_with(
-            "try { await tools.fail({}); } catch (e) { console.log('caught', e.message); }",
-            limits(),
-        );
-        assert_eq!(outcome.stop, None);
-        assert!(outcome.output.starts_with("caught error: `fail` refused"));
-    }
-
-    #[test]
-    fn nothing_of_the_host_is_in_reach() {
-        for (program, missing) in [
-            ("require('fs')", "require"),
-            ("await fetch('http://example.com')", "fetch"),
-            ("Date.now()", "Date"),
-            ("performance.now()", "performance"),
-            ("std.open('/etc/passwd')", "std"),
-            ("__call('echo', '{}')", "__call"),
-        ] {
-            let outcome = run_with(program, limits());
-            match &outcome.stop {
-                Some(Stop::Exception { message, .. }) => {
-                    assert!(
-                        message.starts_with("ReferenceError") && message.contains(missing),
-                        "{program}: {message}"
-                    );
-                }
-                other => panic!("{program}: {other:?}"),
-            }
-        }
-        let outcome = run_with("await import('fs')", limits());
-        assert!(outcome.stop.is_some(), "{outcome:?}");
-    }
-
-    #[test]
-    fn each_limit_ends_the_program_and_says_which() {
-        let short = Limits {
-            wall: Duration::from_millis(300),
-            ..limits()
-        };
-        let started = Instant::now();
-        assert_eq!(
-            run_with("while (true) {}", short).stop,
-            Some(Stop::TimeLimit)
-        );
-        assert!(started.elapsed() < Duration::from_secs(5));
-        assert_eq!(
-            run_with(
-                "const a = []; while (true) a.push('x'.repeat(1 << 20) + a.length);",
-                limits()
-            )
-            .stop,
-            Some(Stop::MemoryLimit)
-        );
-        let outcome = run_with(
-            "for (let i = 0; i < 10000; i++) { try { await tools.echo({i}); } catch (e) {} }",
-            limits(),
-        );
-        assert_eq!(outcome.stop, Some(Stop::CallLimit));
-        // The 21st call is refused, and the program is ended at its next interrupt check
-        // even though it catches the refusal.
-        assert!(
-            outcome.calls > 20 && outcome.calls < 10_000,
-            "{}",
-            outcome.calls
-        );
-        let outcome = run_with(
-            "for (let i = 0; i < 10000; i++) console.log('line ' + i);",
-            limits(),
-        );
-        assert_eq!(outcome.stop, None);
-        assert!(outcome.output_cut > 0 && outcome.output.len() < 4096 + 100);
-        assert!(outcome.output.starts_with("line 0\n") && outcome.output.ends_with("line 9999\n"));
-        let outcome = run_with("function f() { return f() + 1; } f();", limits());
-        assert!(
-            matches!(&outcome.stop, Some(Stop::Exception { message, .. }) if message.contains("stack")),
-            "{outcome:?}"
-        );
-    }
-
-    #[test]
-    fn the_stop_flag_cancels_a_running_program() {
-        let stop = Arc::new(AtomicBool::new(false));
-        let flag = stop.clone();
-        let canceller = std::thread::spawn(move || {
-            std::thread::sleep(Duration::from_millis(100));
-            flag.store(true, Ordering::Relaxed);
-        });
-        let call: CallTool = Box::new(|_: &str, args: String| Ok(args));
-        let outcome = run("while (true) {}", &[], limits(), call, stop);
-        canceller.join().unwrap();
-        assert_eq!(outcome.stop, Some(Stop::Cancelled));
-    }
-}
+mod tests;

@@ -1,22 +1,21 @@
-//! The `run_code` tool: a program on an engine thread of its own, its tool calls answered
-//! here, on the session's runtime, one at a time.
+//! The `run_code` tool: a program in an engine process of its own (`process.rs`), its tool
+//! calls answered here, on the session's runtime, one at a time.
 
-use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use futures_util::future::BoxFuture;
 use serde::Deserialize;
 use serde_json::{Value, json};
-use tokio::sync::{mpsc, oneshot};
 
-use super::engine::{self, Limits, Outcome, Stop};
+use super::engine::{Limits, Stop};
+use super::process::{self, Outcome};
 use super::{CodeModeSettings, TOOL};
 use crate::llm::ToolDef;
 use crate::tools::{Tool, ToolContext, ToolOutput, parse_args};
 
-/// Time beyond the program's own deadline for its last call to end and its result to be made.
-const GRACE: Duration = Duration::from_secs(15);
+/// Time beyond the program's own deadline for a call running then to end once cancelled; the
+/// program itself is killed [`process::KILL_GRACE`] after its deadline.
+const GRACE: Duration = Duration::from_secs(5);
 
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -25,9 +24,6 @@ struct Args {
     #[serde(default)]
     timeout_secs: Option<u64>,
 }
-
-/// A tool call the program asks for, and where its result goes.
-type Request = (String, String, oneshot::Sender<Result<String, String>>);
 
 pub struct RunCode {
     settings: CodeModeSettings,
@@ -103,71 +99,7 @@ impl Tool for RunCode {
                 .into_iter()
                 .map(|def| def.name)
                 .collect::<Vec<_>>();
-            let stop = Arc::new(AtomicBool::new(false));
-            let (requests, mut asked) = mpsc::channel::<Request>(1);
-            let (done, outcome) = oneshot::channel::<Outcome>();
-            let program = args.code;
-            let thread_stop = stop.clone();
-            let started = std::thread::Builder::new()
-                .name("run_code".into())
-                .stack_size(16 * 1024 * 1024)
-                .spawn(move || {
-                    let call: engine::CallTool = Box::new(move |name: &str, arguments: String| {
-                        let (reply, result) = oneshot::channel();
-                        if requests
-                            .blocking_send((name.to_owned(), arguments, reply))
-                            .is_err()
-                        {
-                            return Err("the program was stopped".into());
-                        }
-                        result
-                            .blocking_recv()
-                            .unwrap_or_else(|_| Err("the program was stopped".into()))
-                    });
-                    let _ = done.send(engine::run(&program, &names, limits, call, thread_stop));
-                });
-            if let Err(error) = started {
-                return ToolOutput::error(format!("the program could not start: {error}"));
-            }
-            // Answer the program's calls until it ends; at its deadline or when the turn is
-            // cancelled, stop it (a call running then is cancelled through the call's token,
-            // so it still gets its `subtool/result`).
-            let deadline = tokio::time::Instant::now() + limits.wall;
-            let mut ended_by: Option<Stop> = None;
-            loop {
-                tokio::select! {
-                    request = asked.recv() => {
-                        let Some((name, arguments, reply)) = request else { break };
-                        if ended_by.is_some() {
-                            let _ = reply.send(Err("the program was stopped".into()));
-                            continue;
-                        }
-                        let output = calls.call(&name, arguments).await;
-                        let _ = reply.send(if output.is_error { Err(output.text) } else { Ok(output.text) });
-                    }
-                    () = tokio::time::sleep_until(deadline), if ended_by.is_none() => {
-                        ended_by = Some(Stop::TimeLimit);
-                        stop.store(true, Ordering::Relaxed);
-                        ctx.cancel.cancel();
-                    }
-                    () = ctx.cancel.cancelled(), if ended_by.is_none() => {
-                        ended_by = Some(Stop::Cancelled);
-                        stop.store(true, Ordering::Relaxed);
-                    }
-                }
-            }
-            let mut outcome = outcome.await.unwrap_or_else(|_| Outcome {
-                output: String::new(),
-                output_cut: 0,
-                value: None,
-                stop: Some(Stop::Engine(
-                    "the engine thread ended without a result".into(),
-                )),
-                calls: 0,
-            });
-            if let (Some(reason), Some(_)) = (ended_by, &outcome.stop) {
-                outcome.stop = Some(reason);
-            }
+            let outcome = process::run(args.code, names, limits, calls, ctx.cancel).await;
             render(outcome, limits)
         })
     }
@@ -218,7 +150,7 @@ fn render(outcome: Outcome, limits: Limits) -> ToolOutput {
         Stop::CallLimit => (
             "call_limit",
             format!(
-                "the program made more than {} tool calls and was stopped",
+                "the program asked for more than {} tool calls, run_code's limit, and was stopped at once",
                 limits.max_calls
             ),
         ),
