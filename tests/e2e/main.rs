@@ -26,6 +26,7 @@ mod mcp_serve;
 mod memory;
 mod model_endpoint;
 mod model_output_bounds;
+mod model_response_bounds;
 mod plans;
 mod plugin_registry;
 mod presets;
