@@ -23,6 +23,7 @@ mod lsp_tools;
 mod malformed_params;
 mod mcp_client;
 mod mcp_serve;
+mod mcp_serve_sessions;
 mod memory;
 mod model_endpoint;
 mod model_output_bounds;
