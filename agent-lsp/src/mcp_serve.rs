@@ -31,6 +31,7 @@
 //! that only read with `readOnlyHint` (from [`Tool::read_only`](crate::tools::Tool)).
 
 pub mod http;
+mod sessions;
 pub mod stdio;
 pub mod tools;
 

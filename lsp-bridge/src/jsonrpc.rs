@@ -85,12 +85,12 @@ pub enum Message {
     },
 }
 
-/// A message that is not taken, why, and what to answer (a response object, or an array of
-/// them for a batch; `None` when nothing may be answered).
+/// A message that is not taken, why, and what to answer: the responses to send, each in a
+/// frame of its own (several for a batch, none when nothing may be answered).
 #[derive(Debug)]
 pub struct Refusal {
     pub problem: String,
-    pub answer: Option<Value>,
+    pub answers: Vec<Value>,
 }
 
 /// Read a message body into its envelope.
@@ -136,7 +136,7 @@ pub fn decode(body: &[u8]) -> Result<Message, Refusal> {
                 (None, Some(id)) => Err(Refusal {
                     // A response cannot be answered.
                     problem: format!("a response id must be a number, a string or null, not {id}"),
-                    answer: None,
+                    answers: Vec::new(),
                 }),
                 (None, None) => Err(invalid(
                     Value::Null,
@@ -237,15 +237,18 @@ fn invalid(id: Value, problem: String) -> Refusal {
     let answer = error_response(&id, &ResponseError::new(code::INVALID_REQUEST, &problem));
     Refusal {
         problem,
-        answer: Some(answer),
+        answers: vec![answer],
     }
 }
 
-/// LSP has no batches. Each request in one gets its error, in an array as JSON-RPC answers a
-/// batch; a batch holding no request gets a single error, so the sender still hears why.
+/// LSP has no batches. Each request in one gets its error as a response of its own, addressed
+/// to its id, not in an array as JSON-RPC answers a batch: an LSP client reads one message per
+/// frame and would never find its ids inside an array, so its requests would wait forever. A
+/// batch holding no request gets a single error, so the sender still hears why. Nothing in a
+/// batch is run.
 fn refuse_batch(batch: &[Value]) -> Refusal {
-    let problem = "a batch (a JSON array of messages) is not part of the Language Server \
-                   Protocol: send each message in a frame of its own";
+    let problem = "batch requests are not supported: a batch (a JSON array of messages) is not \
+                   part of the Language Server Protocol; send each message in a frame of its own";
     let error = ResponseError::new(code::INVALID_REQUEST, problem);
     let answers: Vec<Value> = batch
         .iter()
@@ -254,14 +257,14 @@ fn refuse_batch(batch: &[Value]) -> Refusal {
         .filter(|id| id.is_i64() || id.is_u64() || id.is_string())
         .map(|id| error_response(id, &error))
         .collect();
-    let answer = if answers.is_empty() {
-        error_response(&Value::Null, &error)
+    let answers = if answers.is_empty() {
+        vec![error_response(&Value::Null, &error)]
     } else {
-        Value::Array(answers)
+        answers
     };
     Refusal {
         problem: format!("{problem} ({} messages)", batch.len()),
-        answer: Some(answer),
+        answers,
     }
 }
 
@@ -294,8 +297,11 @@ fn unparsable(body: &[u8], error: &serde_json::Error) -> Refusal {
         Ok(Envelope { id: None, .. }) | Ok(Envelope { method: None, .. }) => None,
         _ => Some(Value::Null),
     };
-    let answer = id.map(|id| error_response(&id, &ResponseError::new(code::PARSE_ERROR, &problem)));
-    Refusal { problem, answer }
+    let answers = id
+        .map(|id| error_response(&id, &ResponseError::new(code::PARSE_ERROR, &problem)))
+        .into_iter()
+        .collect();
+    Refusal { problem, answers }
 }
 
 /// `body` with every lone surrogate escape replaced by `\uFFFD`, or `None` when it has none.

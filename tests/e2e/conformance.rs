@@ -1,8 +1,8 @@
 //! JSON-RPC and LSP conformance of `serve` towards the editor: every request gets an answer
-//! (also one that is not UTF-8, holds a lone surrogate or comes in a batch), the messages the
-//! server reads itself are refused when malformed instead of read with defaults, the file
-//! system root and the home directory are not taken as a workspace, and `exit` without
-//! `shutdown` exits 1.
+//! (also one that is not UTF-8, holds a lone surrogate or comes in a batch, whose every request
+//! gets an error of its own), the messages the server reads itself are refused when malformed
+//! instead of read with defaults, the file system root and the home directory are not taken as
+//! a workspace, and `exit` without `shutdown` exits 1.
 
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
@@ -84,24 +84,37 @@ fn every_request_is_answered_even_unreadable_ones() {
     });
     assert_eq!(answer["error"]["code"], -32601, "{answer}");
 
-    // A batch: an array answer, an error for each request in it.
+    // A batch: no array, but an answer of its own to each request in it, as an LSP client
+    // reads them (one message per frame, matched by id); and the server reads on.
     editor.send_raw(&frame(
         br#"[{"jsonrpc":"2.0","id":103,"method":"shutdown"},{"jsonrpc":"2.0","method":"x"},{"jsonrpc":"2.0","id":"104","method":"y"}]"#,
     ));
-    let answer = wait(&mut editor, "the batch's answer", Value::is_array);
-    let ids: Vec<&Value> = answer
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|a| &a["id"])
-        .collect();
-    assert_eq!(ids, [&json!(103), &json!("104")], "{answer}");
-    assert!(
-        answer[0]["error"]["message"]
-            .as_str()
-            .unwrap()
-            .contains("batch")
-    );
+    for id in [json!(103), json!("104")] {
+        let answer = wait(&mut editor, &format!("the answer to {id}"), |message| {
+            message.is_object() && message["id"] == id
+        });
+        assert_eq!(answer["error"]["code"], -32600, "{answer}");
+        assert!(
+            answer["error"]["message"]
+                .as_str()
+                .unwrap()
+                .starts_with("batch requests are not supported"),
+            "{answer}"
+        );
+    }
+    // A batch of many requests: every one of them answered by its id.
+    let many = (0..50)
+        .map(|n| json!({"jsonrpc": "2.0", "id": 200 + n, "method": "textDocument/hover"}))
+        .collect::<Vec<_>>();
+    editor.send_raw(&frame(&serde_json::to_vec(&many).unwrap()));
+    for n in 0..50 {
+        let answer = wait(
+            &mut editor,
+            &format!("the answer to {}", 200 + n),
+            |message| message["id"] == 200 + n,
+        );
+        assert_eq!(answer["error"]["code"], -32600, "{answer}");
+    }
 
     // The batch's `shutdown` was not run: the server still serves.
     let answer = editor.request("nobody/knows", json!({}));

@@ -332,15 +332,15 @@ fn tool_definition(workspace: &Path, state: &Path) -> String {
 }
 
 /// `agent-lsp mcp serve --http 127.0.0.1:0` on a workspace, stopped with SIGTERM on drop.
-struct HttpServer {
-    child: Child,
+pub(crate) struct HttpServer {
+    pub(crate) child: Child,
     /// `http://127.0.0.1:PORT/mcp`, as the server printed it.
-    url: String,
-    port: u16,
+    pub(crate) url: String,
+    pub(crate) port: u16,
 }
 
 impl HttpServer {
-    fn start(workspace: &Path, state: &Path) -> HttpServer {
+    pub(crate) fn start(workspace: &Path, state: &Path) -> HttpServer {
         let mut child = agent_tests::agent_lsp_command(
             state,
             &state.join("none.toml"),
@@ -374,7 +374,7 @@ impl HttpServer {
     }
 
     /// SIGTERM, and the exit status it ended with.
-    fn stop(mut self) -> std::process::ExitStatus {
+    pub(crate) fn stop(mut self) -> std::process::ExitStatus {
         let pid = rustix::process::Pid::from_child(&self.child);
         rustix::process::kill_process(pid, rustix::process::Signal::TERM).unwrap();
         let status = wait_with_timeout(&mut self.child);

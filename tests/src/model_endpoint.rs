@@ -189,6 +189,13 @@ pub enum Reply {
     /// then `bytes` bytes of `x` as fast as the client reads them, without a line break, and
     /// then silence until the client gives up (a broken or hostile server).
     HugeLine { bytes: usize },
+    /// A one-piece JSON answer (`application/json`, as a server that ignores `stream: true`
+    /// sends) whose `content` is `bytes` bytes of `x`, sent as fast as the client reads it,
+    /// without a `Content-Length`: well-formed, only far too large.
+    HugeJson { bytes: usize },
+    /// A well-formed event stream that never ends: content chunks of 16 KiB of `x`, as fast as
+    /// the client reads them, until the client gives up.
+    Endless,
     /// The reply is chosen when the request arrives, from the parsed request (for instance from
     /// the tool results it carries). It runs on the endpoint's thread; a panic in it becomes a
     /// 500 and a [`Rule::ReplyPanicked`] violation.
@@ -216,6 +223,14 @@ impl Reply {
 
     pub fn huge_line(bytes: usize) -> Reply {
         Reply::HugeLine { bytes }
+    }
+
+    pub fn huge_json(bytes: usize) -> Reply {
+        Reply::HugeJson { bytes }
+    }
+
+    pub fn endless() -> Reply {
+        Reply::Endless
     }
 
     /// 429, with `Retry-After: seconds` when given.
@@ -256,6 +271,8 @@ impl fmt::Debug for Reply {
             Reply::Failure(failure) => f.debug_tuple("Failure").field(failure).finish(),
             Reply::Hang => f.write_str("Hang"),
             Reply::HugeLine { bytes } => write!(f, "HugeLine({bytes})"),
+            Reply::HugeJson { bytes } => write!(f, "HugeJson({bytes})"),
+            Reply::Endless => f.write_str("Endless"),
             Reply::Compute(_) => f.write_str("Compute(..)"),
         }
     }
@@ -863,6 +880,7 @@ enum Plan {
     HugeLine {
         bytes: usize,
     },
+    Repeated(response::Repeated),
     Fim(fim::FimPlan),
 }
 
@@ -877,7 +895,11 @@ impl Plan {
         match self {
             Plan::Json { status, .. } => *status,
             Plan::Fim(fim::FimPlan::Json { status, .. }) => *status,
-            Plan::Turn(_) | Plan::Hang { .. } | Plan::HugeLine { .. } | Plan::Fim(_) => 200,
+            Plan::Turn(_)
+            | Plan::Hang { .. }
+            | Plan::HugeLine { .. }
+            | Plan::Repeated(_)
+            | Plan::Fim(_) => 200,
         }
     }
 }
@@ -1040,6 +1062,8 @@ fn chat(shared: &Shared, index: usize, raw: &[u8]) -> Result<Plan, Rejection> {
             stream: chat.stream,
         }),
         Reply::HugeLine { bytes } => Ok(Plan::HugeLine { bytes }),
+        Reply::HugeJson { bytes } => Ok(Plan::Repeated(response::Repeated::chat_json(bytes))),
+        Reply::Endless => Ok(Plan::Repeated(response::Repeated::chat_stream())),
         Reply::Turn(turn) => {
             let usage = {
                 let mut state = shared.lock();
@@ -1134,6 +1158,12 @@ async fn answer(config: &EndpointConfig, plan: Plan) -> Response {
             None => std::future::pending().await,
         },
         Plan::HugeLine { bytes } => ok_response(true, response::huge_line(bytes)),
+        Plan::Repeated(repeated) => ok_response(
+            repeated.stream,
+            repeated.body(|finished| {
+                tracing::debug!(finished, "model endpoint's repeated body ended");
+            }),
+        ),
         Plan::Fim(_) => unreachable!("FIM plans are answered by `fim::answer`"),
         Plan::Turn(plan) => {
             let turn = &plan.completion.turn;

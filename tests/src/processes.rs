@@ -192,3 +192,17 @@ pub fn kill_while_writing(
     }
     acknowledged
 }
+
+/// The memory high-water mark of `pid` (`VmHWM` in `/proc/PID/status`), in KiB; 0 once the
+/// process is gone.
+pub fn peak_rss_kib(pid: u32) -> u64 {
+    std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .ok()
+        .and_then(|status| {
+            status
+                .lines()
+                .find_map(|line| line.strip_prefix("VmHWM:"))
+                .and_then(|value| value.trim().trim_end_matches("kB").trim().parse().ok())
+        })
+        .unwrap_or(0)
+}

@@ -42,5 +42,6 @@ pub fn error_class(error: &ProviderError) -> &'static str {
         ProviderError::Network { .. } => "network",
         ProviderError::Cancelled => "cancelled",
         ProviderError::Protocol { .. } => "protocol",
+        ProviderError::TooLarge { .. } => "too_large",
     }
 }

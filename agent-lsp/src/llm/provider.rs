@@ -17,8 +17,10 @@
 //! endpoint that sends `: keep-alive` comments or a trickle of bytes; a long reasoning answer
 //! may legitimately stream for many minutes, so the default is far above any real answer.
 //! The SSE decoder (`sse.rs`) bounds what one line or event may hold, so an endless line is
-//! refused at a few MiB rather than read until memory runs out.
+//! refused at a few MiB rather than read until memory runs out; an answer (streamed or in one
+//! piece) is refused once it passes [`MAX_ANSWER_BYTES`] (`body.rs` says why that size).
 
+mod body;
 mod error;
 mod fim;
 mod sse;
@@ -35,6 +37,8 @@ use reqwest::header::{ACCEPT, CONTENT_TYPE, RETRY_AFTER};
 use serde::{Deserialize, Serialize};
 use tokio_util::sync::CancellationToken;
 
+use self::body::Cap;
+pub use self::body::{MAX_ANSWER_BYTES, MAX_BODY_BYTES, MAX_FIM_BODY_BYTES, MAX_FIM_TEXT_BYTES};
 pub use self::error::{ProviderError, TimeoutPhase, classify_http_error, parse_retry_after};
 pub use self::fim::{FimAnswer, FimRequest};
 use self::stream::{Assembler, BodyError, read_sse, with_idle_timeout};
@@ -298,7 +302,11 @@ impl Provider {
         let response = self.send(request, cancel).await?;
         if answered_in_one_piece(&response) {
             // The server ignored `stream: true` and answered in one piece.
-            let bytes = self.read_whole(response, cancel).await?;
+            let cap = Cap::Refuse {
+                limit: MAX_BODY_BYTES,
+                what: "in its one-piece JSON answer",
+            };
+            let bytes = self.read_whole(response, cancel, cap).await?;
             return assembler.push_whole_answer(&bytes, on_delta);
         }
         let connect_timeout = self.config.connect_timeout;
@@ -331,7 +339,11 @@ impl Provider {
         loop {
             let list = async {
                 let response = self.send(self.client.get(&url), cancel).await?;
-                let bytes = self.read_whole(response, cancel).await?;
+                let cap = Cap::Refuse {
+                    limit: MAX_BODY_BYTES,
+                    what: "in its model list",
+                };
+                let bytes = self.read_whole(response, cancel, cap).await?;
                 let list: ModelList =
                     serde_json::from_slice(&bytes).map_err(|error| ProviderError::Protocol {
                         message: format!("the model list does not parse: {error}"),
@@ -398,7 +410,10 @@ impl Provider {
             .map(str::to_owned);
         // The error body only refines the message; when it cannot be read, the status alone
         // still classifies the error.
-        let body = match self.read_whole(response, cancel).await {
+        let cap = Cap::Truncate {
+            limit: body::MAX_ERROR_BODY_BYTES,
+        };
+        let body = match self.read_whole(response, cancel, cap).await {
             Ok(body) => body,
             Err(ProviderError::Cancelled) => return Err(ProviderError::Cancelled),
             Err(error) => {
@@ -413,31 +428,6 @@ impl Provider {
             &self.config.api_key_env,
             SystemTime::now(),
         ))
-    }
-
-    /// Read a whole (small) body, bounded by the idle timeout and cancellation.
-    async fn read_whole(
-        &self,
-        response: reqwest::Response,
-        cancel: &CancellationToken,
-    ) -> Result<Vec<u8>, ProviderError> {
-        let idle = self.config.idle_timeout;
-        let bytes = tokio::select! {
-            biased;
-            () = cancel.cancelled() => return Err(ProviderError::Cancelled),
-            bytes = tokio::time::timeout(idle, response.bytes()) => bytes,
-        };
-        match bytes {
-            Err(_elapsed) => Err(ProviderError::Timeout {
-                phase: TimeoutPhase::Idle,
-                after: idle,
-            }),
-            Ok(Err(error)) => Err(ProviderError::from_transport(
-                &error,
-                self.config.connect_timeout,
-            )),
-            Ok(Ok(bytes)) => Ok(bytes.to_vec()),
-        }
     }
 
     fn total_timeout(&self) -> ProviderError {

@@ -16,16 +16,23 @@
 //! - **One server, one session log.** Each MCP session of each client gets a clone of the same
 //!   [`McpServer`], so every call, from whichever client, is recorded one at a time in the
 //!   server's one session, as over stdio.
+//! - **Sessions are reclaimed.** At most [`MAX_SESSIONS`] live at once and a session unused for
+//!   [`IDLE_TIMEOUT`] is closed (`sessions.rs`), so clients that never send `DELETE` cannot
+//!   hold memory without bound; a `DELETE` ends its session at once and is answered 204 No
+//!   Content (rmcp answers 202, which the MCP SDKs do not expect).
 
 use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
 
 use anyhow::Context;
-use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
+use axum::body::Body;
+use axum::http::{Method, Request, Response, StatusCode};
 use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
 use tokio_util::sync::CancellationToken;
 
 use super::McpServer;
+use super::sessions::BoundedSessions;
+pub use super::sessions::{IDLE_TIMEOUT, MAX_SESSIONS};
 
 /// The path the MCP endpoint is served at (the one clients assume).
 pub const PATH: &str = "/mcp";
@@ -89,18 +96,45 @@ pub async fn serve(
         .with_allowed_hosts(allowed_hosts(bound))
         .with_allowed_origins(allowed_origins(bound))
         .with_cancellation_token(cancel.child_token());
-    let service = StreamableHttpService::new(
-        move || Ok(server.clone()),
-        Arc::new(LocalSessionManager::default()),
-        config,
-    );
+    let sessions = Arc::new(BoundedSessions::new(MAX_SESSIONS, IDLE_TIMEOUT));
+    tokio::spawn(sweep_idle(sessions.clone(), cancel.child_token()));
+    let service = StreamableHttpService::new(move || Ok(server.clone()), sessions, config);
     // `route_service`, not `nest_service`: nesting can drop the `Host` header the rebinding
     // check reads (rmcp's note in `parse_host_header`).
-    let router = axum::Router::new().route_service(PATH, service);
+    let router = axum::Router::new()
+        .route_service(PATH, service)
+        .layer(axum::middleware::from_fn(deleted_is_no_content));
     axum::serve(listener, router)
         .with_graceful_shutdown(async move { cancel.cancelled().await })
         .await
         .context("the MCP HTTP server failed")
+}
+
+/// Close idle sessions every so often until `cancel` fires.
+async fn sweep_idle(sessions: Arc<BoundedSessions>, cancel: CancellationToken) {
+    let mut every = tokio::time::interval(sessions.sweep_interval());
+    loop {
+        tokio::select! {
+            () = cancel.cancelled() => return,
+            _ = every.tick() => sessions.reclaim_idle().await,
+        }
+    }
+}
+
+/// A `DELETE` rmcp accepted (202) is answered 204 No Content: the session is gone by then, and
+/// the MCP SDKs take 200 or 204 as success.
+async fn deleted_is_no_content(
+    request: Request<Body>,
+    next: axum::middleware::Next,
+) -> Response<Body> {
+    let delete = request.method() == Method::DELETE;
+    let response = next.run(request).await;
+    if delete && response.status() == StatusCode::ACCEPTED {
+        let (mut parts, _) = response.into_parts();
+        parts.status = StatusCode::NO_CONTENT;
+        return Response::from_parts(parts, Body::empty());
+    }
+    response
 }
 
 #[cfg(test)]

@@ -27,11 +27,12 @@ pub(super) struct Server {
 }
 
 impl Server {
-    /// A message the envelope reader refused: its answer (addressed to the request's id when
-    /// that could be read, so no request waits forever), and the reason in the log.
+    /// A message the envelope reader refused: its answers (addressed to the request's id when
+    /// that could be read, so no request waits forever; one per request of a batch, each in a
+    /// frame of its own), and the reason in the log. The connection goes on.
     pub(super) fn unreadable(&self, refusal: jsonrpc::Refusal) {
         tracing::warn!("unreadable message from the editor: {}", refusal.problem);
-        if let Some(answer) = refusal.answer {
+        for answer in refusal.answers {
             self.shared.send(answer);
         }
     }

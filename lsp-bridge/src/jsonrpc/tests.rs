@@ -41,7 +41,9 @@ fn envelopes_are_told_apart() {
 fn invalid_utf8_is_answered_to_the_requests_id() {
     let refusal =
         refused(b"{\"jsonrpc\":\"2.0\",\"id\":7,\"method\":\"x\",\"params\":{\"a\":\"\xff\xfe\"}}");
-    let answer = refusal.answer.unwrap();
+    let [answer] = &refusal.answers[..] else {
+        panic!("{refusal:?}")
+    };
     assert_eq!(answer["id"], 7);
     assert_eq!(answer["error"]["code"], code::PARSE_ERROR);
     assert!(
@@ -51,10 +53,10 @@ fn invalid_utf8_is_answered_to_the_requests_id() {
     );
     // A notification gets no answer; the problem is still told.
     let refusal = refused(b"{\"jsonrpc\":\"2.0\",\"method\":\"x\",\"params\":\"\xff\"}");
-    assert!(refusal.answer.is_none());
+    assert!(refusal.answers.is_empty());
     // Nothing readable: an answer to `null`, as JSON-RPC says.
     let refusal = refused(b"{\"id\":3, \"method\":");
-    assert_eq!(refusal.answer.unwrap()["id"], Value::Null);
+    assert_eq!(refusal.answers[0]["id"], Value::Null);
 }
 
 #[test]
@@ -71,20 +73,20 @@ fn a_lone_surrogate_is_read_as_a_replacement_character() {
 }
 
 #[test]
-fn a_batch_gets_an_error_for_each_request_in_an_array() {
+fn a_batch_gets_an_error_of_its_own_for_each_request() {
     let refusal = refused(
         br#"[{"jsonrpc":"2.0","id":1,"method":"a"},{"jsonrpc":"2.0","method":"n"},{"jsonrpc":"2.0","id":"two","method":"b"}]"#,
     );
-    let answer = refusal.answer.unwrap();
-    let answers = answer.as_array().unwrap();
+    let answers = &refusal.answers;
     assert_eq!(answers.len(), 2);
     assert_eq!(answers[0]["id"], 1);
     assert_eq!(answers[1]["id"], "two");
     assert_eq!(answers[1]["error"]["code"], code::INVALID_REQUEST);
     // Nothing to answer by id: one error to `null`.
     for batch in [&b"[]"[..], br#"[{"jsonrpc":"2.0","method":"n"}]"#] {
-        let answer = refused(batch).answer.unwrap();
-        assert_eq!(answer["id"], Value::Null, "{answer}");
+        let answers = refused(batch).answers;
+        assert_eq!(answers.len(), 1);
+        assert_eq!(answers[0]["id"], Value::Null, "{answers:?}");
     }
 }
 
@@ -97,10 +99,10 @@ fn bad_envelopes_are_invalid_requests() {
         br#"{"id":1,"method":7}"#,
     ] {
         let refusal = refused(body);
-        let answer = refusal.answer.unwrap();
+        let answer = &refusal.answers[0];
         assert_eq!(answer["error"]["code"], code::INVALID_REQUEST, "{answer}");
     }
-    assert_eq!(refused(br#"{"id":1,"method":7}"#).answer.unwrap()["id"], 1);
+    assert_eq!(refused(br#"{"id":1,"method":7}"#).answers[0]["id"], 1);
     // A response with a bad id cannot be answered.
-    assert!(refused(br#"{"id":[1],"result":1}"#).answer.is_none());
+    assert!(refused(br#"{"id":[1],"result":1}"#).answers.is_empty());
 }

@@ -39,6 +39,10 @@ pub enum FimReply {
     Garbage,
     /// Headers, then only keep-alive comments until the client gives up.
     Stall,
+    /// A one-piece JSON answer whose text is `bytes` bytes of `x`, without a `Content-Length`.
+    HugeJson { bytes: usize },
+    /// A well-formed event stream of 16 KiB text chunks that never ends.
+    Endless,
     /// Chosen when the request arrives, from the request.
     Compute(Box<dyn FnOnce(&FimCall) -> FimReply + Send>),
 }
@@ -71,6 +75,14 @@ impl FimReply {
 
     pub fn stall() -> FimReply {
         FimReply::Stall
+    }
+
+    pub fn huge_json(bytes: usize) -> FimReply {
+        FimReply::HugeJson { bytes }
+    }
+
+    pub fn endless() -> FimReply {
+        FimReply::Endless
     }
 
     pub fn from_fn(reply: impl FnOnce(&FimCall) -> FimReply + Send + 'static) -> FimReply {
@@ -112,6 +124,10 @@ pub(super) enum FimPlan {
     },
     Stall {
         call: usize,
+    },
+    Repeated {
+        call: usize,
+        repeated: super::response::Repeated,
     },
 }
 
@@ -221,6 +237,14 @@ pub(super) fn plan(
             chunk_delay: Duration::ZERO,
         },
         FimReply::Stall => FimPlan::Stall { call: number },
+        FimReply::HugeJson { bytes } => FimPlan::Repeated {
+            call: number,
+            repeated: super::response::Repeated::fim_json(bytes),
+        },
+        FimReply::Endless => FimPlan::Repeated {
+            call: number,
+            repeated: super::response::Repeated::fim_stream(),
+        },
         FimReply::Text {
             text,
             delta_bytes,
@@ -303,6 +327,20 @@ pub(super) fn answer(shared: Arc<Shared>, plan: FimPlan) -> axum::response::Resp
                 mark(&shared, call, |call| call.dropped = true);
             });
             (200, "text/event-stream; charset=utf-8", body_from(receiver))
+        }
+        FimPlan::Repeated { call, repeated } => {
+            let content_type = if repeated.stream {
+                "text/event-stream; charset=utf-8"
+            } else {
+                "application/json"
+            };
+            let body = repeated.body(move |finished| {
+                mark(&shared, call, |call| {
+                    call.finished = finished;
+                    call.dropped = !finished;
+                });
+            });
+            (200, content_type, body)
         }
     };
     axum::response::Response::builder()

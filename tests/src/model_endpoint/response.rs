@@ -293,6 +293,98 @@ pub(super) fn huge_line(bytes: usize) -> Body {
     body_from(receiver)
 }
 
+/// A body made of a head, one piece repeated (`bytes` bytes of it in all, or forever), and a
+/// tail: a well-formed answer that is only far too large, or that never ends. Sent as fast as
+/// the client reads, without a `Content-Length`, so only reading it tells its size.
+pub(crate) struct Repeated {
+    /// Whether it is an event stream (else one JSON object).
+    pub stream: bool,
+    pub head: String,
+    pub piece: Bytes,
+    /// Bytes of `piece` to send in all (the last one cut), or `None` for ever.
+    pub bytes: Option<usize>,
+    pub tail: String,
+}
+
+impl Repeated {
+    /// A one-piece chat answer whose content is `bytes` bytes of `x`.
+    pub fn chat_json(bytes: usize) -> Repeated {
+        Repeated {
+            stream: false,
+            head: r#"{"id":"huge","object":"chat.completion","created":0,"model":"deepseek-v4-flash","choices":[{"index":0,"message":{"role":"assistant","content":""#.into(),
+            piece: Bytes::from(vec![b'x'; 64 * 1024]),
+            bytes: Some(bytes),
+            tail: r#""},"finish_reason":"stop"}],"usage":{"prompt_tokens":1,"completion_tokens":1,"total_tokens":2}}"#.into(),
+        }
+    }
+
+    /// A chat event stream of content chunks that never ends.
+    pub fn chat_stream() -> Repeated {
+        let content = "x".repeat(16 * 1024);
+        Repeated {
+            stream: true,
+            head: String::new(),
+            piece: Bytes::from(format!(
+                "data: {{\"id\":\"endless\",\"object\":\"chat.completion.chunk\",\"choices\":[{{\"index\":0,\"delta\":{{\"content\":\"{content}\"}},\"finish_reason\":null}}]}}\n\n"
+            )),
+            bytes: None,
+            tail: String::new(),
+        }
+    }
+
+    /// A one-piece FIM answer whose text is `bytes` bytes of `x`.
+    pub fn fim_json(bytes: usize) -> Repeated {
+        Repeated {
+            stream: false,
+            head: r#"{"id":"huge","object":"text_completion","created":0,"model":"deepseek-v4-flash","choices":[{"index":0,"text":""#.into(),
+            piece: Bytes::from(vec![b'x'; 64 * 1024]),
+            bytes: Some(bytes),
+            tail: r#"","finish_reason":"stop"}]}"#.into(),
+        }
+    }
+
+    /// A FIM event stream of text chunks that never ends.
+    pub fn fim_stream() -> Repeated {
+        let text = "x".repeat(16 * 1024);
+        Repeated {
+            stream: true,
+            head: String::new(),
+            piece: Bytes::from(format!(
+                "data: {{\"id\":\"endless\",\"object\":\"text_completion\",\"choices\":[{{\"text\":\"{text}\",\"index\":0,\"finish_reason\":null}}]}}\n\n"
+            )),
+            bytes: None,
+            tail: String::new(),
+        }
+    }
+
+    /// The body, written by a task; `ended` learns whether it was written whole (else the
+    /// client left first).
+    pub fn body(self, ended: impl FnOnce(bool) + Send + 'static) -> Body {
+        let (sender, receiver) = mpsc::channel::<Frame>(4);
+        tokio::spawn(async move {
+            let send = |bytes: Bytes| {
+                let sender = sender.clone();
+                async move { sender.send(Ok(bytes)).await.is_ok() }
+            };
+            if !self.head.is_empty() && !send(Bytes::from(self.head)).await {
+                return ended(false);
+            }
+            let mut sent = 0;
+            while self.bytes.is_none_or(|bytes| sent < bytes) {
+                let left = self.bytes.map_or(usize::MAX, |bytes| bytes - sent);
+                let piece = self.piece.slice(..self.piece.len().min(left));
+                sent += piece.len();
+                if !send(piece).await {
+                    tracing::debug!(sent, "the client left during a repeated body");
+                    return ended(false);
+                }
+            }
+            ended(self.tail.is_empty() || send(Bytes::from(self.tail)).await);
+        });
+        body_from(receiver)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::pieces;

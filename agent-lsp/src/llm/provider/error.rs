@@ -76,6 +76,26 @@ pub enum ProviderError {
         "the endpoint sent a malformed answer: {message}: check that base_url points at an OpenAI-compatible API"
     )]
     Protocol { message: String },
+    /// The endpoint sent more than an answer may hold (`limit` bytes of `what`), which no model
+    /// writes before its `max_tokens`: a broken or hostile endpoint. Reading stopped there, so
+    /// memory stays bounded, and the partial answer was dropped, not recorded; not retried, since
+    /// the same endpoint would send the same again.
+    #[error(
+        "the endpoint sent more than {} {what}, more than any model writes in one answer: reading stopped there and nothing of the answer was recorded: check the endpoint behind base_url and the model's max_tokens",
+        format_size(*.limit)
+    )]
+    TooLarge { what: &'static str, limit: usize },
+}
+
+/// `bytes` as a short size: `16 MiB`, `64 KiB`.
+fn format_size(bytes: usize) -> String {
+    if bytes >= 1 << 20 && bytes.is_multiple_of(1 << 20) {
+        format!("{} MiB", bytes >> 20)
+    } else if bytes >= 1 << 10 && bytes.is_multiple_of(1 << 10) {
+        format!("{} KiB", bytes >> 10)
+    } else {
+        format!("{bytes} bytes")
+    }
 }
 
 /// Which wait ran out, so the message can name the setting to raise.

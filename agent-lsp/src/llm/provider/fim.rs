@@ -19,6 +19,7 @@ use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
 use super::Provider;
+use super::body::{Cap, MAX_FIM_BODY_BYTES, MAX_FIM_TEXT_BYTES};
 use super::error::{ProviderError, TimeoutPhase, classify_inline_error};
 use super::sse::SseDecoder;
 use super::sse::SseEvent;
@@ -65,9 +66,17 @@ impl Provider {
             let response = self.send(http, cancel).await?;
             if super::answered_in_one_piece(&response) {
                 // The server ignored `stream: true` and answered in one piece.
-                let bytes = self.read_whole(response, cancel).await?;
+                let cap = Cap::Refuse {
+                    limit: MAX_FIM_BODY_BYTES,
+                    what: "in its one-piece JSON completion",
+                };
+                let bytes = self.read_whole(response, cancel, cap).await?;
                 let mut answer = FimAnswer::default();
-                take_chunk(&String::from_utf8_lossy(&bytes), &mut answer)?;
+                take_chunk(
+                    &String::from_utf8_lossy(&bytes),
+                    &mut answer,
+                    MAX_FIM_TEXT_BYTES,
+                )?;
                 on_text(&answer.text);
                 return Ok(answer);
             }
@@ -78,7 +87,7 @@ impl Provider {
                 })
             });
             let bytes = with_idle_timeout(Box::pin(bytes), self.config.idle_timeout);
-            read_fim(bytes, cancel, &mut on_text).await
+            read_fim(bytes, cancel, MAX_FIM_TEXT_BYTES, &mut on_text).await
         };
         match tokio::time::timeout(self.config.total_timeout, attempt).await {
             Ok(answer) => answer,
@@ -90,10 +99,12 @@ impl Provider {
     }
 }
 
-/// Read the event stream into the answer until `[DONE]`, its end, or `on_text` saying enough.
+/// Read the event stream into the answer until `[DONE]`, its end, or `on_text` saying enough;
+/// an answer whose text passes `limit` bytes is refused.
 async fn read_fim<S, B>(
     body: S,
     cancel: &CancellationToken,
+    limit: usize,
     on_text: &mut impl FnMut(&str) -> bool,
 ) -> Result<FimAnswer, ProviderError>
 where
@@ -116,7 +127,7 @@ where
                 continue;
             }
             let before = answer.text.len();
-            take_chunk(data, &mut answer)?;
+            take_chunk(data, &mut answer, limit)?;
             if answer.text.len() > before && !on_text(&answer.text[before..]) {
                 return Ok(answer);
             }
@@ -152,8 +163,9 @@ where
     }
 }
 
-/// Add one chunk (or a whole answer) to `answer`: `choices[0].text`, and its `finish_reason`.
-fn take_chunk(data: &str, answer: &mut FimAnswer) -> Result<(), ProviderError> {
+/// Add one chunk (or a whole answer) to `answer`: `choices[0].text`, and its `finish_reason`;
+/// text that would take the answer past `limit` bytes is refused.
+fn take_chunk(data: &str, answer: &mut FimAnswer, limit: usize) -> Result<(), ProviderError> {
     let value: Value = serde_json::from_str(data).map_err(|error| ProviderError::Protocol {
         message: format!("a completion chunk is not JSON ({error})"),
     })?;
@@ -170,6 +182,12 @@ fn take_chunk(data: &str, answer: &mut FimAnswer) -> Result<(), ProviderError> {
         return Ok(());
     };
     match &choice["text"] {
+        Value::String(text) if answer.text.len() + text.len() > limit => {
+            return Err(ProviderError::TooLarge {
+                what: "of completion text",
+                limit,
+            });
+        }
         Value::String(text) => answer.text.push_str(text),
         Value::Null => {}
         _ => {
@@ -189,6 +207,10 @@ mod tests {
     use super::*;
 
     fn read(stream: &str) -> Result<FimAnswer, ProviderError> {
+        read_limited(stream, MAX_FIM_TEXT_BYTES)
+    }
+
+    fn read_limited(stream: &str, limit: usize) -> Result<FimAnswer, ProviderError> {
         let pieces: Vec<Result<Vec<u8>, BodyError>> = stream
             .as_bytes()
             .chunks(7)
@@ -200,6 +222,7 @@ mod tests {
         runtime.block_on(read_fim(
             futures_util::stream::iter(pieces),
             &CancellationToken::new(),
+            limit,
             &mut |_| true,
         ))
     }
@@ -212,6 +235,22 @@ mod tests {
         let answer = read(stream).unwrap();
         assert_eq!(answer.text, "width, height)");
         assert_eq!(answer.finish_reason.as_deref(), Some("stop"));
+    }
+
+    #[test]
+    fn text_past_the_limit_is_refused() {
+        let stream = "data: {\"choices\":[{\"text\":\"0123456789\"}]}\n\n".repeat(10);
+        assert_eq!(
+            read_limited(&stream, 95),
+            Err(ProviderError::TooLarge {
+                what: "of completion text",
+                limit: 95
+            })
+        );
+        assert!(matches!(
+            read_limited(&stream, 100),
+            Err(ProviderError::Protocol { .. })
+        ));
     }
 
     #[test]

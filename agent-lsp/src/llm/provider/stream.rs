@@ -17,6 +17,7 @@ use serde::Deserialize;
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
+use super::body::{MAX_ANSWER_BYTES, TOOL_CALL_OVERHEAD};
 use super::error::{ProviderError, TimeoutPhase, classify_inline_error};
 use super::sse::{SseDecoder, SseEvent};
 use crate::session::event::{AssistantMessage, ToolCallRef, Usage};
@@ -98,13 +99,23 @@ pub(crate) enum Flow {
 }
 
 /// Accumulates chunks into a [`Completion`], reporting deltas as they come.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub(crate) struct Assembler {
     completion: Completion,
     tool_calls: BTreeMap<u32, PartialToolCall>,
     /// Whether any delta was handed to the caller; a retry after that would duplicate them.
     pub(crate) delivered: bool,
     saw_done: bool,
+    /// Bytes kept so far: text, reasoning, and each call's strings and overhead.
+    kept: usize,
+    /// Most bytes the answer may keep ([`MAX_ANSWER_BYTES`]); past it the answer is refused.
+    limit: usize,
+}
+
+impl Default for Assembler {
+    fn default() -> Self {
+        Assembler::with_limit(MAX_ANSWER_BYTES)
+    }
 }
 
 #[derive(Debug, Default)]
@@ -116,6 +127,29 @@ struct PartialToolCall {
 }
 
 impl Assembler {
+    pub(crate) fn with_limit(limit: usize) -> Assembler {
+        Assembler {
+            completion: Completion::default(),
+            tool_calls: BTreeMap::new(),
+            delivered: false,
+            saw_done: false,
+            kept: 0,
+            limit,
+        }
+    }
+
+    /// Count `bytes` more against the limit, before they are kept.
+    fn keep(&mut self, bytes: usize) -> Result<(), ProviderError> {
+        self.kept = self.kept.saturating_add(bytes);
+        if self.kept > self.limit {
+            return Err(ProviderError::TooLarge {
+                what: "of answer (text, reasoning and tool calls together)",
+                limit: self.limit,
+            });
+        }
+        Ok(())
+    }
+
     /// Take one SSE `data:` payload.
     pub(crate) fn push_data(
         &mut self,
@@ -143,7 +177,7 @@ impl Assembler {
                     preview(data)
                 ),
             })?;
-        self.push_chunk(chunk, on_delta);
+        self.push_chunk(chunk, on_delta)?;
         Ok(Flow::Continue)
     }
 
@@ -182,18 +216,22 @@ impl Assembler {
             ),
             usage: answer.usage,
         };
-        self.push_chunk(chunk, on_delta);
+        self.push_chunk(chunk, on_delta)?;
         self.saw_done = true;
         Ok(())
     }
 
-    fn push_chunk(&mut self, chunk: Chunk, on_delta: &mut impl FnMut(StreamDelta)) {
+    fn push_chunk(
+        &mut self,
+        chunk: Chunk,
+        on_delta: &mut impl FnMut(StreamDelta),
+    ) -> Result<(), ProviderError> {
         if let Some(usage) = chunk.usage {
             self.completion.usage = Some(usage.figures());
         }
         // Only the first choice is ours: requests never ask for `n > 1`.
         let Some(choice) = chunk.choices.into_iter().flatten().next() else {
-            return;
+            return Ok(());
         };
         if let Some(reason) = choice.finish_reason {
             self.completion.finish_reason = Some(reason);
@@ -203,6 +241,7 @@ impl Assembler {
         if let Some(reasoning) = delta.reasoning_content.or(delta.reasoning)
             && !reasoning.is_empty()
         {
+            self.keep(reasoning.len())?;
             self.completion
                 .reasoning
                 .get_or_insert_with(String::new)
@@ -213,20 +252,22 @@ impl Assembler {
         if let Some(text) = delta.content
             && !text.is_empty()
         {
+            self.keep(text.len())?;
             self.completion.text.push_str(&text);
             self.delivered = true;
             on_delta(StreamDelta::Text(text));
         }
         for fragment in delta.tool_calls.unwrap_or_default() {
-            self.push_tool_fragment(fragment, on_delta);
+            self.push_tool_fragment(fragment, on_delta)?;
         }
+        Ok(())
     }
 
     fn push_tool_fragment(
         &mut self,
         fragment: ToolCallFragment,
         on_delta: &mut impl FnMut(StreamDelta),
-    ) {
+    ) -> Result<(), ProviderError> {
         let index = match fragment.index {
             Some(index) => index,
             // Without an index (non-streamed answers, a few servers), a new id starts a new
@@ -242,21 +283,38 @@ impl Assembler {
                 }
             }
         };
+        // What this fragment adds, counted before anything of it is kept.
+        let known = self.tool_calls.get(&index);
+        let id = fragment
+            .id
+            .filter(|_| known.is_none_or(|call| call.id.is_empty()));
+        let (name, arguments) = match fragment.function {
+            Some(function) => (
+                function
+                    .name
+                    .filter(|_| known.is_none_or(|call| call.name.is_empty())),
+                function.arguments,
+            ),
+            None => (None, None),
+        };
+        let added = id.as_ref().map_or(0, String::len)
+            + name.as_ref().map_or(0, String::len)
+            + arguments.as_ref().map_or(0, String::len)
+            + if known.is_none() {
+                TOOL_CALL_OVERHEAD
+            } else {
+                0
+            };
+        self.keep(added)?;
         let call = self.tool_calls.entry(index).or_default();
-        if let Some(id) = fragment.id
-            && call.id.is_empty()
-        {
+        if let Some(id) = id {
             call.id = id;
         }
-        if let Some(function) = fragment.function {
-            if let Some(name) = function.name
-                && call.name.is_empty()
-            {
-                call.name = name;
-            }
-            if let Some(arguments) = function.arguments {
-                call.arguments.push_str(&arguments);
-            }
+        if let Some(name) = name {
+            call.name = name;
+        }
+        if let Some(arguments) = arguments {
+            call.arguments.push_str(&arguments);
         }
         if !call.announced && !call.name.is_empty() {
             call.announced = true;
@@ -267,6 +325,7 @@ impl Assembler {
                 name: call.name.clone(),
             });
         }
+        Ok(())
     }
 
     /// The assembled answer once the stream has ended. An end without `[DONE]` is accepted
@@ -525,6 +584,15 @@ mod tests {
     /// Feed `text` as a body cut into pieces of `piece` bytes (cutting through lines, JSON and
     /// multi-byte characters), collecting the deltas.
     fn run(text: &str, piece: usize) -> (Result<Completion, ProviderError>, Vec<StreamDelta>) {
+        run_limited(text, piece, MAX_ANSWER_BYTES)
+    }
+
+    /// [`run`] with an answer of at most `limit` bytes.
+    fn run_limited(
+        text: &str,
+        piece: usize,
+        limit: usize,
+    ) -> (Result<Completion, ProviderError>, Vec<StreamDelta>) {
         let pieces = text
             .as_bytes()
             .chunks(piece)
@@ -536,7 +604,7 @@ mod tests {
             .unwrap();
         let mut deltas = Vec::new();
         let result = runtime.block_on(async {
-            let mut assembler = Assembler::default();
+            let mut assembler = Assembler::with_limit(limit);
             let cancel = CancellationToken::new();
             read_sse(
                 futures_util::stream::iter(pieces),
@@ -601,6 +669,45 @@ mod tests {
                 ]
             );
         }
+    }
+
+    #[test]
+    fn an_answer_past_its_limit_is_refused_whatever_it_is_made_of() {
+        let chunk = |delta: &str| format!("data: {{\"choices\":[{{\"delta\":{delta}}}]}}\n\n");
+        let ten = |delta: &str| chunk(delta).repeat(10);
+        let streams = [
+            ten(r#"{"content":"0123456789"}"#),
+            ten(r#"{"reasoning_content":"0123456789"}"#),
+            chunk(r#"{"tool_calls":[{"index":0,"id":"c","function":{"name":"read"}}]}"#)
+                + &ten(r#"{"tool_calls":[{"index":0,"function":{"arguments":"0123456789"}}]}"#),
+            // Empty calls cost their overhead, so an endless run of them ends too.
+            (0..10)
+                .map(|index| chunk(&format!(r#"{{"tool_calls":[{{"index":{index}}}]}}"#)))
+                .collect(),
+        ];
+        for stream in streams {
+            let (result, _) = run_limited(&stream, 13, 90);
+            assert_eq!(
+                result,
+                Err(ProviderError::TooLarge {
+                    what: "of answer (text, reasoning and tool calls together)",
+                    limit: 90
+                }),
+                "{stream}"
+            );
+            // Within the limit, the same answer is read (and ends with its missing finish).
+            let (result, _) = run_limited(&stream, 13, 1000);
+            assert!(
+                matches!(result, Err(ProviderError::Protocol { .. })),
+                "{result:?}"
+            );
+        }
+        let message = ProviderError::TooLarge {
+            what: "of answer (text, reasoning and tool calls together)",
+            limit: MAX_ANSWER_BYTES,
+        }
+        .to_string();
+        assert!(message.contains("more than 8 MiB of answer"), "{message}");
     }
 
     #[test]

@@ -105,8 +105,8 @@ impl Admission {
                 admitted.extend_from_slice(&read_ahead);
                 Ok(admitted)
             }
-            Err((answer, reason)) => {
-                refuse(stream, answer).await;
+            Err((answers, reason)) => {
+                refuse(stream, answers).await;
                 Err(Refusal::Refused(reason))
             }
         }
@@ -115,10 +115,10 @@ impl Admission {
     /// The `initialize` request in `body`, its token taken out (it is this module's alone), or
     /// the response that refuses the message (none for a message that cannot be answered) and
     /// why, for the log.
-    fn check(&self, body: &[u8]) -> Result<Value, (Option<Value>, String)> {
+    fn check(&self, body: &[u8]) -> Result<Value, (Vec<Value>, String)> {
         let refused = |id: &Value, code: i64, message: String| {
             let answer = jsonrpc::error_response(id, &ResponseError::new(code, message.clone()));
-            Err((Some(answer), message))
+            Err((vec![answer], message))
         };
         let (id, mut params) = match jsonrpc::decode(body) {
             Ok(Message::Request { id, method, params }) if method == "initialize" => (id, params),
@@ -130,12 +130,12 @@ impl Admission {
                 );
             }
             Ok(Message::Notification { method, .. }) => {
-                return Err((None, format!("`{method}` before `initialize`")));
+                return Err((Vec::new(), format!("`{method}` before `initialize`")));
             }
             Ok(Message::Response { .. }) => {
-                return Err((None, "a response before `initialize`".to_owned()));
+                return Err((Vec::new(), "a response before `initialize`".to_owned()));
             }
-            Err(refusal) => return Err((refusal.answer, refusal.problem)),
+            Err(refusal) => return Err((refusal.answers, refusal.problem)),
         };
         let offered = params
             .get_mut("initializationOptions")
@@ -164,14 +164,14 @@ impl Admission {
 
 /// Send `answer` (if the refused message can be answered), end our side, and read what the
 /// peer still sends for a moment before the connection is dropped.
-async fn refuse<S>(stream: &mut S, answer: Option<Value>)
+async fn refuse<S>(stream: &mut S, answers: Vec<Value>)
 where
     S: AsyncRead + AsyncWrite + Unpin,
 {
     let mut frame = Vec::new();
-    if let Some(answer) = answer {
+    for answer in answers {
         let body = serde_json::to_vec(&answer).expect("a Value serializes");
-        frame = format!("Content-Length: {}\r\n\r\n", body.len()).into_bytes();
+        frame.extend_from_slice(format!("Content-Length: {}\r\n\r\n", body.len()).as_bytes());
         frame.extend_from_slice(&body);
     }
     let _ = tokio::time::timeout(LINGER, async {
