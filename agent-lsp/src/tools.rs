@@ -39,10 +39,12 @@ pub(crate) mod testing;
 mod tests;
 
 use std::collections::{BTreeMap, HashMap};
+use std::panic::AssertUnwindSafe;
 use std::path::Path;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use futures_util::FutureExt;
 use futures_util::future::{BoxFuture, join_all};
 use serde::de::DeserializeOwned;
 use serde_json::{Map, Value};
@@ -65,6 +67,21 @@ pub fn parse_args<T: DeserializeOwned>(tool: &str, args: Value) -> Result<T, Too
             "invalid arguments for `{tool}`: {err}; see the tool's parameter schema"
         ))
     })
+}
+
+/// The result of a call whose tool panicked: what it said, and that nothing is known of what it
+/// did.
+fn panicked(name: &str, panic: &(dyn std::any::Any + Send)) -> ToolOutput {
+    let message = panic
+        .downcast_ref::<&str>()
+        .map(|text| (*text).to_owned())
+        .or_else(|| panic.downcast_ref::<String>().cloned())
+        .unwrap_or_else(|| "no message".to_owned());
+    tracing::error!(tool = %name, "the tool panicked: {message}");
+    ToolOutput::error(format!(
+        "`{name}` failed unexpectedly (an internal error: {message}); it may have taken effect partly, check before retrying"
+    ))
+    .with_meta("panicked", true)
 }
 
 /// Run blocking file work off the async threads; a panic becomes an error output.
@@ -689,7 +706,20 @@ impl ToolRuntime {
         let read_only = tool.read_only();
         let started = Instant::now();
         let span = tracing::info_span!("tool", name = %call.name, call_id = %call.id);
-        let run = tool.run(ctx, args).instrument(span.clone());
+        // A tool's panic, in the call that makes its future or in the future itself, is the
+        // call's result: the turn, the other calls of the batch and the session go on.
+        let name = call.name.clone();
+        let run = match std::panic::catch_unwind(AssertUnwindSafe(|| tool.run(ctx, args))) {
+            Ok(run) => AssertUnwindSafe(run)
+                .catch_unwind()
+                .map(move |result| result.unwrap_or_else(|panic| panicked(&name, &*panic)))
+                .boxed(),
+            Err(panic) => {
+                let output = panicked(&name, &*panic);
+                async move { output }.boxed()
+            }
+        }
+        .instrument(span.clone());
         let output = tokio::select! {
             biased;
             result = tokio::time::timeout(timeout, run) => match result {

@@ -119,6 +119,10 @@ enum Behaviour {
     Hang,
     /// Return this many bytes of numbered lines.
     Big(usize),
+    /// Panic in the future it returns.
+    PanicLater,
+    /// Panic before it returns a future.
+    PanicAtOnce,
 }
 
 impl Tool for Probe {
@@ -136,6 +140,9 @@ impl Tool for Probe {
 
     fn run(&self, ctx: ToolContext, _args: Value) -> BoxFuture<'static, ToolOutput> {
         let behaviour = self.behaviour.clone();
+        if let Behaviour::PanicAtOnce = behaviour {
+            panic!("a bug before the future");
+        }
         Box::pin(async move {
             match behaviour {
                 Behaviour::Barrier(barrier) => {
@@ -150,6 +157,8 @@ impl Tool for Probe {
                         .collect();
                     return ToolOutput::ok(text).with_meta("source", "probe");
                 }
+                Behaviour::PanicLater => panic!("a bug in the future"),
+                Behaviour::PanicAtOnce => unreachable!("panicked before"),
             }
             ToolOutput::ok(format!("{} done", ctx.call_id))
         })
@@ -500,6 +509,39 @@ async fn read_only_calls_run_concurrently_and_are_recorded_in_call_order() {
         .map(|(_, id)| id)
         .collect();
     assert_eq!(results, ["c1", "c2", "c3", "c4", "c5"]);
+}
+
+/// A tool's panic, in its future or before it, is that call's result: the other calls of the
+/// batch are answered and every call is recorded.
+#[tokio::test]
+async fn a_panicking_tool_is_its_calls_result_and_the_batch_goes_on() {
+    let fx = Fixture::new();
+    let mut registry = ToolRegistry::standard();
+    registry
+        .register(probe("later", true, Behaviour::PanicLater))
+        .register(probe("at_once", true, Behaviour::PanicAtOnce))
+        .register(probe("fine", true, Behaviour::Sleep(Duration::ZERO)));
+    let rt = ToolRuntime::new((*fx.workspace).clone(), registry);
+    let calls = [
+        call("c1", "later", "{}"),
+        call("c2", "fine", "{}"),
+        call("c3", "at_once", "{}"),
+    ];
+    let mut s = session(&fx);
+    let out = step(&rt, &mut s, &calls, &CancellationToken::new()).await;
+    assert_eq!(out.len(), 3);
+    assert_eq!(out[1].output.text, "c2 done");
+    for (index, said) in [(0, "a bug in the future"), (2, "a bug before the future")] {
+        let output = &out[index].output;
+        assert!(output.is_error, "{output:?}");
+        assert!(output.text.contains(said), "{}", output.text);
+        assert_eq!(output.meta["panicked"], true);
+    }
+    let results = recorded(&s)
+        .into_iter()
+        .filter(|(kind, _)| *kind == EventKind::ToolResult)
+        .count();
+    assert_eq!(results, 3);
 }
 
 #[tokio::test]
