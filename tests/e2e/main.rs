@@ -24,6 +24,7 @@ mod malformed_params;
 mod mcp_client;
 mod mcp_serve;
 mod memory;
+mod memory_secrets;
 mod model_endpoint;
 mod model_output_bounds;
 mod plans;
