@@ -56,6 +56,9 @@ static HEX_RUN: LazyLock<Regex> = LazyLock::new(|| {
         .expect("valid pattern")
 });
 
+/// A rewrite of the whole text that undoes one respelling.
+type Step = fn(&str) -> String;
+
 /// Every form of `text`, the text as written first.
 pub fn of(text: &str) -> Vec<Form> {
     let mut forms = vec![Form {
@@ -70,7 +73,7 @@ pub fn of(text: &str) -> Vec<Form> {
 fn expand(text: &str, how: &str, depth: usize, forms: &mut Vec<Form>) {
     let mut current = text.to_owned();
     let mut current_how = how.to_owned();
-    let steps: [(fn(&str) -> String, &str); 3] = [
+    let steps: [(Step, &str); 3] = [
         (
             |text| INVISIBLE.replace_all(text, "").into_owned(),
             "invisible characters are removed",

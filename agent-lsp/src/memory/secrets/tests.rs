@@ -174,3 +174,21 @@ fn descriptions_of_where_secrets_live_are_accepted() {
     );
     check("", None);
 }
+
+/// The limits the README names ("What it cannot catch"), as they are today: if one of these
+/// starts being refused, the README is out of date.
+#[test]
+fn what_the_readme_says_it_cannot_catch_is_stored() {
+    // A short or low-entropy password, in prose or given to a plain name.
+    check("the admin password is hunter2", None);
+    check("pw = hunter2", None);
+    // A split that is not obvious: each piece alone is no secret.
+    check(
+        "''.join(['ghp_', 'abcdefghijklmnopqrstuvwxyz0123456789'])",
+        None,
+    );
+    // Obfuscated beyond the decodings: ROT13 of a GitHub token.
+    check("tuc_nopqrstuvwxyzabcdefghijklm0123456789", None);
+    // Half of a key now, the other half in another memory.
+    check("the key starts sk-proj-Q3xF8k", None);
+}

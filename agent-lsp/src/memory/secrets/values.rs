@@ -81,7 +81,7 @@ pub fn generated_token(token: &str) -> bool {
     if len < MIN_TOKEN_LEN {
         return false;
     }
-    let count = |test: fn(&char) -> bool| token.chars().filter(|c| test(c)).count();
+    let count = |test: fn(&char) -> bool| token.chars().filter(&test).count();
     count(char::is_ascii_uppercase) >= 2
         && count(char::is_ascii_lowercase) >= 2
         && count(char::is_ascii_digit) >= 1
