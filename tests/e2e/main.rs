@@ -26,6 +26,7 @@ mod mcp_client;
 mod mcp_serve;
 mod mcp_serve_sessions;
 mod memory;
+mod memory_secrets;
 mod model_endpoint;
 mod model_output_bounds;
 mod model_response_bounds;
