@@ -2,11 +2,11 @@
 //! go into the system prompt of every later session, so a key that slipped into one would leak
 //! into every request from then on.
 //!
-//! The text is looked at in several forms ([`forms`]): as written, without invisible characters,
+//! The text is looked at in several forms (`forms.rs`): as written, without invisible characters,
 //! with split strings joined, percent-encoding and escapes decoded, and base64 and hex runs
-//! decoded. Every form is matched against known token shapes kept as data ([`rules`], most of
-//! them detect-secrets' patterns), then against secrets given to a name ([`assignments`]), then
-//! checked for free-standing random-looking tokens ([`values::generated_token`]). The refusal
+//! decoded. Every form is matched against known token shapes kept as data (`rules.rs`, most of
+//! them detect-secrets' patterns), then against secrets given to a name (`assignments.rs`), then
+//! checked for free-standing random-looking tokens (`values.rs`). The refusal
 //! says which rule matched and in which form, so it can be understood and the text reworded.
 //! What this cannot catch is listed in the README ("Memory across sessions").
 
