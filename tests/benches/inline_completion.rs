@@ -348,7 +348,10 @@ fn main() {
             "pyright warm, every signature asked (`signature_ttl_ms = 0`)",
             &felt_asked,
         ),
-        ("the document's server busy indexing (fake-lsp `busy`)", &felt_busy),
+        (
+            "the document's server busy indexing (fake-lsp `busy`)",
+            &felt_busy,
+        ),
         (
             "a slow server: each hover takes 300 ms (fake-lsp `slow`), every signature asked",
             &felt_slow,
