@@ -59,7 +59,7 @@ impl LspTools {
     }
 
     /// Show on `board` the servers a call waits for when it waits long (a cold server
-    /// starting or indexing), so the turn is not silent meanwhile (see [`waiting`]).
+    /// starting or indexing), so the turn is not silent meanwhile (see `tools/lsp/waiting.rs`).
     pub fn with_activity(mut self, board: Arc<crate::activity::Activity>) -> LspTools {
         self.waiting = Some(waiting::Waiting::new(board, self.queries.bridge.clone()));
         self
