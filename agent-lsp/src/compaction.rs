@@ -1,8 +1,8 @@
 //! Memory: compaction, tool-result pruning and recall of shadowed history.
 //!
 //! Long sessions must neither overflow the model's window nor lose the thread, and must keep the
-//! provider's prefix cache hot (ARCHITECTURE.md, "Memory: compaction"). Three mechanisms, all of
-//! which only change the *surface*; the log keeps every original event:
+//! provider's prefix cache hot (docs/architecture.md, "Memory: compaction"). Four mechanisms,
+//! all of which only change the *surface*; the log keeps every original event:
 //!
 //! - a [`CompactionEngine`] (the seam) folds older history into a `<compacted-summary>`
 //!   checkpoint: a `user/message` with `surface_op: replace` and `source_event_seqs`, written

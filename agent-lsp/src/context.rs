@@ -1,6 +1,6 @@
 //! Context assembly: everything that decides what one model request contains.
 //!
-//! The chain for every model call (ARCHITECTURE.md, "The one rule"):
+//! The chain for every model call (docs/architecture.md, "The one rule"):
 //! [`system_prompt::SystemPrompt::assemble`] gives the stable system text and tool catalog;
 //! [`runtime::RuntimeContextProjection`] appends volatile state to the session only when it
 //! changed; the session derives the messages; [`request::build_request`] records

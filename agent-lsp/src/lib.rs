@@ -3,7 +3,7 @@
 //! Modules in reading order:
 //! - [`agent`]: the loop (session → turn → step) and its plugin events;
 //! - [`session`]: the append-only session log, the surface and the derived messages; every
-//!   model request is derived from it (the one rule of ARCHITECTURE.md);
+//!   model request is derived from it (docs/architecture.md, "The one rule");
 //! - [`compaction`]: memory for long sessions: checkpoints, tool-result pruning, recall;
 //! - [`completion`]: inline completion for the editor's ghost text, grounded in the servers;
 //! - [`memory`]: memory across sessions: notes per workspace and per user, with provenance;

@@ -22,7 +22,7 @@ use crate::session::{History, Session};
 use compaction_seam::CompactionEngine;
 use outcomes::{CompactionOutcome, ToolCallOutcome};
 
-/// What wakes plugins. Names follow the event names of ARCHITECTURE.md.
+/// What wakes plugins (docs/architecture.md, "Plugin events" lists them with their names).
 #[derive(Debug)]
 pub enum AgentEvent<'a> {
     /// `session/start`: a turn is about to begin in this session.

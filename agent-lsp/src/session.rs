@@ -1,6 +1,6 @@
 //! Sessions: the append-only event log, the surface over it, and the messages derived from it.
 //!
-//! Three layers (see ARCHITECTURE.md, "Session log"):
+//! Three layers (see docs/architecture.md, "Session log"):
 //! - the **log** ([`log`]) keeps every [`Event`] forever;
 //! - the **surface** ([`surface`]) is the ordered set of events that make up the model's history;
 //! - the **messages** are derived from the surface by [`History::derive_messages`], incrementally:

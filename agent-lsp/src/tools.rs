@@ -11,7 +11,8 @@
 //!   [`ToolRuntime::execute`] returns are failures to append to the session log.
 //! - **The catalog does not depend on permissions.** A denied tool is still listed, sorted by
 //!   name with canonical JSON schemas, and refused when called. Keeping the catalog byte-stable
-//!   across modes keeps the provider's prefix cache warm (ARCHITECTURE.md, "Context assembly").
+//!   across modes keeps the provider's prefix cache warm (docs/architecture.md, "Context
+//!   assembly and the prefix cache").
 //! - **What the model saw is what the log keeps.** The text is capped (head and tail kept, a
 //!   marker says how much was cut) before it is recorded, and `meta` records the facts about it
 //!   (`truncated`, `original_len`, `source`, `duration_ms`, `is_error`, …).

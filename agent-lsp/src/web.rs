@@ -1,5 +1,5 @@
 //! Web knowledge for the model: the [`WebRuntime`] behind the `web_search` and `web_fetch`
-//! tools (ARCHITECTURE.md, "Knowledge: files, symbols, web").
+//! tools (docs/architecture.md, "Knowledge: files, symbols, web").
 //!
 //! - [`search`]: search providers (SearXNG, Brave); the user's configuration picks one.
 //! - [`fetch`]: the plain HTTP fetch provider, every hop through the [`guard`].

@@ -10,7 +10,7 @@
 //! Two workloads, so that neither hides the other:
 //!
 //! - **realistic**, run in two windows (the standard preset's 128k would compact at most once in
-//!   150 steps): 48 000 tokens, where the session compacts twice, the least the issue asks for,
+//!   150 steps): 48 000 tokens, where the session compacts twice, the least a run must show,
 //!   and 32 000 tokens, where it compacts four times. How often a session compacts is what
 //!   moves the cache share, so both are reported. Tool
 //!   results of the sizes a real coding session produces, in a fixed 20-step cycle: 5

@@ -16,8 +16,9 @@ use serde_json::{Value, json};
 
 use super::code_mode::{denied_write_preset, nested, project, session};
 
-/// The program of issue 35: `join` over 2^32-1 holes loops in C, where QuickJS never polls
-/// its interrupt handler (in a thread it ran 16 s and then spun on for minutes).
+/// A program whose native loop never yields: `join` over 2^32-1 holes loops in C, where
+/// QuickJS never polls its interrupt handler (in a thread it ran 16 s and then spun on for
+/// minutes).
 const NATIVE_LOOP: &str = "console.log('started');\nreturn new Array(2**32-1).join('').length;";
 
 /// Each `run_code` result: its text, its `duration_ms`, and the time it was logged.

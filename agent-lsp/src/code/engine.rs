@@ -253,7 +253,7 @@ fn exception(ctx: &Ctx<'_>, error: rquickjs::Error, limits: Limits) -> Stop {
 }
 
 /// What QuickJS throws when it cannot allocate even the error saying it is out of memory
-/// (`JS_ThrowError2` throws `null` then), as [`exception`] words it. The runtime's memory is
+/// (`JS_ThrowError2` throws `null` then), as `exception` words it. The runtime's memory is
 /// freed again by the time the program's promise rejects, so only its process can tell this
 /// apart from a program throwing `null` itself: by its peak memory (`child.rs`).
 pub fn threw_null(stop: &Stop) -> bool {

@@ -4,7 +4,8 @@
 //! finds them by compaction id (what a checkpoint replaced), event seq, tool call id, file path
 //! (calls whose arguments name it, with their results) or turn/step range, and returns them as
 //! text. Retrieval goes through the log file itself, never through memory the log does not back,
-//! and what it returns is recorded as an ordinary `tool/result` (ARCHITECTURE.md, "The one rule").
+//! and what it returns is recorded as an ordinary `tool/result` (docs/architecture.md,
+//! "The one rule").
 
 use std::collections::BTreeSet;
 use std::path::Path;

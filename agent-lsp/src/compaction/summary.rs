@@ -4,7 +4,8 @@
 //! catalog, and the surface messages up to the end of the folded range, exactly as the last
 //! request sent them — and appends the compaction instruction as the last user message. The
 //! provider has that prefix cached from the step before, so the summary call costs little more
-//! than its instruction and its answer (ARCHITECTURE.md, "Context assembly and the prefix cache").
+//! than its instruction and its answer (docs/architecture.md, "Context assembly and the prefix
+//! cache").
 //!
 //! [`Summarizer`] is the hook a preset swaps without touching the engine: pressure measurement,
 //! range choice, the shrink check and the commit stay in [`super::basic`].

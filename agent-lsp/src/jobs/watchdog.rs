@@ -2,7 +2,7 @@
 //! any code of its own (SIGKILL, a crash), the one case the job table's own kills never see.
 //!
 //! The watchdog is the agent-lsp binary started again (`/proc/self/exe`, which is the running
-//! binary even if its file was replaced since) with a hidden first argument, [`WATCHDOG_ARG`],
+//! binary even if its file was replaced since) with a hidden first argument, `WATCHDOG_ARG`,
 //! that `main` checks before anything else ([`main_hook`]). It runs in a process group of its
 //! own and reads a pipe only agent-lsp holds: a byte means the job ended and agent-lsp is fine;
 //! the end of the input means agent-lsp is gone (the kernel closed the pipe), and the watchdog

@@ -4,7 +4,7 @@
 //! bytes (keys sorted, compact). The provider sends these bytes and `session replay` rebuilds
 //! them from the log, so both must go through this one function.
 //!
-//! Reasoning passback follows the DeepSeek thinking-mode rules (see ARCHITECTURE.md,
+//! Reasoning passback follows the DeepSeek thinking-mode rules (see docs/architecture.md,
 //! "Reasoning passback"): an assistant message that made tool calls always carries its
 //! `reasoning_content` (verbatim, `""` if it had none); an assistant message without tool calls
 //! carries it only when its user-to-user stretch used tools; elsewhere it is dropped. The

@@ -20,7 +20,7 @@ use super::Provider;
 use super::error::{ProviderError, TimeoutPhase};
 
 /// Most bytes one chat answer may hold: its text, reasoning and tool calls (ids, names and
-/// arguments, and [`TOOL_CALL_OVERHEAD`] each) together, streamed or not. As much as one
+/// arguments, and `TOOL_CALL_OVERHEAD` each) together, streamed or not. As much as one
 /// event of the stream may carry (`sse.rs`), so an endpoint that sends a whole answer as one
 /// event is held to the same size. `serve` copies an answer a few times while it streams it
 /// into a prompt document (the document, the editor's edits), which is what this bounds.
