@@ -822,3 +822,47 @@ fn a_call_waiting_for_a_cold_server_shows_it_starting_and_working() {
     assert!(starting < working && working < result, "{err}");
     at("↳ language server fake → ready");
 }
+
+/// A server that works on the request without reporting progress (pyright analysing a package
+/// for its first answer) is shown too: after half a second of waiting, the call's own server is
+/// on `run`'s progress as answering, with the seconds waited, until the call is done.
+#[test]
+fn a_call_waiting_on_a_server_that_reports_nothing_shows_it_answering() {
+    let workspace = tempfile::tempdir().unwrap();
+    std::fs::write(workspace.path().join("a.fake"), "alpha beta\n").unwrap();
+    let state = tempfile::tempdir().unwrap();
+    let config = state.path().join("config.toml");
+    std::fs::write(
+        &config,
+        agent_tests::fake_lsp_config(&["slow", "textDocument/hover", "2500", "diagnose"]),
+    )
+    .unwrap();
+    let endpoint = ModelEndpoint::start(EndpointConfig::default()).unwrap();
+    endpoint.push_all([
+        Reply::tool_call("lsp_hover", r#"{"path":"a.fake","line":1,"symbol":"beta"}"#),
+        Reply::text("Done."),
+    ]);
+    let output = agent_tests::agent_lsp_command(
+        state.path(),
+        &config,
+        workspace.path(),
+        &["run", "--base-url", &endpoint.base_url(), "What is beta?"],
+    )
+    .env("PATH", agent_tests::tools_path())
+    .output()
+    .unwrap();
+    let err = stderr(&output);
+    assert!(output.status.success(), "{err}");
+    let lines = err.lines().collect::<Vec<_>>();
+    let at = |needle: &str| {
+        lines
+            .iter()
+            .position(|line| line.contains(needle))
+            .unwrap_or_else(|| panic!("no line with `{needle}` in:\n{err}"))
+    };
+    let answering = at("↳ language server fake · answering");
+    at("↳ language server fake · answering (1 s)");
+    let result = at("lsp_hover {");
+    assert!(answering < result, "{err}");
+    at("↳ language server fake → ready");
+}

@@ -296,6 +296,11 @@ impl Tool for LspTool {
     fn run(&self, ctx: ToolContext, args: Value) -> BoxFuture<'static, ToolOutput> {
         let kind = self.kind;
         let tools = self.tools.clone();
+        // The file the call is about: its server is the one it waits for.
+        let file = args
+            .get("path")
+            .and_then(Value::as_str)
+            .and_then(|path| ctx.workspace.resolve(path).ok());
         Box::pin(async move {
             let call = async {
                 if let Some(output) = shared::run(&tools, kind.name(), &args).await {
@@ -304,7 +309,7 @@ impl Tool for LspTool {
                 run_here(kind, &tools, ctx, args).await
             };
             match tools.waiting.clone() {
-                Some(waiting) => waiting.around(call).await,
+                Some(waiting) => waiting.around(file, call).await,
                 None => call.await,
             }
         })
