@@ -62,7 +62,7 @@ use serde::Deserialize;
 use lsp_bridge::BridgeConfig;
 use lsp_bridge::config::ServerOptions;
 
-use crate::llm::provider::ProviderOptions;
+use crate::llm::provider::{ProviderConfig, ProviderOptions};
 use crate::workspace::files::FilesOptions;
 
 pub const CONFIG_ENV: &str = "AGENT_LSP_CONFIG";
@@ -150,6 +150,29 @@ impl Config {
             config.restart = restart.resolve(config.restart);
         }
         Ok(config)
+    }
+
+    /// The model endpoint, from what was chosen for this run (the command line's flags, the
+    /// editor's `initializationOptions`), this file and the preset's model, in that order of
+    /// priority. `None` when nothing says where a model is.
+    pub fn provider_config(
+        &self,
+        base_url: Option<String>,
+        model: Option<String>,
+        preset_model: Option<&str>,
+    ) -> anyhow::Result<Option<ProviderConfig>> {
+        let file = &self.provider;
+        let options = ProviderOptions {
+            base_url: base_url.or_else(|| file.base_url.clone()),
+            model: model
+                .or_else(|| file.model.clone())
+                .or_else(|| preset_model.map(str::to_owned)),
+            ..file.clone()
+        };
+        let resolved = ProviderConfig::from_env(&options)?;
+        // A key, or an explicitly chosen endpoint (local servers need no key), means
+        // "configured".
+        Ok((resolved.api_key.is_some() || options.base_url.is_some()).then_some(resolved))
     }
 
     /// The configuration, or the defaults when there is no file.

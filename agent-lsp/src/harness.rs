@@ -52,8 +52,17 @@ pub fn registry() -> PluginRegistry {
         .register::<JobsSettings>(jobs::PLUGIN, JobsPlugin::parts)
         .register::<SubagentsSettings>(subagents::PLUGIN, SubagentsSettings::parts)
         .register::<CodeModeSettings>(code::PLUGIN, CodeModeSettings::parts)
-        .register::<crate::mcp::McpSettings>(crate::mcp::PLUGIN, crate::mcp::parts);
+        .register::<crate::mcp::McpSettings>(crate::mcp::PLUGIN, mcp);
     registry
+}
+
+/// `[plugins.mcp]`: the tools of the MCP servers of the config file's `[mcp]` and of the
+/// workspace's `.mcp.json`.
+fn mcp(
+    settings: crate::mcp::McpSettings,
+    host: &PluginHost,
+) -> anyhow::Result<crate::plugin::registry::Parts> {
+    crate::mcp::parts(settings, host, || Ok(crate::config::Config::load()?.mcp))
 }
 
 /// `[plugins.preset_authoring]`: the preset guide and `preset_write`, which saves into the
@@ -163,7 +172,10 @@ pub fn runtime_over(
     }
     // Web tools without the user's `[web]` settings (fetch works, search says what to
     // configure); callers with a configuration replace them with `ToolRuntime::with_web`.
-    let (web_search, web_fetch) = web::tools(crate::web::WebRuntime::new(&Default::default())?);
+    let (web_search, web_fetch) = web::tools(crate::web::WebRuntime::new(
+        &Default::default(),
+        crate::config::Config::path().as_deref(),
+    )?);
     registry.register(web_search).register(web_fetch);
     // The MCP servers' tools are whatever the servers list, so `[plugins.mcp]` enables them
     // all and `tools.enabled` need not (cannot) name them.

@@ -16,6 +16,8 @@
 //! - [`web`]: `web_search` and `web_fetch` behind the SSRF guard;
 //! - [`tokens`]: the token meter;
 //! - [`trajectory`]: a session exported as cells, as JSON or a self-contained HTML page;
+//! - [`session_report`]: recorded sessions as JSON, for `session list|show --json` and the MCP
+//!   server's `session_list` and `session_show`;
 //! - [`instructions`]: the project's and the user's `AGENTS.md` as prompt sections;
 //! - [`skills`]: folders of instructions for one kind of task, listed in the prompt and loaded
 //!   with the `skill` tool;
@@ -60,6 +62,7 @@ pub mod plugin;
 pub mod preset;
 pub mod server;
 pub mod session;
+pub mod session_report;
 pub mod shared_bridge;
 pub mod skills;
 pub mod subagents;

@@ -11,7 +11,7 @@ pub mod wire;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use crate::session::event::ToolCallRef;
+use crate::canonical::canonical_json;
 
 /// One message of the model's history, derived from one surface entry.
 #[derive(Clone, Debug, PartialEq)]
@@ -46,6 +46,54 @@ pub struct ToolDef {
     pub name: String,
     pub description: String,
     pub parameters: Value,
+}
+
+/// The canonical JSON of a tool catalog, as digested.
+pub fn catalog_json(tools: &[ToolDef]) -> String {
+    canonical_json(&serde_json::to_value(tools).unwrap_or(Value::Null))
+}
+
+/// A tool call as the model emitted it inside an assistant message.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ToolCallRef {
+    pub id: String,
+    pub name: String,
+    /// The raw argument string exactly as the model sent it (possibly invalid JSON).
+    pub arguments: String,
+}
+
+impl ToolCallRef {
+    /// The names of `calls` in order, joined for a line of progress (`read, grep`).
+    pub fn names(calls: &[ToolCallRef]) -> String {
+        calls
+            .iter()
+            .map(|call| call.name.as_str())
+            .collect::<Vec<_>>()
+            .join(", ")
+    }
+}
+
+/// A complete model answer for one step.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct AssistantMessage {
+    pub text: String,
+    /// `reasoning_content` in thinking mode; kept verbatim because it must be passed back.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reasoning: Option<String>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub tool_calls: Vec<ToolCallRef>,
+}
+
+/// Token accounting reported by the provider for one request.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Usage {
+    pub index: u64,
+    pub prompt_tokens: u64,
+    pub completion_tokens: u64,
+    /// Prompt tokens served from the provider's prefix cache.
+    pub cache_read: u64,
+    /// Billable (uncached) prompt tokens: `prompt_tokens - cache_read`.
+    pub input: u64,
 }
 
 /// Thinking (reasoning) mode of DeepSeek-style models.

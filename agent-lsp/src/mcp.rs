@@ -109,14 +109,20 @@ impl PluginSettings for McpSettings {
 }
 
 /// The plugin's constructor: the tools of the servers, no plugin of its own. Without a state
-/// directory (a preset being checked) nothing is started and no tool is brought.
-pub fn parts(settings: McpSettings, host: &PluginHost) -> anyhow::Result<Parts> {
+/// directory (a preset being checked) nothing is started and no tool is brought, and the
+/// servers' declarations are not read: `user_servers` reads the config file's `[mcp]` (the
+/// host's to read, `harness::registry`; this module sits below the configuration).
+pub fn parts(
+    settings: McpSettings,
+    host: &PluginHost,
+    user_servers: impl FnOnce() -> anyhow::Result<McpOptions>,
+) -> anyhow::Result<Parts> {
     let Some(state_dir) = &host.state_dir else {
         return Ok(Parts::default());
     };
     let state_root = crate::session::store::state_root_of(state_dir);
-    let config = crate::config::Config::load()?;
-    let servers = usable(&settings, &config.mcp, &host.workspace, state_root)?;
+    let options = user_servers()?;
+    let servers = usable(&settings, &options, &host.workspace, state_root)?;
     Ok(Parts {
         plugin: None,
         tools: catalog(&settings, &servers, state_root),

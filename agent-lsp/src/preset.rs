@@ -23,6 +23,7 @@ use toml::Spanned;
 use crate::llm::{ModelParams, Thinking};
 use crate::permissions::{POLICY_KEYS, Permission};
 use crate::plugin::registry::{PluginSettings, PluginTable};
+use crate::session::store::PresetRecord;
 pub use catalog::PresetDirs;
 
 /// `(name, text)` of every built-in preset.
@@ -137,6 +138,15 @@ pub struct Preset {
     /// The text as read, recorded in the session header.
     pub text: String,
     pub file: PresetFile,
+}
+
+impl<'a> From<&'a Preset> for PresetRecord<'a> {
+    fn from(preset: &'a Preset) -> PresetRecord<'a> {
+        PresetRecord {
+            name: &preset.name,
+            text: &preset.text,
+        }
+    }
 }
 
 impl Preset {

@@ -103,7 +103,7 @@ pub fn estimate_message(message: &Message) -> u64 {
 
 /// Raw estimate of a whole request: system prompt, tool catalog and messages.
 pub fn estimate_request(request: &ModelRequest) -> u64 {
-    let tools = crate::context::system_prompt::catalog_json(&request.tools);
+    let tools = crate::llm::catalog_json(&request.tools);
     PER_MESSAGE
         + estimate_text(&request.system)
         + estimate_text(&tools)

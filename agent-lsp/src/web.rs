@@ -18,6 +18,7 @@ pub mod fetch;
 pub mod guard;
 pub mod search;
 
+use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -136,18 +137,13 @@ struct Candidate<P: ?Sized> {
     provider: Result<Arc<P>, String>,
 }
 
-fn config_path() -> String {
-    crate::config::Config::path()
-        .map(|path| path.display().to_string())
-        .unwrap_or_else(|| "the config file".to_owned())
-}
-
 /// The strict selection rule (module docs).
 fn select<P: ?Sized>(
     what: &'static str,
     key: &'static str,
     configured: Option<&str>,
     candidates: Vec<Candidate<P>>,
+    config_file: &str,
 ) -> Result<Arc<P>, SelectionError> {
     if let Some(id) = configured {
         let known = candidates
@@ -187,7 +183,7 @@ fn select<P: ?Sized>(
                 .filter_map(|candidate| candidate.provider.err())
                 .collect::<Vec<_>>()
                 .join("; or "),
-            config: config_path(),
+            config: config_file.to_owned(),
         }),
         _ => Err(SelectionError::Ambiguous {
             what,
@@ -197,7 +193,7 @@ fn select<P: ?Sized>(
                 .collect::<Vec<_>>()
                 .join(", "),
             key,
-            config: config_path(),
+            config: config_file.to_owned(),
         }),
     }
 }
@@ -263,9 +259,11 @@ impl WebRuntime {
     /// The providers `options` make available, with the system resolver and the process
     /// environment (for API keys). Fails only on options that cannot mean anything (an
     /// allowlist entry that is not an address or network); a missing provider is an error
-    /// result of the tool, not of this.
-    pub fn new(options: &WebOptions) -> anyhow::Result<WebRuntime> {
-        WebRuntime::with(options, Arc::new(SystemResolver), &|name| {
+    /// result of the tool, not of this. `config_file` is where the user writes `[web]`, as the
+    /// errors that say what to configure name it (the caller knows it; this module reads no
+    /// configuration of its own).
+    pub fn new(options: &WebOptions, config_file: Option<&Path>) -> anyhow::Result<WebRuntime> {
+        WebRuntime::with(options, config_file, Arc::new(SystemResolver), &|name| {
             std::env::var(name).ok()
         })
     }
@@ -273,9 +271,14 @@ impl WebRuntime {
     /// [`WebRuntime::new`] with a given resolver and environment.
     pub fn with(
         options: &WebOptions,
+        config_file: Option<&Path>,
         resolver: Arc<dyn Resolver>,
         env: &dyn Fn(&str) -> Option<String>,
     ) -> anyhow::Result<WebRuntime> {
+        let config_file = config_file.map_or_else(
+            || "the config file".to_owned(),
+            |path| path.display().to_string(),
+        );
         let timeout =
             Duration::from_secs(options.timeout_secs.unwrap_or(DEFAULT_TIMEOUT_SECS).max(1));
         let allow = options
@@ -306,12 +309,14 @@ impl WebRuntime {
             "fetch_provider",
             options.fetch_provider.as_deref(),
             fetchers,
+            &config_file,
         );
         let search = select(
             "web_search",
             "search_provider",
             options.search_provider.as_deref(),
             search_candidates(options, timeout, env),
+            &config_file,
         );
         Ok(WebRuntime {
             search,

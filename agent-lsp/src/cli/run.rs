@@ -13,7 +13,7 @@ use tokio_util::sync::CancellationToken;
 use crate::agent::{Agent, Plugin, TurnOutcome, TurnUi};
 use crate::config::Config;
 use crate::launch::{Launcher, ToolHost};
-use crate::llm::provider::{Provider, ProviderConfig, ProviderError, ProviderOptions};
+use crate::llm::provider::{Provider, ProviderConfig, ProviderError};
 use crate::preset::{DEFAULT_PRESET, Preset, PresetDirs};
 use crate::session::Session;
 use crate::session::event::ToolCallRef;
@@ -65,26 +65,14 @@ pub struct RunArgs {
     pub yes: bool,
 }
 
-/// Resolve the provider from flags, the config file and the preset, in that order of priority.
-/// `None` when nothing says where a model is.
+/// Resolve the provider from flags, the config file and the preset, in that order of priority
+/// (`Config::provider_config`). `None` when nothing says where a model is.
 pub fn provider_config(
     config: &Config,
     args: &ModelArgs,
     preset_model: Option<&str>,
 ) -> anyhow::Result<Option<ProviderConfig>> {
-    let file = &config.provider;
-    let options = ProviderOptions {
-        base_url: args.base_url.clone().or_else(|| file.base_url.clone()),
-        model: args
-            .model
-            .clone()
-            .or_else(|| file.model.clone())
-            .or_else(|| preset_model.map(str::to_owned)),
-        ..file.clone()
-    };
-    let resolved = ProviderConfig::from_env(&options)?;
-    // A key, or an explicitly chosen endpoint (local servers need no key), means "configured".
-    Ok((resolved.api_key.is_some() || options.base_url.is_some()).then_some(resolved))
+    config.provider_config(args.base_url.clone(), args.model.clone(), preset_model)
 }
 
 /// What to tell someone who has not configured a model yet.
@@ -305,7 +293,7 @@ pub fn standard_runtime(
         workspace,
         bridge: bridge.clone(),
         documents,
-        web: crate::web::WebRuntime::new(&config.web)?,
+        web: crate::web::WebRuntime::new(&config.web, Config::path().as_deref())?,
         asker,
         buffers: None,
         shared: Some(shared.clone()),

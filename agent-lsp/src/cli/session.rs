@@ -1,24 +1,19 @@
 //! `agent-lsp session list|show|replay|compact|trajectory|goal`.
 
-use std::collections::BTreeMap;
 use std::io::Write;
 use std::process::ExitCode;
 
 use anyhow::Context;
 use clap::Subcommand;
-use serde_json::{Value, json};
 
-mod describe;
 mod nest;
 mod plan;
 
 use crate::context::request::replay_request;
 use crate::llm::wire;
 use crate::session::History;
-use crate::session::event::{Event, EventBody};
-use crate::session::store::{Store, first_prompt};
-use crate::tokens::estimate_message;
-use describe::{describe, preview};
+use crate::session::store::Store;
+use crate::session_report::{list_json, preview, show_json};
 
 #[derive(Debug, Subcommand)]
 pub enum SessionCommand {
@@ -188,19 +183,6 @@ fn compact(
     })
 }
 
-/// What `session list --json` prints: a summary per session, oldest first (also the MCP
-/// server's `session_list`).
-pub(crate) fn list_json(store: &Store) -> anyhow::Result<Vec<Value>> {
-    let mut rows = Vec::new();
-    for id in store.ids()? {
-        match store.load(&id) {
-            Ok(history) => rows.push(summary_json(&id, &history)),
-            Err(error) => rows.push(json!({ "id": id, "error": format!("{error:#}") })),
-        }
-    }
-    Ok(rows)
-}
-
 fn list(store: &Store, json: bool, out: &mut impl Write) -> anyhow::Result<()> {
     let rows = list_json(store)?;
     if json {
@@ -245,101 +227,6 @@ fn list(store: &Store, json: bool, out: &mut impl Write) -> anyhow::Result<()> {
         )?;
     }
     Ok(())
-}
-
-fn summary_json(id: &str, history: &History) -> Value {
-    let header = history.header();
-    json!({
-        "id": id,
-        "preset": header.map(|h| h.preset.as_str()),
-        "workspace": header.map(|h| h.workspace.as_str()),
-        "created": history.events().first().map(|event| event.ts.as_str()),
-        "last_activity": history.events().last().map(|event| event.ts.as_str()),
-        "events": history.events().len(),
-        "requests": history.n_requests(),
-        "first_prompt": first_prompt(history),
-        "parent": header.and_then(|h| h.parent.as_ref()),
-    })
-}
-
-/// Prompt and cache figures of every request that has a usage record.
-fn requests_json(history: &History) -> Vec<Value> {
-    let mut requests: BTreeMap<u64, serde_json::Map<String, Value>> = BTreeMap::new();
-    for event in history.events() {
-        match &event.body {
-            EventBody::RequestHeader(header) => {
-                let row = requests.entry(header.index).or_default();
-                row.insert("index".into(), header.index.into());
-                row.insert("model".into(), header.model.clone().into());
-                row.insert("seq".into(), event.seq.into());
-            }
-            EventBody::RequestContext(context) => {
-                let row = requests.entry(context.index).or_default();
-                row.insert("generation".into(), context.generation.into());
-                row.insert("estimated_tokens".into(), context.estimated_tokens.into());
-            }
-            EventBody::Usage(usage) => {
-                let row = requests.entry(usage.index).or_default();
-                row.insert("prompt_tokens".into(), usage.prompt_tokens.into());
-                row.insert("completion_tokens".into(), usage.completion_tokens.into());
-                row.insert("cache_read".into(), usage.cache_read.into());
-            }
-            _ => {}
-        }
-    }
-    requests.into_values().map(Value::Object).collect()
-}
-
-pub(crate) fn show_json(history: &mut History, store: &Store) -> Value {
-    let id = history
-        .header()
-        .map(|h| h.session_id.clone())
-        .unwrap_or_default();
-    let mut by_kind: BTreeMap<&str, u64> = BTreeMap::new();
-    for event in history.events() {
-        *by_kind.entry(event.kind().as_str()).or_default() += 1;
-    }
-    let timeline = nest::timeline(history, store, 0);
-    let generation = history.generation();
-    let surface_seqs = history
-        .surface()
-        .entries()
-        .iter()
-        .map(|entry| entry.seq)
-        .collect::<Vec<_>>();
-    let messages = history.derive_messages();
-    let (n_messages, surface_tokens) = (
-        messages.len(),
-        messages.iter().map(estimate_message).sum::<u64>(),
-    );
-    json!({
-        "summary": summary_json(&id, history),
-        "by_kind": by_kind,
-        "requests": requests_json(history),
-        "surface": {
-            "generation": generation,
-            "messages": n_messages,
-            "estimated_tokens": surface_tokens,
-            "seqs": surface_seqs,
-        },
-        "plan": crate::plans::view(history),
-        "timeline": timeline,
-    })
-}
-
-pub(super) fn timeline_json(event: &Event) -> Value {
-    let mut row = json!({
-        "seq": event.seq,
-        "kind": event.kind().as_str(),
-        "turn": event.turn,
-        "step": event.step,
-        "ts": event.ts,
-        "summary": describe(event),
-    });
-    if let Some(op) = &event.surface_op {
-        row["surface_op"] = serde_json::to_value(op).unwrap_or(Value::Null);
-    }
-    row
 }
 
 fn show_human(history: &mut History, store: &Store, out: &mut impl Write) -> anyhow::Result<()> {

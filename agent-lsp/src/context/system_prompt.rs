@@ -8,7 +8,6 @@
 use std::collections::BTreeMap;
 
 use anyhow::bail;
-use serde_json::Value;
 
 use crate::canonical::{canonical_json, sha256_hex};
 use crate::llm::ToolDef;
@@ -166,15 +165,13 @@ impl SystemPrompt {
     }
 }
 
-/// The canonical JSON of a tool catalog, as digested.
-pub fn catalog_json(tools: &[ToolDef]) -> String {
-    canonical_json(&serde_json::to_value(tools).unwrap_or(Value::Null))
-}
+// The catalog's bytes are the model's type's (the token meter, below this module, counts them).
+pub use crate::llm::catalog_json;
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use serde_json::json;
+    use serde_json::{Value, json};
 
     fn tool(name: &str, parameters: Value) -> ToolDef {
         ToolDef {

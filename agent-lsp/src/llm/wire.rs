@@ -128,8 +128,7 @@ fn stretches_with_tools(messages: &[Message]) -> Vec<bool> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::llm::{ModelParams, Thinking};
-    use crate::session::event::ToolCallRef;
+    use crate::llm::{ModelParams, Thinking, ToolCallRef};
 
     fn assistant(text: &str, reasoning: Option<&str>, calls: &[&str]) -> Message {
         Message::Assistant {

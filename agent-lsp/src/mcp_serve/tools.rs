@@ -168,7 +168,7 @@ impl Tool for SessionListTool {
             if let Err(output) = parse_args::<NoArgs>("session_list", args) {
                 return output;
             }
-            blocking(move || match crate::cli::session::list_json(&store) {
+            blocking(move || match crate::session_report::list_json(&store) {
                 Ok(rows) => pretty(&Value::Array(rows)),
                 Err(error) => ToolOutput::error(format!("failed to list the sessions: {error:#}")),
             })
@@ -220,7 +220,7 @@ impl Tool for SessionShowTool {
                 Err(output) => return output,
             };
             blocking(move || match store.load(&args.session) {
-                Ok(mut history) => pretty(&crate::cli::session::show_json(&mut history, &store)),
+                Ok(mut history) => pretty(&crate::session_report::show_json(&mut history, &store)),
                 Err(error) => ToolOutput::error(format!(
                     "no session `{}`: {error:#}; session_list shows them",
                     args.session

@@ -17,6 +17,8 @@ mod subagent;
 mod subtool;
 pub use subagent::{ParentLink, SubagentEnd, SubagentStart};
 pub use subtool::{SubtoolCall, SubtoolResult};
+// What the model answers is the model's type (`llm`), recorded here as it came.
+pub use crate::llm::{AssistantMessage, ToolCallRef, Usage};
 
 /// Version of the on-disk event format, written into every `session/header`.
 pub const SCHEMA_VERSION: u32 = 1;
@@ -365,37 +367,6 @@ fn default_origin() -> String {
     "prompt".to_owned()
 }
 
-/// A tool call as the model emitted it inside an assistant message.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct ToolCallRef {
-    pub id: String,
-    pub name: String,
-    /// The raw argument string exactly as the model sent it (possibly invalid JSON).
-    pub arguments: String,
-}
-
-impl ToolCallRef {
-    /// The names of `calls` in order, joined for a line of progress (`read, grep`).
-    pub fn names(calls: &[ToolCallRef]) -> String {
-        calls
-            .iter()
-            .map(|call| call.name.as_str())
-            .collect::<Vec<_>>()
-            .join(", ")
-    }
-}
-
-/// A complete model answer for one step.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct AssistantMessage {
-    pub text: String,
-    /// `reasoning_content` in thinking mode; kept verbatim because it must be passed back.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub reasoning: Option<String>,
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub tool_calls: Vec<ToolCallRef>,
-}
-
 /// The start of one tool execution (log only): the raw arguments as the model sent them.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct ToolCallEvent {
@@ -489,18 +460,6 @@ pub struct RequestContext {
     pub event_seqs: Vec<[u64; 2]>,
     /// The token meter's estimate of the whole request.
     pub estimated_tokens: u64,
-}
-
-/// Token accounting reported by the provider for one request.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Usage {
-    pub index: u64,
-    pub prompt_tokens: u64,
-    pub completion_tokens: u64,
-    /// Prompt tokens served from the provider's prefix cache.
-    pub cache_read: u64,
-    /// Billable (uncached) prompt tokens: `prompt_tokens - cache_read`.
-    pub input: u64,
 }
 
 /// A model request that got no answer: what failed and whether the turn went on.

@@ -13,7 +13,15 @@ use super::event::{EventBody, ParentLink, SCHEMA_VERSION, SessionHeader};
 use super::log::{Durability, read_log};
 use super::{History, Session};
 use crate::canonical::sha256_hex;
-use crate::preset::Preset;
+
+/// What a new session's header keeps of its preset: the name, and the text a resumed session
+/// is rebuilt from. The store takes this rather than a `Preset`, so sessions stay below presets
+/// (a `&Preset` converts into it, see `preset.rs`).
+#[derive(Clone, Copy, Debug)]
+pub struct PresetRecord<'a> {
+    pub name: &'a str,
+    pub text: &'a str,
+}
 
 /// Environment variable that replaces the user data directory as the state root.
 pub const STATE_DIR_ENV: &str = "AGENT_LSP_STATE_DIR";
@@ -107,21 +115,22 @@ impl Store {
     }
 
     /// Start a new session with the given preset.
-    pub fn create_session(
+    pub fn create_session<'a>(
         &self,
-        preset: &Preset,
+        preset: impl Into<PresetRecord<'a>>,
         durability: Durability,
     ) -> anyhow::Result<Session> {
         self.create_session_under(preset, durability, None)
     }
 
     /// Start a new session, a sub-agent's when `parent` says whose.
-    pub fn create_session_under(
+    pub fn create_session_under<'a>(
         &self,
-        preset: &Preset,
+        preset: impl Into<PresetRecord<'a>>,
         durability: Durability,
         parent: Option<ParentLink>,
     ) -> anyhow::Result<Session> {
+        let preset = preset.into();
         private_dirs(&self.sessions_dir)
             .with_context(|| format!("failed to create {}", self.sessions_dir.display()))?;
         // Ids carry 16 random bits per second: two sessions started in the same second (a
@@ -135,8 +144,8 @@ impl Store {
                 schema: SCHEMA_VERSION,
                 session_id: id.clone(),
                 workspace: self.workspace.to_string_lossy().into_owned(),
-                preset: preset.name.clone(),
-                preset_text: Some(preset.text.clone()),
+                preset: preset.name.to_owned(),
+                preset_text: Some(preset.text.to_owned()),
                 agent_version: env!("CARGO_PKG_VERSION").to_owned(),
                 parent: parent.clone(),
             };
@@ -317,12 +326,15 @@ mod tests {
     fn sessions_created_in_one_burst_all_get_their_own_file() {
         let dir = tempfile::tempdir().unwrap();
         let store = Store::for_workspace_in(dir.path(), dir.path()).unwrap();
-        let preset = Preset::builtin("minimal").unwrap();
+        let preset = PresetRecord {
+            name: "minimal",
+            text: "",
+        };
         // 300 sessions within a second or two: far past the birthday bound of 16 random bits.
         let ids = (0..300)
             .map(|_| {
                 store
-                    .create_session(&preset, Durability::Batched)
+                    .create_session(preset, Durability::Batched)
                     .unwrap()
                     .id()
                     .to_owned()

@@ -461,6 +461,7 @@ fn search_selection(
 ) -> Result<&'static str, String> {
     let web = WebRuntime::with(
         &options(toml_text),
+        None,
         Arc::new(ScriptedResolver::default()),
         &env_with(vars),
     )
@@ -521,6 +522,7 @@ fn search_provider_selection_is_strict() {
 async fn fetch_provider_selection_and_harmless_errors() {
     let web = WebRuntime::with(
         &options("fetch_provider = \"curl\""),
+        None,
         Arc::new(ScriptedResolver::default()),
         &env_with(&[]),
     )
@@ -532,6 +534,7 @@ async fn fetch_provider_selection_and_harmless_errors() {
     );
     let error = WebRuntime::with(
         &options("allow_addresses = [\"127.0.0.1\", \"localhost\"]"),
+        None,
         Arc::new(ScriptedResolver::default()),
         &env_with(&[]),
     )
@@ -544,6 +547,7 @@ async fn fetch_provider_selection_and_harmless_errors() {
     // No search provider: the search is an error to read, not a crash.
     let web = WebRuntime::with(
         &WebOptions::default(),
+        None,
         Arc::new(ScriptedResolver::default()),
         &env_with(&[]),
     )
@@ -576,6 +580,7 @@ async fn brave_is_asked_in_its_own_format() {
     );
     let web = WebRuntime::with(
         &options(&text),
+        None,
         Arc::new(ScriptedResolver::default()),
         &env_with(&[("TEST_BRAVE_KEY", "key-42")]),
     )
@@ -616,6 +621,7 @@ async fn a_searxng_error_says_how_to_enable_json() {
     );
     let web = WebRuntime::with(
         &options(&text),
+        None,
         Arc::new(ScriptedResolver::default()),
         &env_with(&[]),
     )

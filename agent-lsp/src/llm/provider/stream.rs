@@ -20,7 +20,7 @@ use tokio_util::sync::CancellationToken;
 use super::body::{MAX_ANSWER_BYTES, TOOL_CALL_OVERHEAD};
 use super::error::{ProviderError, TimeoutPhase, classify_inline_error};
 use super::sse::{SseDecoder, SseEvent};
-use crate::session::event::{AssistantMessage, ToolCallRef, Usage};
+use crate::llm::{AssistantMessage, ToolCallRef, Usage};
 
 /// A piece of the answer, handed to the caller as soon as it arrives (for progress display).
 /// Empty pieces are never sent.

@@ -9,7 +9,6 @@ use super::buffers::EditorBuffers;
 use super::ui::EditorAsker;
 use super::{Host, State};
 use crate::agent::Agent;
-use crate::cli::run::{ModelArgs, provider_config};
 use crate::llm::provider::Provider;
 use crate::preset::{Preset, PresetDirs};
 use crate::server::{ResponseError, Shared, internal};
@@ -49,16 +48,18 @@ impl Host {
             .map(str::trim)
             .filter(|key| !key.is_empty());
         // A key from the editor alone is enough: it is for the default endpoint unless a base
-        // URL is configured (which is what makes `provider_config` see a configured model).
+        // URL is configured (which is what makes `Config::provider_config` see a configured model).
         let base_url = options.base_url.clone().or_else(|| {
             (editor_key.is_some() && shared.config.provider.base_url.is_none())
                 .then(|| crate::llm::provider::ProviderConfig::default().base_url)
         });
-        let args = ModelArgs {
-            base_url,
-            model: options.model.clone(),
-        };
-        let provider = provider_config(&shared.config, &args, preset.file.model.name.as_deref())
+        let provider = shared
+            .config
+            .provider_config(
+                base_url,
+                options.model.clone(),
+                preset.file.model.name.as_deref(),
+            )
             .map_err(internal)?
             .map(|mut config| {
                 if let Some(key) = editor_key {
@@ -76,7 +77,11 @@ impl Host {
             workspace: workspace.clone(),
             bridge: shared.bridge()?.clone(),
             documents: shared.documents().clone(),
-            web: crate::web::WebRuntime::new(&shared.config.web).map_err(internal)?,
+            web: crate::web::WebRuntime::new(
+                &shared.config.web,
+                crate::config::Config::path().as_deref(),
+            )
+            .map_err(internal)?,
             asker: Arc::new(EditorAsker {
                 shared: Arc::downgrade(shared),
             }),

@@ -161,7 +161,7 @@ pub(super) fn describe(event: &Event) -> String {
 }
 
 /// First `max` characters of `text` on one line.
-pub(super) fn preview(text: &str, max: usize) -> String {
+pub fn preview(text: &str, max: usize) -> String {
     let flat = text.split_whitespace().collect::<Vec<_>>().join(" ");
     match flat.char_indices().nth(max) {
         Some((cut, _)) => format!("{}…", &flat[..cut]),
