@@ -10,9 +10,8 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};
 
+use agent_lsp::file_index::{ChangeKind, EntryKind, FileChange, FileIndex, FilesConfig, LiveIndex};
 use agent_lsp::workspace::Workspace;
-use agent_lsp::workspace::files::{ChangeKind, EntryKind, FileChange, FileIndex, FilesConfig};
-use agent_lsp::workspace::watch::LiveIndex;
 
 /// Resident set size of this process, in bytes (`/proc/self/statm`, Linux).
 fn rss_bytes() -> u64 {

@@ -34,6 +34,7 @@ use tokio_util::sync::CancellationToken;
 use crate::context::request::build_request;
 use crate::context::runtime::RuntimeContextProjection;
 use crate::context::system_prompt::{AssembledPrompt, SystemPrompt};
+use crate::file_index::mentions::resolve_mentions;
 use crate::llm::ModelParams;
 use crate::llm::provider::{Provider, ProviderError, StreamDelta};
 use crate::plugin::compaction_seam::{
@@ -44,7 +45,6 @@ use crate::preset::Preset;
 use crate::session::event::{EventBody, RequestError, UserMessage};
 use crate::session::{NewEvent, Session};
 use crate::tools::{ToolOutput, ToolRuntime};
-use crate::workspace::mentions::resolve_mentions;
 use bounds::MessageBounds;
 pub use request_errors::error_class;
 use request_errors::{learned_context_window, stated_context_window};

@@ -21,7 +21,7 @@
 //! settings = { python = { analysis = { typeCheckingMode = "strict" } } }
 //!
 //! # `@path` completion and `agent-lsp files`: paths left out on top of the ignore files,
-//! # and the caps (see `workspace/files.rs`).
+//! # and the caps (see `file_index/config.rs`).
 //! [files]
 //! exclude = ["*.min.js", "vendor/**"]
 //! max_entries = 200000
@@ -62,8 +62,8 @@ use serde::Deserialize;
 use lsp_bridge::BridgeConfig;
 use lsp_bridge::config::ServerOptions;
 
+use crate::file_index::FilesOptions;
 use crate::llm::provider::{ProviderConfig, ProviderOptions};
-use crate::workspace::files::FilesOptions;
 
 pub const CONFIG_ENV: &str = "AGENT_LSP_CONFIG";
 

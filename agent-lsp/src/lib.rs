@@ -46,6 +46,7 @@ pub mod completion;
 pub mod config;
 pub mod context;
 pub mod context_editor;
+pub mod file_index;
 pub mod harness;
 pub mod instructions;
 pub mod jobs;

@@ -37,11 +37,7 @@
 //! (see `confined`).
 
 mod confined;
-pub mod files;
-pub mod mentions;
-pub mod rank;
 mod read_roots;
-pub mod watch;
 
 use std::ffi::OsStr;
 use std::io;
@@ -269,7 +265,7 @@ impl Workspace {
     }
 
     /// What is left of an absolute `path` once the root is taken off, if it starts with it.
-    fn strip_root<'a>(&self, path: &'a Path) -> Option<&'a Path> {
+    pub(crate) fn strip_root<'a>(&self, path: &'a Path) -> Option<&'a Path> {
         path.strip_prefix(&self.root).ok().or_else(|| {
             self.given_root
                 .as_ref()
@@ -326,7 +322,7 @@ impl Workspace {
 }
 
 /// The checks that need no file system.
-fn check_syntax(user_path: &str) -> Result<(), PathError> {
+pub(crate) fn check_syntax(user_path: &str) -> Result<(), PathError> {
     let owned = || user_path.to_owned();
     if user_path.is_empty() {
         return Err(PathError::Empty);

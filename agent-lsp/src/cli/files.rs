@@ -10,8 +10,8 @@ use anyhow::Context;
 use serde_json::json;
 
 use crate::config::Config;
+use crate::file_index::{FileIndex, FilesConfig};
 use crate::workspace::Workspace;
-use crate::workspace::files::{FileIndex, FilesConfig};
 
 #[derive(Debug, clap::Args)]
 pub struct FilesArgs {

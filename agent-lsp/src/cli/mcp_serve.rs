@@ -12,6 +12,7 @@ use clap::Args;
 
 use super::run::standard_runtime;
 use crate::config::Config;
+use crate::file_index::{FilesConfig, LiveIndex};
 use crate::mcp_serve::McpServer;
 use crate::mcp_serve::tools::{FilesTool, SessionListTool, SessionShowTool};
 use crate::preset::{Preset, PresetDirs};
@@ -19,8 +20,6 @@ use crate::session::log::Durability;
 use crate::session::store::Store;
 use crate::tools::HeadlessAsker;
 use crate::workspace::Workspace;
-use crate::workspace::files::FilesConfig;
-use crate::workspace::watch::LiveIndex;
 
 #[derive(Debug, Args)]
 pub struct McpServeArgs {

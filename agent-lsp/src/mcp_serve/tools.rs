@@ -14,10 +14,10 @@ use futures_util::future::BoxFuture;
 use serde::Deserialize;
 use serde_json::{Value, json};
 
+use crate::file_index::LiveIndex;
 use crate::llm::ToolDef;
 use crate::session::store::Store;
 use crate::tools::{Tool, ToolContext, ToolOutput, blocking, parse_args};
-use crate::workspace::watch::LiveIndex;
 
 /// The catalog's tools a client may call without `--allow-write`: they only read.
 const READ_TOOLS: &[&str] = &[
@@ -65,7 +65,7 @@ pub fn to_mcp(def: ToolDef, read_only: bool) -> rmcp::model::Tool {
 }
 
 /// `files {query, limit?}`: the ranked `@path` candidates, from an index kept current by a
-/// watcher (workspace/watch.rs) so that later calls cost no walk.
+/// watcher (file_index/watch.rs) so that later calls cost no walk.
 pub struct FilesTool {
     pub index: Arc<LiveIndex>,
 }

@@ -267,9 +267,9 @@ fn start_inline_completion(shared: &Arc<Shared>, bridge: &Bridge, root: &std::pa
 /// Index the workspace's paths in the background for `@path` completion, kept current by a
 /// file watcher and the editor's `didChangeWatchedFiles`.
 fn start_file_index(shared: &Arc<Shared>, root: &std::path::Path) {
-    let config = crate::workspace::files::FilesConfig::from_options(&shared.config.files);
+    let config = crate::file_index::FilesConfig::from_options(&shared.config.files);
     let index = crate::workspace::Workspace::new(root)
-        .and_then(|workspace| crate::workspace::watch::LiveIndex::start(&workspace, config, true));
+        .and_then(|workspace| crate::file_index::LiveIndex::start(&workspace, config, true));
     match index {
         Ok(index) => {
             let _ = shared.files.set(index);

@@ -255,9 +255,9 @@ fn mention(shared: &Arc<Shared>, path: &Path) -> Result<String, ResponseError> {
         ));
     }
     let shown = workspace.display(path);
-    Ok(crate::workspace::mentions::insert_text(
+    Ok(crate::file_index::insert_text(
         &shown,
-        crate::workspace::files::EntryKind::File,
+        crate::file_index::EntryKind::File,
     ))
 }
 

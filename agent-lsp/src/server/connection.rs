@@ -53,7 +53,7 @@ pub struct Shared {
     pub(crate) host: agent::Host,
     pub(super) prompt_documents: prompts::PromptDocuments,
     /// The workspace's paths for `@path` completion, started at `initialize`.
-    pub(super) files: OnceLock<crate::workspace::watch::LiveIndex>,
+    pub(super) files: OnceLock<crate::file_index::LiveIndex>,
     /// Capability methods announced at `initialize`; a child starting later gets the others
     /// registered dynamically.
     pub(super) announced: Mutex<std::collections::HashSet<String>>,

@@ -9,10 +9,9 @@ use lsp_bridge::position::PositionEncoding;
 use serde_json::{Value, json};
 
 use super::offset_of;
+use crate::file_index::mentions::{bare_mention_at, completion_entries};
+use crate::file_index::{Candidate, ChangeKind, EntryKind, FileChange};
 use crate::server::{Reply, Shared, items};
-use crate::workspace::files::{ChangeKind, EntryKind, FileChange};
-use crate::workspace::mentions::{bare_mention_at, completion_entries};
-use crate::workspace::rank::Candidate;
 
 /// Candidates offered per `@` completion.
 const COMPLETION_LIMIT: usize = 50;

@@ -2,8 +2,10 @@
 
 use std::os::unix::fs::symlink;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::AtomicBool;
 
 use super::*;
+use crate::workspace::Workspace;
 
 /// `tmp/ws` is the workspace, `tmp/outside` what must stay out of reach.
 pub(crate) struct Fixture {

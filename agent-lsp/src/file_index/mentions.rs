@@ -22,47 +22,13 @@ use std::ops::Range;
 use serde::Serialize;
 use thiserror::Error;
 
-use super::Workspace;
-use super::files::{EntryKind, mention_spelling};
+pub use super::entry::insert_text;
+use super::entry::{EntryKind, TRAILING};
 use super::rank::Candidate;
+use crate::workspace::Workspace;
 
 /// Characters after which an `@` starts a mention (besides whitespace and the text start).
 const OPENERS: [char; 7] = ['(', '[', '{', '<', '"', '\'', '`'];
-/// Characters dropped from the end of a plain mention: sentence punctuation, closers.
-const TRAILING: [char; 13] = [
-    '.', ',', ';', ':', '!', '?', ')', ']', '}', '>', '"', '\'', '`',
-];
-
-/// The text a completion inserts for `path` (a `/`-separated path from the workspace root).
-pub fn insert_text(path: &str, kind: EntryKind) -> String {
-    let mut spelled = mention_spelling(path).into_owned();
-    if kind == EntryKind::Directory && !spelled.ends_with('/') {
-        spelled.push('/');
-    }
-    if needs_quotes(&spelled) {
-        let mut quoted = String::with_capacity(spelled.len() + 4);
-        quoted.push_str("@\"");
-        for c in spelled.chars() {
-            if matches!(c, '"' | '\\') {
-                quoted.push('\\');
-            }
-            quoted.push(c);
-        }
-        quoted.push('"');
-        quoted
-    } else {
-        format!("@{spelled}")
-    }
-}
-
-fn needs_quotes(path: &str) -> bool {
-    path.is_empty()
-        || path.starts_with('@')
-        || path.ends_with(TRAILING)
-        || path
-            .chars()
-            .any(|c| c.is_whitespace() || c.is_control() || matches!(c, '"' | '\\'))
-}
 
 /// Why a mention could not even be read.
 #[derive(Clone, Debug, Error, PartialEq, Eq)]

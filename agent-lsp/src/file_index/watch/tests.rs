@@ -5,8 +5,8 @@ use std::time::Duration;
 use std::path::PathBuf;
 
 use super::*;
-use crate::workspace::files::EntryKind;
-use crate::workspace::files::tests::{Fixture, labels};
+use crate::file_index::EntryKind;
+use crate::file_index::tests::{Fixture, labels};
 
 /// Every wait is bounded; a watcher on a loaded machine can take a while, never this long.
 const WAIT: Duration = Duration::from_secs(20);

@@ -26,11 +26,11 @@ use std::time::{Duration, Instant};
 use notify::event::{ModifyKind, RenameMode};
 use notify::{EventKind, RecommendedWatcher, RecursiveMode, Watcher};
 
-use super::files::{
-    ApplyOutcome, ChangeKind, DirChange, FileChange, FileIndex, FilesConfig, IndexStatus,
-};
+use super::changes::{ApplyOutcome, ChangeKind, DirChange, FileChange};
+use super::config::FilesConfig;
 use super::rank::Candidate;
-use super::{PathError, Workspace};
+use super::store::{FileIndex, IndexStatus};
+use crate::workspace::{PathError, Workspace};
 
 /// Events taken from the queue in one batch at most, so that queries get the lock between
 /// batches during a long burst.

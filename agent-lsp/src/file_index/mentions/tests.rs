@@ -3,7 +3,8 @@
 use proptest::prelude::*;
 
 use super::*;
-use crate::workspace::files::tests::Fixture;
+use crate::file_index::entry::mention_spelling;
+use crate::file_index::tests::Fixture;
 
 /// Odd names a workspace can hold, and what completion must insert for each.
 const ODD_NAMES: &[(&str, EntryKind, &str)] = &[
