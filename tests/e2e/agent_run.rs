@@ -778,20 +778,14 @@ fn progress_lines_on_a_pipe_are_cut_to_one_line() {
     assert!(last.contains(&wide));
 }
 
-/// A cold server is not invisible during a turn: while an `lsp_*` call waits for a server that
-/// takes 1.5 s to start and then 2 s to analyse (reporting progress), `run`'s progress on stderr
-/// says that it starts and what it reports, before the call's result, and then that it is ready.
-#[test]
-fn a_call_waiting_for_a_cold_server_shows_it_starting_and_working() {
+/// `run`'s stderr for a turn whose one call, `lsp_hover` on `a.fake`, waits for `fake-lsp` run
+/// with `fake`, as lines; the run must succeed.
+fn stderr_waiting_on(fake: &[&str]) -> Vec<String> {
     let workspace = tempfile::tempdir().unwrap();
     std::fs::write(workspace.path().join("a.fake"), "alpha beta\n").unwrap();
     let state = tempfile::tempdir().unwrap();
     let config = state.path().join("config.toml");
-    std::fs::write(
-        &config,
-        agent_tests::fake_lsp_config(&["slow", "initialize", "1500", "busy", "2000", "diagnose"]),
-    )
-    .unwrap();
+    std::fs::write(&config, agent_tests::fake_lsp_config(fake)).unwrap();
     let endpoint = ModelEndpoint::start(EndpointConfig::default()).unwrap();
     endpoint.push_all([
         Reply::tool_call("lsp_hover", r#"{"path":"a.fake","line":1,"symbol":"beta"}"#),
@@ -809,18 +803,28 @@ fn a_call_waiting_for_a_cold_server_shows_it_starting_and_working() {
     let err = stderr(&output);
     assert!(output.status.success(), "{err}");
     endpoint.assert_no_violations();
-    let lines = err.lines().collect::<Vec<_>>();
-    let at = |needle: &str| {
-        lines
-            .iter()
-            .position(|line| line.contains(needle))
-            .unwrap_or_else(|| panic!("no line with `{needle}` in:\n{err}"))
-    };
-    let starting = at("↳ language server fake · starting");
-    let working = at("↳ language server fake · analysing");
-    let result = at("lsp_hover {");
-    assert!(starting < working && working < result, "{err}");
-    at("↳ language server fake → ready");
+    err.lines().map(str::to_owned).collect()
+}
+
+/// The index of the first of `lines` that contains `needle`.
+fn line_with(lines: &[String], needle: &str) -> usize {
+    lines
+        .iter()
+        .position(|line| line.contains(needle))
+        .unwrap_or_else(|| panic!("no line with `{needle}` in:\n{}", lines.join("\n")))
+}
+
+/// A cold server is not invisible during a turn: while an `lsp_*` call waits for a server that
+/// takes 1.5 s to start and then 2 s to analyse (reporting progress), `run`'s progress on stderr
+/// says that it starts and what it reports, before the call's result, and then that it is ready.
+#[test]
+fn a_call_waiting_for_a_cold_server_shows_it_starting_and_working() {
+    let lines = stderr_waiting_on(&["slow", "initialize", "1500", "busy", "2000", "diagnose"]);
+    let starting = line_with(&lines, "↳ language server fake · starting");
+    let working = line_with(&lines, "↳ language server fake · analysing");
+    let result = line_with(&lines, "lsp_hover {");
+    assert!(starting < working && working < result, "{lines:#?}");
+    line_with(&lines, "↳ language server fake → ready");
 }
 
 /// A server that works on the request without reporting progress (pyright analysing a package
@@ -828,41 +832,10 @@ fn a_call_waiting_for_a_cold_server_shows_it_starting_and_working() {
 /// on `run`'s progress as answering, with the seconds waited, until the call is done.
 #[test]
 fn a_call_waiting_on_a_server_that_reports_nothing_shows_it_answering() {
-    let workspace = tempfile::tempdir().unwrap();
-    std::fs::write(workspace.path().join("a.fake"), "alpha beta\n").unwrap();
-    let state = tempfile::tempdir().unwrap();
-    let config = state.path().join("config.toml");
-    std::fs::write(
-        &config,
-        agent_tests::fake_lsp_config(&["slow", "textDocument/hover", "2500", "diagnose"]),
-    )
-    .unwrap();
-    let endpoint = ModelEndpoint::start(EndpointConfig::default()).unwrap();
-    endpoint.push_all([
-        Reply::tool_call("lsp_hover", r#"{"path":"a.fake","line":1,"symbol":"beta"}"#),
-        Reply::text("Done."),
-    ]);
-    let output = agent_tests::agent_lsp_command(
-        state.path(),
-        &config,
-        workspace.path(),
-        &["run", "--base-url", &endpoint.base_url(), "What is beta?"],
-    )
-    .env("PATH", agent_tests::tools_path())
-    .output()
-    .unwrap();
-    let err = stderr(&output);
-    assert!(output.status.success(), "{err}");
-    let lines = err.lines().collect::<Vec<_>>();
-    let at = |needle: &str| {
-        lines
-            .iter()
-            .position(|line| line.contains(needle))
-            .unwrap_or_else(|| panic!("no line with `{needle}` in:\n{err}"))
-    };
-    let answering = at("↳ language server fake · answering");
-    at("↳ language server fake · answering (1 s)");
-    let result = at("lsp_hover {");
-    assert!(answering < result, "{err}");
-    at("↳ language server fake → ready");
+    let lines = stderr_waiting_on(&["slow", "textDocument/hover", "2500", "diagnose"]);
+    let answering = line_with(&lines, "↳ language server fake · answering");
+    line_with(&lines, "↳ language server fake · answering (1 s)");
+    let result = line_with(&lines, "lsp_hover {");
+    assert!(answering < result, "{lines:#?}");
+    line_with(&lines, "↳ language server fake → ready");
 }
