@@ -146,6 +146,16 @@ fn message_type(level: Level) -> u8 {
     }
 }
 
+/// What a caught panic said (its `&str` or `String` payload), for the log line and the error
+/// reply or result that take the panicked work's place.
+pub fn panic_message(panic: &(dyn std::any::Any + Send)) -> String {
+    panic
+        .downcast_ref::<&str>()
+        .map(|text| (*text).to_owned())
+        .or_else(|| panic.downcast_ref::<String>().cloned())
+        .unwrap_or_else(|| "no message".to_owned())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

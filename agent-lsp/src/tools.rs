@@ -73,11 +73,7 @@ pub fn parse_args<T: DeserializeOwned>(tool: &str, args: Value) -> Result<T, Too
 /// The result of a call whose tool panicked: what it said, and that nothing is known of what it
 /// did.
 fn panicked(name: &str, panic: &(dyn std::any::Any + Send)) -> ToolOutput {
-    let message = panic
-        .downcast_ref::<&str>()
-        .map(|text| (*text).to_owned())
-        .or_else(|| panic.downcast_ref::<String>().cloned())
-        .unwrap_or_else(|| "no message".to_owned());
+    let message = crate::logging::panic_message(panic);
     tracing::error!(tool = %name, "the tool panicked: {message}");
     ToolOutput::error(format!(
         "`{name}` failed unexpectedly (an internal error: {message}); it may have taken effect partly, check before retrying"

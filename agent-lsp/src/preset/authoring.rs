@@ -286,7 +286,9 @@ mod tests {
     use crate::preset::Preset;
     use crate::tools::testing::{Fixture, run};
 
-    fn tool(user: &Path) -> PresetWrite {
+    /// `preset_write` saving the user's presets into `user`, checking a text by its parse
+    /// alone (also for `approval.rs`'s tests).
+    pub(super) fn tool(user: &Path) -> PresetWrite {
         PresetWrite::new(
             Some(user.to_owned()),
             Arc::new(|_, name, origin, text| Preset::parse(name, origin, text).map(|_| ())),

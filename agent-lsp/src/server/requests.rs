@@ -262,11 +262,7 @@ pub(super) async fn guarded(
     match handler.catch_unwind().await {
         Ok(answer) => answer,
         Err(panic) => {
-            let what = panic
-                .downcast_ref::<&str>()
-                .map(|text| (*text).to_owned())
-                .or_else(|| panic.downcast_ref::<String>().cloned())
-                .unwrap_or_else(|| "no message".to_owned());
+            let what = crate::logging::panic_message(&*panic);
             tracing::error!(method, "request handler panicked: {what}");
             Answer::Reply(Err(ResponseError::new(
                 codes::INTERNAL_ERROR,

@@ -79,19 +79,11 @@ pub(super) fn reason(write: &PresetWrite, workspace: &Workspace, args: &Args) ->
 
 #[cfg(test)]
 mod tests {
+    use super::super::tests::tool;
     use super::*;
     use crate::tools::Tool;
     use crate::tools::testing::Fixture;
     use serde_json::{Value, json};
-    use std::path::Path;
-    use std::sync::Arc;
-
-    fn tool(user: &Path) -> PresetWrite {
-        PresetWrite::new(
-            Some(user.to_owned()),
-            Arc::new(|_, name, origin, text| Preset::parse(name, origin, text).map(|_| ())),
-        )
-    }
 
     /// A preset enabling `enabled` with these `[permissions]` lines.
     fn preset(enabled: &[&str], permissions: &str) -> String {
