@@ -1,7 +1,7 @@
 //! The agent loop: session → turn → step. Call the model, run the tools, repeat.
 //!
 //! The loop is the only place with loop logic, and it holds no policy: it runs the [`Plugin`]s
-//! the harness assembled from the preset (it builds none itself). At the start of every turn it
+//! the host assembled from the preset (it builds none itself). At the start of every turn it
 //! asks them for their system-prompt sections; before every request, for their runtime context
 //! (appended only when it changed); and it emits [`AgentEvent`]s (`session/start`,
 //! `agent/pre-step`, `agent/post-step`, `tools/before-call`, `tools/after-result`,
@@ -69,7 +69,7 @@ pub struct SilentUi;
 
 impl TurnUi for SilentUi {}
 
-/// The agent: a provider, a tool runtime, a preset and the plugins the harness assembled for it.
+/// The agent: a provider, a tool runtime, a preset and the plugins the host assembled for it.
 pub struct Agent {
     provider: Provider,
     tools: ToolRuntime,
@@ -85,7 +85,7 @@ pub struct Agent {
 }
 
 impl Agent {
-    /// An agent running `plugins` (built by `harness::assemble` from the preset's
+    /// An agent running `plugins` (built by `host::assembly::assemble` from the preset's
     /// `[plugins.*]` tables; the loop builds none itself).
     pub fn new(
         provider: Provider,

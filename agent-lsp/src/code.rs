@@ -112,6 +112,7 @@ impl CodeModeSettings {
         Ok(Parts {
             plugin,
             tools: vec![Arc::new(RunCode::new(settings))],
+            shell: None,
         })
     }
 }

@@ -246,6 +246,7 @@ impl CompactionPlugin {
         Ok(Parts {
             plugin,
             tools: vec![Arc::new(recall::RecallHistory)],
+            shell: None,
         })
     }
 }

@@ -26,8 +26,9 @@
 //!   `job_list`) and the notice of their end;
 //! - [`code`]: code mode: `run_code`, a JavaScript program that calls the session's tools;
 //! - [`subagents`]: the `task` tool: sub-agents in sessions of their own, with budgets;
-//! - [`launch`]: the one place a preset becomes a running agent, for `run`, `serve` and
-//!   sub-agents;
+//! - [`host`]: the one place an agent is started and driven: a preset's plugins and tool
+//!   catalog, its session, its turns; `run`, `tool`, `serve`, `mcp serve` and sub-agents are
+//!   its clients;
 //! - [`preset`]: named assemblies of model settings, tools, permissions and plugins;
 //! - [`server`]: `agent-lsp serve`, the editor-facing server brokering the child servers;
 //! - [`shared_bridge`]: one warm bridge per workspace, shared by the user's processes over
@@ -47,10 +48,9 @@ pub mod config;
 pub mod context;
 pub mod context_editor;
 pub mod file_index;
-pub mod harness;
+pub mod host;
 pub mod instructions;
 pub mod jobs;
-pub mod launch;
 pub mod llm;
 pub mod local_socket;
 pub mod logging;

@@ -111,7 +111,7 @@ impl PluginSettings for McpSettings {
 /// The plugin's constructor: the tools of the servers, no plugin of its own. Without a state
 /// directory (a preset being checked) nothing is started and no tool is brought, and the
 /// servers' declarations are not read: `user_servers` reads the config file's `[mcp]` (the
-/// host's to read, `harness::registry`; this module sits below the configuration).
+/// host's to read, `host::assembly::registry`; this module sits below the configuration).
 pub fn parts(
     settings: McpSettings,
     host: &PluginHost,
@@ -126,6 +126,7 @@ pub fn parts(
     Ok(Parts {
         plugin: None,
         tools: catalog(&settings, &servers, state_root),
+        shell: None,
     })
 }
 

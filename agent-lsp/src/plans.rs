@@ -345,6 +345,7 @@ impl PlansPlugin {
         Ok(Parts {
             plugin: Some(Box::new(PlansPlugin::default())),
             tools: vec![Arc::new(tool::Todo)],
+            shell: None,
         })
     }
 }

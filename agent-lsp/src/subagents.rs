@@ -23,7 +23,7 @@
 //! This module is the plugin layer's half: the preset table, the tool and what a child runs
 //! with beside its preset's plugins ([`child::ChildPlugin`]). Starting a child needs the loop
 //! and the assembly, which sit above the plugins, so the tool asks a [`Spawner`] the host
-//! offers ([`PluginHost::subagents`]); `crate::launch` is the one that makes agents.
+//! offers ([`PluginHost::subagents`]); `crate::host` is the one that makes agents.
 
 pub mod child;
 mod tool;
@@ -120,6 +120,7 @@ impl SubagentsSettings {
         Ok(Parts {
             plugin: None,
             tools: vec![Arc::new(Task::new(settings, host.subagents.clone()))],
+            shell: None,
         })
     }
 }

@@ -143,15 +143,25 @@ impl PluginHost {
 /// What one registry entry contributes: a plugin, the tools it brings, or both.
 #[derive(Default)]
 pub struct Parts {
+    /// The plugin that handles the agent's events, when the entry has one.
     pub plugin: Option<Box<dyn Plugin>>,
+    /// The tools it adds to the catalog; their names must be new ones.
     pub tools: Vec<Arc<dyn Tool>>,
+    /// A `shell` that takes the place of the built-in one: the jobs plugin's, whose foreground
+    /// calls are the plain shell's and which can also start background jobs. At most one
+    /// entry of a preset offers one.
+    pub shell: Option<Arc<dyn Tool>>,
 }
 
 /// Everything the registry built for a preset, in registry order.
 #[derive(Default)]
 pub struct Assembly {
+    /// The plugins, in the order they handle events.
     pub plugins: Vec<Box<dyn Plugin>>,
+    /// The tools the plugins brought.
     pub tools: Vec<Arc<dyn Tool>>,
+    /// The `shell` a plugin offers in place of the built-in one ([`Parts::shell`]).
+    pub shell: Option<Arc<dyn Tool>>,
 }
 
 type Check = Box<dyn Fn(&PluginTable, &str) -> anyhow::Result<()> + Send + Sync>;
@@ -228,6 +238,15 @@ impl PluginRegistry {
             if let Some(parts) = (entry.build)(table, origin, host)? {
                 assembly.plugins.extend(parts.plugin);
                 assembly.tools.extend(parts.tools);
+                if let Some(shell) = parts.shell {
+                    if assembly.shell.is_some() {
+                        bail!(
+                            "preset {origin}: two plugins offer a `shell`; `[plugins.{}]` is the second",
+                            entry.name
+                        );
+                    }
+                    assembly.shell = Some(shell);
+                }
             }
         }
         Ok(assembly)
@@ -335,6 +354,7 @@ mod tests {
             Ok(Parts {
                 plugin: Some(Box::new(Named)),
                 tools: Vec::new(),
+                shell: None,
             })
         });
         registry

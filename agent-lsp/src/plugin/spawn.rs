@@ -1,7 +1,7 @@
 //! The sub-agent seam: what the `task` tool (`crate::subagents`) asks of whoever can make and
 //! run agents. Making an agent needs the loop and the assembly, which sit above the plugins, so
 //! the host offers a [`Spawner`] ([`super::registry::PluginHost::subagents`]) and
-//! `crate::launch` implements it.
+//! `crate::host` implements it.
 
 use std::time::Duration;
 
@@ -50,7 +50,7 @@ pub struct Report {
     pub text: String,
 }
 
-/// Makes and runs children. Implemented above the loop (`crate::launch::Launcher`).
+/// Makes and runs children. Implemented above the loop (`crate::host::Host`).
 pub trait Spawner: Send + Sync {
     /// Make the child of `order`: its preset, plugins, tools and session. `cancel` stops it.
     /// An error is for the model to read (an unknown agent type, a preset that fails to load).

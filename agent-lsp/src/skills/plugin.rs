@@ -97,6 +97,7 @@ impl SkillsPlugin {
                 known,
                 settings.max_body_bytes,
             ))],
+            shell: None,
         })
     }
 }

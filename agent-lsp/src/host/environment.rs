@@ -35,6 +35,7 @@ impl Environment {
                 workspace: host.workspace.clone(),
             })),
             tools: Vec::new(),
+            shell: None,
         })
     }
 }
