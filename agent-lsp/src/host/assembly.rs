@@ -45,7 +45,7 @@ pub fn registry() -> PluginRegistry {
         .register::<ContextRulesSettings>("context_rules", ContextRulesPlugin::parts)
         .register::<PresetAuthoringSettings>("preset_authoring", preset_authoring)
         .register::<MemorySettings>(memory::plugin::NAME, MemoryPlugin::parts)
-        .register::<SkillsSettings>(skills::PLUGIN, skills::plugin::SkillsPlugin::parts)
+        .register::<SkillsSettings>(skills::PLUGIN, skills::parts)
         .register::<JobsSettings>(jobs::PLUGIN, JobsPlugin::parts)
         .register::<SubagentsSettings>(subagents::PLUGIN, SubagentsSettings::parts)
         .register::<CodeModeSettings>(code::PLUGIN, CodeModeSettings::parts)
