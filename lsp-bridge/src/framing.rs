@@ -20,7 +20,10 @@ const MAX_BODY: usize = 256 * 1024 * 1024;
 /// Why a frame could not be read.
 #[derive(Debug)]
 pub enum ReadError {
+    /// Reading failed (the pipe broke): the peer is gone, like end of output.
     Io(std::io::Error),
+    /// The bytes are not LSP framing (a bad header, a body too large): the stream cannot be
+    /// resynchronized, so the peer is treated as broken.
     Protocol(String),
 }
 
