@@ -9,11 +9,13 @@
 //! live in the [`ToolRuntime`], model settings in the [`Preset`].
 //!
 //! Compaction is the one participant that awaits (a summary is a model call), so the loop calls
-//! the compaction plugin's [`CompactionEngine`] ([`Plugin::compaction`]) itself: first thing in
-//! each step, before the `agent/pre-step` plugins (so a runtime context a fold just shadowed is
-//! injected again), and again when the provider answers with a context overflow, after which
-//! the request is rebuilt and sent once more. What the engine did reaches plugins and the UI as
-//! [`AgentEvent::Compaction`].
+//! the compaction plugin's [`CompactionEngine`] ([`Plugin::compaction`]) itself (`compaction.rs`):
+//! first thing in each step, before the `agent/pre-step` plugins (so a runtime context a fold
+//! just shadowed is injected again), and again when the provider answers with a context
+//! overflow, after which the request is rebuilt and sent once more. What the engine did reaches
+//! plugins and the UI as [`AgentEvent::Compaction`].
+//!
+//! [`CompactionEngine`]: crate::plugin::compaction_seam::CompactionEngine
 //!
 //! Every step goes through the session log: the prompt is appended as `user/message`, the
 //! request is built from the log by [`build_request`], the answer is appended as
@@ -24,6 +26,7 @@
 //! a cancelled stream appends no half answer, and cancelled tool calls get results saying so.
 
 pub mod bounds;
+mod compaction;
 mod request_errors;
 
 pub use crate::plugin::{AgentEvent, Plugin, TurnOutcome};
@@ -37,9 +40,7 @@ use crate::context::system_prompt::{AssembledPrompt, SystemPrompt};
 use crate::file_index::mentions::resolve_mentions;
 use crate::llm::ModelParams;
 use crate::llm::provider::{Provider, ProviderError, StreamDelta};
-use crate::plugin::compaction_seam::{
-    CompactionContext, CompactionEngine, CompactionStats, Trigger,
-};
+use crate::plugin::compaction_seam::Trigger;
 use crate::plugin::outcomes::CompactionOutcome;
 use crate::preset::Preset;
 use crate::session::event::{EventBody, RequestError, UserMessage};
@@ -144,20 +145,6 @@ impl Agent {
         Ok(assembled)
     }
 
-    /// The compaction engine, if a plugin is one.
-    fn compaction(&mut self) -> Option<&mut dyn CompactionEngine> {
-        self.plugins
-            .iter_mut()
-            .find_map(|plugin| plugin.compaction())
-    }
-
-    /// What the compaction engine did so far (zeros without one).
-    pub fn compaction_stats(&mut self) -> CompactionStats {
-        self.compaction()
-            .map(|engine| engine.stats())
-            .unwrap_or_default()
-    }
-
     /// Add a plugin after the preset's own.
     pub fn with_plugin(mut self, plugin: Box<dyn Plugin>) -> Agent {
         self.plugins.push(plugin);
@@ -223,14 +210,6 @@ impl Agent {
         };
         self.bounds().check_prompt(&text)?;
         Ok(text)
-    }
-
-    /// The context window pressure is measured against: the preset's, or the smaller one the
-    /// provider stated in a context-overflow error.
-    fn context_window(&self) -> u64 {
-        let preset = self.preset.file.model.context_window;
-        self.stated_window
-            .map_or(preset, |stated| stated.min(preset))
     }
 
     fn bounds(&self) -> MessageBounds {
@@ -389,53 +368,6 @@ impl Agent {
             }
         }
         Ok(TurnOutcome::StepLimit { steps: max_steps })
-    }
-
-    /// Run the compaction engine, if the preset has one: the pressure check (`trigger: None`)
-    /// or a compaction now. Tells plugins and the UI what it did.
-    #[allow(clippy::too_many_arguments)]
-    async fn compact(
-        &mut self,
-        session: &mut Session,
-        prompt: &AssembledPrompt,
-        turn: u32,
-        step: u32,
-        cancel: &CancellationToken,
-        trigger: Option<Trigger>,
-        ui: &mut dyn TurnUi,
-    ) -> anyhow::Result<Option<CompactionOutcome>> {
-        let context_window = self.context_window();
-        let ctx = CompactionContext {
-            prompt: prompt.clone(),
-            model: self.provider.config().model.clone(),
-            params: self.params.clone(),
-            context_window,
-            turn,
-            step,
-            cancel: cancel.clone(),
-        };
-        let Some(engine) = self.compaction() else {
-            return Ok(None);
-        };
-        let outcome = match trigger {
-            None => engine.compact_if_needed(session, &ctx).await?,
-            Some(trigger) => engine.compact_now(session, &ctx, trigger).await?,
-        };
-        if !matches!(
-            outcome,
-            CompactionOutcome::NotNeeded | CompactionOutcome::AutoDisabled
-        ) {
-            self.emit(
-                &AgentEvent::Compaction {
-                    turn,
-                    step,
-                    outcome: &outcome,
-                },
-                session,
-                ui,
-            )?;
-        }
-        Ok(Some(outcome))
     }
 
     /// `agent/pre-step`: each plugin handles the event, then its runtime context is injected if
