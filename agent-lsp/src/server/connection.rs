@@ -15,7 +15,7 @@ use tokio::sync::oneshot;
 use tokio_util::sync::CancellationToken;
 
 use super::lanes::Lane;
-use super::{CHILD_REQUEST_TIMEOUT, Reply, ResponseError, agent, codes, prompts, router};
+use super::{CHILD_REQUEST_TIMEOUT, Reply, ResponseError, agent, codes, prompts};
 use crate::config::Config;
 
 /// State shared by the loop and the request tasks.
@@ -307,7 +307,7 @@ impl Shared {
 
     /// Whether the request's document is a prompt document.
     pub(super) fn is_prompt_document(&self, params: &Value) -> bool {
-        router::document_path(params).is_some_and(|path| self.prompt_documents.matches(&path))
+        super::document_path(params).is_some_and(|path| self.prompt_documents.matches(&path))
     }
 
     pub(super) fn client_supports(&self, pointer: &str) -> bool {
