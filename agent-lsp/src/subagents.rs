@@ -36,7 +36,6 @@ use tokio_util::sync::CancellationToken;
 
 use crate::plugin::registry::{InvalidSetting, Parts, PluginHost, PluginSettings};
 pub use crate::plugin::spawn::{Budgets, Order, Report, Spawner, Started};
-pub use crate::session::event::{ParentLink, SubagentEnd, SubagentStart};
 pub use tool::Task;
 
 /// The plugin's name in presets.

@@ -201,17 +201,12 @@ fn select<P: ?Sized>(
 /// A way to fetch a URL for the model.
 pub trait FetchProvider: Send + Sync {
     fn id(&self) -> &'static str;
-    fn limits(&self) -> FetchLimits;
     fn fetch(&self, url: &str) -> BoxFuture<'static, Result<Fetched, FetchError>>;
 }
 
 impl FetchProvider for HttpFetcher {
     fn id(&self) -> &'static str {
         "http"
-    }
-
-    fn limits(&self) -> FetchLimits {
-        HttpFetcher::limits(self)
     }
 
     fn fetch(&self, url: &str) -> BoxFuture<'static, Result<Fetched, FetchError>> {

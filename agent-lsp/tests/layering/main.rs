@@ -174,11 +174,16 @@ fn layers(doc: &str) -> Vec<Layer> {
     rows
 }
 
-/// The top-level modules `lib.rs` declares.
+/// The top-level modules `lib.rs` declares, public or private to the crate.
 fn modules(sources: &BTreeMap<PathBuf, String>) -> BTreeSet<String> {
     sources[Path::new("lib.rs")]
         .lines()
-        .filter_map(|line| line.strip_prefix("pub mod")?.trim().strip_suffix(';'))
+        .filter_map(|line| {
+            let rest = ["pub mod", "pub(crate) mod", "mod"]
+                .iter()
+                .find_map(|prefix| line.strip_prefix(prefix))?;
+            rest.trim().strip_suffix(';')
+        })
         .map(str::to_owned)
         .collect()
 }
