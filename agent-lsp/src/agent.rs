@@ -19,11 +19,11 @@
 //! request is built from the log by [`build_request`], the answer is appended as
 //! `assistant/message` with its `usage`, and tool calls are recorded by the runtime. What a
 //! prompt and an answer may bring into the log (their size, the calls of a step) is decided in
-//! [`bounds`], before they are appended. A failed
+//! `bounds`, before they are appended. A failed
 //! request is recorded as `request/error`. Cancellation at any point leaves a consistent log:
 //! a cancelled stream appends no half answer, and cancelled tool calls get results saying so.
 
-pub mod bounds;
+pub(crate) mod bounds;
 mod request_errors;
 
 pub use crate::plugin::{AgentEvent, Plugin, TurnOutcome};

@@ -9,7 +9,7 @@
 //!   between `compaction/start` (the lock) and `compaction/end`. [`basic::BasicCompactionEngine`]
 //!   is the implementation; a preset picks it, its thresholds, and its [`summary::Summarizer`]
 //!   (the one part a preset can swap alone);
-//! - the [`pruner::ToolResultPruner`] shortens old oversized tool results to head + tail;
+//! - the `pruner::ToolResultPruner` shortens old oversized tool results to head + tail;
 //! - [`elide`] replaces any message too large for a request by a stub, the way back for a
 //!   session that is over its window (the engine runs it when a fold cannot make the room);
 //! - the [`recall::RecallHistory`] tool reads shadowed events back, verbatim, as a tool result.
@@ -21,8 +21,8 @@
 
 pub mod basic;
 pub mod elide;
-pub mod pruner;
-pub mod range;
+pub(crate) mod pruner;
+pub(crate) mod range;
 pub mod recall;
 pub mod summary;
 

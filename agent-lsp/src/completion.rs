@@ -2,28 +2,28 @@
 //! what the workspace's language servers know about the code around the cursor.
 //!
 //! The server edge (`server/inline.rs`) turns `textDocument/inlineCompletion` into a
-//! [`Request`] and the [`Suggestion`] back into an LSP edit; everything between is here and
+//! `Request` and the `Suggestion` back into an LSP edit; everything between is here and
 //! speaks no LSP:
 //!
 //! - `[completion]` in the config file ([`CompletionOptions`], resolved into
 //!   [`CompletionConfig`]); off without a model;
-//! - [`context`]: the bounded prefix and suffix windows of the editor's buffer, and the
+//! - `context`: the bounded prefix and suffix windows of the editor's buffer, and the
 //!   signatures of the identifiers near the cursor, from the warm child servers' hover, as
 //!   comments at the start of the prompt in a stable order (so consecutive requests share the
 //!   provider's cached prefix);
-//! - [`edit`]: the model's text trimmed to the syntactic end (the line, or the block the line
+//! - `edit`: the model's text trimmed to the syntactic end (the line, or the block the line
 //!   opens) and the part of the rest of the line it repeats, which the edit replaces;
-//! - [`cache`]: recent answers by (text before, text after), so typing through a suggestion is
+//! - `cache`: recent answers by (text before, text after), so typing through a suggestion is
 //!   answered without a request;
-//! - [`engine`]: one request's life: cache, debounce, grounding, the FIM call (cancelled when the
+//! - `engine`: one request's life: cache, debounce, grounding, the FIM call (cancelled when the
 //!   editor cancels or the next keystroke supersedes it), at most one in flight per document;
 //! - [`log`]: the per-workspace completion log (not the agent's sessions: accepting a
 //!   suggestion is not agent work) and `agent-lsp completions stats`.
 
-pub mod cache;
-pub mod context;
-pub mod edit;
-pub mod engine;
+pub(crate) mod cache;
+pub(crate) mod context;
+pub(crate) mod edit;
+pub(crate) mod engine;
 pub mod log;
 
 use std::time::Duration;
@@ -32,7 +32,7 @@ use serde::Deserialize;
 
 use crate::llm::provider::{ProviderConfig, ProviderOptions};
 
-pub use engine::{Engine, Outcome, Request, Suggestion};
+pub(crate) use engine::{Engine, Outcome, Request};
 
 /// DeepSeek's FIM API: `POST {base}/completions` with `prompt` and `suffix`.
 pub const DEFAULT_BASE_URL: &str = "https://api.deepseek.com/beta";

@@ -4,14 +4,14 @@
 //! [`segments`] lists the current surface entry by entry (role, where it came from, estimated
 //! tokens, a preview, and whether later messages refer to it), searchable and sortable.
 //! [`ops`] edits it (fold, pin, delete, replace) as batches of surface ops recorded in the log,
-//! each batch after a snapshot so it can be rolled back, and [`rules`] lets a preset do the same
+//! each batch after a snapshot so it can be rolled back, and `rules` lets a preset do the same
 //! automatically. Nothing here rewrites the log: an edit is new events, a rollback is a `restore`.
 //!
 //! A segment's id is the seq of the event that supplies its content, so ids stay valid across
 //! processes and are the targets of ops.
 
 pub mod ops;
-pub mod rules;
+pub(crate) mod rules;
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 

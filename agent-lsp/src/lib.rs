@@ -13,7 +13,7 @@
 //! - [`llm`]: provider-neutral requests and the wire formats they are sent in;
 //! - [`tools`]: the ToolRuntime (registry, permissions, limits, recording) and the file tools,
 //!   confined by [`workspace`];
-//! - `web`: `web_search` and `web_fetch` behind the SSRF guard;
+//! - [`web`]: `web_search` and `web_fetch` behind the SSRF guard;
 //! - `tokens`: the token meter;
 //! - `trajectory`: a session exported as cells, as JSON or a self-contained HTML page;
 //! - `session_report`: recorded sessions as JSON, for `session list|show --json` and the MCP
@@ -30,7 +30,7 @@
 //!   sub-agents;
 //! - [`preset`]: named assemblies of model settings, tools, permissions and plugins;
 //! - `server`: `agent-lsp serve`, the editor-facing server brokering the child servers;
-//! - `shared_bridge`: one warm bridge per workspace, shared by the user's processes over
+//! - [`shared_bridge`]: one warm bridge per workspace, shared by the user's processes over
 //!   an owner-only socket (`local_socket`);
 //! - [`cli`]: the terminal commands, and `config`: the user's configuration file;
 //! - [`canonical`]: byte-stable JSON and digests;
@@ -64,11 +64,11 @@ pub mod preset;
 pub(crate) mod server;
 pub mod session;
 pub(crate) mod session_report;
-pub(crate) mod shared_bridge;
+pub mod shared_bridge;
 pub(crate) mod skills;
 pub(crate) mod subagents;
 pub(crate) mod tokens;
 pub mod tools;
 pub(crate) mod trajectory;
-pub(crate) mod web;
+pub mod web;
 pub mod workspace;

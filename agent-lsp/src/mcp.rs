@@ -18,10 +18,10 @@
 //! the editor, see `approval.rs`); a changed file, or the same file in another workspace, needs
 //! a new approval.
 
-pub mod approval;
+pub(crate) mod approval;
 pub mod client;
-pub mod config;
-pub mod lines;
+pub(crate) mod config;
+pub(crate) mod lines;
 pub mod state;
 pub mod tool;
 

@@ -7,23 +7,23 @@
 //! somewhere later sessions read. Memories are that place, and since they reach every later
 //! request they are kept small and auditable:
 //!
-//! - Each scope is one append-only file ([`store`]): the workspace's under its state directory
+//! - Each scope is one append-only file (`store`): the workspace's under its state directory
 //!   (`<state root>/workspaces/<name>-<hash>/memory.jsonl`), the user's at
 //!   `<state root>/memory.jsonl`. A record never changes; `forget` and `edit` are new records.
 //! - Every memory carries its provenance: the session and the event seq of the `tool/call` it
 //!   came from (or `editor`, `cli`), and the time.
 //! - Caps ([`Caps`]) bound the count, the length of one memory and the rendered size of a scope,
 //!   so the system-prompt section stays small; a full scope is an error saying what to forget.
-//! - Text that looks like a secret is refused with the reason ([`secrets`]): memories are plain
+//! - Text that looks like a secret is refused with the reason (`secrets`): memories are plain
 //!   text sent with every request.
 //!
 //! A session sees the memories as they were when it started, as one system-prompt section
 //! ([`render_section`]); what changes later reaches new sessions only, so a running session's
 //! prompt prefix stays cached.
 
-pub mod plugin;
-pub mod secrets;
-pub mod store;
+pub(crate) mod plugin;
+pub(crate) mod secrets;
+pub(crate) mod store;
 pub mod tool;
 
 use std::path::{Path, PathBuf};

@@ -2,7 +2,7 @@
 //!
 //! Three layers (see docs/architecture.md, "Session log"):
 //! - the **log** ([`log`]) keeps every [`Event`] forever;
-//! - the **surface** ([`surface`]) is the ordered set of events that make up the model's history;
+//! - the **surface** (`surface`) is the ordered set of events that make up the model's history;
 //! - the **messages** are derived from the surface by [`History::derive_messages`], incrementally:
 //!   an append costs work proportional to that event, and only a new surface generation
 //!   (replace, remove, restore) rebuilds the cache.
@@ -15,7 +15,7 @@ pub mod event;
 pub mod log;
 mod recovery;
 pub mod store;
-pub mod surface;
+pub(crate) mod surface;
 
 use std::path::Path;
 

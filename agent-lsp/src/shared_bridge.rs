@@ -35,9 +35,9 @@ use crate::workspace::Workspace;
 
 mod client;
 mod owner;
-pub mod wire;
+pub(crate) mod wire;
 
-pub use wire::OwnerInfo;
+pub(crate) use wire::OwnerInfo;
 use wire::{Answer, Request};
 
 /// A socket path is at most this long (`sun_path` holds 108 bytes with its terminating zero).

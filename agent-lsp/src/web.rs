@@ -1,11 +1,11 @@
 //! Web knowledge for the model: the [`WebRuntime`] behind the `web_search` and `web_fetch`
 //! tools (docs/architecture.md, "Knowledge: files, symbols, web").
 //!
-//! - [`search`]: search providers (SearXNG, Brave); the user's configuration picks one.
-//! - [`fetch`]: the plain HTTP fetch provider, every hop through the [`guard`].
-//! - [`guard`]: the SSRF guard: http(s) only, no credentials, public addresses only, checked
+//! - `search`: search providers (SearXNG, Brave); the user's configuration picks one.
+//! - `fetch`: the plain HTTP fetch provider, every hop through the `guard`.
+//! - `guard`: the SSRF guard: http(s) only, no credentials, public addresses only, checked
 //!   after one DNS lookup and pinned.
-//! - [`content`]: HTML as Markdown, text as is, other types described; framed as untrusted.
+//! - `content`: HTML as Markdown, text as is, other types described; framed as untrusted.
 //!
 //! Provider selection is strict, so that a search never goes somewhere the user did not
 //! expect: a configured provider id wins; otherwise the one available provider is used;
@@ -13,10 +13,10 @@
 //! saying what to configure. Errors are tool results, never crashes: the tools are in the
 //! catalog whether or not a provider is configured.
 
-pub mod content;
-pub mod fetch;
-pub mod guard;
-pub mod search;
+pub(crate) mod content;
+pub(crate) mod fetch;
+pub(crate) mod guard;
+pub(crate) mod search;
 
 use std::path::Path;
 use std::sync::Arc;
