@@ -46,14 +46,18 @@ pub const CLI: &str = "cli";
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Scope {
+    /// This workspace's: kept in the workspace's state directory, given to sessions there only.
     #[default]
     Workspace,
+    /// The user's: kept in the state root, given to sessions in every workspace.
     User,
 }
 
 impl Scope {
+    /// Both scopes, in the order the system prompt lists them.
     pub const ALL: [Scope; 2] = [Scope::Workspace, Scope::User];
 
+    /// The name in files, tool arguments and the prompt (`workspace`, `user`).
     pub fn as_str(self) -> &'static str {
         match self {
             Scope::Workspace => "workspace",
@@ -124,7 +128,9 @@ impl Provenance {
 pub struct Memory {
     /// `w<n>` for the workspace's, `u<n>` for the user's; never given twice in one file.
     pub id: String,
+    /// Whose memory it is; decides the file it lives in.
     pub scope: Scope,
+    /// What the model reads, as remembered or last edited.
     pub text: String,
     /// Where it was first remembered.
     pub provenance: Provenance,
@@ -153,20 +159,31 @@ impl Memory {
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "op", rename_all = "lowercase")]
 pub enum Record {
+    /// A new memory in force.
     Remember {
+        /// The new memory's id (`w<n>` or `u<n>`), one past the highest the file ever gave.
         id: String,
+        /// The scope of the file the record is in.
         scope: Scope,
+        /// The memory's text.
         text: String,
+        /// Where it was remembered.
         provenance: Provenance,
     },
     /// The memory's text is replaced; it keeps its id and first provenance.
     Edit {
+        /// The memory edited.
         id: String,
+        /// The new text.
         text: String,
+        /// Where the edit was made.
         provenance: Provenance,
     },
+    /// The memory is no longer in force; its id is never given again.
     Forget {
+        /// The memory forgotten.
         id: String,
+        /// Where it was forgotten, for the audit trail.
         provenance: Provenance,
     },
 }
@@ -204,6 +221,7 @@ pub struct Memories {
 }
 
 impl Memories {
+    /// The memories in `workspace_file` and `user_file`, with the default [`Caps`].
     pub fn new(workspace_file: PathBuf, user_file: PathBuf) -> Memories {
         Memories {
             workspace: MemoryFile::new(workspace_file, Scope::Workspace),
@@ -224,15 +242,18 @@ impl Memories {
         Memories::new(dir.join(FILE_NAME), root.join(FILE_NAME))
     }
 
+    /// Hold the memories to `caps` instead of the defaults (a preset's `[plugins.memory]`).
     pub fn with_caps(mut self, caps: Caps) -> Memories {
         self.caps = caps;
         self
     }
 
+    /// The caps every change is checked against.
     pub fn caps(&self) -> Caps {
         self.caps
     }
 
+    /// The file that holds `scope`'s memories.
     pub fn file(&self, scope: Scope) -> &MemoryFile {
         match scope {
             Scope::Workspace => &self.workspace,
