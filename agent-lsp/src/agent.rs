@@ -60,7 +60,10 @@ A `<runtime-context>` message describes the environment as it is now. When you a
 
 /// Where the programmer watches a turn: streamed deltas and loop events.
 pub trait TurnUi: Send {
+    /// A piece of the model's answer as it streams in (text, reasoning or a tool call's
+    /// arguments), before the step is recorded.
     fn delta(&mut self, _delta: &StreamDelta) {}
+    /// One of the loop's events, after the plugins have handled it.
     fn event(&mut self, _event: &AgentEvent<'_>) {}
 }
 

@@ -47,6 +47,7 @@ use crate::session::Session;
 #[derive(Clone, Debug, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct CompactionSettings {
+    /// Whether the session compacts at all (automatically at the marks, and on request).
     pub enabled: bool,
     /// The engine; `basic` is the only one so far.
     #[serde(default = "default_engine")]
@@ -166,6 +167,7 @@ impl PluginSettings for CompactionSettings {
 #[derive(Clone, Debug, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct PrunerSettings {
+    /// Whether old oversized tool results are shortened.
     pub enabled: bool,
     /// Results longer than this many characters are shortened once they are old.
     #[serde(default = "default_threshold_chars")]
@@ -230,6 +232,7 @@ pub struct CompactionPlugin {
 }
 
 impl CompactionPlugin {
+    /// The plugin that hands `engine` to the loop.
     pub fn new(engine: Box<dyn CompactionEngine>) -> CompactionPlugin {
         CompactionPlugin { engine }
     }

@@ -79,17 +79,27 @@ pub struct CompletionOptions {
 /// Resolved `[completion]`: what the engine runs with.
 #[derive(Clone, Debug)]
 pub struct CompletionConfig {
+    /// The FIM model every request names.
     pub model: String,
     /// The endpoint, key and timeouts of the FIM calls (no retries).
     pub provider: ProviderConfig,
+    /// Characters of the buffer before the cursor sent as the prompt.
     pub prefix_chars: usize,
+    /// Characters of the buffer after the cursor sent as the suffix.
     pub suffix_chars: usize,
+    /// The most tokens the model may answer with: a suggestion is a line or a block, and a
+    /// short cap keeps the answer fast.
     pub max_tokens: u32,
     /// 0: no grounding.
     pub context_tokens: usize,
+    /// Lines above the cursor whose identifiers are looked up in the servers.
     pub context_lines: usize,
+    /// How long a request waits for the next keystroke before it asks the model.
     pub debounce: Duration,
+    /// How long the servers' lookups may take, counted from the request's arrival.
     pub grounding_timeout: Duration,
+    /// How long a signature the servers gave is reused before it is asked again (zero: every
+    /// time).
     pub signature_ttl: Duration,
 }
 

@@ -114,6 +114,7 @@ impl JobTable {
         table
     }
 
+    /// The settings the table was made with (output caps, notice length).
     pub fn settings(&self) -> &JobsSettings {
         &self.settings
     }

@@ -26,11 +26,13 @@ use crate::llm::provider::Provider;
 /// A `[plugins.NAME]` table of a preset, with the lines its keys are on.
 #[derive(Clone, Debug, PartialEq)]
 pub struct PluginTable {
+    /// The plugin the table configures: the `NAME` of `[plugins.NAME]`.
     pub name: String,
     /// The 1-based line the table starts on.
     pub line: usize,
     /// The 1-based line of each key.
     pub key_lines: BTreeMap<String, usize>,
+    /// The keys and values, read strictly by the plugin's settings type.
     pub table: toml::Table,
 }
 
@@ -45,7 +47,9 @@ impl PluginTable {
 /// A setting a plugin refuses, and why.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct InvalidSetting {
+    /// The key refused, so the error can give its line in the preset.
     pub key: &'static str,
+    /// What is wrong with its value ("must be between 1 and 600").
     pub message: String,
 }
 
@@ -143,14 +147,18 @@ impl PluginHost {
 /// What one registry entry contributes: a plugin, the tools it brings, or both.
 #[derive(Default)]
 pub struct Parts {
+    /// The plugin that joins the loop, when the entry has one (a tool-only entry has none).
     pub plugin: Option<Box<dyn Plugin>>,
+    /// The tools the entry adds to the catalog.
     pub tools: Vec<Arc<dyn Tool>>,
 }
 
 /// Everything the registry built for a preset, in registry order.
 #[derive(Default)]
 pub struct Assembly {
+    /// The plugins, in registry order: the order they see events and contribute sections in.
     pub plugins: Vec<Box<dyn Plugin>>,
+    /// Every entry's tools, in registry order.
     pub tools: Vec<Arc<dyn Tool>>,
 }
 
@@ -171,6 +179,7 @@ pub struct PluginRegistry {
 }
 
 impl PluginRegistry {
+    /// A registry with no entries; `harness` registers the built-in ones.
     pub fn new() -> PluginRegistry {
         PluginRegistry::default()
     }
