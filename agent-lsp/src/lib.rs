@@ -25,7 +25,7 @@
 //! - [`jobs`]: background jobs (`shell` with `background`, `job_output`, `job_kill`,
 //!   `job_list`) and the notice of their end;
 //! - `code`: code mode: `run_code`, a JavaScript program that calls the session's tools;
-//! - `subagents`: the `task` tool: sub-agents in sessions of their own, with budgets;
+//! - [`subagents`]: the `task` tool: sub-agents in sessions of their own, with budgets;
 //! - [`launch`]: the one place a preset becomes a running agent, for `run`, `serve` and
 //!   sub-agents;
 //! - [`preset`]: named assemblies of model settings, tools, permissions and plugins;
@@ -46,7 +46,7 @@ pub mod completion;
 pub(crate) mod config;
 pub mod context;
 pub mod context_editor;
-pub(crate) mod file_index;
+pub mod file_index;
 pub mod harness;
 pub(crate) mod instructions;
 pub mod jobs;
@@ -66,7 +66,7 @@ pub mod session;
 pub(crate) mod session_report;
 pub mod shared_bridge;
 pub(crate) mod skills;
-pub(crate) mod subagents;
+pub mod subagents;
 pub(crate) mod tokens;
 pub mod tools;
 pub(crate) mod trajectory;
