@@ -21,11 +21,11 @@
 //! request is built from the log by [`build_request`], the answer is appended as
 //! `assistant/message` with its `usage`, and tool calls are recorded by the runtime. What a
 //! prompt and an answer may bring into the log (their size, the calls of a step) is decided in
-//! [`bounds`], before they are appended. A failed
+//! `bounds`, before they are appended. A failed
 //! request is recorded as `request/error`. Cancellation at any point leaves a consistent log:
 //! a cancelled stream appends no half answer, and cancelled tool calls get results saying so.
 
-pub mod bounds;
+pub(crate) mod bounds;
 mod compaction;
 mod request_errors;
 
@@ -61,7 +61,10 @@ A `<runtime-context>` message describes the environment as it is now. When you a
 
 /// Where the programmer watches a turn: streamed deltas and loop events.
 pub trait TurnUi: Send {
+    /// A piece of the model's answer as it streams in (text, reasoning or a tool call's
+    /// arguments), before the step is recorded.
     fn delta(&mut self, _delta: &StreamDelta) {}
+    /// One of the loop's events, after the plugins have handled it.
     fn event(&mut self, _event: &AgentEvent<'_>) {}
 }
 

@@ -48,7 +48,6 @@ use serde::{Deserialize, Serialize};
 use crate::plugin::registry::{InvalidSetting, Parts, PluginHost, PluginTable};
 use crate::preset::Preset;
 pub use discover::{Roots, body_of, discover, files_of};
-pub use front_matter::{FrontMatter, check_name};
 
 /// The plugin's name, in presets and in its `plugin/state` events.
 pub const PLUGIN: &str = "skills";

@@ -54,7 +54,7 @@ impl ToolHost {
     /// The tools of a process of its own (`run`, `tool`, `mcp serve`): a bridge to the servers
     /// of `config` for the store's workspace, shared with the user's other processes as
     /// `role` (attached to theirs when one is warm, else published), asking `asker`.
-    pub fn owned(
+    pub(crate) fn owned(
         store: &Store,
         config: &Config,
         asker: Arc<dyn Asker>,

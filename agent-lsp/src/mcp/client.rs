@@ -125,6 +125,7 @@ pub fn server(
 
 /// One server and its connection, when it has one.
 pub struct Server {
+    /// The server's name as declared: the `SERVER` of its tools' `mcp__SERVER__TOOL` names.
     pub name: String,
     digest: String,
     transport: Transport,

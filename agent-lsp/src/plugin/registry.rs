@@ -26,11 +26,13 @@ use crate::llm::provider::Provider;
 /// A `[plugins.NAME]` table of a preset, with the lines its keys are on.
 #[derive(Clone, Debug, PartialEq)]
 pub struct PluginTable {
+    /// The plugin the table configures: the `NAME` of `[plugins.NAME]`.
     pub name: String,
     /// The 1-based line the table starts on.
     pub line: usize,
     /// The 1-based line of each key.
     pub key_lines: BTreeMap<String, usize>,
+    /// The keys and values, read strictly by the plugin's settings type.
     pub table: toml::Table,
 }
 
@@ -45,7 +47,9 @@ impl PluginTable {
 /// A setting a plugin refuses, and why.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct InvalidSetting {
+    /// The key refused, so the error can give its line in the preset.
     pub key: &'static str,
+    /// What is wrong with its value ("must be between 1 and 600").
     pub message: String,
 }
 
@@ -143,9 +147,9 @@ impl PluginHost {
 /// What one registry entry contributes: a plugin, the tools it brings, or both.
 #[derive(Default)]
 pub struct Parts {
-    /// The plugin that handles the agent's events, when the entry has one.
+    /// The plugin that joins the loop, when the entry has one (a tool-only entry has none).
     pub plugin: Option<Box<dyn Plugin>>,
-    /// The tools it adds to the catalog; their names must be new ones.
+    /// The tools the entry adds to the catalog.
     pub tools: Vec<Arc<dyn Tool>>,
     /// A `shell` that takes the place of the built-in one: the jobs plugin's, whose foreground
     /// calls are the plain shell's and which can also start background jobs. At most one
@@ -156,9 +160,9 @@ pub struct Parts {
 /// Everything the registry built for a preset, in registry order.
 #[derive(Default)]
 pub struct Assembly {
-    /// The plugins, in the order they handle events.
+    /// The plugins, in registry order: the order they see events and contribute sections in.
     pub plugins: Vec<Box<dyn Plugin>>,
-    /// The tools the plugins brought.
+    /// Every entry's tools, in registry order.
     pub tools: Vec<Arc<dyn Tool>>,
     /// The `shell` a plugin offers in place of the built-in one ([`Parts::shell`]).
     pub shell: Option<Arc<dyn Tool>>,
@@ -181,6 +185,7 @@ pub struct PluginRegistry {
 }
 
 impl PluginRegistry {
+    /// A registry with no entries; `host::assembly` registers the built-in ones.
     pub fn new() -> PluginRegistry {
         PluginRegistry::default()
     }
