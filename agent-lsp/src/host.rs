@@ -46,12 +46,19 @@ pub enum Start<'a> {
     /// it was started with: a session keeps its preset. When `preset` names another one, the
     /// session is not opened (nothing is appended to it) and the error says so.
     Continue {
+        /// The session's id, a unique prefix or suffix of it, or `last`.
         session: &'a str,
+        /// The preset the caller asked for, if any: it must be the session's own.
         preset: Option<&'a str>,
     },
     /// The session this names, with the tools and permissions of `preset` whatever the session
     /// runs: `agent-lsp tool --session`, the user's own calls under the preset they picked.
-    Record { session: &'a str, preset: Preset },
+    Record {
+        /// The session's id, a unique prefix or suffix of it, or `last`.
+        session: &'a str,
+        /// The preset whose tools and permissions the calls run with.
+        preset: Preset,
+    },
 }
 
 /// A session picked and its preset read, nothing opened yet: the front end picks the model
