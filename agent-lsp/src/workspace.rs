@@ -84,55 +84,117 @@ pub const MAX_COMPONENT_BYTES: usize = 255;
 /// refused and why in words a model can act on.
 #[derive(Debug, Error)]
 pub enum PathError {
+    /// An empty string names no file; most likely the model left the argument blank.
     #[error("the path is empty")]
     Empty,
+    /// A NUL byte ends a path at the system call, so the file touched would not be the one the
+    /// string names.
     #[error("the path contains a NUL byte")]
     NulByte,
+    /// Longer than [`MAX_PATH_BYTES`]: refused before any system call would fail on it.
     #[error("the path is {len} bytes long; at most {MAX_PATH_BYTES} are allowed")]
-    TooLong { len: usize },
+    TooLong {
+        /// The path's length in bytes.
+        len: usize,
+    },
+    /// One component is longer than [`MAX_COMPONENT_BYTES`], which no common file system
+    /// accepts as a name.
     #[error(
         "the path component `{prefix}…` is {len} bytes long; at most {MAX_COMPONENT_BYTES} are allowed"
     )]
-    ComponentTooLong { prefix: String, len: usize },
+    ComponentTooLong {
+        /// The start of the component, enough for the model to recognise it without echoing
+        /// the whole overlong name back.
+        prefix: String,
+        /// The component's length in bytes.
+        len: usize,
+    },
+    /// A backslash, a drive letter or a UNC path: Windows forms, refused rather than taken as
+    /// odd Unix file names (see the module documentation).
     #[error(
         "`{path}` looks like a Windows path ({what}); use `/`-separated paths relative to the workspace root"
     )]
-    WindowsPath { path: String, what: &'static str },
+    WindowsPath {
+        /// The path as given.
+        path: String,
+        /// Which Windows form was recognised, so the message says what to change.
+        what: &'static str,
+    },
+    /// A `scheme://` URL (often `file:///…`) where a path was expected.
     #[error("`{path}` is a URL, not a path; use a path relative to the workspace root")]
-    Url { path: String },
+    Url {
+        /// The URL as given.
+        path: String,
+    },
+    /// Starts with `~`, which no shell expands here; see the module documentation for why it
+    /// is not taken as a literal name.
     #[error(
         "`{path}` starts with `~`, which is not expanded and would point outside the workspace; for a file literally named `~`, write `./~`"
     )]
-    HomeDirectory { path: String },
+    HomeDirectory {
+        /// The path as given.
+        path: String,
+    },
+    /// An absolute path that is not under the root. [`Workspace::resolve_read`] matches on
+    /// this variant to look for the path in a folder granted for reading instead.
     #[error("`{path}` is an absolute path outside the workspace root `{root}`")]
-    AbsoluteOutside { path: String, root: String },
+    AbsoluteOutside {
+        /// The path as given.
+        path: String,
+        /// The canonical root, so the model can rewrite the path relative to it.
+        root: String,
+    },
+    /// A `..` that would climb above the root, refused even if later components come back in.
     #[error(
         "`{path}` climbs above the workspace root with `..`; only paths inside the workspace are allowed"
     )]
-    EscapesRoot { path: String },
+    EscapesRoot {
+        /// The path as given.
+        path: String,
+    },
+    /// A symlink on the path resolves to somewhere outside the root.
     #[error(
         "`{path}` goes through the symlink `{link}`, which points outside the workspace (to `{target}`)"
     )]
     SymlinkOutside {
+        /// The path as given.
         path: String,
+        /// The offending link, relative to the root.
         link: String,
+        /// Where the link leads (canonical), so the programmer can see why it was refused.
         target: String,
     },
+    /// A symlink on the path whose target does not exist: where it leads cannot be checked,
+    /// and writing through it would create the target wherever that is.
     #[error(
         "`{path}` goes through the symlink `{link}`, whose target does not exist, so where it leads cannot be checked"
     )]
-    DanglingSymlink { path: String, link: String },
+    DanglingSymlink {
+        /// The path as given.
+        path: String,
+        /// The dangling link, relative to the root.
+        link: String,
+    },
+    /// The path lies in a folder granted to the session for reading, but breaks that folder's
+    /// confinement (the same rules as the workspace's).
     #[error(
         "`{path}` is in `{root}`, a folder this session may only read, and is refused there: {source}"
     )]
     InReadRoot {
+        /// The path as given.
         path: String,
+        /// The granted folder the path was resolved in.
         root: String,
+        /// Why the granted folder refused it.
         source: Box<PathError>,
     },
+    /// Checking a component failed for another reason than its absence (permissions, I/O):
+    /// the path is refused rather than used unchecked.
     #[error("`{path}` could not be checked: {source}")]
     Io {
+        /// The path as given.
         path: String,
+        /// The error of the check.
         #[source]
         source: io::Error,
     },

@@ -83,7 +83,9 @@ struct Begun {
 }
 
 impl BasicCompactionEngine {
-    pub fn new(
+    /// An engine with `settings` that writes its summaries with `summarizer`. It holds no
+    /// session yet: it recovers what it needs from a session's log the first time it sees it.
+    pub(crate) fn new(
         settings: CompactionSettings,
         summarizer: Arc<dyn Summarizer>,
     ) -> BasicCompactionEngine {
@@ -94,22 +96,6 @@ impl BasicCompactionEngine {
             stats: CompactionStats::default(),
             tools_tokens: None,
         }
-    }
-
-    /// The same engine with another summarizer: the hook a preset (or a test) uses to change
-    /// only how the summary is written.
-    pub fn with_summarizer(mut self, summarizer: Arc<dyn Summarizer>) -> BasicCompactionEngine {
-        self.summarizer = summarizer;
-        self
-    }
-
-    pub fn settings(&self) -> &CompactionSettings {
-        &self.settings
-    }
-
-    /// Whether automatic compaction stopped for the current session.
-    pub fn auto_disabled(&self) -> bool {
-        self.state.as_ref().is_some_and(|state| state.auto_disabled)
     }
 
     /// The state for `session`, recovered from its log on first sight; closes a compaction a

@@ -40,7 +40,7 @@ use crate::tokens::{TokenMeter, estimate_message};
 use audit::{describe_after, describe_op};
 use plan::plan_op;
 
-pub use audit::{EditRecord, edit_history};
+pub(crate) use audit::edit_history;
 pub use fold_summary::{FOLD_INSTRUCTION_MARKER, next_request, write_fold_summaries};
 pub use outcome::{BatchReport, NeedsConfirmation, Refused};
 pub use plan::mechanical_summary;
@@ -63,30 +63,45 @@ pub enum EditOp {
     /// Replace with a summary: given, model-written ([`write_fold_summaries`]), or else a
     /// mechanical one.
     Fold {
+        /// The first segment folded.
         id: u64,
+        /// The last segment folded, when the fold covers a range.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         end: Option<u64>,
+        /// The summary to put in the range's place; `None` leaves it to the model or to the
+        /// mechanical summary.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         summary: Option<String>,
     },
+    /// Append a framed copy of one segment at the tail, where it stays in view after later
+    /// compactions (see the module documentation for why it is a copy).
     Pin {
+        /// The segment copied.
         id: u64,
     },
+    /// Take segments off the surface; needs `force` when later messages refer to them.
     Delete {
+        /// The first segment removed.
         id: u64,
+        /// The last segment removed, when the delete covers a range.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         end: Option<u64>,
     },
+    /// Put new text in the place of segments, keeping their role where it can.
     Replace {
+        /// The first segment replaced.
         id: u64,
+        /// The last segment replaced, when the replacement covers a range.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         end: Option<u64>,
+        /// The text that takes the range's place.
         text: String,
     },
 }
 
 impl EditOp {
-    pub fn name(&self) -> &'static str {
+    /// The op's name as the audit trail and error messages write it (`fold`, `pin`, …).
+    fn name(&self) -> &'static str {
         match self {
             EditOp::Fold { .. } => "fold",
             EditOp::Pin { .. } => "pin",
@@ -113,7 +128,10 @@ pub struct BatchOptions {
     pub actor: String,
     /// Delete segments that later messages refer to without asking.
     pub force: bool,
+    /// The turn the batch's events are recorded under: the last turn for an edit between
+    /// turns, the running one for a rule.
     pub turn: u32,
+    /// The step the batch's events are recorded under (0 between turns).
     pub step: u32,
 }
 

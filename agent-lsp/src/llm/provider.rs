@@ -41,8 +41,7 @@ use tokio_util::sync::CancellationToken;
 use self::body::Cap;
 pub use self::body::{MAX_ANSWER_BYTES, MAX_BODY_BYTES, MAX_FIM_BODY_BYTES, MAX_FIM_TEXT_BYTES};
 pub use self::config::{
-    DEFAULT_API_KEY_ENV, DEFAULT_BASE_URL, DEFAULT_MODEL, MAX_RETRY_AFTER, ProviderConfig,
-    ProviderOptions,
+    DEFAULT_API_KEY_ENV, DEFAULT_BASE_URL, MAX_RETRY_AFTER, ProviderConfig, ProviderOptions,
 };
 pub use self::error::{ProviderError, TimeoutPhase, classify_http_error, parse_retry_after};
 pub use self::fim::{FimAnswer, FimRequest};
@@ -59,6 +58,8 @@ pub struct Provider {
 }
 
 impl Provider {
+    /// A client for the endpoint `config` names. Nothing is sent until the first request, so
+    /// this fails only when the HTTP client itself cannot be built (its TLS backend).
     pub fn new(config: ProviderConfig) -> anyhow::Result<Provider> {
         let client = reqwest::Client::builder()
             .connect_timeout(config.connect_timeout)
@@ -68,7 +69,9 @@ impl Provider {
         Ok(Provider { config, client })
     }
 
-    pub fn config(&self) -> &ProviderConfig {
+    /// The settings this client was built with, for the model name the loop writes into each
+    /// request.
+    pub(crate) fn config(&self) -> &ProviderConfig {
         &self.config
     }
 

@@ -76,7 +76,7 @@ pub(super) fn describe_after(event: &NewEvent) -> String {
 
 /// One batch of the audit trail.
 #[derive(Clone, Debug, PartialEq, Serialize)]
-pub struct EditRecord {
+pub(crate) struct EditRecord {
     pub edit_id: String,
     pub ts: String,
     pub actor: String,
@@ -92,7 +92,7 @@ pub struct EditRecord {
 }
 
 /// Every context-edit batch of the session, oldest first.
-pub fn edit_history(history: &History) -> Vec<EditRecord> {
+pub(crate) fn edit_history(history: &History) -> Vec<EditRecord> {
     let mut records: Vec<EditRecord> = Vec::new();
     for event in history.events() {
         match &event.body {

@@ -15,13 +15,18 @@ use crate::session::{NewEvent, Session};
 /// What an applied batch did.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct BatchReport {
+    /// The batch's id in the log (`edit-<seq of its begin>`), which its audit record carries.
     pub edit_id: String,
     /// Roll back to this generation to undo the batch.
     pub snapshot: u64,
     /// The surface generation after the batch.
     pub generation: u64,
+    /// One per op, in order: the event that took the target's place and what it now shows.
     pub results: Vec<ContextEditResult>,
+    /// Estimated (calibrated) tokens of the surface before the batch.
     pub tokens_before: u64,
+    /// Estimated (calibrated) tokens of the surface after it: with `tokens_before`, what the
+    /// edit saved.
     pub tokens_after: u64,
 }
 
@@ -85,7 +90,9 @@ impl std::error::Error for NeedsConfirmation {}
 /// A batch the surface refused; the refusal is recorded in the log.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Refused {
+    /// The refused batch's id, under which the log records the refusal.
     pub edit_id: String,
+    /// Why the surface refused it (which op, and what it would have broken).
     pub reason: String,
 }
 

@@ -13,7 +13,8 @@ use serde::{Deserialize, Serialize};
 /// DeepSeek's API; any OpenAI-compatible base URL works (`https://api.openai.com/v1`,
 /// `http://127.0.0.1:8080/v1`, ...).
 pub const DEFAULT_BASE_URL: &str = "https://api.deepseek.com";
-pub const DEFAULT_MODEL: &str = "deepseek-v4-flash";
+/// DeepSeek's fast model, which goes with [`DEFAULT_BASE_URL`].
+const DEFAULT_MODEL: &str = "deepseek-v4-flash";
 /// Where the API key is read from unless the configuration names another variable.
 pub const DEFAULT_API_KEY_ENV: &str = "DEEPSEEK_API_KEY";
 /// The longest `Retry-After` always waited out (when `backoff_cap` is shorter): rate limits
@@ -27,16 +28,27 @@ pub const MAX_RETRY_AFTER: Duration = Duration::from_secs(60);
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(default)]
 pub struct ProviderOptions {
+    /// The endpoint (see [`ProviderConfig::base_url`]); default [`DEFAULT_BASE_URL`]. Must be
+    /// `http://` or `https://`.
     pub base_url: Option<String>,
+    /// The model requests name; default DeepSeek's `deepseek-v4-flash`.
     pub model: Option<String>,
     /// Name of the environment variable holding the API key (default `DEEPSEEK_API_KEY`).
     pub api_key_env: Option<String>,
+    /// [`ProviderConfig::request_timeout`] in seconds (default 120).
     pub request_timeout_secs: Option<u64>,
+    /// [`ProviderConfig::connect_timeout`] in seconds (default 15).
     pub connect_timeout_secs: Option<u64>,
+    /// [`ProviderConfig::idle_timeout`] in seconds (default 120).
     pub idle_timeout_secs: Option<u64>,
+    /// [`ProviderConfig::total_timeout`] in seconds (default 900).
     pub total_timeout_secs: Option<u64>,
+    /// [`ProviderConfig::max_retries`] (default 3); 0 turns retries off.
     pub max_retries: Option<u32>,
+    /// [`ProviderConfig::backoff_base`] in milliseconds (default 500); tests shorten it so
+    /// retries do not slow them down.
     pub backoff_base_ms: Option<u64>,
+    /// [`ProviderConfig::backoff_cap`] in milliseconds (default 30 000).
     pub backoff_cap_ms: Option<u64>,
 }
 

@@ -25,12 +25,17 @@ pub(crate) use read::{BodyError, read_sse, with_idle_timeout};
 /// Empty pieces are never sent.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum StreamDelta {
+    /// A piece of the model's thinking (`reasoning_content`), shown apart from the answer.
     Reasoning(String),
+    /// A piece of the answer's text.
     Text(String),
     /// The model began a tool call; its arguments follow but are not streamed piecewise.
     ToolCallStarted {
+        /// The call's position among the answer's tool calls.
         index: u32,
+        /// The call's id, which its result will name.
         id: String,
+        /// The tool called, for "running …" progress before the arguments are complete.
         name: String,
     },
 }
@@ -38,7 +43,9 @@ pub enum StreamDelta {
 /// Token figures of one request, normalized across providers.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct UsageFigures {
+    /// Tokens of the whole prompt, cached or not, as the endpoint counted them.
     pub prompt_tokens: u64,
+    /// Tokens of the answer, reasoning included.
     pub completion_tokens: u64,
     /// Prompt tokens served from the prefix cache: DeepSeek's `prompt_cache_hit_tokens`, else
     /// OpenAI's `prompt_tokens_details.cached_tokens`, else 0.
@@ -63,6 +70,7 @@ impl UsageFigures {
 /// The whole answer of one model call.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Completion {
+    /// The answer's text, all pieces concatenated; empty when the model only called tools.
     pub text: String,
     /// `Some` only if the endpoint sent any reasoning; kept verbatim for reasoning passback.
     pub reasoning: Option<String>,
@@ -70,6 +78,8 @@ pub struct Completion {
     pub tool_calls: Vec<ToolCallRef>,
     /// The last `finish_reason` seen (`stop`, `tool_calls`, `length`, ...), if any.
     pub finish_reason: Option<String>,
+    /// The request's token figures, if the endpoint reported any; not every
+    /// OpenAI-compatible server does.
     pub usage: Option<UsageFigures>,
 }
 
