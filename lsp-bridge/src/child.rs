@@ -221,13 +221,13 @@ impl Child {
     }
 
     /// When `initialized` was sent: how long the server has had to index.
-    pub fn initialized_at(&self) -> Option<Instant> {
+    pub(crate) fn initialized_at(&self) -> Option<Instant> {
         self.readiness.borrow().initialized_at
     }
 
     /// Whether the server reported work-done progress and all of it has ended: a server that
     /// reports its indexing has finished it (an empty answer is then a real one).
-    pub fn progress_done(&self) -> bool {
+    pub(crate) fn progress_done(&self) -> bool {
         let readiness = self.readiness.borrow();
         readiness.progress_seen && readiness.active_progress.is_empty()
     }
@@ -239,12 +239,12 @@ impl Child {
     }
 
     /// Whether the server has indexed the workspace, as far as we can tell (see the field).
-    pub fn workspace_indexed(&self) -> bool {
+    pub(crate) fn workspace_indexed(&self) -> bool {
         self.workspace_indexed.load(Ordering::Relaxed)
     }
 
     /// The server gave a non-empty answer to a workspace-wide query.
-    pub fn set_workspace_indexed(&self) {
+    pub(crate) fn set_workspace_indexed(&self) {
         self.workspace_indexed.store(true, Ordering::Relaxed);
     }
 

@@ -254,7 +254,12 @@ impl DocumentMirror {
 
     /// Make sure `child` has `path` open and return what it sees. A document nobody has open is
     /// read from disk and opened transiently (version 1, or one past the last version it had).
-    pub async fn lease(&self, child: &Arc<Child>, path: &Path, language_id: &str) -> Result<Lease> {
+    pub(crate) async fn lease(
+        &self,
+        child: &Arc<Child>,
+        path: &Path,
+        language_id: &str,
+    ) -> Result<Lease> {
         let uri = uri_of(path)?;
         let open = {
             let mut documents = self.documents.lock().expect("document mirror lock");
@@ -350,7 +355,7 @@ impl DocumentMirror {
     /// An editor-owned document is left alone: its buffer, not the disk, is what the children
     /// must see (the agent changes it through `workspace/applyEdit`, and the editor sends the
     /// change), and a version of ours would collide with the editor's numbering.
-    pub async fn changed_on_disk(
+    pub(crate) async fn changed_on_disk(
         &self,
         children: &[Arc<Child>],
         path: &Path,

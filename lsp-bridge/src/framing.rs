@@ -7,7 +7,7 @@ mod writer;
 use std::io::{BufRead, Read};
 
 use serde_json::Value;
-use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWrite, AsyncWriteExt};
+use tokio::io::{AsyncBufReadExt, AsyncReadExt};
 
 pub use crate::transport::RawResult;
 pub(crate) use writer::set_blocking;
@@ -48,7 +48,7 @@ pub async fn read_message(
 }
 
 /// A frame's body as JSON, or what is wrong with it.
-pub fn parse_message(body: &[u8]) -> Result<Value, String> {
+pub(crate) fn parse_message(body: &[u8]) -> Result<Value, String> {
     serde_json::from_slice(body)
         .map_err(|error| format!("invalid JSON body ({error}): {}", preview(body)))
 }
@@ -188,23 +188,6 @@ impl Headers {
         // `Content-Type` (and any other header) carries nothing we need: the body is UTF-8 JSON.
         Ok(HeaderLine::More)
     }
-}
-
-/// Write one message.
-pub async fn write_message(
-    writer: &mut (impl AsyncWrite + Unpin),
-    message: &Value,
-) -> std::io::Result<()> {
-    write_frame(writer, &serde_json::to_vec(message)?).await
-}
-
-/// Write one message body (JSON text) with its header.
-pub async fn write_frame(
-    writer: &mut (impl AsyncWrite + Unpin),
-    body: &[u8],
-) -> std::io::Result<()> {
-    writer.write_all(&frame(body)).await?;
-    writer.flush().await
 }
 
 /// Header and body in one buffer: one write per message, so the reader on the other end wakes

@@ -22,7 +22,7 @@ pub enum PositionEncoding {
 
 impl PositionEncoding {
     /// The encoding a server announced in `capabilities.positionEncoding` (`None`: UTF-16).
-    pub fn from_lsp(kind: Option<&lsp_types::PositionEncodingKind>) -> PositionEncoding {
+    pub(crate) fn from_lsp(kind: Option<&lsp_types::PositionEncodingKind>) -> PositionEncoding {
         match kind.map(|kind| kind.as_str()) {
             Some("utf-8") => PositionEncoding::Utf8,
             Some("utf-32") => PositionEncoding::Utf32,

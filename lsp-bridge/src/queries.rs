@@ -274,7 +274,7 @@ impl<'a> FileCache<'a> {
 }
 
 /// The name of an LSP `SymbolKind` number.
-pub fn symbol_kind(kind: u64) -> &'static str {
+pub(crate) fn symbol_kind(kind: u64) -> &'static str {
     match kind {
         1 => "file",
         2 => "module",

@@ -72,7 +72,7 @@ impl DiagnosticsStore {
     }
 
     /// Whether the server puts versions on its publishes (see the field).
-    pub fn sends_versions(&self) -> bool {
+    pub(crate) fn sends_versions(&self) -> bool {
         self.sends_versions
             .load(std::sync::atomic::Ordering::Relaxed)
     }

@@ -50,7 +50,7 @@ impl Child {
     /// [`Child::request_with`], with the result as the server wrote it: the editor proxy
     /// forwards it without parsing and re-serializing (completion lists run to hundreds of
     /// kilobytes).
-    pub async fn request_raw_with(
+    pub(crate) async fn request_raw_with(
         &self,
         method: &str,
         params: Value,

@@ -179,7 +179,7 @@ impl FrameWriter {
 
     /// Whether a write found the peer gone (its end of the pipe closed): what was sent since
     /// was not delivered.
-    pub fn is_broken(&self) -> bool {
+    pub(crate) fn is_broken(&self) -> bool {
         self.state.lock().expect("frame writer").broken
     }
 
