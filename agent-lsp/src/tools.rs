@@ -47,7 +47,6 @@ use std::time::{Duration, Instant};
 
 use futures_util::FutureExt;
 use futures_util::future::{BoxFuture, join_all};
-use serde::de::DeserializeOwned;
 use serde_json::{Map, Value};
 use tokio_util::sync::CancellationToken;
 use tracing::Instrument;
@@ -57,18 +56,10 @@ use crate::llm::ToolDef;
 pub use crate::permissions::{POLICY_KEYS, Permission, PermissionPolicy};
 pub use crate::plugin::outcomes::{ToolCallOutcome, ToolOutput};
 pub use crate::plugin::tool::{EventSink, Tool, ToolContext};
+pub use crate::plugin::typed::{TypedTool, parse_args};
 use crate::session::event::{AssistantMessage, EventBody, ToolCallEvent, ToolCallRef, ToolResult};
 use crate::session::{NewEvent, Session};
 use crate::workspace::Workspace;
-
-/// Deserialize a tool's arguments, or the error output naming what is wrong with them.
-pub fn parse_args<T: DeserializeOwned>(tool: &str, args: Value) -> Result<T, ToolOutput> {
-    serde_json::from_value(args).map_err(|err| {
-        ToolOutput::error(format!(
-            "invalid arguments for `{tool}`: {err}; see the tool's parameter schema"
-        ))
-    })
-}
 
 /// The result of a call whose tool panicked: what it said, and that nothing is known of what it
 /// did.

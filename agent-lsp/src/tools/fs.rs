@@ -10,11 +10,10 @@ use std::io::{self, BufRead, BufReader};
 use std::path::Path;
 
 use futures_util::future::BoxFuture;
+use schemars::JsonSchema;
 use serde::Deserialize;
-use serde_json::{Value, json};
 
-use super::{Tool, ToolContext, ToolOutput, blocking, parse_args};
-use crate::llm::ToolDef;
+use super::{ToolContext, ToolOutput, TypedTool, blocking};
 
 /// Lines `read` returns when no `limit` is given.
 pub const READ_DEFAULT_LINES: u64 = 2000;
@@ -34,49 +33,47 @@ pub const LIST_MAX_ENTRIES: usize = 1000;
 /// `read {path, offset?, limit?}`: a text file's lines, numbered.
 pub struct Read;
 
-#[derive(Deserialize)]
+/// The arguments of `read`.
+#[derive(Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
-struct ReadArgs {
+pub struct ReadArgs {
+    /// File path relative to the workspace root.
     path: String,
+    /// First line to show (1-based). Default 1.
     #[serde(default)]
+    #[schemars(range(min = 1))]
     offset: Option<u64>,
+    /// How many lines to show. Default 2000.
     #[serde(default)]
+    #[schemars(range(min = 1))]
     limit: Option<u64>,
 }
 
-impl Tool for Read {
-    fn def(&self) -> ToolDef {
-        ToolDef {
-            name: "read".into(),
-            description: format!(
-                "Read a text file of the workspace. Lines are numbered from 1 (`cat -n` style: number, tab, text). \
-                 At most `limit` lines (default {READ_DEFAULT_LINES}) or about {} KiB are returned; the output says when more \
-                 lines remain and which `offset` continues. Binary files are described, not shown.",
-                READ_MAX_BYTES / 1024
-            ),
-            parameters: json!({
-                "type": "object",
-                "properties": {
-                    "path": {"type": "string", "description": "File path relative to the workspace root."},
-                    "offset": {"type": "integer", "minimum": 1, "description": "First line to show (1-based). Default 1."},
-                    "limit": {"type": "integer", "minimum": 1, "description": format!("How many lines to show. Default {READ_DEFAULT_LINES}.")},
-                },
-                "required": ["path"],
-                "additionalProperties": false,
-            }),
-        }
+// The doc comment of `ReadArgs::limit` is what the model reads; it states this number.
+const _: () = assert!(READ_DEFAULT_LINES == 2000);
+
+impl TypedTool for Read {
+    type Args = ReadArgs;
+
+    fn name(&self) -> &str {
+        "read"
+    }
+
+    fn description(&self) -> String {
+        format!(
+            "Read a text file of the workspace. Lines are numbered from 1 (`cat -n` style: number, tab, text). \
+             At most `limit` lines (default {READ_DEFAULT_LINES}) or about {} KiB are returned; the output says when more \
+             lines remain and which `offset` continues. Binary files are described, not shown.",
+            READ_MAX_BYTES / 1024
+        )
     }
 
     fn read_only(&self) -> bool {
         true
     }
 
-    fn run(&self, ctx: ToolContext, args: Value) -> BoxFuture<'static, ToolOutput> {
+    fn run(&self, ctx: ToolContext, args: ReadArgs) -> BoxFuture<'static, ToolOutput> {
         Box::pin(blocking(move || {
-            let args: ReadArgs = match parse_args("read", args) {
-                Ok(args) => args,
-                Err(output) => return output,
-            };
             read(&ctx, &args).unwrap_or_else(|output| output)
         }))
     }
@@ -296,41 +293,35 @@ fn io_error(shown: &str, err: &io::Error) -> ToolOutput {
 /// `list {path?}`: the entries of a directory.
 pub struct List;
 
-#[derive(Deserialize)]
+/// The arguments of `list`.
+#[derive(Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
-struct ListArgs {
+pub struct ListArgs {
+    /// Directory relative to the workspace root. Default: the root.
     #[serde(default)]
     path: Option<String>,
 }
 
-impl Tool for List {
-    fn def(&self) -> ToolDef {
-        ToolDef {
-            name: "list".into(),
-            description: format!(
-                "List the entries of a workspace directory, sorted by name; directories end with `/`, symlinks show \
-                 their target. At most {LIST_MAX_ENTRIES} entries. Use `glob` to find files at any depth."
-            ),
-            parameters: json!({
-                "type": "object",
-                "properties": {
-                    "path": {"type": "string", "description": "Directory relative to the workspace root. Default: the root."},
-                },
-                "additionalProperties": false,
-            }),
-        }
+impl TypedTool for List {
+    type Args = ListArgs;
+
+    fn name(&self) -> &str {
+        "list"
+    }
+
+    fn description(&self) -> String {
+        format!(
+            "List the entries of a workspace directory, sorted by name; directories end with `/`, symlinks show \
+             their target. At most {LIST_MAX_ENTRIES} entries. Use `glob` to find files at any depth."
+        )
     }
 
     fn read_only(&self) -> bool {
         true
     }
 
-    fn run(&self, ctx: ToolContext, args: Value) -> BoxFuture<'static, ToolOutput> {
+    fn run(&self, ctx: ToolContext, args: ListArgs) -> BoxFuture<'static, ToolOutput> {
         Box::pin(blocking(move || {
-            let args: ListArgs = match parse_args("list", args) {
-                Ok(args) => args,
-                Err(output) => return output,
-            };
             list(&ctx, args.path.as_deref().unwrap_or(".")).unwrap_or_else(|output| output)
         }))
     }
@@ -387,44 +378,37 @@ fn list(ctx: &ToolContext, user_path: &str) -> Result<ToolOutput, ToolOutput> {
 /// `write {path, content}`: create or replace a file, atomically.
 pub struct Write;
 
-#[derive(Deserialize)]
+/// The arguments of `write`.
+#[derive(Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
-struct WriteArgs {
+pub struct WriteArgs {
+    /// File path relative to the workspace root.
     path: String,
+    /// The complete new content of the file.
     content: String,
 }
 
-impl Tool for Write {
-    fn def(&self) -> ToolDef {
-        ToolDef {
-            name: "write".into(),
-            description: format!(
-                "Create a file in the workspace, or replace its whole content. Missing parent directories are \
-                 created. The file is replaced atomically. Prefer `edit` to change part of an existing file. {}",
-                super::protected::DESCRIPTION_NOTE
-            ),
-            parameters: json!({
-                "type": "object",
-                "properties": {
-                    "path": {"type": "string", "description": "File path relative to the workspace root."},
-                    "content": {"type": "string", "description": "The complete new content of the file."},
-                },
-                "required": ["path", "content"],
-                "additionalProperties": false,
-            }),
-        }
+impl TypedTool for Write {
+    type Args = WriteArgs;
+
+    fn name(&self) -> &str {
+        "write"
+    }
+
+    fn description(&self) -> String {
+        format!(
+            "Create a file in the workspace, or replace its whole content. Missing parent directories are \
+             created. The file is replaced atomically. Prefer `edit` to change part of an existing file. {}",
+            super::protected::DESCRIPTION_NOTE
+        )
     }
 
     fn read_only(&self) -> bool {
         false
     }
 
-    fn run(&self, ctx: ToolContext, args: Value) -> BoxFuture<'static, ToolOutput> {
+    fn run(&self, ctx: ToolContext, args: WriteArgs) -> BoxFuture<'static, ToolOutput> {
         Box::pin(async move {
-            let args: WriteArgs = match parse_args("write", args) {
-                Ok(args) => args,
-                Err(output) => return output,
-            };
             // A file open in the editor is replaced in its buffer (see `buffers`).
             let open = ctx.buffers.clone().and_then(|buffers| {
                 let path = ctx.workspace.resolve(&args.path).ok()?;
@@ -514,6 +498,7 @@ pub(crate) fn write_atomically(path: &Path, bytes: &[u8]) -> io::Result<()> {
 mod tests {
     use super::*;
     use crate::tools::testing::{Fixture, run};
+    use serde_json::json;
     use std::fs::Permissions;
     use std::os::unix::fs::PermissionsExt;
 
