@@ -225,3 +225,43 @@ fn pretty(value: &Value) -> ToolOutput {
         Err(error) => ToolOutput::error(format!("failed to encode the answer: {error}")),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::{FilesArgs, NoArgs, ShowArgs};
+    use crate::plugin::typed::parameters_schema;
+
+    /// The schemas derived from the argument types say what the hand-written ones said.
+    #[test]
+    fn the_added_tools_schemas_are_derived_from_their_argument_types() {
+        assert_eq!(
+            parameters_schema::<FilesArgs>(),
+            json!({
+                "type": "object",
+                "properties": {
+                    "query": {"type": "string", "description": "The fuzzy query."},
+                    "limit": {"type": "integer", "minimum": 1, "description": "Paths to return at most (default 20)."}
+                },
+                "required": ["query"],
+                "additionalProperties": false
+            })
+        );
+        assert_eq!(
+            parameters_schema::<NoArgs>(),
+            json!({"type": "object", "properties": {}, "additionalProperties": false})
+        );
+        assert_eq!(
+            parameters_schema::<ShowArgs>(),
+            json!({
+                "type": "object",
+                "properties": {
+                    "session": {"type": "string", "description": "A session id, a unique prefix or suffix of one, or `last`."}
+                },
+                "required": ["session"],
+                "additionalProperties": false
+            })
+        );
+    }
+}
