@@ -55,8 +55,8 @@ use crate::canonical::canonical_json;
 use crate::llm::ToolDef;
 pub use crate::permissions::{POLICY_KEYS, Permission, PermissionPolicy};
 pub use crate::plugin::outcomes::{ToolCallOutcome, ToolOutput};
-pub use crate::plugin::tool::{EventSink, Tool, ToolContext};
-pub use crate::plugin::typed::{TypedTool, parse_args};
+pub use crate::plugin::tool::{CallArgs, EventSink, Tool, ToolContext};
+pub use crate::plugin::typed::TypedTool;
 use crate::session::event::{AssistantMessage, EventBody, ToolCallEvent, ToolCallRef, ToolResult};
 use crate::session::{NewEvent, Session};
 use crate::workspace::Workspace;
@@ -294,7 +294,7 @@ enum Prepared {
     Done(ToolOutput),
     Run {
         tool: Arc<dyn Tool>,
-        args: Value,
+        args: CallArgs,
     },
 }
 
@@ -578,7 +578,7 @@ impl ToolRuntime {
     /// Parse the arguments, find the tool, apply the permission policy.
     async fn prepare(&self, call: &ToolCallRef, cancel: &CancellationToken) -> Prepared {
         let args = match parse_raw_arguments(&call.arguments) {
-            Ok(args) => args,
+            Ok(args) => CallArgs::from(args),
             Err(output) => return Prepared::Done(output),
         };
         let Some(tool) = self.registry.get(&call.name) else {
@@ -593,7 +593,7 @@ impl ToolRuntime {
         };
         let mut permission = self.policy.permission(&call.name);
         let protected = (!tool.read_only())
-            .then(|| self.protected_path(&args))
+            .then(|| self.protected_path(args.json()))
             .flatten();
         if let Some((shown, _)) = &protected
             && self.policy.protected_paths > permission
@@ -664,7 +664,7 @@ impl ToolRuntime {
         &self,
         call: &ToolCallRef,
         tool: Arc<dyn Tool>,
-        args: Value,
+        args: CallArgs,
         cancel: &CancellationToken,
         session: CallSession<'_>,
     ) -> (ToolOutput, Duration) {

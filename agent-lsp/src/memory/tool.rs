@@ -205,7 +205,7 @@ mod tests {
     }
 
     async fn call(tool: &MemoryTool, dir: &std::path::Path, args: Value) -> ToolOutput {
-        crate::plugin::tool::Tool::run(tool, context(dir), args).await
+        crate::plugin::tool::Tool::run(tool, context(dir), args.into()).await
     }
 
     #[tokio::test]

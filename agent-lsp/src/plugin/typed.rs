@@ -1,8 +1,8 @@
 //! Tools with typed arguments: a [`TypedTool`] names a Rust type for its arguments, its JSON
 //! schema is derived from that type (with `schemars`, field doc comments becoming the
 //! properties' descriptions, so rustdoc and the model read one text), and the arguments are
-//! deserialized into it by the runtime's side of the seam, with one error wording for every
-//! tool. Every `TypedTool` is a [`Tool`] through the blanket impl below.
+//! deserialized into it once per call by the seam ([`CallArgs`]), with one error wording for
+//! every tool. Every `TypedTool` is a [`Tool`] through the blanket impl below.
 //!
 //! The schema a model sees is plain and self-contained: an object schema without `$schema`,
 //! `title`, `$defs` or `$ref`, optional fields typed as what they hold (not "or null"), unit
@@ -18,12 +18,11 @@ use futures_util::future::BoxFuture;
 use schemars::generate::SchemaSettings;
 use schemars::transform::RecursiveTransform;
 use schemars::{JsonSchema, Schema};
-use serde::Deserialize;
 use serde::de::DeserializeOwned;
 use serde_json::{Map, Value};
 
 use super::outcomes::ToolOutput;
-use super::tool::{Tool, ToolContext};
+use super::tool::{CallArgs, Tool, ToolContext};
 use crate::llm::ToolDef;
 use crate::workspace::Workspace;
 
@@ -36,7 +35,7 @@ pub trait TypedTool: Send + Sync + 'static {
     /// The arguments of one call. Doc comments on its fields are the properties'
     /// descriptions; `#[serde(deny_unknown_fields)]` makes the schema say
     /// `additionalProperties: false`; `#[schemars(range(..))]` gives `minimum` and `maximum`.
-    type Args: DeserializeOwned + JsonSchema + Send + 'static;
+    type Args: DeserializeOwned + JsonSchema + Send + Sync + 'static;
 
     /// The tool's name in the catalog and in calls.
     fn name(&self) -> &str;
@@ -93,33 +92,22 @@ impl<T: TypedTool> Tool for T {
         TypedTool::calls_tools(self)
     }
 
-    fn timeout(&self, args: &Value) -> Option<Duration> {
-        // Deserialized from the borrowed JSON: the call's own parse happens in `run`.
-        let args = T::Args::deserialize(args).ok()?;
-        TypedTool::timeout(self, &args)
+    fn timeout(&self, args: &CallArgs) -> Option<Duration> {
+        let args = args.parsed::<T::Args>(TypedTool::name(self)).ok()?;
+        TypedTool::timeout(self, args)
     }
 
-    fn approval_reason(&self, workspace: &Workspace, args: &Value) -> Option<String> {
-        let args = T::Args::deserialize(args).ok()?;
-        TypedTool::approval_reason(self, workspace, &args)
+    fn approval_reason(&self, workspace: &Workspace, args: &CallArgs) -> Option<String> {
+        let args = args.parsed::<T::Args>(TypedTool::name(self)).ok()?;
+        TypedTool::approval_reason(self, workspace, args)
     }
 
-    fn run(&self, ctx: ToolContext, args: Value) -> BoxFuture<'static, ToolOutput> {
-        match parse_args::<T::Args>(TypedTool::name(self), args) {
+    fn run(&self, ctx: ToolContext, args: CallArgs) -> BoxFuture<'static, ToolOutput> {
+        match args.into_parsed::<T::Args>(TypedTool::name(self)) {
             Ok(args) => TypedTool::run(self, ctx, args),
             Err(output) => Box::pin(async move { output }),
         }
     }
-}
-
-/// Deserialize a tool's arguments, or the error output naming what is wrong with them (the
-/// model reads it and retries: it names the tool, serde's reason and where to look).
-pub fn parse_args<T: DeserializeOwned>(tool: &str, args: Value) -> Result<T, ToolOutput> {
-    serde_json::from_value(args).map_err(|err| {
-        ToolOutput::error(format!(
-            "invalid arguments for `{tool}`: {err}; see the tool's parameter schema"
-        ))
-    })
 }
 
 /// The parameters schema of `A` as the catalog lists it, derived once per type and then

@@ -19,7 +19,7 @@ use lsp_bridge::queries::Queries;
 use lsp_bridge::syntax::SymbolIndex;
 use serde_json::Value;
 
-use super::{Tool, ToolContext, ToolOutput, TypedTool, WriteObserver};
+use super::{CallArgs, Tool, ToolContext, ToolOutput, TypedTool, WriteObserver};
 use crate::llm::ToolDef;
 use crate::shared_bridge::SharedBridge;
 use crate::workspace::Workspace;
@@ -261,7 +261,7 @@ impl Tool for LspTool {
         self.0.read_only()
     }
 
-    fn run(&self, ctx: ToolContext, args: Value) -> BoxFuture<'static, ToolOutput> {
+    fn run(&self, ctx: ToolContext, args: CallArgs) -> BoxFuture<'static, ToolOutput> {
         self.0.run(ctx, args)
     }
 }

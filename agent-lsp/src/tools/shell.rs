@@ -594,7 +594,7 @@ mod tests {
             cancel.cancel();
         });
         let started = Instant::now();
-        let out = crate::tools::Tool::run(&Shell, ctx, json!({"command": "sleep 30"})).await;
+        let out = crate::tools::Tool::run(&Shell, ctx, json!({"command": "sleep 30"}).into()).await;
         assert!(started.elapsed() < Duration::from_secs(3));
         assert!(out.text.starts_with("cancelled:"), "{}", out.text);
         assert_eq!(out.meta["cancelled"], true);

@@ -138,24 +138,94 @@ async fn a_call_gets_its_arguments_parsed_or_the_error_naming_the_tool() {
     let dir = tempfile::tempdir().unwrap();
     let workspace = std::sync::Arc::new(crate::workspace::Workspace::new(dir.path()).unwrap());
     let ctx = || ToolContext::outside_session(workspace.clone(), CancellationToken::new(), "c");
-    let out = Tool::run(&Probe, ctx(), json!({"name": "a", "count": 2})).await;
+    let out = Tool::run(&Probe, ctx(), json!({"name": "a", "count": 2}).into()).await;
     assert_eq!((out.is_error, out.text.as_str()), (false, "a x2"));
     assert_eq!(
-        Tool::timeout(&Probe, &json!({"name": "a", "count": 2})),
+        Tool::timeout(&Probe, &json!({"name": "a", "count": 2}).into()),
         Some(std::time::Duration::from_secs(2))
     );
-    assert_eq!(Tool::timeout(&Probe, &json!({"name": 1})), None);
-    let out = Tool::run(&Probe, ctx(), json!({"name": 5})).await;
+    assert_eq!(Tool::timeout(&Probe, &json!({"name": 1}).into()), None);
+    let out = Tool::run(&Probe, ctx(), json!({"name": 5}).into()).await;
     assert!(out.is_error);
     assert_eq!(
         out.text,
         "error: invalid arguments for `probe`: invalid type: integer `5`, expected a string; see the tool's parameter schema"
     );
-    let out = Tool::run(&Probe, ctx(), json!({"name": "a", "bogus": 1})).await;
+    let out = Tool::run(&Probe, ctx(), json!({"name": "a", "bogus": 1}).into()).await;
     assert!(
         out.text
             .starts_with("error: invalid arguments for `probe`: unknown field `bogus`"),
         "{}",
         out.text
     );
+}
+
+/// How many times a [`CountedArgs`] was deserialized.
+static PARSES: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+
+fn counted<'de, D: serde::Deserializer<'de>>(deserializer: D) -> Result<u64, D::Error> {
+    PARSES.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+    u64::deserialize(deserializer)
+}
+
+/// Arguments that count their parses.
+#[derive(Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+struct CountedArgs {
+    /// Seconds.
+    #[serde(deserialize_with = "counted")]
+    #[schemars(with = "u64")]
+    secs: u64,
+}
+
+/// A tool with both hooks that read arguments.
+struct Hooked;
+
+impl TypedTool for Hooked {
+    type Args = CountedArgs;
+
+    fn name(&self) -> &str {
+        "hooked"
+    }
+
+    fn description(&self) -> String {
+        "Hooks.".to_owned()
+    }
+
+    fn read_only(&self) -> bool {
+        false
+    }
+
+    fn timeout(&self, args: &CountedArgs) -> Option<std::time::Duration> {
+        Some(std::time::Duration::from_secs(args.secs))
+    }
+
+    fn approval_reason(
+        &self,
+        _workspace: &crate::workspace::Workspace,
+        args: &CountedArgs,
+    ) -> Option<String> {
+        (args.secs > 5).then(|| "it takes long".to_owned())
+    }
+
+    fn run(&self, _ctx: ToolContext, args: CountedArgs) -> BoxFuture<'static, ToolOutput> {
+        Box::pin(async move { ToolOutput::ok(format!("{} s", args.secs)) })
+    }
+}
+
+#[tokio::test]
+async fn the_hooks_and_run_share_one_parse_of_the_arguments() {
+    let dir = tempfile::tempdir().unwrap();
+    let workspace = std::sync::Arc::new(crate::workspace::Workspace::new(dir.path()).unwrap());
+    let args = crate::plugin::tool::CallArgs::from(json!({"secs": 7}));
+    let reason = Tool::approval_reason(&Hooked, &workspace, &args);
+    assert_eq!(reason.as_deref(), Some("it takes long"));
+    assert_eq!(
+        Tool::timeout(&Hooked, &args),
+        Some(std::time::Duration::from_secs(7))
+    );
+    let ctx = ToolContext::outside_session(workspace, CancellationToken::new(), "c");
+    let out = Tool::run(&Hooked, ctx, args).await;
+    assert_eq!(out.text, "7 s");
+    assert_eq!(PARSES.load(std::sync::atomic::Ordering::SeqCst), 1);
 }

@@ -10,7 +10,7 @@ use serde::{Deserialize, Serialize};
 use super::MAX_LIMIT;
 
 /// What every `lsp_*` argument type offers the tool that runs it.
-pub trait LspArgs: DeserializeOwned + JsonSchema + Serialize + Send + 'static {
+pub trait LspArgs: DeserializeOwned + JsonSchema + Serialize + Send + Sync + 'static {
     /// The file the call is about, when it is about one: its server is the one it waits for.
     fn path(&self) -> Option<&str>;
 

@@ -71,7 +71,7 @@ impl LocalBridge for LspTools {
             ..self.clone()
         };
         // Parsed here, with the wording the client's own parse would have had.
-        Some(LspTool::new(kind, tools).run(context, arguments))
+        Some(LspTool::new(kind, tools).run(context, arguments.into()))
     }
 
     fn after_write(
