@@ -1,7 +1,7 @@
 //! The agent loop: session → turn → step. Call the model, run the tools, repeat.
 //!
 //! The loop is the only place with loop logic, and it holds no policy: it runs the [`Plugin`]s
-//! the harness assembled from the preset (it builds none itself). At the start of every turn it
+//! the host assembled from the preset (it builds none itself). At the start of every turn it
 //! asks them for their system-prompt sections; before every request, for their runtime context
 //! (appended only when it changed); and it emits [`AgentEvent`]s (`session/start`,
 //! `agent/pre-step`, `agent/post-step`, `tools/before-call`, `tools/after-result`,
@@ -9,21 +9,24 @@
 //! live in the [`ToolRuntime`], model settings in the [`Preset`].
 //!
 //! Compaction is the one participant that awaits (a summary is a model call), so the loop calls
-//! the compaction plugin's [`CompactionEngine`] ([`Plugin::compaction`]) itself: first thing in
-//! each step, before the `agent/pre-step` plugins (so a runtime context a fold just shadowed is
-//! injected again), and again when the provider answers with a context overflow, after which
-//! the request is rebuilt and sent once more. What the engine did reaches plugins and the UI as
-//! [`AgentEvent::Compaction`].
+//! the compaction plugin's [`CompactionEngine`] ([`Plugin::compaction`]) itself (`compaction.rs`):
+//! first thing in each step, before the `agent/pre-step` plugins (so a runtime context a fold
+//! just shadowed is injected again), and again when the provider answers with a context
+//! overflow, after which the request is rebuilt and sent once more. What the engine did reaches
+//! plugins and the UI as [`AgentEvent::Compaction`].
+//!
+//! [`CompactionEngine`]: crate::plugin::compaction_seam::CompactionEngine
 //!
 //! Every step goes through the session log: the prompt is appended as `user/message`, the
 //! request is built from the log by [`build_request`], the answer is appended as
 //! `assistant/message` with its `usage`, and tool calls are recorded by the runtime. What a
 //! prompt and an answer may bring into the log (their size, the calls of a step) is decided in
-//! [`bounds`], before they are appended. A failed
+//! `bounds`, before they are appended. A failed
 //! request is recorded as `request/error`. Cancellation at any point leaves a consistent log:
 //! a cancelled stream appends no half answer, and cancelled tool calls get results saying so.
 
-pub mod bounds;
+pub(crate) mod bounds;
+mod compaction;
 mod request_errors;
 
 pub use crate::plugin::{AgentEvent, Plugin, TurnOutcome};
@@ -37,9 +40,7 @@ use crate::context::system_prompt::{AssembledPrompt, SystemPrompt};
 use crate::file_index::mentions::resolve_mentions;
 use crate::llm::ModelParams;
 use crate::llm::provider::{Provider, ProviderError, StreamDelta};
-use crate::plugin::compaction_seam::{
-    CompactionContext, CompactionEngine, CompactionStats, Trigger,
-};
+use crate::plugin::compaction_seam::Trigger;
 use crate::plugin::outcomes::CompactionOutcome;
 use crate::preset::Preset;
 use crate::session::event::{EventBody, RequestError, UserMessage};
@@ -60,7 +61,10 @@ A `<runtime-context>` message describes the environment as it is now. When you a
 
 /// Where the programmer watches a turn: streamed deltas and loop events.
 pub trait TurnUi: Send {
+    /// A piece of the model's answer as it streams in (text, reasoning or a tool call's
+    /// arguments), before the step is recorded.
     fn delta(&mut self, _delta: &StreamDelta) {}
+    /// One of the loop's events, after the plugins have handled it.
     fn event(&mut self, _event: &AgentEvent<'_>) {}
 }
 
@@ -69,7 +73,7 @@ pub struct SilentUi;
 
 impl TurnUi for SilentUi {}
 
-/// The agent: a provider, a tool runtime, a preset and the plugins the harness assembled for it.
+/// The agent: a provider, a tool runtime, a preset and the plugins the host assembled for it.
 pub struct Agent {
     provider: Provider,
     tools: ToolRuntime,
@@ -85,7 +89,7 @@ pub struct Agent {
 }
 
 impl Agent {
-    /// An agent running `plugins` (built by `harness::assemble` from the preset's
+    /// An agent running `plugins` (built by `host::assembly::assemble` from the preset's
     /// `[plugins.*]` tables; the loop builds none itself).
     pub fn new(
         provider: Provider,
@@ -142,20 +146,6 @@ impl Agent {
         }
         self.prompt = prompt;
         Ok(assembled)
-    }
-
-    /// The compaction engine, if a plugin is one.
-    fn compaction(&mut self) -> Option<&mut dyn CompactionEngine> {
-        self.plugins
-            .iter_mut()
-            .find_map(|plugin| plugin.compaction())
-    }
-
-    /// What the compaction engine did so far (zeros without one).
-    pub fn compaction_stats(&mut self) -> CompactionStats {
-        self.compaction()
-            .map(|engine| engine.stats())
-            .unwrap_or_default()
     }
 
     /// Add a plugin after the preset's own.
@@ -223,14 +213,6 @@ impl Agent {
         };
         self.bounds().check_prompt(&text)?;
         Ok(text)
-    }
-
-    /// The context window pressure is measured against: the preset's, or the smaller one the
-    /// provider stated in a context-overflow error.
-    fn context_window(&self) -> u64 {
-        let preset = self.preset.file.model.context_window;
-        self.stated_window
-            .map_or(preset, |stated| stated.min(preset))
     }
 
     fn bounds(&self) -> MessageBounds {
@@ -389,53 +371,6 @@ impl Agent {
             }
         }
         Ok(TurnOutcome::StepLimit { steps: max_steps })
-    }
-
-    /// Run the compaction engine, if the preset has one: the pressure check (`trigger: None`)
-    /// or a compaction now. Tells plugins and the UI what it did.
-    #[allow(clippy::too_many_arguments)]
-    async fn compact(
-        &mut self,
-        session: &mut Session,
-        prompt: &AssembledPrompt,
-        turn: u32,
-        step: u32,
-        cancel: &CancellationToken,
-        trigger: Option<Trigger>,
-        ui: &mut dyn TurnUi,
-    ) -> anyhow::Result<Option<CompactionOutcome>> {
-        let context_window = self.context_window();
-        let ctx = CompactionContext {
-            prompt: prompt.clone(),
-            model: self.provider.config().model.clone(),
-            params: self.params.clone(),
-            context_window,
-            turn,
-            step,
-            cancel: cancel.clone(),
-        };
-        let Some(engine) = self.compaction() else {
-            return Ok(None);
-        };
-        let outcome = match trigger {
-            None => engine.compact_if_needed(session, &ctx).await?,
-            Some(trigger) => engine.compact_now(session, &ctx, trigger).await?,
-        };
-        if !matches!(
-            outcome,
-            CompactionOutcome::NotNeeded | CompactionOutcome::AutoDisabled
-        ) {
-            self.emit(
-                &AgentEvent::Compaction {
-                    turn,
-                    step,
-                    outcome: &outcome,
-                },
-                session,
-                ui,
-            )?;
-        }
-        Ok(Some(outcome))
     }
 
     /// `agent/pre-step`: each plugin handles the event, then its runtime context is injected if

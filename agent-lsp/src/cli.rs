@@ -28,7 +28,7 @@ use crate::session::store::Store;
     version,
     about = "A coding agent that lives inside the editor as a language server"
 )]
-pub struct Cli {
+struct Cli {
     /// Workspace root (default: the current directory).
     #[arg(long, global = true, value_name = "DIR")]
     workspace: Option<PathBuf>,

@@ -92,18 +92,6 @@ fn default_true() -> bool {
 }
 
 impl CodeModeSettings {
-    /// The settings of a preset that names only `enabled` (tests).
-    pub fn enabled() -> CodeModeSettings {
-        CodeModeSettings {
-            enabled: true,
-            wall_secs: default_wall_secs(),
-            memory_mb: default_memory_mb(),
-            max_calls: default_max_calls(),
-            output_bytes: default_output_bytes(),
-            api_section: true,
-        }
-    }
-
     /// The registry entry: the tool, and the section when the preset wants it.
     pub fn parts(settings: CodeModeSettings, _host: &PluginHost) -> anyhow::Result<Parts> {
         let plugin = settings
@@ -112,6 +100,7 @@ impl CodeModeSettings {
         Ok(Parts {
             plugin,
             tools: vec![Arc::new(RunCode::new(settings))],
+            shell: None,
         })
     }
 }

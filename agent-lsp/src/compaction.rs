@@ -9,7 +9,7 @@
 //!   between `compaction/start` (the lock) and `compaction/end`. [`basic::BasicCompactionEngine`]
 //!   is the implementation; a preset picks it, its thresholds, and its [`summary::Summarizer`]
 //!   (the one part a preset can swap alone);
-//! - the [`pruner::ToolResultPruner`] shortens old oversized tool results to head + tail;
+//! - the `pruner::ToolResultPruner` shortens old oversized tool results to head + tail;
 //! - [`elide`] replaces any message too large for a request by a stub, the way back for a
 //!   session that is over its window (the engine runs it when a fold cannot make the room);
 //! - the [`recall::RecallHistory`] tool reads shadowed events back, verbatim, as a tool result.
@@ -21,8 +21,8 @@
 
 pub mod basic;
 pub mod elide;
-pub mod pruner;
-pub mod range;
+pub(crate) mod pruner;
+pub(crate) mod range;
 pub mod recall;
 pub mod summary;
 
@@ -47,6 +47,7 @@ use crate::session::Session;
 #[derive(Clone, Debug, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct CompactionSettings {
+    /// Whether the session compacts at all (automatically at the marks, and on request).
     pub enabled: bool,
     /// The engine; `basic` is the only one so far.
     #[serde(default = "default_engine")]
@@ -166,6 +167,7 @@ impl PluginSettings for CompactionSettings {
 #[derive(Clone, Debug, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct PrunerSettings {
+    /// Whether old oversized tool results are shortened.
     pub enabled: bool,
     /// Results longer than this many characters are shortened once they are old.
     #[serde(default = "default_threshold_chars")]
@@ -230,6 +232,7 @@ pub struct CompactionPlugin {
 }
 
 impl CompactionPlugin {
+    /// The plugin that hands `engine` to the loop.
     pub fn new(engine: Box<dyn CompactionEngine>) -> CompactionPlugin {
         CompactionPlugin { engine }
     }
@@ -246,6 +249,7 @@ impl CompactionPlugin {
         Ok(Parts {
             plugin,
             tools: vec![Arc::new(recall::RecallHistory)],
+            shell: None,
         })
     }
 }

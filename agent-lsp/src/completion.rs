@@ -2,28 +2,28 @@
 //! what the workspace's language servers know about the code around the cursor.
 //!
 //! The server edge (`server/inline.rs`) turns `textDocument/inlineCompletion` into a
-//! [`Request`] and the [`Suggestion`] back into an LSP edit; everything between is here and
+//! `Request` and the `Suggestion` back into an LSP edit; everything between is here and
 //! speaks no LSP:
 //!
 //! - `[completion]` in the config file ([`CompletionOptions`], resolved into
 //!   [`CompletionConfig`]); off without a model;
-//! - [`context`]: the bounded prefix and suffix windows of the editor's buffer, and the
+//! - `context`: the bounded prefix and suffix windows of the editor's buffer, and the
 //!   signatures of the identifiers near the cursor, from the warm child servers' hover, as
 //!   comments at the start of the prompt in a stable order (so consecutive requests share the
 //!   provider's cached prefix);
-//! - [`edit`]: the model's text trimmed to the syntactic end (the line, or the block the line
+//! - `edit`: the model's text trimmed to the syntactic end (the line, or the block the line
 //!   opens) and the part of the rest of the line it repeats, which the edit replaces;
-//! - [`cache`]: recent answers by (text before, text after), so typing through a suggestion is
+//! - `cache`: recent answers by (text before, text after), so typing through a suggestion is
 //!   answered without a request;
-//! - [`engine`]: one request's life: cache, debounce, grounding, the FIM call (cancelled when the
+//! - `engine`: one request's life: cache, debounce, grounding, the FIM call (cancelled when the
 //!   editor cancels or the next keystroke supersedes it), at most one in flight per document;
 //! - [`log`]: the per-workspace completion log (not the agent's sessions: accepting a
 //!   suggestion is not agent work) and `agent-lsp completions stats`.
 
-pub mod cache;
-pub mod context;
-pub mod edit;
-pub mod engine;
+pub(crate) mod cache;
+pub(crate) mod context;
+pub(crate) mod edit;
+pub(crate) mod engine;
 pub mod log;
 
 use std::time::Duration;
@@ -32,7 +32,7 @@ use serde::Deserialize;
 
 use crate::llm::provider::{ProviderConfig, ProviderOptions};
 
-pub use engine::{Engine, Outcome, Request, Suggestion};
+pub(crate) use engine::{Engine, Outcome, Request};
 
 /// DeepSeek's FIM API: `POST {base}/completions` with `prompt` and `suffix`.
 pub const DEFAULT_BASE_URL: &str = "https://api.deepseek.com/beta";
@@ -79,17 +79,27 @@ pub struct CompletionOptions {
 /// Resolved `[completion]`: what the engine runs with.
 #[derive(Clone, Debug)]
 pub struct CompletionConfig {
+    /// The FIM model every request names.
     pub model: String,
     /// The endpoint, key and timeouts of the FIM calls (no retries).
     pub provider: ProviderConfig,
+    /// Characters of the buffer before the cursor sent as the prompt.
     pub prefix_chars: usize,
+    /// Characters of the buffer after the cursor sent as the suffix.
     pub suffix_chars: usize,
+    /// The most tokens the model may answer with: a suggestion is a line or a block, and a
+    /// short cap keeps the answer fast.
     pub max_tokens: u32,
     /// 0: no grounding.
     pub context_tokens: usize,
+    /// Lines above the cursor whose identifiers are looked up in the servers.
     pub context_lines: usize,
+    /// How long a request waits for the next keystroke before it asks the model.
     pub debounce: Duration,
+    /// How long the servers' lookups may take, counted from the request's arrival.
     pub grounding_timeout: Duration,
+    /// How long a signature the servers gave is reused before it is asked again (zero: every
+    /// time).
     pub signature_ttl: Duration,
 }
 

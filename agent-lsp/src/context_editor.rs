@@ -4,14 +4,14 @@
 //! [`segments`] lists the current surface entry by entry (role, where it came from, estimated
 //! tokens, a preview, and whether later messages refer to it), searchable and sortable.
 //! [`ops`] edits it (fold, pin, delete, replace) as batches of surface ops recorded in the log,
-//! each batch after a snapshot so it can be rolled back, and [`rules`] lets a preset do the same
+//! each batch after a snapshot so it can be rolled back, and `rules` lets a preset do the same
 //! automatically. Nothing here rewrites the log: an edit is new events, a rollback is a `restore`.
 //!
 //! A segment's id is the seq of the event that supplies its content, so ids stay valid across
 //! processes and are the targets of ops.
 
 pub mod ops;
-pub mod rules;
+pub(crate) mod rules;
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 
@@ -57,14 +57,20 @@ pub struct Segment {
     /// Where the content came from, in a few words: `prompt`, `model → read, grep`,
     /// `tool read src/a.rs (call c1)`, `compaction cmp-12`, `fold edit-30`, …
     pub source: String,
+    /// The same source as data (kind, tool, call, files, compaction or edit id), for editors that
+    /// link to it.
     pub detail: SourceDetail,
     /// Estimated tokens, calibrated by what the provider reported for earlier requests.
     pub tokens: u64,
+    /// The start of the text, at most [`Query::preview_chars`] characters, on one line.
     pub preview: String,
     /// Whether a later segment refers to this one (see [`Reference`]).
     pub referenced: bool,
+    /// Each later segment that refers to this one, and why: what a fold or delete would orphan.
     pub referenced_by: Vec<Reference>,
+    /// The user turn of the supplying event.
     pub turn: u32,
+    /// The model step of the supplying event.
     pub step: u32,
     /// Position on the surface, 0-based.
     pub position: usize,
@@ -82,14 +88,19 @@ pub struct Segment {
 pub struct SourceDetail {
     /// The event kind and, for user messages, their origin.
     pub kind: String,
+    /// The tool that produced a tool result.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub tool: Option<String>,
+    /// The call a tool result answers.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub call_id: Option<String>,
+    /// Paths named in the arguments of the calls involved, so a reference by path can be found.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub files: Vec<String>,
+    /// The compaction that wrote a checkpoint.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub compaction_id: Option<String>,
+    /// The context-editor batch that wrote a fold, pin or replacement.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub edit_id: Option<String>,
     /// Events this one was derived from (what a checkpoint or fold shadows, what a pin copies).
@@ -109,15 +120,20 @@ pub struct Reference {
 /// Totals of one role.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
 pub struct RoleTotals {
+    /// Segments of the role.
     pub segments: usize,
+    /// Their estimated tokens.
     pub tokens: u64,
 }
 
 /// Totals of the whole surface and by role.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
 pub struct Totals {
+    /// Segments on the whole surface, filters notwithstanding.
     pub segments: usize,
+    /// Estimated tokens of the whole surface.
     pub tokens: u64,
+    /// Segment count and tokens per role, by role name.
     pub by_role: BTreeMap<&'static str, RoleTotals>,
     /// The surface generation the view was made from; rollbacks name generations.
     pub generation: u64,
@@ -128,9 +144,11 @@ pub struct Totals {
 pub struct Query {
     /// Case-insensitive keyword, matched against the text and the source.
     pub keyword: Option<String>,
+    /// Only segments of this role (one of [`ROLES`]).
     pub role: Option<String>,
     /// Largest first instead of surface order.
     pub sort_by_tokens: bool,
+    /// Characters of each segment's preview.
     pub preview_chars: usize,
 }
 
@@ -149,7 +167,9 @@ impl Default for Query {
 /// surface (so a filtered view still says how big the context is).
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct View {
+    /// The segments the query selected, in the order it asked for.
     pub segments: Vec<Segment>,
+    /// The totals of the whole surface.
     pub totals: Totals,
 }
 

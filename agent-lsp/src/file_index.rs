@@ -51,18 +51,18 @@ mod changes;
 mod config;
 mod entry;
 mod flat;
-pub mod mentions;
+pub(crate) mod mentions;
 mod query;
-pub mod rank;
+pub(crate) mod rank;
 mod store;
 mod walk;
 mod watch;
 
-pub use changes::{ApplyOutcome, ChangeKind, DirChange, FileChange};
-pub use config::{DEFAULT_MAX_CANDIDATES, DEFAULT_MAX_ENTRIES, FilesConfig, FilesOptions};
+pub use changes::{ChangeKind, FileChange};
+pub use config::{FilesConfig, FilesOptions};
 pub use entry::{EntryKind, insert_text};
 pub use rank::Candidate;
-pub use store::{FileIndex, IndexStatus};
+pub use store::FileIndex;
 pub use watch::LiveIndex;
 
 #[cfg(test)]

@@ -143,6 +143,7 @@ impl ProjectInstructions {
                 crate::config::Config::user_dir(),
             ))),
             tools: Vec::new(),
+            shell: None,
         })
     }
 

@@ -30,7 +30,7 @@
 
 mod board;
 mod job;
-pub mod plugin;
+pub(crate) mod plugin;
 mod spool;
 mod tools;
 pub mod watchdog;
@@ -42,8 +42,8 @@ use std::time::{Duration, Instant};
 
 use crate::activity::Activity;
 
-pub use job::{End, Job, StoppedBy};
-pub use plugin::{JobsPlugin, JobsSettings, PLUGIN};
+pub(crate) use job::{End, Job, StoppedBy};
+pub(crate) use plugin::{JobsPlugin, JobsSettings, PLUGIN};
 
 /// How long a job is given to end after SIGTERM before it is sent SIGKILL.
 pub const KILL_GRACE: Duration = Duration::from_secs(2);
@@ -114,6 +114,7 @@ impl JobTable {
         table
     }
 
+    /// The settings the table was made with (output caps, notice length).
     pub fn settings(&self) -> &JobsSettings {
         &self.settings
     }

@@ -36,6 +36,8 @@ thread_local! {
     static IN_SINK: Cell<bool> = const { Cell::new(false) };
 }
 
+/// Install the process's subscriber: filtered by `AGENT_LSP_LOG` (default `warn`), written to
+/// stderr, or to the one connected editor (see [`to_editor`]). A second call does nothing.
 pub fn init() {
     let filter =
         EnvFilter::try_from_env("AGENT_LSP_LOG").unwrap_or_else(|_| EnvFilter::new("warn"));

@@ -18,10 +18,10 @@
 //! the editor, see `approval.rs`); a changed file, or the same file in another workspace, needs
 //! a new approval.
 
-pub mod approval;
+pub(crate) mod approval;
 pub mod client;
-pub mod config;
-pub mod lines;
+pub(crate) mod config;
+pub(crate) mod lines;
 pub mod state;
 pub mod tool;
 
@@ -45,6 +45,7 @@ pub const PLUGIN: &str = "mcp";
 #[derive(Clone, Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct McpSettings {
+    /// Whether the preset offers MCP servers' tools at all.
     pub enabled: bool,
     /// Only these servers' tools (by name); all of them when absent.
     #[serde(default)]
@@ -111,7 +112,7 @@ impl PluginSettings for McpSettings {
 /// The plugin's constructor: the tools of the servers, no plugin of its own. Without a state
 /// directory (a preset being checked) nothing is started and no tool is brought, and the
 /// servers' declarations are not read: `user_servers` reads the config file's `[mcp]` (the
-/// host's to read, `harness::registry`; this module sits below the configuration).
+/// host's to read, `host::assembly::registry`; this module sits below the configuration).
 pub fn parts(
     settings: McpSettings,
     host: &PluginHost,
@@ -126,13 +127,19 @@ pub fn parts(
     Ok(Parts {
         plugin: None,
         tools: catalog(&settings, &servers, state_root),
+        shell: None,
     })
 }
 
 /// A declared server that may be used, with what the catalog needs of it.
 pub struct Usable {
+    /// The server as declared: name, source and transport.
     pub declared: Declared,
+    /// The handle of the server, shared by every agent of the process (one connection per
+    /// workspace and digest).
     pub server: Arc<client::Server>,
+    /// What identifies its tool list (name, source, transport): the key of the cached list, so
+    /// the catalog is built without starting the server.
     pub digest: String,
     /// Why it may not run (its workspace file is not approved).
     pub blocked: Option<String>,
@@ -291,11 +298,17 @@ pub fn tool_name(server: &str, tool: &str) -> String {
 /// One server as `agent-lsp mcp list` shows it.
 #[derive(Debug, Serialize)]
 pub struct Report {
+    /// The server's name, as declared.
     pub name: String,
+    /// `user` (the config file) or `workspace` (the workspace's `.mcp.json`).
     pub source: &'static str,
+    /// The workspace file that declares it, for a workspace server.
     pub file: Option<String>,
+    /// The transport in a few words (the command, or the URL); `None` when it is invalid.
     pub transport: Option<String>,
+    /// Running, failed, not approved, shadowed or invalid, with the reason.
     pub state: String,
+    /// The tool names the model would see, sorted; empty unless it was listed.
     pub tools: Vec<String>,
 }
 

@@ -7,23 +7,23 @@
 //! somewhere later sessions read. Memories are that place, and since they reach every later
 //! request they are kept small and auditable:
 //!
-//! - Each scope is one append-only file ([`store`]): the workspace's under its state directory
+//! - Each scope is one append-only file (`store`): the workspace's under its state directory
 //!   (`<state root>/workspaces/<name>-<hash>/memory.jsonl`), the user's at
 //!   `<state root>/memory.jsonl`. A record never changes; `forget` and `edit` are new records.
 //! - Every memory carries its provenance: the session and the event seq of the `tool/call` it
 //!   came from (or `editor`, `cli`), and the time.
 //! - Caps ([`Caps`]) bound the count, the length of one memory and the rendered size of a scope,
 //!   so the system-prompt section stays small; a full scope is an error saying what to forget.
-//! - Text that looks like a secret is refused with the reason ([`secrets`]): memories are plain
+//! - Text that looks like a secret is refused with the reason (`secrets`): memories are plain
 //!   text sent with every request.
 //!
 //! A session sees the memories as they were when it started, as one system-prompt section
 //! ([`render_section`]); what changes later reaches new sessions only, so a running session's
 //! prompt prefix stays cached.
 
-pub mod plugin;
-pub mod secrets;
-pub mod store;
+pub(crate) mod plugin;
+pub(crate) mod secrets;
+pub(crate) mod store;
 pub mod tool;
 
 use std::path::{Path, PathBuf};
@@ -58,14 +58,18 @@ pub const CLI: &str = "cli";
 )]
 #[serde(rename_all = "lowercase")]
 pub enum Scope {
+    /// This workspace's: kept in the workspace's state directory, given to sessions there only.
     #[default]
     Workspace,
+    /// The user's: kept in the state root, given to sessions in every workspace.
     User,
 }
 
 impl Scope {
+    /// Both scopes, in the order the system prompt lists them.
     pub const ALL: [Scope; 2] = [Scope::Workspace, Scope::User];
 
+    /// The name in files, tool arguments and the prompt (`workspace`, `user`).
     pub fn as_str(self) -> &'static str {
         match self {
             Scope::Workspace => "workspace",
@@ -136,7 +140,9 @@ impl Provenance {
 pub struct Memory {
     /// `w<n>` for the workspace's, `u<n>` for the user's; never given twice in one file.
     pub id: String,
+    /// Whose memory it is; decides the file it lives in.
     pub scope: Scope,
+    /// What the model reads, as remembered or last edited.
     pub text: String,
     /// Where it was first remembered.
     pub provenance: Provenance,
@@ -165,20 +171,31 @@ impl Memory {
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "op", rename_all = "lowercase")]
 pub enum Record {
+    /// A new memory in force.
     Remember {
+        /// The new memory's id (`w<n>` or `u<n>`), one past the highest the file ever gave.
         id: String,
+        /// The scope of the file the record is in.
         scope: Scope,
+        /// The memory's text.
         text: String,
+        /// Where it was remembered.
         provenance: Provenance,
     },
     /// The memory's text is replaced; it keeps its id and first provenance.
     Edit {
+        /// The memory edited.
         id: String,
+        /// The new text.
         text: String,
+        /// Where the edit was made.
         provenance: Provenance,
     },
+    /// The memory is no longer in force; its id is never given again.
     Forget {
+        /// The memory forgotten.
         id: String,
+        /// Where it was forgotten, for the audit trail.
         provenance: Provenance,
     },
 }
@@ -216,6 +233,7 @@ pub struct Memories {
 }
 
 impl Memories {
+    /// The memories in `workspace_file` and `user_file`, with the default [`Caps`].
     pub fn new(workspace_file: PathBuf, user_file: PathBuf) -> Memories {
         Memories {
             workspace: MemoryFile::new(workspace_file, Scope::Workspace),
@@ -236,15 +254,18 @@ impl Memories {
         Memories::new(dir.join(FILE_NAME), root.join(FILE_NAME))
     }
 
+    /// Hold the memories to `caps` instead of the defaults (a preset's `[plugins.memory]`).
     pub fn with_caps(mut self, caps: Caps) -> Memories {
         self.caps = caps;
         self
     }
 
+    /// The caps every change is checked against.
     pub fn caps(&self) -> Caps {
         self.caps
     }
 
+    /// The file that holds `scope`'s memories.
     pub fn file(&self, scope: Scope) -> &MemoryFile {
         match scope {
             Scope::Workspace => &self.workspace,

@@ -11,12 +11,17 @@ use serde::{Deserialize, Serialize};
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Permission {
+    /// The call runs.
     Allow,
+    /// The call runs only once the user approves it (the terminal or the editor asks);
+    /// otherwise it is refused with a result saying so.
     Ask,
+    /// The call is refused with a result saying so.
     Deny,
 }
 
 impl Permission {
+    /// The name presets and messages use.
     pub fn as_str(self) -> &'static str {
         match self {
             Permission::Allow => "allow",
@@ -29,7 +34,9 @@ impl Permission {
 /// Tool name → permission, with a default for the tools not named.
 #[derive(Clone, Debug, PartialEq)]
 pub struct PermissionPolicy {
+    /// What a tool not named in `tools` may do (MCP tools aside: see `mcp`).
     pub default: Permission,
+    /// The preset's permission per tool name.
     pub tools: BTreeMap<String, Permission>,
     /// What a writing tool needs for a protected path (`tools::protected`), when stricter than
     /// its own permission: the preset's `protected_paths`, `ask` when it says nothing.
@@ -58,6 +65,7 @@ impl Default for PermissionPolicy {
 }
 
 impl PermissionPolicy {
+    /// A policy with `default` for every tool, and `ask` for protected paths and MCP tools.
     pub fn new(default: Permission) -> PermissionPolicy {
         PermissionPolicy {
             default,
@@ -67,6 +75,7 @@ impl PermissionPolicy {
         }
     }
 
+    /// The policy with `tool` given `permission`.
     pub fn with(mut self, tool: &str, permission: Permission) -> PermissionPolicy {
         self.tools.insert(tool.to_owned(), permission);
         self
@@ -91,6 +100,8 @@ impl PermissionPolicy {
         policy
     }
 
+    /// What a call to `tool` may do: its own entry, else `mcp` for an MCP tool, else `default`.
+    /// A writing tool's protected-path rule is applied on top by the runtime.
     pub fn permission(&self, tool: &str) -> Permission {
         match self.tools.get(tool) {
             Some(permission) => *permission,

@@ -53,12 +53,16 @@ pub const MAX_GOAL_CHARS: usize = 4000;
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum Status {
+    /// Not started.
     Pending,
+    /// Being worked on; at most one item of a plan is.
     InProgress,
+    /// Finished; the item stays in the list so the model sees what is behind it.
     Done,
 }
 
 impl Status {
+    /// The name the `todo` tool's schema and `meta.plan` use.
     pub fn as_str(self) -> &'static str {
         match self {
             Status::Pending => "pending",
@@ -102,6 +106,7 @@ impl Plan {
         self.items.iter().filter(|item| item.status != Status::Done)
     }
 
+    /// How many items are done, for progress lines (`3/5`).
     pub fn done(&self) -> usize {
         self.items
             .iter()
@@ -163,8 +168,11 @@ pub enum GoalSource {
 /// The session's goal and the event it was read from.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Goal {
+    /// The goal itself, copied verbatim into every checkpoint.
     pub text: String,
+    /// Whether it is the first prompt or was set later.
     pub source: GoalSource,
+    /// The seq of the event it was read from (the `user/message` or the `plugin/state`).
     pub seq: u64,
     /// Who set it (`editor`, `cli`), for a goal that is not the first prompt.
     pub by: Option<String>,
@@ -190,6 +198,8 @@ fn recorded(outcome: &ToolCallOutcome) -> Option<Plan> {
 pub struct Watch(Option<Plan>);
 
 impl Watch {
+    /// A watch that starts from the session's current plan, so a resent unchanged list shows
+    /// nothing.
     pub fn new(history: &History) -> Watch {
         Watch(current(history).map(|(_, plan)| plan))
     }
@@ -328,6 +338,7 @@ pub fn runtime_text(goal: Option<&str>, plan: Option<&Plan>) -> String {
 #[derive(Clone, Debug, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct PlansSettings {
+    /// Whether the preset has the `todo` tool and the plan in the runtime context.
     pub enabled: bool,
 }
 
@@ -349,6 +360,7 @@ impl PlansPlugin {
         Ok(Parts {
             plugin: Some(Box::new(PlansPlugin::default())),
             tools: vec![Arc::new(tool::Todo)],
+            shell: None,
         })
     }
 }

@@ -27,39 +27,65 @@ use outcomes::{CompactionOutcome, ToolCallOutcome};
 #[derive(Debug)]
 pub enum AgentEvent<'a> {
     /// `session/start`: a turn is about to begin in this session.
-    SessionStart { turn: u32 },
+    SessionStart {
+        /// The turn about to begin.
+        turn: u32,
+    },
     /// `agent/pre-step`: before the request of this step is built.
-    PreStep { turn: u32, step: u32 },
+    PreStep {
+        /// The turn the step belongs to.
+        turn: u32,
+        /// The step about to be requested, from 1.
+        step: u32,
+    },
     /// `agent/post-step`: the model answered this step (already appended).
     PostStep {
+        /// The turn the step belongs to.
         turn: u32,
+        /// The step that was answered.
         step: u32,
+        /// The answer with its usage, as the provider streamed it.
         completion: &'a Completion,
     },
     /// `tools/before-call`: the calls of this step are about to run.
     ToolsBeforeCall {
+        /// The turn the step belongs to.
         turn: u32,
+        /// The step whose calls these are.
         step: u32,
+        /// The calls, in the order the model emitted them.
         calls: &'a [ToolCallRef],
     },
     /// `tools/after-result`: one call's result was appended.
     ToolsAfterResult {
+        /// The turn the step belongs to.
         turn: u32,
+        /// The step whose call this was.
         step: u32,
+        /// The call, its result and how it ended.
         outcome: &'a ToolCallOutcome,
     },
     /// `session/end`: the turn ended.
-    SessionEnd { turn: u32, outcome: &'a TurnOutcome },
+    SessionEnd {
+        /// The turn that ended.
+        turn: u32,
+        /// How it ended.
+        outcome: &'a TurnOutcome,
+    },
     /// `compaction/*`: the compaction engine started a candidate, committed a checkpoint or
     /// failed (the user is told when automatic compaction stops).
     Compaction {
+        /// The turn during which the engine ran.
         turn: u32,
+        /// The step the engine ran for (before its request, or after it overflowed).
         step: u32,
+        /// What the engine did.
         outcome: &'a CompactionOutcome,
     },
 }
 
 impl AgentEvent<'_> {
+    /// The event's name as docs/architecture.md lists it, for error contexts and logs.
     pub fn name(&self) -> &'static str {
         match self {
             AgentEvent::SessionStart { .. } => "session/start",
@@ -73,13 +99,15 @@ impl AgentEvent<'_> {
     }
 }
 
-/// A part of the harness the loop runs with: it may add sections and variables to the system
+/// A part of the agent the loop runs with: it may add sections and variables to the system
 /// prompt, facts to the runtime context, and handle the loop's events (appending to the session
 /// is how dynamic content enters it). Tools come with a plugin through its registry entry. An
 /// error from a plugin ends the turn.
 ///
 /// Every method has a default that does nothing, so a plugin implements only what it uses.
 pub trait Plugin: Send {
+    /// The plugin's name, as in presets (`[plugins.NAME]`), in its `plugin/state` records and in
+    /// error messages.
     fn name(&self) -> &'static str;
 
     /// Add this plugin's sections and variables for `session`; asked at the start of every turn,
@@ -117,6 +145,8 @@ pub trait Plugin: Send {
         Ok(self.runtime_context(history)?.into_iter().collect())
     }
 
+    /// Handle one of the loop's events; appending to `session` is how a plugin's dynamic content
+    /// enters the history. An error ends the turn.
     fn on_event(&mut self, _event: &AgentEvent<'_>, _session: &mut Session) -> anyhow::Result<()> {
         Ok(())
     }
@@ -134,6 +164,8 @@ pub struct RuntimeContribution {
     /// The plugin's name, or `None` for the environment (cwd, date, branch), whose events are
     /// written without a source as they always were.
     pub source: Option<String>,
+    /// The facts by name, compared with the source's last visible ones to decide whether the model
+    /// needs a new message.
     pub facts: BTreeMap<String, String>,
     /// The message text the model reads.
     pub text: String,
@@ -143,9 +175,20 @@ pub struct RuntimeContribution {
 #[derive(Clone, Debug, PartialEq)]
 pub enum TurnOutcome {
     /// The model gave a final answer (a step without tool calls).
-    Answered { text: String, steps: u32 },
+    Answered {
+        /// The final answer's text.
+        text: String,
+        /// Model steps the turn took, the answering one included.
+        steps: u32,
+    },
     /// The preset's step limit was reached while the model still called tools.
-    StepLimit { steps: u32 },
+    StepLimit {
+        /// Model steps the turn took: the limit.
+        steps: u32,
+    },
     /// The turn was cancelled; the log is consistent.
-    Cancelled { steps: u32 },
+    Cancelled {
+        /// Model steps the turn took before the cancel.
+        steps: u32,
+    },
 }

@@ -36,20 +36,26 @@ pub const BUILTIN: [(&str, &str); 6] = [
     ("standard", include_str!("../../presets/standard.toml")),
 ];
 
+/// The preset a session runs with when neither the command line nor the config file names one.
 pub const DEFAULT_PRESET: &str = "standard";
 
 fn default_max_tool_calls_per_step() -> u32 {
     32
 }
 
+/// `[model]` of a preset: the model settings every request of a session uses.
 #[derive(Clone, Debug, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ModelSection {
     /// Model name; the command line and the config file override it.
     pub name: Option<String>,
+    /// Thinking mode, sent as is (see [`Thinking`]); absent leaves the model's default.
     pub thinking: Option<Thinking>,
+    /// The provider's `reasoning_effort`, sent as is; absent sends none.
     pub reasoning_effort: Option<String>,
+    /// Sampling temperature; absent leaves it to the provider.
     pub temperature: Option<f64>,
+    /// The most tokens one answer may take; absent leaves it to the provider.
     pub max_tokens: Option<u32>,
     /// Model steps per turn before the loop stops and says so.
     pub max_steps: u32,
@@ -63,6 +69,7 @@ pub struct ModelSection {
     pub context_window: u64,
 }
 
+/// `[tools]` of a preset: which tools the model is offered.
 #[derive(Clone, Debug, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ToolsSection {
@@ -74,8 +81,11 @@ pub struct ToolsSection {
 /// The parsed contents of a preset file.
 #[derive(Clone, Debug, PartialEq)]
 pub struct PresetFile {
+    /// What the preset is for, shown by `agent-lsp preset list`.
     pub description: String,
+    /// `[model]`.
     pub model: ModelSection,
+    /// `[tools]`.
     pub tools: ToolsSection,
     /// `default` plus one entry per tool name.
     pub permissions: BTreeMap<String, Permission>,
@@ -132,11 +142,13 @@ impl RawPresetFile {
 /// A loaded preset: its name, where it came from, its text and its contents.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Preset {
+    /// The name it was looked up by, recorded in the session header.
     pub name: String,
     /// Where it came from, as errors name it (`presets/standard.toml`, a path).
     pub origin: String,
     /// The text as read, recorded in the session header.
     pub text: String,
+    /// What the file says.
     pub file: PresetFile,
 }
 

@@ -28,6 +28,7 @@
 //! count the same units.
 
 mod agent;
+mod attach;
 mod capabilities;
 mod children;
 mod code_actions;
@@ -53,7 +54,9 @@ use std::time::Duration;
 use anyhow::Context;
 use lsp_bridge::framing::FrameWriter;
 use lsp_bridge::jsonrpc;
+use lsp_bridge::lsp_types::Url;
 use lsp_bridge::position::PositionEncoding;
+use serde_json::Value;
 
 use crate::config::Config;
 pub use connection::Shared;
@@ -235,4 +238,17 @@ pub(crate) fn editor_bridge_config(
         server.editor_text_document = text_document.cloned();
     }
     Ok(bridge)
+}
+
+/// The URI of the document a message is about, if its params name one.
+pub(crate) fn document_uri(params: &Value) -> Option<&str> {
+    params["textDocument"]["uri"]
+        .as_str()
+        .or_else(|| params["item"]["uri"].as_str())
+        .or_else(|| params["uri"].as_str())
+}
+
+/// The document a request or notification is about, if its params name one.
+pub(crate) fn document_path(params: &Value) -> Option<PathBuf> {
+    Url::parse(document_uri(params)?).ok()?.to_file_path().ok()
 }

@@ -2,7 +2,7 @@
 //!
 //! Three layers (see docs/architecture.md, "Session log"):
 //! - the **log** ([`log`]) keeps every [`Event`] forever;
-//! - the **surface** ([`surface`]) is the ordered set of events that make up the model's history;
+//! - the **surface** (`surface`) is the ordered set of events that make up the model's history;
 //! - the **messages** are derived from the surface by [`History::derive_messages`], incrementally:
 //!   an append costs work proportional to that event, and only a new surface generation
 //!   (replace, remove, restore) rebuilds the cache.
@@ -15,7 +15,7 @@ pub mod event;
 pub mod log;
 mod recovery;
 pub mod store;
-pub mod surface;
+pub(crate) mod surface;
 
 use std::path::Path;
 
@@ -29,14 +29,21 @@ use surface::{Pairing, Surface};
 /// An event before the log gave it a seq and a timestamp.
 #[derive(Clone, Debug)]
 pub struct NewEvent {
+    /// The user turn the event belongs to (0 before the first prompt).
     pub turn: u32,
+    /// The model step within the turn (0 outside of model steps).
     pub step: u32,
+    /// What happened; the variant decides the `kind`.
     pub body: EventBody,
+    /// How the event changes the surface; `None` appends content-bearing kinds and keeps the others
+    /// off the surface. Checked before the event is written.
     pub surface_op: Option<SurfaceOp>,
+    /// Events this one was derived from (a checkpoint names what it shadows).
     pub source_event_seqs: Vec<u64>,
 }
 
 impl NewEvent {
+    /// An event for `turn` and `step` with no surface op and no sources: the common case.
     pub fn new(turn: u32, step: u32, body: EventBody) -> NewEvent {
         NewEvent {
             turn,
@@ -47,11 +54,14 @@ impl NewEvent {
         }
     }
 
+    /// Carry `op` instead of the kind's default (a `replace` for a checkpoint, a `remove` on a
+    /// `surface/edit`).
     pub fn with_op(mut self, op: SurfaceOp) -> NewEvent {
         self.surface_op = Some(op);
         self
     }
 
+    /// Name the events this one was derived from.
     pub fn with_sources(mut self, seqs: Vec<u64>) -> NewEvent {
         self.source_event_seqs = seqs;
         self
@@ -108,10 +118,12 @@ impl History {
         }
     }
 
+    /// Every event of the log, in seq order.
     pub fn events(&self) -> &[Event] {
         &self.events
     }
 
+    /// The `session/header`, when the log starts with one (every log this crate writes does).
     pub fn header(&self) -> Option<&SessionHeader> {
         match self.events.first().map(|event| &event.body) {
             Some(EventBody::SessionHeader(header)) => Some(header),
@@ -129,10 +141,12 @@ impl History {
             + 1
     }
 
+    /// The seq of the last event, 0 for an empty log: the next event gets one more.
     pub fn last_seq(&self) -> u64 {
         self.events.last().map_or(0, |event| event.seq)
     }
 
+    /// The event with seq `seq`, if the log has it.
     pub fn event(&self, seq: u64) -> Option<&Event> {
         self.index_of(seq).map(|index| &self.events[index])
     }
@@ -150,14 +164,19 @@ impl History {
             .ok()
     }
 
+    /// Which events make up the model's history right now.
     pub fn surface(&self) -> &Surface {
         &self.surface
     }
 
+    /// The surface's current generation: every op other than `append` starts a new one, and a
+    /// message cache or a compaction candidate built for an older one is stale.
     pub fn generation(&self) -> u64 {
         self.surface.generation()
     }
 
+    /// How many model requests the log records (`request/header` events), so the next gets the next
+    /// index.
     pub fn n_requests(&self) -> u64 {
         self.n_requests
     }
@@ -399,18 +418,23 @@ impl Session {
         Ok(session)
     }
 
+    /// The session's id: its file name in the store and the name a resume uses.
     pub fn id(&self) -> &str {
         &self.id
     }
 
+    /// The session's log file.
     pub fn path(&self) -> &Path {
         self.log.path()
     }
 
+    /// Everything read or appended so far, and what is derived from it.
     pub fn history(&self) -> &History {
         &self.history
     }
 
+    /// The model history of the current surface; incremental between generations, so it needs `&mut
+    /// self` for its cache.
     pub fn derive_messages(&mut self) -> &[Message] {
         self.history.derive_messages()
     }

@@ -35,9 +35,9 @@ use crate::workspace::Workspace;
 
 mod client;
 mod owner;
-pub mod wire;
+pub(crate) mod wire;
 
-pub use wire::OwnerInfo;
+pub(crate) use wire::OwnerInfo;
 use wire::{Answer, Request};
 
 /// A socket path is at most this long (`sun_path` holds 108 bytes with its terminating zero).
@@ -71,7 +71,10 @@ pub trait LocalBridge: Send + Sync {
 /// Where a workspace's bridge is published.
 #[derive(Clone, Debug)]
 pub struct Place {
+    /// `bridge.lock`: whoever holds its `flock` owns the bridge; the kernel releases it when the
+    /// holder dies.
     pub lock: PathBuf,
+    /// The owner's Unix socket, where other processes send their requests.
     pub socket: PathBuf,
 }
 
@@ -336,6 +339,7 @@ fn alone(why: String, retry: Option<Instant>) -> State {
 /// Who owns a workspace's bridge, as `agent-lsp servers` reports it.
 #[derive(Debug)]
 pub enum Ownership {
+    /// A live process owns it and answered: its pid, role, version and servers.
     Owned(OwnerInfo),
     /// Nobody: the next process that needs the bridge publishes its own.
     Nobody,

@@ -41,13 +41,13 @@ mod tests;
 mod tool;
 
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 
-use crate::plugin::registry::{InvalidSetting, PluginTable};
+use crate::plugin::registry::{InvalidSetting, Parts, PluginHost, PluginTable};
 use crate::preset::Preset;
 pub use discover::{Roots, body_of, discover, files_of};
-pub use front_matter::{FrontMatter, check_name};
 
 /// The plugin's name, in presets and in its `plugin/state` events.
 pub const PLUGIN: &str = "skills";
@@ -228,4 +228,25 @@ pub fn render_section(skills: &[Skill]) -> Option<String> {
 /// `path` shown in a message.
 fn shown(path: &Path) -> String {
     path.display().to_string()
+}
+
+/// The registry entry of `[plugins.skills]`: the plugin and the `skill` tool, sharing what
+/// each session recorded ([`plugin::Known`]); the user's skills are beside the config file.
+/// It lives here, above both, so that neither the plugin nor the tool imports the other.
+pub fn parts(settings: SkillsSettings, host: &PluginHost) -> anyhow::Result<Parts> {
+    let user_dir = crate::config::Config::user_dir();
+    let roots = Roots::new(&settings, &host.workspace, user_dir.as_deref());
+    let known = plugin::Known::default();
+    Ok(Parts {
+        plugin: Some(Box::new(plugin::SkillsPlugin::new(
+            roots.clone(),
+            known.clone(),
+        ))),
+        tools: vec![Arc::new(tool::SkillTool::new(
+            roots,
+            known,
+            settings.max_body_bytes,
+        ))],
+        shell: None,
+    })
 }

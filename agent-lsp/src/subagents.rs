@@ -6,11 +6,12 @@
 //!   only; its reads, searches and dead ends stay in the child's session, one `recall_history`
 //!   (`session`: the child's id) away.
 //! - **Every step is in a log.** The child's session file is an ordinary session whose header
-//!   names the parent session and the `task` call ([`ParentLink`]); the parent's log gets
+//!   names the parent session and the `task` call
+//!   ([`ParentLink`](crate::session::event::ParentLink)); the parent's log gets
 //!   `subagent/start` and `subagent/end` (outcome, steps, token and cache totals) around the
-//!   call, recorded as they happen through the call's [`EventSink`](crate::plugin::tool::EventSink). So every request a child
-//!   made replays from its own log, and the trajectory nests the child's calls under the
-//!   parent's `task` cell.
+//!   call, recorded as they happen through the call's
+//!   [`EventSink`](crate::plugin::tool::EventSink). So every request a child made replays from
+//!   its own log, and the trajectory nests the child's calls under the parent's `task` cell.
 //! - **Budgets end a child, never hang the parent.** A child has at most `max_steps` steps,
 //!   `max_prompt_tokens` prompt tokens over its requests and `wall_secs` of wall time; the one
 //!   it reaches ends its turn as a cancellation would (every call answered), and the result
@@ -23,7 +24,7 @@
 //! This module is the plugin layer's half: the preset table, the tool and what a child runs
 //! with beside its preset's plugins ([`child::ChildPlugin`]). Starting a child needs the loop
 //! and the assembly, which sit above the plugins, so the tool asks a [`Spawner`] the host
-//! offers ([`PluginHost::subagents`]); `crate::launch` is the one that makes agents.
+//! offers ([`PluginHost::subagents`]); `crate::host` is the one that makes agents.
 
 pub mod child;
 mod tool;
@@ -36,7 +37,6 @@ use tokio_util::sync::CancellationToken;
 
 use crate::plugin::registry::{InvalidSetting, Parts, PluginHost, PluginSettings};
 pub use crate::plugin::spawn::{Budgets, Order, Report, Spawner, Started};
-pub use crate::session::event::{ParentLink, SubagentEnd, SubagentStart};
 pub use tool::Task;
 
 /// The plugin's name in presets.
@@ -52,6 +52,7 @@ pub const GENERAL: &str = "general";
 #[derive(Clone, Debug, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct SubagentsSettings {
+    /// Whether the preset offers the `task` tool.
     pub enabled: bool,
     /// How deep sub-agents may nest: 1 lets this agent start sub-agents that start none.
     #[serde(default = "default_max_depth")]
@@ -106,6 +107,7 @@ impl PluginSettings for SubagentsSettings {
 }
 
 impl SubagentsSettings {
+    /// What each child may use before it is stopped, from the preset's keys.
     pub fn budgets(&self) -> Budgets {
         Budgets {
             max_steps: self.max_steps,
@@ -120,6 +122,7 @@ impl SubagentsSettings {
         Ok(Parts {
             plugin: None,
             tools: vec![Arc::new(Task::new(settings, host.subagents.clone()))],
+            shell: None,
         })
     }
 }
@@ -127,8 +130,11 @@ impl SubagentsSettings {
 /// Why a child was stopped before it answered.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum StopReason {
+    /// The child took its last allowed step while still calling tools.
     StepBudget,
+    /// The child's requests passed their prompt-token budget.
     TokenBudget,
+    /// The child ran past its wall-clock budget.
     TimeBudget,
 }
 
@@ -152,6 +158,7 @@ pub struct Stop {
 }
 
 impl Stop {
+    /// A stop that cancels `token`: the child's turn watches it.
     pub fn new(token: CancellationToken) -> Stop {
         Stop {
             token,
@@ -159,6 +166,7 @@ impl Stop {
         }
     }
 
+    /// The token the child's turn is run with; cancelled by [`Stop::stop`] or by the parent.
     pub fn token(&self) -> &CancellationToken {
         &self.token
     }
@@ -172,6 +180,8 @@ impl Stop {
         }
     }
 
+    /// Why the child was stopped; `None` when it was not, or was cancelled from outside (the
+    /// user, or the parent's own stop).
     pub fn reason(&self) -> Option<StopReason> {
         *self.reason.lock().expect("stop reason")
     }

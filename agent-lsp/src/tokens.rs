@@ -143,10 +143,6 @@ impl TokenMeter {
         meter
     }
 
-    pub fn ratio(&self) -> f64 {
-        self.ratio
-    }
-
     /// Learn from one request whose raw estimate was `estimated` and whose reported prompt size
     /// was `reported`.
     pub fn calibrate(&mut self, estimated: u64, reported: u64) {
@@ -160,10 +156,6 @@ impl TokenMeter {
     /// Calibrated estimate from a raw one.
     pub fn calibrated(&self, raw: u64) -> u64 {
         (raw as f64 * self.ratio).ceil() as u64
-    }
-
-    pub fn measure_request(&self, request: &ModelRequest) -> u64 {
-        self.calibrated(estimate_request(request))
     }
 }
 
@@ -204,15 +196,15 @@ mod tests {
     fn calibration_moves_toward_reported_and_is_clamped() {
         let mut meter = TokenMeter::default();
         meter.calibrate(100, 200);
-        assert_eq!(meter.ratio(), 1.5);
+        assert_eq!(meter.ratio, 1.5);
         meter.calibrate(100, 200);
-        assert_eq!(meter.ratio(), 1.75);
+        assert_eq!(meter.ratio, 1.75);
         assert_eq!(meter.calibrated(100), 175);
         for _ in 0..20 {
             meter.calibrate(1, 1000);
         }
-        assert_eq!(meter.ratio(), 3.0);
+        assert_eq!(meter.ratio, 3.0);
         meter.calibrate(0, 5);
-        assert_eq!(meter.ratio(), 3.0);
+        assert_eq!(meter.ratio, 3.0);
     }
 }

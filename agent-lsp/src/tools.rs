@@ -164,8 +164,12 @@ impl ToolRegistry {
         Ok(self)
     }
 
-    /// Add a tool, or replace the one with the same name. Its schema is normalized to
-    /// canonical JSON (sorted keys) so the catalog is byte-stable whatever the map type.
+    /// Add a tool. Its schema is normalized to canonical JSON (sorted keys) so the catalog is
+    /// byte-stable whatever the map type.
+    ///
+    /// # Panics
+    /// When a tool of that name is registered already: nothing replaces a tool. A session's
+    /// catalog is built by `host::catalog`, which names the two sources of a clash instead.
     pub fn register(&mut self, tool: impl Tool) -> &mut Self {
         self.register_shared(Arc::new(tool))
     }
@@ -175,8 +179,9 @@ impl ToolRegistry {
         let mut def = tool.def();
         def.parameters = serde_json::from_str(&canonical_json(&def.parameters))
             .expect("canonical JSON parses back");
-        self.tools
-            .insert(def.name.clone(), Registered { tool, def });
+        let name = def.name.clone();
+        let earlier = self.tools.insert(name.clone(), Registered { tool, def });
+        assert!(earlier.is_none(), "two tools are named `{name}`");
         self
     }
 
@@ -337,12 +342,6 @@ impl ToolRuntime {
     /// Read and change the editor's open buffers instead of the disk for the files it has open.
     pub fn with_buffers(mut self, buffers: Arc<dyn buffers::Buffers>) -> ToolRuntime {
         self.buffers = Some(buffers);
-        self
-    }
-
-    /// Register more tools (e.g. the `lsp_*` tools, which need a bridge).
-    pub fn register(mut self, tool: impl Tool) -> ToolRuntime {
-        self.registry.register(tool);
         self
     }
 

@@ -135,11 +135,6 @@ pub struct Totals {
     pub input: u64,
 }
 
-/// The trajectory of a recorded session, without its sub-agents' calls.
-pub fn build(history: &History) -> Trajectory {
-    build_with(history, &|_| None)
-}
-
 /// The trajectory of a recorded session, with the calls of each sub-agent whose session `load`
 /// finds (by id) as `subtool` cells under the `task` cell that ran it.
 pub fn build_with(history: &History, load: &dyn Fn(&str) -> Option<History>) -> Trajectory {

@@ -1,11 +1,11 @@
 //! Web knowledge for the model: the [`WebRuntime`] behind the `web_search` and `web_fetch`
 //! tools (docs/architecture.md, "Knowledge: files, symbols, web").
 //!
-//! - [`search`]: search providers (SearXNG, Brave); the user's configuration picks one.
-//! - [`fetch`]: the plain HTTP fetch provider, every hop through the [`guard`].
-//! - [`guard`]: the SSRF guard: http(s) only, no credentials, public addresses only, checked
+//! - `search`: search providers (SearXNG, Brave); the user's configuration picks one.
+//! - `fetch`: the plain HTTP fetch provider, every hop through the `guard`.
+//! - `guard`: the SSRF guard: http(s) only, no credentials, public addresses only, checked
 //!   after one DNS lookup and pinned.
-//! - [`content`]: HTML as Markdown, text as is, other types described; framed as untrusted.
+//! - `content`: HTML as Markdown, text as is, other types described; framed as untrusted.
 //!
 //! Provider selection is strict, so that a search never goes somewhere the user did not
 //! expect: a configured provider id wins; otherwise the one available provider is used;
@@ -13,10 +13,10 @@
 //! saying what to configure. Errors are tool results, never crashes: the tools are in the
 //! catalog whether or not a provider is configured.
 
-pub mod content;
-pub mod fetch;
-pub mod guard;
-pub mod search;
+pub(crate) mod content;
+pub(crate) mod fetch;
+pub(crate) mod guard;
+pub(crate) mod search;
 
 use std::path::Path;
 use std::sync::Arc;
@@ -48,7 +48,7 @@ use self::search::{Brave, SearchHit, SearchProvider, Searxng};
 /// ```
 #[derive(Clone, Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct WebOptions {
+pub(crate) struct WebOptions {
     /// The search provider to use (`searxng`, `brave`); required only when several are
     /// available.
     pub search_provider: Option<String>,
@@ -78,7 +78,7 @@ pub struct WebOptions {
 /// `[web.searxng]`.
 #[derive(Clone, Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct SearxngOptions {
+pub(crate) struct SearxngOptions {
     /// The instance's base URL; JSON output must be enabled in its settings.
     pub url: Option<String>,
 }
@@ -86,22 +86,22 @@ pub struct SearxngOptions {
 /// `[web.brave]`.
 #[derive(Clone, Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct BraveOptions {
+pub(crate) struct BraveOptions {
     /// The environment variable holding the API key (default `BRAVE_API_KEY`).
     pub api_key_env: Option<String>,
     /// The API's base URL (default `https://api.search.brave.com`).
     pub url: Option<String>,
 }
 
-pub const DEFAULT_TIMEOUT_SECS: u64 = 20;
-pub const DEFAULT_MAX_TEXT_BYTES: usize = 64 * 1024;
-pub const DEFAULT_MAX_RESULTS: usize = 8;
-pub const MAX_RESULTS: usize = 20;
+pub(crate) const DEFAULT_TIMEOUT_SECS: u64 = 20;
+pub(crate) const DEFAULT_MAX_TEXT_BYTES: usize = 64 * 1024;
+pub(crate) const DEFAULT_MAX_RESULTS: usize = 8;
+pub(crate) const MAX_RESULTS: usize = 20;
 const BRAVE_DEFAULT_KEY_ENV: &str = "BRAVE_API_KEY";
 
 /// Why no provider could be used.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
-pub enum SelectionError {
+pub(crate) enum SelectionError {
     #[error("`{id}` is not a {what} provider; the {what} providers are {known}")]
     Unknown {
         what: &'static str,
@@ -199,19 +199,14 @@ fn select<P: ?Sized>(
 }
 
 /// A way to fetch a URL for the model.
-pub trait FetchProvider: Send + Sync {
+pub(crate) trait FetchProvider: Send + Sync {
     fn id(&self) -> &'static str;
-    fn limits(&self) -> FetchLimits;
     fn fetch(&self, url: &str) -> BoxFuture<'static, Result<Fetched, FetchError>>;
 }
 
 impl FetchProvider for HttpFetcher {
     fn id(&self) -> &'static str {
         "http"
-    }
-
-    fn limits(&self) -> FetchLimits {
-        HttpFetcher::limits(self)
     }
 
     fn fetch(&self, url: &str) -> BoxFuture<'static, Result<Fetched, FetchError>> {
@@ -224,14 +219,18 @@ impl FetchProvider for HttpFetcher {
 /// A fetched page, rendered for the model.
 #[derive(Clone, Debug)]
 pub struct Page {
+    /// The fetch provider's id (`http`), for the result's facts.
     pub provider: &'static str,
+    /// The response as it came: the final URL after redirects, the status, the raw body and the
+    /// address it came from.
     pub fetched: Fetched,
+    /// The body as the model reads it: Markdown, text or a description, framed as untrusted.
     pub rendered: Rendered,
 }
 
 /// Why `web_fetch` produced no page.
 #[derive(Debug, thiserror::Error)]
-pub enum WebFetchError {
+pub(crate) enum WebFetchError {
     #[error(transparent)]
     Selection(#[from] SelectionError),
     #[error(transparent)]
@@ -240,7 +239,7 @@ pub enum WebFetchError {
 
 /// Results of one search.
 #[derive(Clone, Debug)]
-pub struct SearchResults {
+pub(crate) struct SearchResults {
     pub provider: &'static str,
     pub hits: Vec<SearchHit>,
 }
@@ -262,14 +261,17 @@ impl WebRuntime {
     /// result of the tool, not of this. `config_file` is where the user writes `[web]`, as the
     /// errors that say what to configure name it (the caller knows it; this module reads no
     /// configuration of its own).
-    pub fn new(options: &WebOptions, config_file: Option<&Path>) -> anyhow::Result<WebRuntime> {
+    pub(crate) fn new(
+        options: &WebOptions,
+        config_file: Option<&Path>,
+    ) -> anyhow::Result<WebRuntime> {
         WebRuntime::with(options, config_file, Arc::new(SystemResolver), &|name| {
             std::env::var(name).ok()
         })
     }
 
     /// [`WebRuntime::new`] with a given resolver and environment.
-    pub fn with(
+    pub(crate) fn with(
         options: &WebOptions,
         config_file: Option<&Path>,
         resolver: Arc<dyn Resolver>,
@@ -335,16 +337,16 @@ impl WebRuntime {
 
     /// How long a call may take: the fetch or search time limit, plus a margin so that the
     /// tool's own timeout (which says what happened) fires before the runtime's.
-    pub fn call_timeout(&self) -> Duration {
+    pub(crate) fn call_timeout(&self) -> Duration {
         self.timeout + Duration::from_secs(5)
     }
 
     /// The id of the selected search provider, or why there is none.
-    pub fn search_provider(&self) -> Result<&'static str, &SelectionError> {
+    pub(crate) fn search_provider(&self) -> Result<&'static str, &SelectionError> {
         self.search.as_ref().map(|provider| provider.id())
     }
 
-    pub async fn search(
+    pub(crate) async fn search(
         &self,
         query: &str,
         max_results: Option<usize>,
@@ -370,7 +372,7 @@ impl WebRuntime {
 
     /// Fetch `url` through the guard and render it for the model. The HTML conversion runs
     /// on a blocking thread: it is CPU work on up to `max_response_bytes`.
-    pub async fn fetch(&self, url: &str) -> Result<Page, WebFetchError> {
+    pub(crate) async fn fetch(&self, url: &str) -> Result<Page, WebFetchError> {
         let provider = self.fetch.clone()?;
         let fetched = provider.fetch(url).await.map_err(WebFetchError::Fetch)?;
         let max_text_bytes = self.max_text_bytes;

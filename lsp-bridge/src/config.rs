@@ -42,6 +42,7 @@ pub struct ServerConfig {
     pub name: String,
     /// Program to run: a name looked up on PATH, or a path.
     pub command: String,
+    /// Arguments after the command, usually what selects the stdio transport (`--stdio`).
     pub args: Vec<String>,
     /// Extra environment variables for the server process.
     pub env: BTreeMap<String, String>,
@@ -136,6 +137,8 @@ impl ServerConfig {
 pub struct RestartPolicy {
     /// Restarts allowed within `window`; one more failure is reported as `ServerFailed`.
     pub max_restarts: u32,
+    /// The sliding window the restarts are counted in: a server that crashes once a day is
+    /// restarted forever, one that crashes in a loop is given up on.
     pub window: Duration,
     /// Delay before the first restart in the window; it doubles with each further restart.
     pub backoff: Duration,
@@ -154,7 +157,9 @@ impl Default for RestartPolicy {
 /// Every known server, in order of preference (the first available match serves a file).
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct BridgeConfig {
+    /// The servers, built-in and the user's merged; order decides which serves a file two match.
     pub servers: Vec<ServerConfig>,
+    /// How crashes are answered, the same for every server.
     pub restart: RestartPolicy,
 }
 
@@ -288,18 +293,32 @@ impl BridgeConfig {
 #[derive(Clone, Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ServerOptions {
+    /// Replaces [`ServerConfig::command`].
     pub command: Option<String>,
+    /// Replaces [`ServerConfig::args`] as a whole (not appended).
     pub args: Option<Vec<String>>,
+    /// Replaces [`ServerConfig::env`] as a whole.
     pub env: Option<BTreeMap<String, String>>,
+    /// Replaces [`ServerConfig::languages`].
     pub languages: Option<Vec<String>>,
+    /// Replaces [`ServerConfig::file_patterns`].
     pub file_patterns: Option<Vec<String>>,
+    /// Replaces [`ServerConfig::root_markers`].
     pub root_markers: Option<Vec<String>>,
+    /// Replaces [`ServerConfig::initialization_options`].
     pub initialization_options: Option<Value>,
+    /// Replaces [`ServerConfig::settings`] as a whole (no deep merge, so a user's table says
+    /// everything the server gets).
     pub settings: Option<Value>,
+    /// [`ServerConfig::request_timeout`] in seconds (fractions allowed; negative counts as 0).
     pub request_timeout_secs: Option<f64>,
+    /// [`ServerConfig::startup_timeout`] in seconds.
     pub startup_timeout_secs: Option<f64>,
+    /// [`ServerConfig::cancel_grace`] in seconds.
     pub cancel_grace_secs: Option<f64>,
+    /// [`ServerConfig::hung_timeout`] in seconds.
     pub hung_timeout_secs: Option<f64>,
+    /// [`ServerConfig::probe_args`]; an empty list turns the probe off.
     pub probe_args: Option<Vec<String>>,
 }
 
@@ -353,12 +372,17 @@ impl ServerOptions {
 #[derive(Clone, Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct RestartOptions {
+    /// [`RestartPolicy::max_restarts`].
     pub max_restarts: Option<u32>,
+    /// [`RestartPolicy::window`] in seconds.
     pub window_secs: Option<f64>,
+    /// [`RestartPolicy::backoff`] in milliseconds.
     pub backoff_ms: Option<u64>,
 }
 
 impl RestartOptions {
+    /// `base` with the keys this table sets replaced; the layering of user and workspace
+    /// configuration calls it once per layer.
     pub fn resolve(self, base: RestartPolicy) -> RestartPolicy {
         RestartPolicy {
             max_restarts: self.max_restarts.unwrap_or(base.max_restarts),

@@ -22,12 +22,11 @@ use crate::error::{Error, Result};
 
 /// Who keeps a document open.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Owner {
+enum Owner {
+    /// The editor: its buffer is the truth until it closes the document.
     Editor,
     /// Opened by the agent for the length of some queries; closed when the count drops to 0.
-    Agent {
-        users: u32,
-    },
+    Agent { users: u32 },
 }
 
 #[derive(Clone, Debug)]
@@ -62,9 +61,13 @@ fn key(child: &Child) -> ChildKey {
 /// A document as a query sees it.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Snapshot {
+    /// The document's URI, as the child knows it.
     pub uri: Url,
+    /// The same document as a path, for tools and messages (empty if the URI is not a file).
     pub path: PathBuf,
+    /// The text the child has, unsaved edits included: positions in its answers refer to this.
     pub text: String,
+    /// The version the child has, to stamp answers with what they were computed on.
     pub version: i32,
 }
 
@@ -88,16 +91,21 @@ pub struct DocumentMirror {
 #[derive(Debug)]
 #[must_use = "release the document when the query is done"]
 pub struct Lease {
+    /// The document as the child was given it, for resolving positions and stamping answers.
     pub snapshot: Snapshot,
     child: Arc<Child>,
 }
 
 impl Lease {
+    /// The child the document is open in: the query must go to this instance, the one that
+    /// has the document.
     pub fn child(&self) -> &Arc<Child> {
         &self.child
     }
 }
 
+/// The `file://` URI of an absolute path; a relative path is [`Error::NoServer`], since no
+/// server could be asked about it.
 pub fn uri_of(path: &Path) -> Result<Url> {
     Url::from_file_path(path).map_err(|()| Error::NoServer {
         path: path.to_owned(),
@@ -106,6 +114,8 @@ pub fn uri_of(path: &Path) -> Result<Url> {
 }
 
 impl DocumentMirror {
+    /// An empty mirror; one per editor connection (or per agent without an editor), shared by
+    /// the editor side and the agent's queries through an `Arc`.
     pub fn new() -> DocumentMirror {
         DocumentMirror::default()
     }

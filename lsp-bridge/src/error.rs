@@ -14,46 +14,74 @@ pub use crate::jsonrpc::code::{
     CONTENT_MODIFIED, INTERNAL_ERROR, INVALID_PARAMS, METHOD_NOT_FOUND, REQUEST_CANCELLED,
 };
 
+/// Everything that can go wrong between a caller and a child language server, each variant
+/// carrying what the message, the registry's restart decision and a tool's fallback need.
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
+    /// The server's process could not be started (not installed, not executable, bad `cwd`):
+    /// nothing ran, so a restart would fail the same way until the configuration changes.
     #[error(
         "could not start language server `{server}` (`{command}`): {source}; check that it is installed and on PATH, or fix `command` in its [server.{server}] configuration"
     )]
     Spawn {
+        /// The configured name (`[server.<name>]`), which the message tells the user to fix.
         server: String,
+        /// The command as configured, before the `PATH` lookup, so the user sees what they wrote.
         command: String,
+        /// The operating system's reason, kept as the error's source for `{:#}` chains.
         #[source]
         source: std::io::Error,
     },
     #[error(
         "language server `{server}` did not answer `{method}` within {after:?}; it was asked to cancel, and a server that keeps not answering is restarted: try again, or raise its timeout"
     )]
+    /// The server was asked and did not answer in time; it was sent `$/cancelRequest`, and
+    /// one that then stays silent counts as hung and is restarted.
     Timeout {
+        /// The server that did not answer.
         server: String,
+        /// The LSP method it was asked, so a slow method can be told from a stuck server.
         method: String,
+        /// How long the caller waited, the timeout the user may raise.
         after: Duration,
     },
     #[error(
         "language server `{server}` exited; it is restarted on the next request{}",
         tail_suffix(stderr_tail)
     )]
+    /// The server's process ended (crashed, or was stopped) before or while answering; the
+    /// next request restarts it.
     ServerExited {
+        /// The server that exited.
         server: String,
+        /// Its last stderr lines, usually the reason it died (a backtrace, a missing module).
         stderr_tail: Vec<String>,
     },
     #[error(
         "language server `{server}` keeps failing: gave up after {restarts} restarts; fix the cause its output shows (or its configuration) and try again later{}",
         tail_suffix(stderr_tail)
     )]
+    /// The server died once too often within the restart window: the registry stopped
+    /// restarting it, so every request fails at once until the window has passed.
     ServerFailed {
+        /// The server that was given up on.
         server: String,
+        /// How many restarts it used up, the `RestartPolicy` limit.
         restarts: u32,
+        /// Its last stderr lines before the last death, the clue to the cause.
         stderr_tail: Vec<String>,
     },
     #[error(
         "language server `{server}` broke the protocol ({message}); it was stopped and is restarted on the next request"
     )]
-    Protocol { server: String, message: String },
+    /// The server wrote something that is not LSP (broken framing, a body that is not JSON):
+    /// the stream cannot be trusted past it, so the process was killed.
+    Protocol {
+        /// The server that broke the protocol.
+        server: String,
+        /// What was wrong, with a preview of the offending bytes.
+        message: String,
+    },
     /// The request never reached the server: it was gone (its output ended, or its input pipe
     /// was closed) when the request was to be written. Unlike a request the server received
     /// and then died on, such a request can be sent again to a restarted server as it is: a
@@ -61,21 +89,44 @@ pub enum Error {
     #[error(
         "language server `{server}` was gone before the request reached it; it is restarted on the next request"
     )]
-    NotDelivered { server: String },
-    #[error("language server `{server}` answered with error {code}: {message}")]
-    Response {
+    NotDelivered {
+        /// The server that was gone.
         server: String,
+    },
+    #[error("language server `{server}` answered with error {code}: {message}")]
+    /// The server answered the request with a JSON-RPC error: it is alive and chose not to
+    /// answer (unknown method, bad position, content modified), so nothing is restarted.
+    Response {
+        /// The server that answered.
+        server: String,
+        /// The JSON-RPC error code as the server sent it (see [`crate::jsonrpc::code`]).
         code: i64,
+        /// The server's own message, shown as it is.
         message: String,
     },
     #[error("language server `{server}` is still starting; try again in a moment")]
-    NotReady { server: String },
+    /// The server has not finished `initialize` (or the bridge is shutting down), so the
+    /// request was not sent; asking again later may succeed.
+    NotReady {
+        /// The server that is not ready.
+        server: String,
+    },
     #[error("no language server for {}: {reason}", path.display())]
-    NoServer { path: PathBuf, reason: String },
+    /// No configured server handles this file (no server for its language, no root found, or
+    /// the server is disabled): a tool falls back to tree-sitter or says so.
+    NoServer {
+        /// The file the caller asked about.
+        path: PathBuf,
+        /// Why no server applies, written for the user.
+        reason: String,
+    },
+    /// The caller cancelled the request (the agent's turn was cancelled, the editor sent
+    /// `$/cancelRequest`) before an answer came.
     #[error("the request was cancelled")]
     Cancelled,
 }
 
+/// The crate's result, with [`Error`] unless said otherwise.
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
 /// At most this many characters of a server's stderr line go into [`Error::brief`].

@@ -19,8 +19,12 @@ pub mod code {
     pub const PARSE_ERROR: i64 = -32700;
     /// The JSON is not a request, notification or response.
     pub const INVALID_REQUEST: i64 = -32600;
+    /// No handler for the method: what a server that does not implement a request answers, and
+    /// what a caller may treat as "not supported" rather than a failure.
     pub const METHOD_NOT_FOUND: i64 = -32601;
+    /// The params are not what the method takes (a missing field, a position past the end).
     pub const INVALID_PARAMS: i64 = -32602;
+    /// The request was well formed and handling it failed (a panic, an I/O error).
     pub const INTERNAL_ERROR: i64 = -32603;
     /// LSP: a request before `initialize`.
     pub const SERVER_NOT_INITIALIZED: i64 = -32002;
@@ -35,11 +39,14 @@ pub mod code {
 /// An error as a response carries it.
 #[derive(Clone, Debug, PartialEq)]
 pub struct ResponseError {
+    /// One of [`code`]'s codes, or a server's own.
     pub code: i64,
+    /// The text the other side shows or logs.
     pub message: String,
 }
 
 impl ResponseError {
+    /// An error with any code; the helpers below name the common ones.
     pub fn new(code: i64, message: impl Into<String>) -> ResponseError {
         ResponseError {
             code,
@@ -69,18 +76,26 @@ impl std::fmt::Display for ResponseError {
 pub enum Message {
     /// `id` is a number or a string.
     Request {
+        /// The id the answer must carry back, kept as sent (number or string).
         id: Value,
+        /// The LSP method, which picks the handler.
         method: String,
+        /// The params; `null` when the message had none.
         params: Value,
     },
+    /// A message that takes no answer (`textDocument/didChange`, `$/cancelRequest`).
     Notification {
+        /// The LSP method.
         method: String,
+        /// The params; `null` when the message had none.
         params: Value,
     },
     /// An answer to one of our requests; `id` may be `null` (an answer to a message the other
     /// side could not read).
     Response {
+        /// The id of the request this answers.
         id: Value,
+        /// The `result`, or the `error` the other side answered with.
         outcome: Result<Value, ResponseError>,
     },
 }
@@ -89,7 +104,9 @@ pub enum Message {
 /// frame of its own (several for a batch, none when nothing may be answered).
 #[derive(Debug)]
 pub struct Refusal {
+    /// What was wrong with the message, for the log.
     pub problem: String,
+    /// The error responses to write back, so no sender waits for an answer that never comes.
     pub answers: Vec<Value>,
 }
 

@@ -8,6 +8,8 @@
 //! Only this crate and `agent-lsp/src/server/` name LSP types; `agent-lsp` depends on this
 //! crate, never the other way round.
 
+#![warn(missing_docs)]
+
 pub mod child;
 pub mod config;
 pub mod documents;

@@ -11,10 +11,12 @@ use serde::{Deserialize, Serialize};
 /// A position encoding a server may use.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub enum PositionEncoding {
+    /// Columns in bytes: what the agent prefers, since its text is UTF-8 and needs no counting.
     Utf8,
     /// The LSP default when nothing was negotiated.
     #[default]
     Utf16,
+    /// Columns in characters (code points), the model's own unit.
     Utf32,
 }
 
@@ -28,7 +30,8 @@ impl PositionEncoding {
         }
     }
 
-    pub fn to_lsp(self) -> lsp_types::PositionEncodingKind {
+    /// The name to offer in `general.positionEncodings` of the client capabilities.
+    pub(crate) fn to_lsp(self) -> lsp_types::PositionEncodingKind {
         match self {
             PositionEncoding::Utf8 => lsp_types::PositionEncodingKind::UTF8,
             PositionEncoding::Utf16 => lsp_types::PositionEncodingKind::UTF16,

@@ -53,6 +53,7 @@ pub use workspace_symbols::{ServerSymbols, WorkspaceSymbol};
 /// A position as the model gives it.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct SymbolPosition {
+    /// The file, absolute (the tool layer resolved it inside the workspace).
     pub path: PathBuf,
     /// 1-based.
     pub line: u32,
@@ -65,6 +66,7 @@ pub struct SymbolPosition {
 /// A place in a file, in the model's terms.
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, serde::Serialize)]
 pub struct Location {
+    /// The file, absolute.
     pub path: PathBuf,
     /// 1-based.
     pub line: u32,
@@ -77,6 +79,7 @@ pub struct Location {
 /// An answer and what it was computed on.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Answer<T> {
+    /// The answer itself.
     pub value: T,
     /// Server that answered.
     pub server: String,
@@ -89,7 +92,10 @@ pub struct Answer<T> {
 /// Queries over a bridge and its document mirror.
 #[derive(Clone)]
 pub struct Queries {
+    /// Where the children come from (started on first use, restarted when gone).
     pub bridge: Arc<Bridge>,
+    /// The editor's buffers and the agent's transient opens: a query sees what the editor
+    /// sees.
     pub documents: Arc<DocumentMirror>,
     /// How long to wait for a server to get ready, and for diagnostics of a new version.
     pub wait: Duration,
@@ -99,6 +105,8 @@ pub struct Queries {
 }
 
 impl Queries {
+    /// Queries with the default waits (20 s for a server to get ready, 10 s for a new one's
+    /// index).
     pub fn new(bridge: Arc<Bridge>, documents: Arc<DocumentMirror>) -> Queries {
         Queries {
             bridge,

@@ -6,30 +6,32 @@
 //! run in their own task: a caller that gives up does not abort a start others wait for, and
 //! everyone who waited on one start gets its outcome instead of starting again. Restarts back off
 //! exponentially and are limited per time window ([`RestartPolicy`]); past the limit the server
-//! is reported as failed with its last stderr lines until the window has passed.
+//! is reported as failed with its last stderr lines until the window has passed. A slot and
+//! what happens to the instance in it are `slot.rs`; choosing the slot for a file is here.
+//!
+//! [`RestartPolicy`]: crate::RestartPolicy
 
-use std::collections::{BTreeMap, VecDeque};
+use std::collections::BTreeMap;
 use std::path::{Component, Path, PathBuf};
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
 
 use serde::Serialize;
-use tokio::time::Instant;
 
 use crate::child::{Child, ChildState};
-use crate::config::{BridgeConfig, ProbeFailure, RestartPolicy, ServerConfig};
+use crate::config::{BridgeConfig, ProbeFailure, ServerConfig};
 use crate::error::{Error, Result};
 
 mod catalog;
+mod slot;
 
-/// Longest pause before a restart, however many came before.
-const MAX_BACKOFF: Duration = Duration::from_secs(30);
-
+use slot::{Slot, SlotState};
 /// What a user (`agent-lsp servers`) or the model (when a tool cannot be answered) is told
 /// about one server instance.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub struct ServerHealth {
+    /// The server's configured name.
     pub name: String,
+    /// The project root of this instance: one server runs once per root.
     pub root: PathBuf,
     /// `starting`, `ready`, `exited`, `failed: <reason>`, or `stopped` (not running, will start
     /// on the next request).
@@ -38,10 +40,14 @@ pub struct ServerHealth {
     /// 12/40 (30%)`), so a caller kept waiting can be told why.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub work: Option<String>,
+    /// The process id while it runs, for a user who wants to look at or kill a stuck server.
     pub pid: Option<u32>,
     /// Restarts since the bridge began.
     pub restarts: u32,
+    /// Why the last instance died or failed to start, the first thing to read when it keeps
+    /// failing.
     pub last_error: Option<String>,
+    /// The last stderr lines of the running instance, or else of the last one that died.
     pub stderr_tail: Vec<String>,
 }
 
@@ -68,30 +74,9 @@ struct Inner {
 /// See [`Bridge::set_on_start`].
 pub type StartHook = Arc<dyn Fn(&Arc<Child>) + Send + Sync>;
 
-/// One (server, root).
-struct Slot {
-    config: Arc<ServerConfig>,
-    root: PathBuf,
-    /// Held for a whole start (including its backoff pause).
-    start_lock: tokio::sync::Mutex<()>,
-    state: Mutex<SlotState>,
-}
-
-#[derive(Default)]
-struct SlotState {
-    child: Option<Arc<Child>>,
-    starting: bool,
-    /// Finished start attempts: a caller that waited through one takes its outcome.
-    attempts: u64,
-    /// When each restart in the current window happened.
-    recent_restarts: VecDeque<Instant>,
-    total_restarts: u32,
-    last_error: Option<Error>,
-    /// The stderr tail of the last instance that died or failed to start.
-    last_tail: Vec<String>,
-}
-
 impl Bridge {
+    /// A bridge for the workspace's folders, with no server started yet: each starts when a
+    /// file it serves is first asked about.
     pub fn new(config: BridgeConfig, workspace_folders: Vec<PathBuf>) -> Bridge {
         let catalog = catalog::Catalog::new(&config);
         let workspace_folders = workspace_folders
@@ -110,6 +95,7 @@ impl Bridge {
         }
     }
 
+    /// The server configurations it chooses from, as resolved at construction.
     pub fn config(&self) -> &BridgeConfig {
         &self.inner.config
     }
@@ -131,6 +117,7 @@ impl Bridge {
         }
     }
 
+    /// The workspace folders, normalized: a root is searched for only inside them.
     pub fn workspace_folders(&self) -> &[PathBuf] {
         &self.inner.workspace_folders
     }
@@ -302,6 +289,8 @@ impl Bridge {
             .collect()
     }
 
+    /// One report per server instance the bridge knows (running, starting, or stopped after
+    /// dying), for `agent-lsp servers` and for telling the model why a tool cannot answer.
     pub fn health(&self) -> Vec<ServerHealth> {
         self.slots().iter().map(|slot| slot.health()).collect()
     }
@@ -320,135 +309,6 @@ impl Bridge {
 
     fn slots(&self) -> Vec<Arc<Slot>> {
         self.inner.slots.lock().unwrap().values().cloned().collect()
-    }
-}
-
-impl Slot {
-    fn healthy_child(&self) -> Option<Arc<Child>> {
-        let state = self.state.lock().unwrap();
-        state
-            .child
-            .as_ref()
-            .filter(|child| child.is_healthy())
-            .cloned()
-    }
-
-    async fn ensure_started(self: Arc<Self>, policy: RestartPolicy) -> Result<Arc<Child>> {
-        let attempts_seen = self.state.lock().unwrap().attempts;
-        let _start = self.start_lock.lock().await;
-        let backoff = {
-            let mut state = self.state.lock().unwrap();
-            if let Some(child) = state.child.as_ref().filter(|child| child.is_healthy()) {
-                return Ok(child.clone());
-            }
-            if state.attempts != attempts_seen
-                && let Some(error) = &state.last_error
-            {
-                // The start we waited for failed: share its outcome rather than start again.
-                return Err(error.clone());
-            }
-            let previous = state.child.take();
-            if let Some(previous) = &previous {
-                let reason = match previous.state() {
-                    ChildState::Failed { reason } => reason,
-                    other => format!("{other:?}").to_lowercase(),
-                };
-                tracing::warn!(server = %self.config.name, root = %self.root.display(), "language server is {reason}: restarting");
-                state.last_tail = previous.stderr_tail();
-                // What is replaced is gone or broken: no handshake to wait for. Killed here,
-                // not in a task a runtime shutting down may drop first.
-                previous.kill();
-            }
-            if previous.is_some() || state.attempts > 0 {
-                let now = Instant::now();
-                while state
-                    .recent_restarts
-                    .front()
-                    .is_some_and(|at| now.duration_since(*at) > policy.window)
-                {
-                    state.recent_restarts.pop_front();
-                }
-                let recent = state.recent_restarts.len() as u32;
-                if recent >= policy.max_restarts {
-                    let error = Error::ServerFailed {
-                        server: self.config.name.clone(),
-                        restarts: recent,
-                        stderr_tail: state.last_tail.clone(),
-                    };
-                    tracing::error!(server = %self.config.name, "{error}");
-                    state.last_error = Some(error.clone());
-                    return Err(error);
-                }
-                state.recent_restarts.push_back(now);
-                state.total_restarts += 1;
-                Some(
-                    policy
-                        .backoff
-                        .saturating_mul(1 << recent.min(16))
-                        .min(MAX_BACKOFF),
-                )
-            } else {
-                None
-            }
-        };
-        if let Some(backoff) = backoff {
-            tracing::info!(server = %self.config.name, ?backoff, "restarting language server after a pause");
-            tokio::time::sleep(backoff).await;
-        }
-        self.state.lock().unwrap().starting = true;
-        let (outcome, tail) = Child::start_reporting(
-            self.config.clone(),
-            self.root.clone(),
-            vec![self.root.clone()],
-        )
-        .await;
-        let mut state = self.state.lock().unwrap();
-        state.starting = false;
-        state.attempts += 1;
-        match &outcome {
-            Ok(child) => {
-                state.child = Some(child.clone());
-                state.last_error = None;
-            }
-            Err(error) => {
-                state.last_error = Some(error.clone());
-                state.last_tail = tail;
-            }
-        }
-        outcome
-    }
-
-    fn health(&self) -> ServerHealth {
-        let state = self.state.lock().unwrap();
-        let child = state.child.as_ref();
-        let status = if state.starting {
-            "starting".to_owned()
-        } else {
-            match child.map(|child| child.state()) {
-                Some(ChildState::Starting) => "starting".to_owned(),
-                Some(ChildState::Ready) => "ready".to_owned(),
-                Some(ChildState::Exited) => "exited".to_owned(),
-                Some(ChildState::Failed { reason }) => format!("failed: {reason}"),
-                None => match &state.last_error {
-                    Some(Error::ServerFailed { .. }) => "failed: gave up restarting".to_owned(),
-                    Some(_) => "failed: could not start".to_owned(),
-                    None => "stopped".to_owned(),
-                },
-            }
-        };
-        // The running instance's own lines; with none running, those of the last one that died.
-        let stderr_tail =
-            child.map_or_else(|| state.last_tail.clone(), |child| child.stderr_tail());
-        ServerHealth {
-            name: self.config.name.clone(),
-            root: self.root.clone(),
-            state: status,
-            work: child.and_then(|child| child.work()),
-            pid: child.and_then(|child| child.pid()),
-            restarts: state.total_restarts,
-            last_error: state.last_error.as_ref().map(ToString::to_string),
-            stderr_tail,
-        }
     }
 }
 

@@ -43,22 +43,30 @@ pub const MAX_FILE_SIZE: u64 = 1024 * 1024;
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize)]
 #[serde(rename_all = "lowercase")]
 pub enum SymbolKind {
+    /// A free function (or an arrow function bound to a name).
     Function,
     /// A function inside a class, `impl`, trait or interface, or a Go function with a receiver.
     Method,
+    /// A class (Python, TypeScript, JavaScript, C++).
     Class,
     /// Rust structs and unions, Go struct types, C structs and unions.
     Struct,
+    /// An enum of any of the languages.
     Enum,
+    /// A TypeScript or Go interface.
     Interface,
+    /// A Rust trait.
     Trait,
     /// Rust `mod`, TypeScript `namespace`/`module`.
     Module,
     /// C `#define NAME value`, Python upper-case module assignments, Rust/Go/JS `const`.
     Constant,
+    /// A global: a Rust `static`, a Go `var`, a C global, a top-level Python or JavaScript
+    /// variable.
     Variable,
     /// Type aliases and `typedef`s, and Go named types that are neither struct nor interface.
     Type,
+    /// A field of a struct or class.
     Field,
     /// Rust `macro_rules!`, C function-like `#define`.
     Macro,
@@ -139,7 +147,9 @@ impl SymbolKind {
 /// One definition found in a file. Approximate: see the module docs.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub struct SyntaxSymbol {
+    /// The defined name, as written.
     pub name: String,
+    /// What the definition is, as far as its syntax tells.
     pub kind: SymbolKind,
     /// 1-based line of the definition's name (not of its decorators or doc comment), so that
     /// `path:line:column` lands on the identifier.

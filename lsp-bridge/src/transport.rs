@@ -23,31 +23,35 @@
 //! editor, the output is read by a task on the runtime where the bridge's callers wait. Our own
 //! ids start at [`FIRST_OWN_ID`], far above any editor's, so the two never meet.
 //!
-//! This file is the process and the writing side; [`output`] reads the server (output, stderr,
-//! exit), [`shared`] keeps what both sides share (the pending requests, cancellation, closing).
+//! This file is the process and the writing side; [`spawn`] starts the process and its I/O,
+//! [`forward`] is the editor proxy's path (forwarded requests and the hooks that pass the
+//! server's messages on to the editor), [`output`] reads the server (output, stderr, exit),
+//! [`shared`] keeps what both sides share (the pending requests, cancellation, closing).
 //!
 //! [`Child`]: crate::child::Child
 
 use std::collections::{HashMap, VecDeque};
-use std::path::Path;
-use std::process::{ExitStatus, Stdio};
+use std::process::ExitStatus;
 use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use serde_json::{Value, json};
-use tokio::sync::{mpsc, oneshot, watch};
+use tokio::sync::{oneshot, watch};
 use tokio::time::Instant;
 
-use crate::config::{ServerConfig, find_program};
 use crate::error::{Error, Result};
-use crate::framing::{FrameWriter, set_blocking};
+use crate::framing::FrameWriter;
 
+mod forward;
 mod liveness;
 mod output;
 mod shared;
+mod spawn;
 
-use output::{Output, error_body, read_output, read_output_task, stderr_loop, watch_process};
+use forward::{Forwarded, NotificationSink};
+pub use forward::{RequestHandler, Undelivered};
+use output::error_body;
 
 /// How many stderr lines a server keeps for error messages and health reports.
 pub(crate) const STDERR_TAIL_LINES: usize = 20;
@@ -55,7 +59,7 @@ pub(crate) const STDERR_TAIL_LINES: usize = 20;
 /// 2^31: the LSP `integer` is 32-bit, and servers built on `lsp-server` (rust-analyzer, ruff)
 /// refuse a larger id as a malformed message.
 pub const FIRST_OWN_ID: i64 = 1 << 30;
-use crate::jsonrpc::code::{INTERNAL_ERROR, REQUEST_CANCELLED};
+use crate::jsonrpc::code::INTERNAL_ERROR;
 /// Once stdout has ended, how long to wait for the rest of stderr (the reason it died).
 const STDERR_DRAIN: Duration = Duration::from_millis(500);
 /// Once the process has exited, how long its stdout may stay open (held by a grandchild)
@@ -64,16 +68,6 @@ const STDOUT_DRAIN: Duration = Duration::from_secs(1);
 /// Messages read from the server that its owner has not taken yet; beyond this the reader
 /// waits (the owner handles each one at once: it only records and answers).
 const INCOMING_QUEUE: usize = 256;
-
-/// Answers a server→client request instead of the built-in answer, or declines with `None`.
-/// Called by whoever reads the server, in order with its notifications: whatever it sends on
-/// (the request to the editor) must be written before it returns, and only the wait for the
-/// answer is the returned future.
-pub type RequestHandler = Arc<
-    dyn Fn(&str, &Value) -> Option<futures_util::future::BoxFuture<'static, crate::jsonrpc::Reply>>
-        + Send
-        + Sync,
->;
 
 /// A message the server sent us that is not a response to one of our requests.
 #[derive(Debug)]
@@ -115,12 +109,6 @@ struct Pending {
 /// out or was cancelled, or the server exited): the waiting side answers then.
 pub type Relay = Box<dyn FnOnce(&Result<RawResult>) + Send>;
 
-/// Takes a forwarded request (the editor's id, the method, the request as the editor wrote it)
-/// that the server exited without answering, to deliver it to the restarted server; `false`
-/// leaves it to be answered with the error. Only requests without effects of their own are
-/// offered (not `workspace/executeCommand`), and each only once.
-pub type Undelivered = Arc<dyn Fn(i64, &str, Vec<u8>) -> bool + Send + Sync>;
-
 struct PendingTable {
     /// `Some` once the connection is gone: new requests fail at once with this reason.
     closed: Option<Closed>,
@@ -131,19 +119,6 @@ struct PendingTable {
     sweeping: bool,
     /// Until when that task sleeps: a request with an earlier deadline wakes it.
     sweep_until: Option<Instant>,
-}
-
-/// A request forwarded for the editor: its answer goes to `editor` as the server wrote it.
-struct Forwarded {
-    method: String,
-    /// The request as the editor wrote it, to deliver once more to a restarted server when
-    /// this one exits without answering ([`Undelivered`]); empty once it was delivered again.
-    body: Vec<u8>,
-    /// Where the answer goes; `None` once it was answered here (cancelled or timed out), while
-    /// the server still owes an answer.
-    editor: Option<Arc<FrameWriter>>,
-    /// When it times out; for an abandoned request, when the server counts as hung.
-    deadline: Instant,
 }
 
 /// State shared by the owner and the I/O tasks.
@@ -174,12 +149,6 @@ struct Shared {
     undelivered: Mutex<Option<Undelivered>>,
 }
 
-/// An editor that gets a server's notifications, and which of them.
-struct NotificationSink {
-    editor: Arc<FrameWriter>,
-    wanted: fn(&str) -> bool,
-}
-
 /// One running server process and its framed stdio. Dropping it kills the process.
 pub(crate) struct Transport {
     shared: Arc<Shared>,
@@ -188,117 +157,6 @@ pub(crate) struct Transport {
 }
 
 impl Transport {
-    /// Start the server in `root` and its I/O tasks. Incoming requests and notifications arrive
-    /// on the returned channel, which closes when the server's output ends.
-    pub(crate) fn spawn(
-        config: &ServerConfig,
-        root: &Path,
-    ) -> Result<(Transport, mpsc::Receiver<Incoming>)> {
-        let program =
-            find_program(&config.command).unwrap_or_else(|| config.command.clone().into());
-        let mut command = tokio::process::Command::new(&program);
-        command
-            .args(&config.args)
-            .envs(&config.env)
-            .current_dir(root)
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .kill_on_drop(true)
-            // Its own process group, so that stopping the server also stops what it spawned
-            // (tsserver, typings installers) instead of leaving orphans behind.
-            .process_group(0);
-        let spawn_error = |source| Error::Spawn {
-            server: config.name.clone(),
-            command: config.command.clone(),
-            source,
-        };
-        let mut process = command.spawn().map_err(spawn_error)?;
-        let pid = process.id();
-        let missing = || std::io::Error::other("stdio pipe missing");
-        let stdin = process
-            .stdin
-            .take()
-            .ok_or_else(missing)
-            .map_err(spawn_error)?;
-        let stdout = process
-            .stdout
-            .take()
-            .ok_or_else(missing)
-            .map_err(spawn_error)?;
-        let stderr = process
-            .stderr
-            .take()
-            .ok_or_else(missing)
-            .map_err(spawn_error)?;
-        tracing::debug!(server = %config.name, ?pid, program = %program.display(), root = %root.display(), "spawned language server");
-
-        let (writer, _) = stdin
-            .into_owned_fd()
-            .and_then(|stdin| FrameWriter::direct(&config.name, stdin))
-            .map_err(spawn_error)?;
-        // On a thread, the output needs a blocking descriptor.
-        let stdout = if config.output_thread {
-            let fd = stdout
-                .into_owned_fd()
-                .and_then(|stdout| set_blocking(&stdout).map(|()| stdout))
-                .map_err(spawn_error)?;
-            Output::Thread(fd)
-        } else {
-            Output::Task(stdout)
-        };
-        let shared = Arc::new(Shared {
-            server: config.name.clone(),
-            pid,
-            next_id: AtomicI64::new(FIRST_OWN_ID),
-            pending: Mutex::new(PendingTable {
-                closed: None,
-                requests: HashMap::new(),
-                forwarded: HashMap::new(),
-                sweeping: false,
-                sweep_until: None,
-            }),
-            writer,
-            cancel_grace: config.cancel_grace,
-            sweep: tokio::sync::Notify::new(),
-            runtime: tokio::runtime::Handle::current(),
-            stderr_tail: Mutex::new(VecDeque::new()),
-            stderr_done: watch::channel(false).0,
-            closed: watch::channel(None).0,
-            exit_status: watch::channel(None).0,
-            liveness: liveness::Liveness::new(&config.name, pid, config.hung_timeout),
-            notification_sink: Mutex::new(None),
-            request_handler: std::sync::RwLock::new(None),
-            undelivered: Mutex::new(None),
-        });
-        let (incoming_tx, incoming_rx) = mpsc::channel(INCOMING_QUEUE);
-        let (kill_tx, kill_rx) = oneshot::channel();
-        tokio::spawn(stderr_loop(shared.clone(), stderr));
-        match stdout {
-            Output::Thread(stdout) => {
-                let shared = shared.clone();
-                let reader = std::thread::Builder::new()
-                    .name(format!("{}-output", config.name))
-                    .spawn(move || read_output(shared, stdout, incoming_tx));
-                if let Err(error) = reader {
-                    let _ = process.start_kill();
-                    return Err(spawn_error(error));
-                }
-            }
-            Output::Task(stdout) => {
-                tokio::spawn(read_output_task(shared.clone(), stdout, incoming_tx));
-            }
-        }
-        tokio::spawn(watch_process(shared.clone(), process, kill_rx));
-        Ok((
-            Transport {
-                shared,
-                kill: Mutex::new(Some(kill_tx)),
-            },
-            incoming_rx,
-        ))
-    }
-
     pub(crate) fn pid(&self) -> Option<u32> {
         self.shared.pid
     }
@@ -407,120 +265,9 @@ impl Transport {
         self.shared.send(&crate::jsonrpc::reply(&id, &reply));
     }
 
-    /// Forward the editor's request `body` (JSON text, with the editor's `id`) as it is; the
-    /// server's answer goes to `editor` as the server writes it. If none comes within
-    /// `timeout`, the editor gets an error and the server `$/cancelRequest`; if the server
-    /// exits first, the editor gets the reason.
-    pub(crate) fn forward(
-        &self,
-        id: i64,
-        method: &str,
-        body: &[u8],
-        editor: &Arc<FrameWriter>,
-        timeout: Duration,
-        again: bool,
-    ) -> Result<()> {
-        debug_assert!(id < FIRST_OWN_ID, "an editor id");
-        let deadline = Instant::now() + timeout;
-        let (start_sweeping, sooner) = {
-            let mut table = self.shared.pending.lock().unwrap();
-            if let Some(closed) = &table.closed {
-                return Err(self.shared.closed_error(closed));
-            }
-            let earlier = table.forwarded.insert(
-                id,
-                Forwarded {
-                    method: method.to_owned(),
-                    // Kept only while it may be delivered again.
-                    body: if again || method == "workspace/executeCommand" {
-                        Vec::new()
-                    } else {
-                        body.to_vec()
-                    },
-                    editor: Some(editor.clone()),
-                    deadline,
-                },
-            );
-            if earlier.is_some_and(|earlier| earlier.editor.is_some()) {
-                tracing::warn!(server = %self.shared.server, id, "the editor reused the id of a request still pending: the earlier one gets no answer");
-            }
-            let sooner = table.sweep_until.is_some_and(|until| deadline < until);
-            (!std::mem::replace(&mut table.sweeping, true), sooner)
-        };
-        if start_sweeping {
-            self.shared
-                .runtime
-                .spawn(self.shared.clone().sweep_forwarded());
-        } else if sooner {
-            self.shared.sweep.notify_one();
-        }
-        // From the thread that reads the editor, this waits while the server's input is full:
-        // the editor's pipe fills in turn, and nothing grows without bound.
-        if !self.shared.writer.send_waiting(body)
-            && self
-                .shared
-                .pending
-                .lock()
-                .unwrap()
-                .forwarded
-                .remove(&id)
-                .is_some()
-        {
-            // Never delivered: the caller may send it elsewhere (to a restarted server). Had
-            // the connection been closed meanwhile, the editor would have its answer already.
-            return Err(self.shared.not_delivered());
-        }
-        Ok(())
-    }
-
-    /// From now on the server's notifications that `wanted` accepts go to `editor` as the
-    /// server wrote them, written by whoever reads the server, right where they come among
-    /// the forwarded answers: the editor gets them in the server's order, and none is dropped
-    /// (the bridge still reads each one for itself).
-    pub(crate) fn notify_to(&self, editor: Arc<FrameWriter>, wanted: fn(&str) -> bool) {
-        *self.shared.notification_sink.lock().unwrap() = Some(NotificationSink { editor, wanted });
-    }
-
-    /// From now on `handler` takes the server's requests first, on the thread that reads the
-    /// server (see [`RequestHandler`]); the ones it declines go to the owner.
-    pub(crate) fn set_request_handler(&self, handler: RequestHandler) {
-        *self.shared.request_handler.write().unwrap() = Some(handler);
-    }
-
-    /// From now on `undelivered` is offered the forwarded requests the server exits without
-    /// answering (see [`Undelivered`]).
-    pub(crate) fn on_undelivered(&self, undelivered: Undelivered) {
-        *self.shared.undelivered.lock().unwrap() = Some(undelivered);
-    }
-
     /// Whether the server's input pipe was found closed: it gets nothing more.
     pub(crate) fn input_closed(&self) -> bool {
         self.shared.writer.is_broken()
-    }
-
-    /// The editor cancelled forwarded request `id`: answer it with `RequestCancelled` now and
-    /// pass the cancellation on (a server that then does not answer within the grace is hung).
-    /// `false` when `id` is not pending here.
-    pub(crate) fn cancel_forwarded(&self, id: i64) -> bool {
-        let (method, editor) = {
-            let mut table = self.shared.pending.lock().unwrap();
-            let Some(forwarded) = table.forwarded.get_mut(&id) else {
-                return false;
-            };
-            let Some(editor) = forwarded.editor.take() else {
-                return true;
-            };
-            forwarded.deadline = Instant::now() + self.shared.cancel_grace;
-            (forwarded.method.clone(), editor)
-        };
-        self.shared.sweep.notify_one();
-        self.shared.send_cancel(id);
-        editor.send(&error_body(
-            id,
-            REQUEST_CANCELLED,
-            &format!("`{method}` was cancelled"),
-        ));
-        true
     }
 
     /// We no longer want the answer to `id`: tell the server with `$/cancelRequest`, and if it

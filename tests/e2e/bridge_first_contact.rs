@@ -167,14 +167,20 @@ async fn a_server_that_answers_nothing_while_it_may_be_indexing_is_reported_as_s
     // Past its index_wait a server stays "may be indexing" (nothing says otherwise), and the
     // tool says so instead of "no results".
     let preset = agent_lsp::preset::Preset::builtin("standard").unwrap();
-    let runtime = agent_lsp::harness::runtime_with(
+    let mut host = agent_lsp::host::ToolHost::standalone(
         workspace.path(),
-        &preset,
-        bridge.clone(),
-        queries.documents.clone(),
-        &agent_tests::plugin_tools(&preset, workspace.path()),
+        lsp_bridge::BridgeConfig::builtin(),
     )
     .unwrap();
+    host.bridge = bridge.clone();
+    host.documents = queries.documents.clone();
+    let runtime = host
+        .runtime(
+            &preset,
+            &agent_tests::plugin_assembly(&preset, workspace.path()),
+            &Arc::default(),
+        )
+        .unwrap();
     let state = tempfile::tempdir().unwrap();
     let header = agent_lsp::session::event::SessionHeader {
         schema: agent_lsp::session::event::SCHEMA_VERSION,

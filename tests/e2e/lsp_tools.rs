@@ -6,7 +6,6 @@
 
 use std::process::Command;
 
-use agent_lsp::harness::runtime_for;
 use agent_lsp::preset::Preset;
 use agent_lsp::session::Session;
 use agent_lsp::session::event::{SCHEMA_VERSION, SessionHeader};
@@ -30,13 +29,8 @@ impl Harness {
         let workspace = agent_tests::fixture(fixture);
         let state = tempfile::tempdir().unwrap();
         let preset = Preset::builtin("standard").unwrap();
-        let (runtime, bridge) = runtime_for(
-            workspace.path(),
-            &preset,
-            agent_tests::bridge_config(),
-            &agent_tests::plugin_tools(&preset, workspace.path()),
-        )
-        .unwrap();
+        let (runtime, bridge) =
+            agent_tests::tool_runtime(&preset, workspace.path(), agent_tests::bridge_config());
         let header = SessionHeader {
             schema: SCHEMA_VERSION,
             session_id: "lsp".into(),
@@ -381,16 +375,14 @@ async fn without_a_server_symbols_come_from_tree_sitter_labelled_approximate() {
     .unwrap();
     let preset = Preset::builtin("standard").unwrap();
     // No server configured at all: every language falls back.
-    let (runtime, _bridge) = runtime_for(
-        workspace.path(),
+    let (runtime, _bridge) = agent_tests::tool_runtime(
         &preset,
+        workspace.path(),
         lsp_bridge::BridgeConfig {
             servers: vec![],
             ..lsp_bridge::BridgeConfig::builtin()
         },
-        &agent_tests::plugin_tools(&preset, workspace.path()),
-    )
-    .unwrap();
+    );
     let state = tempfile::tempdir().unwrap();
     let header = SessionHeader {
         schema: SCHEMA_VERSION,

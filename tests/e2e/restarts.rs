@@ -6,7 +6,6 @@
 
 use std::process::Command;
 
-use agent_lsp::harness::runtime_for;
 use agent_lsp::preset::Preset;
 use agent_lsp::session::Session;
 use agent_lsp::session::event::{SCHEMA_VERSION, SessionHeader};
@@ -24,13 +23,8 @@ async fn the_agents_query_after_its_server_was_killed_is_answered_by_a_restarted
     let workspace = agent_tests::fixture("python");
     let state = tempfile::tempdir().unwrap();
     let preset = Preset::builtin("standard").unwrap();
-    let (runtime, bridge) = runtime_for(
-        workspace.path(),
-        &preset,
-        agent_tests::bridge_config(),
-        &agent_tests::plugin_tools(&preset, workspace.path()),
-    )
-    .unwrap();
+    let (runtime, bridge) =
+        agent_tests::tool_runtime(&preset, workspace.path(), agent_tests::bridge_config());
     let header = SessionHeader {
         schema: SCHEMA_VERSION,
         session_id: "restart".into(),

@@ -279,7 +279,8 @@ fn agent_for(endpoint: &ModelEndpoint, preset: Preset, workspace: &Path) -> Agen
     let config = ProviderConfig::resolve(&options, |_| None).expect("provider config");
     let provider = Provider::new(config).expect("provider");
     let host = crate::plugin_host(&preset, workspace, Some(provider.clone()));
-    let assembly = agent_lsp::harness::assemble(&preset, &host).expect("the preset's plugins");
+    let assembly =
+        agent_lsp::host::assembly::assemble(&preset, &host).expect("the preset's plugins");
     let mut registry = ToolRegistry::standard();
     for tool in assembly.tools {
         registry.register_shared(tool);

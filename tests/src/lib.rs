@@ -150,15 +150,33 @@ pub fn plugin_host(
     }
 }
 
-/// The tools the plugins of `preset` bring (`recall_history` with compaction), for tests that
-/// build a tool runtime without an agent.
-pub fn plugin_tools(
+/// The plugins of `preset` and the tools they bring (`recall_history` with compaction), for
+/// tests that build a tool runtime without an agent.
+pub fn plugin_assembly(
     preset: &agent_lsp::preset::Preset,
     workspace: &Path,
-) -> Vec<std::sync::Arc<dyn agent_lsp::tools::Tool>> {
-    agent_lsp::harness::assemble(preset, &plugin_host(preset, workspace, None))
+) -> agent_lsp::plugin::registry::Assembly {
+    agent_lsp::host::assembly::assemble(preset, &plugin_host(preset, workspace, None))
         .expect("the preset's plugins")
-        .tools
+}
+
+/// The tool runtime of `preset` on `workspace` over a bridge of its own to `servers`, as a
+/// host makes it (its catalog, permissions and write observer), and that bridge, to shut its
+/// servers down.
+pub fn tool_runtime(
+    preset: &agent_lsp::preset::Preset,
+    workspace: &Path,
+    servers: lsp_bridge::BridgeConfig,
+) -> (agent_lsp::tools::ToolRuntime, lsp_bridge::Bridge) {
+    let host = agent_lsp::host::ToolHost::standalone(workspace, servers).expect("a tool host");
+    let runtime = host
+        .runtime(
+            preset,
+            &plugin_assembly(preset, workspace),
+            &std::sync::Arc::default(),
+        )
+        .expect("the preset's tools");
+    (runtime, host.bridge)
 }
 
 /// The built-in language servers, with each command that is not on `PATH` looked up in

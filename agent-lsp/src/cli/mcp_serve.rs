@@ -1,7 +1,7 @@
-//! `agent-lsp mcp serve`: build the tool runtime as `agent-lsp tool` does, add the MCP
-//! server's own tools, open the session that records the calls, and serve MCP over stdio
-//! until the client closes it, or over streamable HTTP (`--http ADDR`) until Ctrl-C or
-//! SIGTERM (see [`crate::mcp_serve`]).
+//! `agent-lsp mcp serve`: a host as `agent-lsp tool` makes one, with the MCP server's own
+//! tools in its catalog and a session that records the calls; then MCP over stdio until the
+//! client closes it, or over streamable HTTP (`--http ADDR`) until Ctrl-C or SIGTERM (see
+//! [`crate::mcp_serve`]).
 
 use std::net::SocketAddr;
 use std::process::ExitCode;
@@ -10,13 +10,13 @@ use std::sync::Arc;
 use anyhow::Context;
 use clap::Args;
 
-use super::run::standard_runtime;
+use crate::activity::Activity;
 use crate::config::Config;
 use crate::file_index::{FilesConfig, LiveIndex};
+use crate::host::{Host, Start, ToolHost};
 use crate::mcp_serve::McpServer;
 use crate::mcp_serve::tools::{FilesTool, SessionListTool, SessionShowTool};
 use crate::preset::{Preset, PresetDirs};
-use crate::session::log::Durability;
 use crate::session::store::Store;
 use crate::tools::HeadlessAsker;
 use crate::workspace::Workspace;
@@ -53,38 +53,34 @@ pub fn run(store: &Store, args: McpServeArgs) -> anyhow::Result<ExitCode> {
         "readonly"
     });
     let preset = Preset::load(preset_name, &PresetDirs::for_workspace(store.workspace()))?;
-    let super::run::Standard {
-        tools: runtime,
-        bridge,
-        shared,
-        ..
-    } = standard_runtime(
-        store,
-        &preset,
-        &config,
-        None,
-        Arc::new(HeadlessAsker { yes: false }),
-        "mcp serve",
-    )?;
     let workspace = Workspace::new(store.workspace())?;
     let index = LiveIndex::start(&workspace, FilesConfig::from_options(&config.files), true)
         .context("failed to start the file index")?;
-    let runtime = runtime
-        .register(FilesTool {
+    let mut tools = ToolHost::owned(
+        store,
+        &config,
+        Arc::new(HeadlessAsker { yes: false }),
+        "mcp serve",
+    )?;
+    tools.front_end = vec![
+        Arc::new(FilesTool {
             index: Arc::new(index),
-        })
-        .register(SessionListTool {
+        }),
+        Arc::new(SessionListTool {
             store: store.clone(),
-        })
-        .register(SessionShowTool {
+        }),
+        Arc::new(SessionShowTool {
             store: store.clone(),
-        });
-    let session = store.create_session(&preset, Durability::Sync)?;
+        }),
+    ];
+    let host = Host::new(store.clone(), Arc::new(Activity::default()), tools);
+    let preset_name = preset.name.clone();
+    let conversation = host.open(host.choose(Start::New(preset))?, None, None)?;
+    let (runtime, session) = conversation.into_tools_and_session();
     let id = session.id().to_owned();
     // stdout carries the protocol; the one line for the person who started us goes to stderr.
     eprintln!(
-        "agent-lsp mcp serve: preset {}, recording calls in session {id} (agent-lsp session show {})",
-        preset.name,
+        "agent-lsp mcp serve: preset {preset_name}, recording calls in session {id} (agent-lsp session show {})",
         &id[id.len().saturating_sub(4)..]
     );
     let server = McpServer::new(runtime, session, args.allow_write);
@@ -99,8 +95,7 @@ pub fn run(store: &Store, args: McpServeArgs) -> anyhow::Result<ExitCode> {
                     .await
             }
         };
-        shared.close().await;
-        bridge.shutdown_all().await;
+        host.shutdown().await;
         result
     })?;
     // A pending stdin read cannot be cancelled (tokio reads stdin on a blocking thread); the

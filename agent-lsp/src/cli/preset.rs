@@ -45,7 +45,7 @@ pub fn run(workspace: &Path, command: PresetCommand) -> anyhow::Result<ExitCode>
 /// A listed preset's description, or why it does not load.
 fn description(workspace: &Path, listed: &Listed) -> Result<String, String> {
     let found = &listed.found;
-    crate::harness::parse_preset(workspace, &found.name, &found.origin(), &found.text)
+    crate::host::assembly::parse_preset(workspace, &found.name, &found.origin(), &found.text)
         .map(|preset| preset.file.description)
         .map_err(|error| format!("{error:#}"))
 }
@@ -144,7 +144,7 @@ fn new(
 ) -> anyhow::Result<ExitCode> {
     catalog::check_name(name)?;
     let (base, origin, text) = text_of(dirs, from)?;
-    crate::harness::parse_preset(workspace, &base, &origin, &text)
+    crate::host::assembly::parse_preset(workspace, &base, &origin, &text)
         .with_context(|| format!("preset `{from}` cannot be copied: it is not valid"))?;
     if scope == Scope::Workspace
         && let Some(hiding) = catalog::candidates(name, dirs)?

@@ -4,25 +4,20 @@ use std::io::{IsTerminal, Write};
 use std::process::ExitCode;
 use std::sync::Arc;
 
-use anyhow::{Context, bail};
 use clap::Args;
 use futures_util::future::BoxFuture;
 use serde_json::json;
 use tokio_util::sync::CancellationToken;
 
-use crate::agent::{Agent, Plugin, TurnOutcome, TurnUi};
+use crate::agent::{TurnOutcome, TurnUi};
 use crate::config::Config;
-use crate::launch::{Launcher, ToolHost};
+use crate::host::{Host, Start, ToolHost};
 use crate::llm::provider::{Provider, ProviderConfig, ProviderError};
-use crate::preset::{DEFAULT_PRESET, Preset, PresetDirs};
+use crate::preset::DEFAULT_PRESET;
 use crate::session::Session;
 use crate::session::event::ToolCallRef;
-use crate::session::log::Durability;
 use crate::session::store::Store;
-use crate::shared_bridge::SharedBridge;
-use crate::tools::{Asker, HeadlessAsker, ToolRuntime};
-use crate::workspace::Workspace;
-use lsp_bridge::Bridge;
+use crate::tools::{Asker, HeadlessAsker};
 
 /// Exit code when no model endpoint is configured.
 mod progress;
@@ -90,71 +85,46 @@ pub fn not_configured_message() -> String {
 
 pub fn run(store: &Store, args: RunArgs) -> anyhow::Result<ExitCode> {
     let config = Config::load()?;
-    let (preset, existing) = match &args.session {
-        Some(query) => {
-            let id = store.resolve(query)?;
-            let history = store.load(&id)?;
-            let header = history.header().context("the session has no header")?;
-            if let Some(asked) = &args.preset
-                && *asked != header.preset
-            {
-                bail!(
-                    "session {id} uses preset `{}`; a session keeps its preset (start a new session for `{asked}`)",
-                    header.preset
-                );
-            }
-            let preset = Preset::of_session(header)?;
-            (preset, Some(id))
-        }
-        None => (
-            Preset::load(
-                args.preset
-                    .as_deref()
-                    .or(config.preset.as_deref())
-                    .unwrap_or(DEFAULT_PRESET),
-                &PresetDirs::for_workspace(store.workspace()),
-            )?,
-            None,
-        ),
-    };
-    let Some(provider_config) =
-        provider_config(&config, &args.model, preset.file.model.name.as_deref())?
-    else {
-        eprintln!("agent-lsp: {}", not_configured_message());
-        return Ok(ExitCode::from(EXIT_NOT_CONFIGURED));
-    };
-    let provider = Provider::new(provider_config)?;
-
     let interactive = std::io::stdin().is_terminal() && std::io::stderr().is_terminal();
     let asker: Arc<dyn Asker> = if interactive && !args.yes {
         Arc::new(TerminalAsker)
     } else {
         Arc::new(HeadlessAsker { yes: args.yes })
     };
-    let Standard {
-        tools,
-        bridge,
-        shared,
-        plugins,
-        activity,
-    } = standard_runtime(
-        store,
-        &preset,
-        &config,
-        Some(provider.clone()),
-        asker,
-        "run",
-    )?;
-
-    let mut agent = Agent::new(provider, tools, preset.clone(), plugins);
-    // A prompt too long to record is refused before a session is made or opened for it.
-    agent.prompt_text(&args.prompt)?;
-    let mut session = match &existing {
-        Some(id) => store.open(id, Durability::Sync)?,
-        None => store.create_session(&preset, Durability::Sync)?,
+    let activity = Arc::new(crate::activity::Activity::default());
+    let host = Host::new(
+        store.clone(),
+        activity.clone(),
+        ToolHost::owned(store, &config, asker, "run")?,
+    );
+    let start = match &args.session {
+        Some(session) => Start::Continue {
+            session,
+            preset: args.preset.as_deref(),
+        },
+        None => Start::New(
+            host.preset(
+                args.preset
+                    .as_deref()
+                    .or(config.preset.as_deref())
+                    .unwrap_or(DEFAULT_PRESET),
+            )?,
+        ),
     };
+    let opening = host.choose(start)?;
+    let Some(provider_config) = provider_config(
+        &config,
+        &args.model,
+        opening.preset().file.model.name.as_deref(),
+    )?
+    else {
+        eprintln!("agent-lsp: {}", not_configured_message());
+        return Ok(ExitCode::from(EXIT_NOT_CONFIGURED));
+    };
+    let provider = Provider::new(provider_config)?;
+    let mut conversation = host.open(opening, Some(provider), Some(&args.prompt))?;
     // Progress shows the plan when it changes, so it starts from the one the session has.
-    let plan = crate::plans::Watch::new(session.history());
+    let plan = crate::plans::Watch::new(conversation.session.history());
     let (mut ui, activity_out): (Box<dyn TurnUi>, _) = if args.json {
         (Box::new(JsonUi::new(plan)), ActivityOut::Json)
     } else {
@@ -175,16 +145,14 @@ pub fn run(store: &Store, args: RunArgs) -> anyhow::Result<ExitCode> {
             }
         });
         let shown = tokio::spawn(progress::show_activity(activity, activity_out));
-        let outcome = agent
-            .run_turn(&mut session, &args.prompt, &cancel, ui.as_mut())
+        let outcome = conversation
+            .submit(&args.prompt, &cancel, ui.as_mut())
             .await;
         shown.abort();
-        // Clients attached to this run's bridge find it gone and take over.
-        shared.close().await;
-        bridge.shutdown_all().await;
+        host.shutdown().await;
         outcome
     });
-    finish(&session, outcome, args.json)
+    finish(&conversation.session, outcome, args.json)
 }
 
 /// Print how the turn ended and pick the exit code. A turn that answered with items of its plan
@@ -258,56 +226,6 @@ fn finish(
         eprintln!("session {id} (agent-lsp session show {short})");
     }
     Ok(ExitCode::from(code))
-}
-
-/// What a terminal command runs with: the preset's tools, the bridge under the `lsp_*` tools (to
-/// shut its servers down) and the preset's plugins.
-pub struct Standard {
-    pub tools: ToolRuntime,
-    pub bridge: Bridge,
-    /// The workspace's shared bridge: the `lsp_*` tools attach to another process's, or
-    /// publish `bridge` for others.
-    pub shared: Arc<SharedBridge>,
-    pub plugins: Vec<Box<dyn Plugin>>,
-    /// The jobs and sub-agents the run's agents start.
-    pub activity: Arc<crate::activity::Activity>,
-}
-
-/// The plugins of `preset` and its tools for the store's workspace, with the language servers
-/// of `config`, asking `asker` for `ask` permissions; sub-agents get their tools the same way,
-/// over the same bridge. Without a `provider` the plugins that need a model (compaction's
-/// summaries, sub-agents) build nothing, but every tool is there.
-pub fn standard_runtime(
-    store: &Store,
-    preset: &Preset,
-    config: &Config,
-    provider: Option<Provider>,
-    asker: Arc<dyn Asker>,
-    role: &'static str,
-) -> anyhow::Result<Standard> {
-    let workspace = Workspace::new(store.workspace())?.root().to_owned();
-    let bridge = Bridge::new(config.bridge_config()?, vec![workspace.clone()]);
-    let shared = SharedBridge::new(store, role);
-    let documents = Arc::new(lsp_bridge::documents::DocumentMirror::new());
-    let tools = ToolHost {
-        workspace,
-        bridge: bridge.clone(),
-        documents,
-        web: crate::web::WebRuntime::new(&config.web, Config::path().as_deref())?,
-        asker,
-        buffers: None,
-        shared: Some(shared.clone()),
-    };
-    let activity = Arc::new(crate::activity::Activity::default());
-    let launcher = Launcher::new(store.clone(), provider, activity.clone(), tools);
-    let parts = launcher.parts(preset)?;
-    Ok(Standard {
-        tools: parts.tools,
-        bridge,
-        shared,
-        plugins: parts.plugins,
-        activity,
-    })
 }
 
 #[allow(clippy::print_stdout)]

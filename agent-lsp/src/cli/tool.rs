@@ -10,10 +10,10 @@ use clap::Args;
 use serde_json::json;
 use tokio_util::sync::CancellationToken;
 
-use super::run::standard_runtime;
+use crate::activity::Activity;
 use crate::config::Config;
-use crate::preset::{DEFAULT_PRESET, Preset, PresetDirs};
-use crate::session::log::Durability;
+use crate::host::{Host, Start, ToolHost};
+use crate::preset::DEFAULT_PRESET;
 use crate::session::store::Store;
 use crate::tools::HeadlessAsker;
 
@@ -48,20 +48,18 @@ pub fn run(store: &Store, args: ToolArgs) -> anyhow::Result<ExitCode> {
         .as_deref()
         .or(config.preset.as_deref())
         .unwrap_or(DEFAULT_PRESET);
-    let preset = Preset::load(preset_name, &PresetDirs::for_workspace(store.workspace()))?;
-    let super::run::Standard {
-        tools: runtime,
-        bridge,
-        shared,
-        ..
-    } = standard_runtime(
-        store,
-        &preset,
-        &config,
-        None,
-        Arc::new(HeadlessAsker { yes: args.yes }),
-        "tool",
-    )?;
+    let host = Host::new(
+        store.clone(),
+        Arc::new(Activity::default()),
+        ToolHost::owned(
+            store,
+            &config,
+            Arc::new(HeadlessAsker { yes: args.yes }),
+            "tool",
+        )?,
+    );
+    let preset = host.preset(preset_name)?;
+    let runtime = host.parts(&preset)?.tools;
     let mut out = std::io::stdout().lock();
 
     if args.list {
@@ -90,24 +88,23 @@ pub fn run(store: &Store, args: ToolArgs) -> anyhow::Result<ExitCode> {
             runtime.registry().names().collect::<Vec<_>>().join(", ")
         );
     }
-    let mut session = match &args.session {
-        Some(query) => store.open(query, Durability::Sync)?,
-        None => store.create_session(&preset, Durability::Sync)?,
+    let start = match &args.session {
+        Some(session) => host.choose(Start::Record { session, preset })?,
+        None => host.choose(Start::New(preset))?,
     };
+    let mut conversation = host.open(start, None, None)?;
     let tokio = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()?;
     let cancel = CancellationToken::new();
     let outcome = tokio
         .block_on(async {
-            let outcome = runtime
-                .run_one(&mut session, &name, &args.args, &cancel)
-                .await;
-            shared.close().await;
-            bridge.shutdown_all().await;
+            let outcome = conversation.call(&name, &args.args, &cancel).await;
+            host.shutdown().await;
             outcome
         })
         .with_context(|| format!("failed to record the `{name}` call"))?;
+    let session = &mut conversation.session;
     session.flush()?;
     if args.json {
         let value = json!({

@@ -6,7 +6,7 @@
 //! (a provider stated a smaller one). A summary cannot fold such a message, since the summary
 //! request replays it, nor can it fold one among the recent steps it keeps verbatim; so every
 //! request failed, an empty prompt too. Elision replaces each surface entry over the
-//! [`message_budget`] with a stub of the same shape that keeps its head and tail and says what
+//! `message_budget` with a stub of the same shape that keeps its head and tail and says what
 //! was removed and how to recall it: a user message by a user message, an answer by an answer
 //! with the same calls, a result by a result for the same call, so tool pairs stay whole. The
 //! log keeps the original, and the stub is far under the budget, so an entry is elided once.

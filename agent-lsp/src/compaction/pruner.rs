@@ -250,6 +250,7 @@ impl ToolResultPruner {
                 0,
             ))),
             tools: Vec::new(),
+            shell: None,
         })
     }
 }

@@ -23,16 +23,6 @@ pub struct SurfaceRange {
     pub end_seq: u64,
 }
 
-impl SurfaceRange {
-    pub fn len(&self) -> usize {
-        self.last - self.first + 1
-    }
-
-    pub fn is_empty(&self) -> bool {
-        false
-    }
-}
-
 /// Position of the first surface entry that belongs to one of the last `keep` model steps,
 /// counted as distinct `(turn, step)` pairs from the end. `entries.len()` when `keep` is 0.
 pub fn recent_steps_start(history: &History, keep: u32) -> usize {
@@ -279,6 +269,7 @@ mod tests {
         assert_eq!(last_clean_cut(entries, 0, 2), Some(0));
         assert_eq!(last_clean_cut(entries, 1, 2), None);
         assert!(region_of(session.history(), 2, 4).is_err());
-        assert_eq!(region_of(session.history(), 3, 5).unwrap().len(), 3);
+        let region = region_of(session.history(), 3, 5).unwrap();
+        assert_eq!(region.last - region.first + 1, 3);
     }
 }

@@ -70,6 +70,7 @@ pub fn instruction() -> String {
 /// What a summarizer gets.
 #[derive(Clone, Debug)]
 pub struct SummaryInput {
+    /// The compaction this summary is for, as its events name it.
     pub compaction_id: String,
     /// The prefix replayed verbatim plus the instruction, ready to send.
     pub request: ModelRequest,
@@ -89,7 +90,10 @@ impl SummaryInput {
 /// A summary and what it cost.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Summary {
+    /// The summary, in the template's sections, stripped of any tags the model wrapped it in.
     pub text: String,
+    /// What the provider reported for the summary call; `None` for a summarizer that calls no
+    /// model.
     pub usage: Option<Usage>,
 }
 
@@ -98,6 +102,8 @@ pub struct Summary {
 pub trait Summarizer: Send + Sync {
     /// Recorded in `compaction/summary`.
     fn name(&self) -> &'static str;
+    /// Summarize the folded messages of `input`; `cancel` stops a call in flight (the turn was
+    /// cancelled, or the candidate went stale).
     fn summarize(
         &self,
         input: SummaryInput,
@@ -226,6 +232,7 @@ fn carried_goal(history: &History, shadowed_seqs: &[u64]) -> Option<String> {
 
 /// The tags around the goal a checkpoint carries.
 pub const GOAL_OPEN: &str = "<goal>";
+/// See [`GOAL_OPEN`].
 pub const GOAL_CLOSE: &str = "</goal>";
 
 fn one_line(text: &str, max: usize) -> String {
@@ -250,6 +257,7 @@ fn clean_summary(text: &str) -> anyhow::Result<String> {
 /// Summarizes with the session's model, replaying the cached prefix.
 #[derive(Clone, Debug)]
 pub struct LlmSummarizer {
+    /// The session's provider: the same endpoint and model, so the cached prefix is hit.
     pub provider: Provider,
 }
 

@@ -26,9 +26,11 @@ pub struct Record {
     pub digest: String,
     /// Where the context came from: `buffer`, and `SERVER hover SYMBOL` per signature.
     pub sources: Vec<String>,
-    /// Characters of the prompt and of the suffix, and of the prompt the servers added.
+    /// Characters of the prompt sent (the text before the cursor, grounding included).
     pub prompt_chars: usize,
+    /// Characters of the suffix sent (the text after the cursor).
     pub suffix_chars: usize,
+    /// Characters of the prompt the servers added (the signatures near the cursor).
     pub grounding_chars: usize,
     /// From the request's arrival to its answer.
     pub latency_ms: f64,
@@ -45,6 +47,8 @@ pub struct Record {
     pub result: String,
     /// Answered from the cache, without a request.
     pub cache_hit: bool,
+    /// Whether the editor cancelled it or the next keystroke superseded it; its latency says
+    /// nothing about the model, so the summary leaves it out.
     pub cancelled: bool,
     /// The suggestion's length in characters.
     pub suggestion_chars: usize,
@@ -67,6 +71,7 @@ impl CompletionLog {
         }
     }
 
+    /// The log file, for messages that name it.
     pub fn path(&self) -> &Path {
         &self.path
     }
@@ -118,21 +123,28 @@ impl CompletionLog {
 /// What `agent-lsp completions stats` prints.
 #[derive(Clone, Debug, Default, PartialEq, Serialize)]
 pub struct Stats {
+    /// Requests in the log.
     pub count: usize,
+    /// Requests answered with a suggestion.
     pub suggested: usize,
+    /// Requests that failed (the model endpoint, usually).
     pub failed: usize,
     /// Latency of the requests that were answered (not cancelled), in ms.
     pub latency_p50_ms: f64,
+    /// See [`Stats::latency_p50_ms`].
     pub latency_p95_ms: f64,
     /// The server's own overhead of the requests that reached the model, in ms.
     pub overhead_p50_ms: f64,
+    /// See [`Stats::overhead_p50_ms`].
     pub overhead_p95_ms: f64,
-    /// Shares of all requests, from 0 to 1.
+    /// The share of all requests that were cancelled, from 0 to 1.
     pub cancelled_share: f64,
+    /// The share of all requests answered from the cache, from 0 to 1.
     pub cache_hit_share: f64,
 }
 
 impl Stats {
+    /// The summary of `records`; all zeros for none.
     pub fn of(records: &[Record]) -> Stats {
         let count = records.len();
         if count == 0 {

@@ -16,6 +16,8 @@ use crate::session::event::SectionRecord;
 /// One named block of system text.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Section {
+    /// The section's name (`instructions`, `memory`, …); a second section of the same id
+    /// replaces the first.
     pub id: String,
     /// Lower orders come first; ties are broken by `id`.
     pub order: i32,
@@ -37,9 +39,14 @@ pub struct SystemPrompt {
 /// The result of [`SystemPrompt::assemble`].
 #[derive(Clone, Debug, PartialEq)]
 pub struct AssembledPrompt {
+    /// The system text, sections in order with their variables filled in.
     pub system: String,
+    /// The tool catalog, sorted by name so the bytes do not depend on registration order.
     pub tools: Vec<ToolDef>,
+    /// sha256 of `system`: a request header repeats the text only when this changes.
     pub system_digest: String,
+    /// sha256 of the catalog's canonical JSON: a request header repeats the catalog only when
+    /// this changes.
     pub tools_digest: String,
     /// The sourced sections, in prompt order, with the digest of their rendered text.
     pub sections: Vec<SectionRecord>,
@@ -89,19 +96,20 @@ impl SystemPrompt {
         self
     }
 
-    /// Add a tool, or replace the one with the same name.
     /// The tools added so far, in the order they were added (the catalog is sorted when the
     /// prompt is assembled).
     pub fn tools(&self) -> &[ToolDef] {
         &self.tools
     }
 
+    /// Add a tool, or replace the one with the same name.
     pub fn tool(&mut self, tool: ToolDef) -> &mut Self {
         self.tools.retain(|existing| existing.name != tool.name);
         self.tools.push(tool);
         self
     }
 
+    /// Set the value `{{name}}` is replaced with in every section's text.
     pub fn variable(&mut self, name: &str, value: &str) -> &mut Self {
         self.variables.insert(name.to_owned(), value.to_owned());
         self

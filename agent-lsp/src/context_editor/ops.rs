@@ -23,24 +23,27 @@
 //! - **replace**: the new text takes the target's place, keeping the role where it can (a tool
 //!   result stays a result of the same call, an assistant text stays an assistant message).
 
-use std::fmt;
+mod audit;
+mod fold_summary;
+mod outcome;
+mod plan;
 
 use anyhow::Context;
 use serde::{Deserialize, Serialize};
-use serde_json::json;
-use tokio_util::sync::CancellationToken;
 
-use super::{Reference, preview, segments};
-use crate::compaction::range::region_of;
-use crate::context::request::replay_request;
-use crate::llm::provider::Provider;
-use crate::llm::{Message, ModelRequest};
+use super::segments;
 use crate::session::event::{
-    AssistantMessage, ContextEditBegin, ContextEditEnd, ContextEditOp, ContextEditResult,
-    EventBody, SurfaceEdit, SurfaceOp, ToolResult, UserMessage,
+    ContextEditBegin, ContextEditOp, ContextEditResult, EventBody, SurfaceEdit, SurfaceOp,
 };
-use crate::session::{History, NewEvent, Session, message_of};
+use crate::session::{History, NewEvent, Session};
 use crate::tokens::{TokenMeter, estimate_message};
+use audit::{describe_after, describe_op};
+use plan::plan_op;
+
+pub(crate) use audit::edit_history;
+pub use fold_summary::{FOLD_INSTRUCTION_MARKER, next_request, write_fold_summaries};
+pub use outcome::{BatchReport, NeedsConfirmation, Refused};
+pub use plan::mechanical_summary;
 
 /// Framing of a folded range.
 pub const FOLD_TAG: &str = "folded-context";
@@ -60,30 +63,45 @@ pub enum EditOp {
     /// Replace with a summary: given, model-written ([`write_fold_summaries`]), or else a
     /// mechanical one.
     Fold {
+        /// The first segment folded.
         id: u64,
+        /// The last segment folded, when the fold covers a range.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         end: Option<u64>,
+        /// The summary to put in the range's place; `None` leaves it to the model or to the
+        /// mechanical summary.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         summary: Option<String>,
     },
+    /// Append a framed copy of one segment at the tail, where it stays in view after later
+    /// compactions (see the module documentation for why it is a copy).
     Pin {
+        /// The segment copied.
         id: u64,
     },
+    /// Take segments off the surface; needs `force` when later messages refer to them.
     Delete {
+        /// The first segment removed.
         id: u64,
+        /// The last segment removed, when the delete covers a range.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         end: Option<u64>,
     },
+    /// Put new text in the place of segments, keeping their role where it can.
     Replace {
+        /// The first segment replaced.
         id: u64,
+        /// The last segment replaced, when the replacement covers a range.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         end: Option<u64>,
+        /// The text that takes the range's place.
         text: String,
     },
 }
 
 impl EditOp {
-    pub fn name(&self) -> &'static str {
+    /// The op's name as the audit trail and error messages write it (`fold`, `pin`, …).
+    fn name(&self) -> &'static str {
         match self {
             EditOp::Fold { .. } => "fold",
             EditOp::Pin { .. } => "pin",
@@ -110,7 +128,10 @@ pub struct BatchOptions {
     pub actor: String,
     /// Delete segments that later messages refer to without asking.
     pub force: bool,
+    /// The turn the batch's events are recorded under: the last turn for an edit between
+    /// turns, the running one for a rule.
     pub turn: u32,
+    /// The step the batch's events are recorded under (0 between turns).
     pub step: u32,
 }
 
@@ -125,124 +146,6 @@ impl BatchOptions {
         }
     }
 }
-
-/// What an applied batch did.
-#[derive(Clone, Debug, PartialEq, Serialize)]
-pub struct BatchReport {
-    pub edit_id: String,
-    /// Roll back to this generation to undo the batch.
-    pub snapshot: u64,
-    /// The surface generation after the batch.
-    pub generation: u64,
-    pub results: Vec<ContextEditResult>,
-    pub tokens_before: u64,
-    pub tokens_after: u64,
-}
-
-impl BatchReport {
-    /// Close the batch (or rollback) in the log as applied, after its surface events.
-    fn record(
-        self,
-        session: &mut Session,
-        (turn, step): (u32, u32),
-    ) -> anyhow::Result<BatchReport> {
-        session.append(NewEvent::new(
-            turn,
-            step,
-            EventBody::ContextEditEnd(ContextEditEnd {
-                edit_id: self.edit_id.clone(),
-                outcome: "applied".into(),
-                reason: None,
-                results: self.results.clone(),
-                generation: self.generation,
-                tokens_before: self.tokens_before,
-                tokens_after: self.tokens_after,
-            }),
-        ))?;
-        session.flush()?;
-        Ok(self)
-    }
-}
-
-/// A delete of segments that later messages refer to, asked without `force`. Nothing was
-/// written.
-#[derive(Clone, Debug, PartialEq, Serialize)]
-pub struct NeedsConfirmation {
-    /// Each referenced segment and what refers to it.
-    pub referenced: Vec<(u64, Vec<Reference>)>,
-}
-
-impl fmt::Display for NeedsConfirmation {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let list = self
-            .referenced
-            .iter()
-            .map(|(id, references)| {
-                let by = references
-                    .iter()
-                    .map(|r| format!("#{} ({})", r.id, r.reason))
-                    .collect::<Vec<_>>()
-                    .join(", ");
-                format!("#{id} is referred to by {by}")
-            })
-            .collect::<Vec<_>>()
-            .join("; ");
-        write!(
-            f,
-            "later messages refer to what the delete would remove ({list}); fold it instead, or confirm the delete (--force)"
-        )
-    }
-}
-
-impl std::error::Error for NeedsConfirmation {}
-
-/// A batch the surface refused; the refusal is recorded in the log.
-#[derive(Clone, Debug, PartialEq)]
-pub struct Refused {
-    pub edit_id: String,
-    pub reason: String,
-}
-
-impl Refused {
-    /// Close the batch in the log as refused (the surface stays at `generation`) and turn the
-    /// refusal into the caller's error.
-    fn record(
-        self,
-        session: &mut Session,
-        (turn, step): (u32, u32),
-        generation: u64,
-        tokens: u64,
-    ) -> anyhow::Result<anyhow::Error> {
-        session.append(NewEvent::new(
-            turn,
-            step,
-            EventBody::ContextEditEnd(ContextEditEnd {
-                edit_id: self.edit_id.clone(),
-                outcome: "refused".into(),
-                reason: Some(self.reason.clone()),
-                results: Vec::new(),
-                generation,
-                tokens_before: tokens,
-                tokens_after: tokens,
-            }),
-        ))?;
-        session.flush()?;
-        tracing::warn!(edit_id = %self.edit_id, reason = %self.reason, "context edit refused");
-        Ok(self.into())
-    }
-}
-
-impl fmt::Display for Refused {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(
-            f,
-            "{} was refused, nothing changed: {}",
-            self.edit_id, self.reason
-        )
-    }
-}
-
-impl std::error::Error for Refused {}
 
 /// Estimated tokens of the surface, calibrated.
 pub fn surface_tokens(history: &History) -> u64 {
@@ -488,422 +391,4 @@ fn check_references(history: &History, ops: &[EditOp], force: bool) -> anyhow::R
     } else {
         Err(NeedsConfirmation { referenced }.into())
     }
-}
-
-/// The event that carries `op` on the surface as it is in `sim`.
-fn plan_op(
-    sim: &History,
-    op: &EditOp,
-    edit_id: &str,
-    turn: u32,
-    step: u32,
-) -> anyhow::Result<NewEvent> {
-    let (start, end) = op.range();
-    let target = |seq: u64| -> anyhow::Result<&crate::session::event::Event> {
-        anyhow::ensure!(
-            sim.surface().contains(seq),
-            "segment #{seq} is not on the surface (see `agent-lsp context show`)"
-        );
-        sim.event(seq)
-            .with_context(|| format!("event {seq} is not in the log"))
-    };
-    let single = start == end;
-    // A pin appends a copy, so it may bring back what is no longer on the surface (a goal a
-    // compaction folded); everything else works on surface entries.
-    let first = match op {
-        EditOp::Pin { .. } => sim
-            .event(start)
-            .filter(|event| message_of(event).is_some())
-            .with_context(|| format!("event {start} is not a message in the log"))?,
-        _ => {
-            target(end)?;
-            target(start)?
-        }
-    };
-    // A single tool result keeps its place in the pair: it becomes a result of the same call.
-    let replace_result = |text: String, meta_key: &str| -> Option<NewEvent> {
-        let EventBody::ToolResult(result) = &first.body else {
-            return None;
-        };
-        Some(
-            NewEvent::new(
-                turn,
-                step,
-                EventBody::ToolResult(ToolResult {
-                    call_id: result.call_id.clone(),
-                    name: result.name.clone(),
-                    text,
-                    meta: json!({
-                        meta_key: true,
-                        "edit_id": edit_id,
-                        "original_seq": start,
-                        "original_chars": result.text.chars().count(),
-                    }),
-                }),
-            )
-            .with_op(SurfaceOp::Replace { start, end })
-            .with_sources(vec![start]),
-        )
-    };
-    let range_seqs = |sim: &History| -> anyhow::Result<Vec<u64>> {
-        let region = region_of(sim, start, end)?;
-        Ok(sim.surface().entries()[region.first..=region.last]
-            .iter()
-            .map(|entry| entry.seq)
-            .collect())
-    };
-    let user = |text: String| {
-        EventBody::UserMessage(UserMessage {
-            text,
-            origin: ORIGIN.into(),
-        })
-    };
-    Ok(match op {
-        EditOp::Fold { summary, .. } => {
-            let call_id = match &first.body {
-                EventBody::ToolResult(result) if single => Some(result.call_id.clone()),
-                _ => None,
-            };
-            let seqs = if single && call_id.is_some() {
-                vec![start]
-            } else {
-                range_seqs(sim)?
-            };
-            let summary = match summary {
-                Some(summary) if !summary.trim().is_empty() => summary.trim().to_owned(),
-                _ => mechanical_summary(sim, &seqs),
-            };
-            let recall = match &call_id {
-                Some(call_id) => format!("{{\"tool_call_id\": \"{call_id}\"}}"),
-                None => format!("{{\"event_seq\": {start}}}"),
-            };
-            let text = format!(
-                "<{FOLD_TAG} edit=\"{edit_id}\" events=\"{start}-{end}\">\n{summary}\n\
-                 (Folded by the context editor; the original is kept in the session log: \
-                 recall_history {recall} reads it.)\n</{FOLD_TAG}>"
-            );
-            match call_id {
-                Some(_) => replace_result(text, "folded").expect("a tool result"),
-                None => NewEvent::new(turn, step, user(text))
-                    .with_op(SurfaceOp::Replace { start, end })
-                    .with_sources(seqs),
-            }
-        }
-        EditOp::Pin { id } => {
-            let already = sim.surface().entries().iter().any(|entry| {
-                sim.event(entry.seq).is_some_and(|event| {
-                    event.source_event_seqs == [*id]
-                        && matches!(&event.body, EventBody::UserMessage(m)
-                            if m.origin == ORIGIN && m.text.starts_with(&format!("<{PIN_TAG}")))
-                })
-            });
-            anyhow::ensure!(!already, "segment #{id} is already pinned");
-            let (what, body) = match &first.body {
-                EventBody::UserMessage(message) if message.origin == "prompt" => (
-                    format!("the programmer's prompt of turn {}", first.turn),
-                    message.text.clone(),
-                ),
-                EventBody::ToolResult(result) => (
-                    format!("the result of {} ({})", result.name, result.call_id),
-                    result.text.clone(),
-                ),
-                EventBody::AssistantMessage(message) => (
-                    "an earlier answer of yours".to_owned(),
-                    message.text.clone(),
-                ),
-                _ => (
-                    "an earlier message".to_owned(),
-                    message_text(first).unwrap_or_default(),
-                ),
-            };
-            let text = format!(
-                "<{PIN_TAG} edit=\"{edit_id}\" from=\"{id}\">\nPinned by the programmer as key context: {what}, repeated here verbatim.\n{body}\n</{PIN_TAG}>"
-            );
-            NewEvent::new(turn, step, user(text)).with_sources(vec![*id])
-        }
-        EditOp::Delete { .. } => {
-            let seqs = range_seqs(sim)?;
-            NewEvent::new(
-                turn,
-                step,
-                EventBody::SurfaceEdit(SurfaceEdit {
-                    reason: format!("{edit_id}: delete {start}-{end}"),
-                }),
-            )
-            .with_op(SurfaceOp::Remove { start, end })
-            .with_sources(seqs)
-        }
-        EditOp::Replace { text, .. } => {
-            if single && let Some(event) = replace_result(text.clone(), "replaced") {
-                return Ok(event);
-            }
-            if single && let EventBody::AssistantMessage(message) = &first.body {
-                anyhow::ensure!(
-                    message.tool_calls.is_empty(),
-                    "segment #{start} carries tool calls; replace it together with its results as a range"
-                );
-                return Ok(NewEvent::new(
-                    turn,
-                    step,
-                    EventBody::AssistantMessage(AssistantMessage {
-                        text: text.clone(),
-                        reasoning: message.reasoning.clone(),
-                        tool_calls: Vec::new(),
-                    }),
-                )
-                .with_op(SurfaceOp::Replace { start, end })
-                .with_sources(vec![start]));
-            }
-            let seqs = range_seqs(sim)?;
-            NewEvent::new(
-                turn,
-                step,
-                user(format!(
-                    "<{REPLACE_TAG} edit=\"{edit_id}\" events=\"{start}-{end}\">\n{text}\n</{REPLACE_TAG}>"
-                )),
-            )
-            .with_op(SurfaceOp::Replace { start, end })
-            .with_sources(seqs)
-        }
-    })
-}
-
-fn message_text(event: &crate::session::event::Event) -> Option<String> {
-    Some(match message_of(event)? {
-        Message::User { text } | Message::Tool { text, .. } => text,
-        Message::Assistant { text, .. } => text,
-    })
-}
-
-/// A summary written without a model: what was called, and how the text began.
-pub fn mechanical_summary(history: &History, seqs: &[u64]) -> String {
-    let mut calls = Vec::new();
-    let mut first_text = None;
-    let mut tokens = 0;
-    for seq in seqs {
-        let Some(event) = history.event(*seq) else {
-            continue;
-        };
-        if let Some(message) = message_of(event) {
-            tokens += estimate_message(&message);
-        }
-        match &event.body {
-            EventBody::AssistantMessage(message) => {
-                for call in &message.tool_calls {
-                    calls.push(format!("{} {}", call.name, preview(&call.arguments, 60)));
-                }
-            }
-            EventBody::ToolResult(result) => {
-                calls.push(format!("{} result ({})", result.name, result.call_id));
-            }
-            _ => {}
-        }
-        if first_text.is_none()
-            && let Some(text) = message_text(event).filter(|text| !text.trim().is_empty())
-        {
-            first_text = Some(preview(&text, 300));
-        }
-    }
-    let mut summary = format!("{} message(s), about {tokens} tokens.", seqs.len());
-    if !calls.is_empty() {
-        summary.push_str(&format!(" Tool activity: {}.", calls.join("; ")));
-    }
-    if let Some(text) = first_text {
-        summary.push_str(&format!(" It began: {text}"));
-    }
-    summary
-}
-
-/// The audit line for a requested op.
-fn describe_op(history: &History, op: &EditOp) -> ContextEditOp {
-    let (start, end) = op.range();
-    let entries = history.surface().entries();
-    let position = |seq: u64| entries.iter().position(|entry| entry.seq == seq);
-    let target = match (position(start), position(end)) {
-        (Some(first), Some(last)) if first <= last => entries[first..=last]
-            .iter()
-            .map(|entry| entry.seq)
-            .collect(),
-        _ if start == end => vec![start],
-        _ => vec![start, end],
-    };
-    let before = history
-        .event(start)
-        .map(|event| {
-            let text = message_text(event).unwrap_or_default();
-            let tokens = target
-                .iter()
-                .filter_map(|seq| history.event(*seq).and_then(message_of))
-                .map(|message| estimate_message(&message))
-                .sum::<u64>();
-            format!(
-                "#{start} {}{}: {} (~{tokens} tokens)",
-                event.kind(),
-                if target.len() > 1 {
-                    format!(" +{} more", target.len() - 1)
-                } else {
-                    String::new()
-                },
-                preview(&text, 80)
-            )
-        })
-        .unwrap_or_else(|| format!("#{start}: not in the log"));
-    let detail = match op {
-        EditOp::Fold { summary, .. } => summary.clone(),
-        EditOp::Replace { text, .. } => Some(text.clone()),
-        EditOp::Pin { .. } | EditOp::Delete { .. } => None,
-    };
-    ContextEditOp {
-        op: op.name().to_owned(),
-        target,
-        before,
-        detail,
-    }
-}
-
-fn describe_after(event: &NewEvent) -> String {
-    match (&event.body, &event.surface_op) {
-        (EventBody::SurfaceEdit(_), _) => "removed".to_owned(),
-        (body, _) => {
-            let text = match body {
-                EventBody::UserMessage(message) => message.text.as_str(),
-                EventBody::ToolResult(result) => result.text.as_str(),
-                EventBody::AssistantMessage(message) => message.text.as_str(),
-                _ => "",
-            };
-            format!("{}: {}", body.kind(), preview(text, 80))
-        }
-    }
-}
-
-/// One batch of the audit trail.
-#[derive(Clone, Debug, PartialEq, Serialize)]
-pub struct EditRecord {
-    pub edit_id: String,
-    pub ts: String,
-    pub actor: String,
-    pub ops: Vec<ContextEditOp>,
-    pub snapshot: Option<u64>,
-    /// `applied`, `refused`, or `unfinished` (the process ended mid-batch).
-    pub outcome: String,
-    pub reason: Option<String>,
-    pub results: Vec<ContextEditResult>,
-    pub generation: Option<u64>,
-    pub tokens_before: Option<u64>,
-    pub tokens_after: Option<u64>,
-}
-
-/// Every context-edit batch of the session, oldest first.
-pub fn edit_history(history: &History) -> Vec<EditRecord> {
-    let mut records: Vec<EditRecord> = Vec::new();
-    for event in history.events() {
-        match &event.body {
-            EventBody::ContextEditBegin(begin) => records.push(EditRecord {
-                edit_id: begin.edit_id.clone(),
-                ts: event.ts.clone(),
-                actor: begin.actor.clone(),
-                ops: begin.ops.clone(),
-                snapshot: begin.snapshot,
-                outcome: "unfinished".into(),
-                reason: None,
-                results: Vec::new(),
-                generation: None,
-                tokens_before: None,
-                tokens_after: None,
-            }),
-            EventBody::ContextEditEnd(end) => {
-                if let Some(record) = records.iter_mut().rev().find(|r| r.edit_id == end.edit_id) {
-                    record.outcome = end.outcome.clone();
-                    record.reason = end.reason.clone();
-                    record.results = end.results.clone();
-                    record.generation = Some(end.generation);
-                    record.tokens_before = Some(end.tokens_before);
-                    record.tokens_after = Some(end.tokens_after);
-                }
-            }
-            _ => {}
-        }
-    }
-    records
-}
-
-/// The request the session's next step would send before its new messages: the last recorded
-/// request's system prompt, tool catalog and parameters with the current surface. What an edit
-/// changes for the model, and what a rollback must give back byte for byte.
-pub fn next_request(history: &History) -> anyhow::Result<ModelRequest> {
-    let n = history.n_requests();
-    anyhow::ensure!(
-        n > 0,
-        "the session has made no model request yet: there is no prompt prefix to show"
-    );
-    let last = replay_request(history, n)?;
-    let mut history = history.clone();
-    Ok(ModelRequest {
-        index: n + 1,
-        messages: history.derive_messages().to_vec(),
-        ..last
-    })
-}
-
-/// First line of the fold instruction; a test endpoint recognises fold summary calls by it.
-pub const FOLD_INSTRUCTION_MARKER: &str = "<fold-request>";
-
-/// Ask the session's model for the summaries of the folds that have none. The request replays
-/// the last request's prefix up to the end of the folded range (served from the provider's
-/// cache) and asks for a short summary of the range.
-pub async fn write_fold_summaries(
-    history: &History,
-    ops: &mut [EditOp],
-    provider: &Provider,
-    cancel: &CancellationToken,
-) -> anyhow::Result<()> {
-    for op in ops.iter_mut() {
-        let (start, end) = op.range();
-        let EditOp::Fold { summary, .. } = op else {
-            continue;
-        };
-        if summary.is_some() {
-            continue;
-        }
-        let base = next_request(history)?;
-        let entries = history.surface().entries();
-        let first = entries
-            .iter()
-            .position(|entry| entry.seq == start)
-            .with_context(|| format!("segment #{start} is not on the surface"))?;
-        let last = entries
-            .iter()
-            .position(|entry| entry.seq == end)
-            .with_context(|| format!("segment #{end} is not on the surface"))?;
-        anyhow::ensure!(first <= last, "range #{start}-#{end} runs backwards");
-        let mut messages = base.messages[..=last].to_vec();
-        messages.push(Message::User {
-            text: format!(
-                "{FOLD_INSTRUCTION_MARKER}\nThe last {} message(s) before this one are about to be folded out of the conversation. \
-                 Write the summary that will take their place: at most 150 words, keeping file paths, symbol names, \
-                 exact errors, decisions and results you still need. Answer with the summary only; do not call tools.\n</fold-request>",
-                last - first + 1
-            ),
-        });
-        let mut params = base.params.clone();
-        params.max_tokens = Some(1024);
-        let request = ModelRequest {
-            index: 0,
-            messages,
-            params,
-            ..base
-        };
-        let completion = provider
-            .stream(&request, cancel, |_| {})
-            .await
-            .with_context(|| format!("the fold summary call for #{start}-#{end} failed"))?;
-        anyhow::ensure!(
-            completion.tool_calls.is_empty(),
-            "the fold summary call answered with tool calls instead of a summary"
-        );
-        let text = completion.text.trim();
-        anyhow::ensure!(!text.is_empty(), "the fold summary call returned no text");
-        *summary = Some(text.to_owned());
-    }
-    Ok(())
 }

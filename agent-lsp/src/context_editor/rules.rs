@@ -134,6 +134,7 @@ impl ContextRulesPlugin {
         Ok(Parts {
             plugin: Some(Box::new(ContextRulesPlugin::new(settings))),
             tools: Vec::new(),
+            shell: None,
         })
     }
 

@@ -15,19 +15,25 @@ use super::walk::{Skip, admit, relative_to};
 /// it never saw is added. That way a lost or reordered event cannot leave it wrong for good.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum ChangeKind {
+    /// A path appeared; a directory is walked for what it holds.
     Created,
+    /// A path's content or metadata changed; the index only needs to know it exists.
     Changed,
+    /// A path went away; a directory takes everything under it along.
     Deleted,
 }
 
 /// One change to apply: `path` is absolute (under the workspace root) or relative to it.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct FileChange {
+    /// The path that changed, absolute under the root or relative to it.
     pub path: PathBuf,
+    /// What the reporter says happened: a hint, checked against the disk.
     pub kind: ChangeKind,
 }
 
 impl FileChange {
+    /// A change of `kind` to `path`.
     pub fn new(path: impl Into<PathBuf>, kind: ChangeKind) -> FileChange {
         FileChange {
             path: path.into(),

@@ -43,6 +43,7 @@ impl Default for FilesConfig {
 }
 
 impl FilesConfig {
+    /// The config the user's `[files]` options make, defaults for what they leave out.
     pub fn from_options(options: &FilesOptions) -> FilesConfig {
         let defaults = FilesConfig::default();
         FilesConfig {

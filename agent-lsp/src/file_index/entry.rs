@@ -13,7 +13,10 @@ use crate::workspace::check_syntax;
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize)]
 #[serde(rename_all = "lowercase")]
 pub enum EntryKind {
+    /// A file (or a link to one): a mention inserts its path.
     File,
+    /// A directory (or a link to one): a mention inserts its path with a trailing `/`, so
+    /// completion can go on inside it.
     Directory,
 }
 

@@ -13,7 +13,7 @@
 //! - `@path` runs to the next whitespace; trailing sentence punctuation (`.,;:!?` and closing
 //!   brackets and quotes) is not part of it, so "see @src/main.rs." works.
 //! - `@"path"` holds anything; inside, `\"` is a quote and `\\` a backslash.
-//! - [`insert_text`] quotes exactly when the plain form would not parse back: whitespace,
+//! - [`insert_text`](super::entry::insert_text) quotes exactly when the plain form would not parse back: whitespace,
 //!   quotes, backslashes, control characters, a leading `@`, or a trailing punctuation mark.
 //!   Directories end in `/` (`@src/`), so typing can continue into them.
 
@@ -22,7 +22,6 @@ use std::ops::Range;
 use serde::Serialize;
 use thiserror::Error;
 
-pub use super::entry::insert_text;
 use super::entry::{EntryKind, TRAILING};
 use super::rank::Candidate;
 use crate::workspace::Workspace;

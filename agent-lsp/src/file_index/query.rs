@@ -10,7 +10,7 @@ use super::store::FileIndex;
 use crate::workspace::{PathError, check_syntax};
 
 impl FileIndex {
-    /// The ranked candidates for `query` (fuzzy, see [`super::rank`]), at most `limit` and at
+    /// The ranked candidates for `query` (fuzzy, see `file_index::rank`), at most `limit` and at
     /// most the configured candidate cap. A query that names something outside the workspace
     /// (`..`, an absolute path elsewhere, a NUL byte, ...) is refused with the same reasons
     /// as a path; an absolute path inside the root is matched as the path under it.

@@ -47,6 +47,7 @@ pub const CASE_BOOST_PERCENT: u32 = 50;
 pub struct Candidate {
     /// `/`-separated path from the workspace root; a directory has no trailing `/` here.
     pub path: String,
+    /// Whether the path is a file or a directory.
     pub kind: EntryKind,
     /// Higher is better; only comparable within one query.
     pub score: u32,

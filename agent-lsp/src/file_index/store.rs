@@ -183,14 +183,18 @@ impl FileIndex {
         Ok(())
     }
 
+    /// The workspace the index walks, which decides what may be touched at all.
     pub fn workspace(&self) -> &Workspace {
         &self.workspace
     }
 
+    /// The exclusions and caps the index was built with.
     pub fn config(&self) -> &FilesConfig {
         &self.config
     }
 
+    /// Counts and flags, as `agent-lsp files` reports them: entries, what was refused or cut,
+    /// and the last walk's cost. A plain index is never mid-walk.
     pub fn status(&self) -> IndexStatus {
         IndexStatus {
             entries: self.entries.len(),
@@ -208,10 +212,12 @@ impl FileIndex {
         }
     }
 
+    /// Paths indexed, files and directories together.
     pub fn len(&self) -> usize {
         self.entries.len()
     }
 
+    /// Whether nothing is indexed (an empty workspace, or everything excluded).
     pub fn is_empty(&self) -> bool {
         self.entries.is_empty()
     }

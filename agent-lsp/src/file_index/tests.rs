@@ -4,6 +4,7 @@ use std::os::unix::fs::symlink;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::AtomicBool;
 
+use super::changes::ApplyOutcome;
 use super::*;
 use crate::workspace::Workspace;
 

@@ -150,6 +150,7 @@ impl LiveIndex {
         self.read().query(query, limit)
     }
 
+    /// The index's status, with whether a walk is running in the background now.
     pub fn status(&self) -> IndexStatus {
         let mut status = self.read().status();
         status.indexing = self.shared.indexing.load(Ordering::Acquire);

@@ -94,8 +94,8 @@ impl JobsPlugin {
             plugin: Some(Box::new(JobsPlugin {
                 table: table.clone(),
             })),
+            shell: Some(Arc::new(JobShell::new(table.clone()))),
             tools: vec![
-                Arc::new(JobShell::new(table.clone())),
                 Arc::new(JobOutput::new(table.clone())),
                 Arc::new(JobKill::new(table.clone())),
                 Arc::new(JobList::new(table)),

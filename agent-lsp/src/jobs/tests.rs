@@ -45,7 +45,8 @@ impl Fixture {
             state,
             root,
             plugin: parts.plugin.unwrap(),
-            tools: parts.tools,
+            // The plugin's `shell` is offered apart (it takes the built-in one's place).
+            tools: parts.shell.into_iter().chain(parts.tools).collect(),
             activity,
             session: None,
         }

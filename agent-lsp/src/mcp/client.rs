@@ -13,33 +13,22 @@
 //! ends the connection with an error naming the line, where the SDK would skip it and leave the
 //! request waiting for an answer that never comes.
 
-use std::collections::{BTreeMap, HashMap};
+mod connect;
+
+use std::collections::HashMap;
 use std::future::Future;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
-use rmcp::ServiceExt;
 use rmcp::model::{CallToolRequestParams, CallToolResult, JsonObject};
 use rmcp::service::{Peer, RoleClient, RunningService, ServiceError};
-use tokio::io::{AsyncBufReadExt, AsyncWriteExt};
 
 use super::config::Transport;
-use super::lines::{self, Line};
 use super::state::{self, CachedTool};
-
-/// The variables a stdio MCP server gets from agent-lsp's environment, besides its config's
-/// `env`: those a program needs to run (the MCP TypeScript SDK passes the same on POSIX, plus
-/// the locale and the temporary folder).
-const INHERITED_ENV: [&str; 9] = [
-    "HOME", "LOGNAME", "PATH", "SHELL", "TERM", "USER", "LANG", "LC_ALL", "TMPDIR",
-];
 
 /// Restarts of a server after its first start, in one process; then it is reported as failed.
 pub const MAX_RESTARTS: u32 = 3;
-
-/// The longest line a server may send on stdout (one JSON-RPC message).
-const MAX_LINE_BYTES: usize = 32 << 20;
 
 /// The runtime every MCP connection lives on.
 fn runtime() -> &'static tokio::runtime::Runtime {
@@ -136,6 +125,7 @@ pub fn server(
 
 /// One server and its connection, when it has one.
 pub struct Server {
+    /// The server's name as declared: the `SERVER` of its tools' `mcp__SERVER__TOOL` names.
     pub name: String,
     digest: String,
     transport: Transport,
@@ -349,135 +339,6 @@ impl Server {
             "MCP server `{}` stopped during the request: {reason}; it is started again at the next call ({left} restarts left)",
             self.name
         )
-    }
-
-    async fn connect(&self) -> Result<Connection, String> {
-        match &self.transport {
-            Transport::Stdio { command, args, env } => self.connect_stdio(command, args, env).await,
-            Transport::Http { url, headers } => {
-                let mut custom = HashMap::new();
-                for (name, value) in headers {
-                    let name = reqwest::header::HeaderName::from_bytes(name.as_bytes())
-                        .map_err(|error| format!("header `{name}`: {error}"))?;
-                    let value = reqwest::header::HeaderValue::from_str(value)
-                        .map_err(|error| format!("header `{name}`: {error}"))?;
-                    custom.insert(name, value);
-                }
-                let config = rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig::with_uri(url.as_str())
-                    .custom_headers(custom);
-                let transport = rmcp::transport::StreamableHttpClientTransport::from_config(config);
-                let service = ().serve(transport).await.map_err(|error| error.to_string())?;
-                Ok(Connection {
-                    service,
-                    problem: Default::default(),
-                    stderr_tail: Default::default(),
-                    child: None,
-                    stderr_reader: None,
-                })
-            }
-        }
-    }
-
-    async fn connect_stdio(
-        &self,
-        command: &str,
-        args: &[String],
-        env: &BTreeMap<String, String>,
-    ) -> Result<Connection, String> {
-        let mut child = tokio::process::Command::new(command)
-            .args(args)
-            // Only what a program needs to run, and what the server's config names: not the
-            // model's API key, nor any other secret of the user's environment (a workspace's
-            // `.mcp.json` names programs the repository brings).
-            .env_clear()
-            .envs(
-                INHERITED_ENV
-                    .iter()
-                    .filter_map(|name| Some((*name, std::env::var_os(name)?))),
-            )
-            .envs(env)
-            .current_dir(&self.workspace)
-            .stdin(std::process::Stdio::piped())
-            .stdout(std::process::Stdio::piped())
-            .stderr(std::process::Stdio::piped())
-            .kill_on_drop(true)
-            .spawn()
-            .map_err(|error| format!("failed to run `{command}`: {error}"))?;
-        let (stdin, stdout, stderr) = (
-            child.stdin.take().expect("piped"),
-            child.stdout.take().expect("piped"),
-            child.stderr.take().expect("piped"),
-        );
-        let stderr_tail: Arc<Mutex<Option<String>>> = Default::default();
-        let tail = stderr_tail.clone();
-        let name = self.name.clone();
-        let stderr_reader = tokio::spawn(async move {
-            let mut lines = tokio::io::BufReader::new(stderr).lines();
-            while let Ok(Some(line)) = lines.next_line().await {
-                tracing::info!(server = %name, "mcp stderr: {line}");
-                *tail.lock().expect("never poisoned") = Some(line);
-            }
-        });
-        let problem: Arc<Mutex<Option<String>>> = Default::default();
-        let (reader, writer) = tokio::io::duplex(1 << 16);
-        tokio::spawn(filter_lines(stdout, writer, problem.clone()));
-        let handshake = ().serve((reader, stdin)).await;
-        let service = handshake.map_err(|error| {
-            problem
-                .lock()
-                .expect("never poisoned")
-                .clone()
-                .unwrap_or_else(|| {
-                    let tail = stderr_tail.lock().expect("never poisoned").clone();
-                    match tail {
-                        Some(line) => format!("{error}; its last stderr line: {line}"),
-                        None => error.to_string(),
-                    }
-                })
-        })?;
-        Ok(Connection {
-            service,
-            problem,
-            stderr_tail,
-            child: Some(child),
-            stderr_reader: Some(stderr_reader),
-        })
-    }
-}
-
-/// Pass the child's stdout on line by line while each line is JSON; the first that is not (or
-/// one over [`MAX_LINE_BYTES`]) is recorded in `problem` and ends the stream.
-async fn filter_lines(
-    stdout: tokio::process::ChildStdout,
-    mut writer: tokio::io::DuplexStream,
-    problem: Arc<Mutex<Option<String>>>,
-) {
-    let mut reader = tokio::io::BufReader::new(stdout);
-    let mut line = Vec::new();
-    loop {
-        let fault = match lines::read_line(&mut reader, &mut line, MAX_LINE_BYTES).await {
-            Ok(None) | Err(_) => return,
-            Ok(Some(Line::Blank)) => continue,
-            Ok(Some(Line::Json)) => None,
-            Ok(Some(Line::TooLong)) => Some(format!(
-                "the server sent a line over {MAX_LINE_BYTES} bytes"
-            )),
-            Ok(Some(Line::NotUtf8 | Line::NotJson(_))) => Some(format!(
-                "the server sent a line that is not JSON: `{}`",
-                lines::shown(&line)
-            )),
-        };
-        if let Some(fault) = fault {
-            tracing::warn!("{fault}");
-            *problem.lock().expect("never poisoned") = Some(fault);
-            return;
-        }
-        if writer.write_all(&line).await.is_err() {
-            return;
-        }
-        if !line.ends_with(b"\n") && writer.write_all(b"\n").await.is_err() {
-            return;
-        }
     }
 }
 

@@ -22,7 +22,9 @@ use sha2::{Digest, Sha256};
 pub struct CachedTool {
     /// The server's own name for the tool.
     pub name: String,
+    /// The server's description of the tool, given to the model as is.
     pub description: String,
+    /// The JSON schema of the tool's arguments, given to the model as the tool's parameters.
     pub input_schema: serde_json::Value,
     /// The server's `readOnlyHint`.
     #[serde(default)]

@@ -2,7 +2,7 @@
 //! a line that is not JSON without a word, where JSON-RPC 2.0 asks for a parse error with a
 //! null id.
 //!
-//! stdin is read line by line ([`crate::mcp::lines`], the reader the MCP client's filter uses
+//! stdin is read line by line (`crate::mcp::lines`, the reader the MCP client's filter uses
 //! too): a JSON line goes on to rmcp unchanged and in order; a line that is not UTF-8, not
 //! JSON, or over [`MAX_LINE_BYTES`] (the rest of it is passed over up to its newline) is
 //! answered with `{"jsonrpc":"2.0","id":null,"error":{"code":-32700,…}}` and rmcp never sees it;

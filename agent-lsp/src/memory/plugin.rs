@@ -141,6 +141,7 @@ impl MemoryPlugin {
                 }) as Box<dyn Plugin>
             }),
             tools: vec![Arc::new(MemoryTool::new(memories, settings.caps()))],
+            shell: None,
         })
     }
 }

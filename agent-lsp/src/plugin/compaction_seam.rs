@@ -28,6 +28,7 @@ pub enum Trigger {
 }
 
 impl Trigger {
+    /// The name recorded in `compaction/start`.
     pub fn as_str(self) -> &'static str {
         match self {
             Trigger::PreStep => "pre_step",
@@ -47,25 +48,40 @@ impl Trigger {
 /// settings of the session. Owned, so a background candidate can take what it needs along.
 #[derive(Clone, Debug)]
 pub struct CompactionContext {
+    /// The session's assembled system prompt and tools: the summary call replays this prefix so
+    /// the provider's cache serves it.
     pub prompt: AssembledPrompt,
+    /// The model the summary call asks.
     pub model: String,
+    /// The session's model parameters, sent with the summary call as with any request.
     pub params: ModelParams,
     /// The model's context window in tokens (the preset's `model.context_window`).
     pub context_window: u64,
+    /// The turn the compaction runs in; its events carry it.
     pub turn: u32,
+    /// The step the compaction runs before (or after whose overflow it runs); its events carry
+    /// it.
     pub step: u32,
+    /// Cancelled when the turn is; a summary call in flight stops and the compaction fails
+    /// without changing the surface.
     pub cancel: CancellationToken,
 }
 
 /// Running figures of an engine, for progress reports and the benchmark.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct CompactionStats {
+    /// Checkpoints committed.
     pub committed: u32,
+    /// Compactions that failed, each counted toward stopping automatic compaction.
     pub failed: u32,
+    /// Summaries thrown away unused: the surface changed under a candidate, or another range
+    /// had to be folded instead.
     pub discarded: u32,
+    /// Background candidates started at the soft mark.
     pub candidates_started: u32,
     /// Total and longest time a pre-step (or overflow retry) waited for compaction.
     pub waited: Duration,
+    /// See [`CompactionStats::waited`].
     pub longest_wait: Duration,
 }
 
@@ -108,6 +124,7 @@ pub trait CompactionEngine: Send {
     /// provider's cache, and the step the user waits for goes first.
     fn loop_request_sent(&mut self) {}
 
+    /// The engine's running figures so far; an engine that keeps none reports zeros.
     fn stats(&self) -> CompactionStats {
         CompactionStats::default()
     }

@@ -20,6 +20,7 @@ pub struct ToolOutput {
 }
 
 impl ToolOutput {
+    /// A success whose text the model reads as is, with no facts yet.
     pub fn ok(text: impl Into<String>) -> ToolOutput {
         ToolOutput {
             text: text.into(),
@@ -52,19 +53,26 @@ impl ToolOutput {
 /// One executed call: the call, the output as recorded, and the seq of its `tool/result`.
 #[derive(Clone, Debug, PartialEq)]
 pub struct ToolCallOutcome {
+    /// The call as the model made it.
     pub call: ToolCallRef,
+    /// What the call produced, as recorded (capped).
     pub output: ToolOutput,
+    /// The seq of the `tool/result` event that carries it.
     pub result_seq: u64,
 }
 
 /// A committed checkpoint.
 #[derive(Clone, Debug, PartialEq)]
 pub struct CompactionReport {
+    /// `cmp-<seq>`, as in the `compaction/*` events and the checkpoint's tag.
     pub compaction_id: String,
+    /// The seq of the checkpoint `user/message` that took the range's place.
     pub checkpoint_seq: u64,
     /// Surface entries the checkpoint replaced.
     pub shadowed_entries: usize,
+    /// Estimated surface tokens before the checkpoint.
     pub tokens_before: u64,
+    /// Estimated surface tokens after it.
     pub tokens_after: u64,
     /// Whether the summary was prepared in the background.
     pub background: bool,
@@ -75,7 +83,9 @@ pub struct CompactionReport {
 pub struct ElisionReport {
     /// Surface entries replaced by stubs.
     pub elided: usize,
+    /// Estimated surface tokens before the stubs.
     pub tokens_before: u64,
+    /// Estimated surface tokens after them.
     pub tokens_after: u64,
 }
 
@@ -86,15 +96,19 @@ pub enum CompactionOutcome {
     NotNeeded,
     /// The soft mark was reached: a candidate summary is being prepared in the background.
     CandidateStarted {
+        /// The candidate's id; a later commit or discard names it.
         compaction_id: String,
     },
+    /// A checkpoint took the place of the compacted range.
     Committed(CompactionReport),
     /// Messages too large for any request were elided, and that was enough (or the fold that
     /// followed failed); nothing was folded.
     Elided(ElisionReport),
     /// Nothing changed on the surface.
     Failed {
+        /// The compaction that failed, when one was started (a range refused up front has none).
         compaction_id: Option<String>,
+        /// Why, for the user and the `compaction/end` event.
         reason: String,
         /// This failure stopped automatic compaction for the session.
         auto_disabled: bool,

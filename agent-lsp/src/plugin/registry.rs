@@ -26,11 +26,13 @@ use crate::llm::provider::Provider;
 /// A `[plugins.NAME]` table of a preset, with the lines its keys are on.
 #[derive(Clone, Debug, PartialEq)]
 pub struct PluginTable {
+    /// The plugin the table configures: the `NAME` of `[plugins.NAME]`.
     pub name: String,
     /// The 1-based line the table starts on.
     pub line: usize,
     /// The 1-based line of each key.
     pub key_lines: BTreeMap<String, usize>,
+    /// The keys and values, read strictly by the plugin's settings type.
     pub table: toml::Table,
 }
 
@@ -45,7 +47,9 @@ impl PluginTable {
 /// A setting a plugin refuses, and why.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct InvalidSetting {
+    /// The key refused, so the error can give its line in the preset.
     pub key: &'static str,
+    /// What is wrong with its value ("must be between 1 and 600").
     pub message: String,
 }
 
@@ -143,15 +147,25 @@ impl PluginHost {
 /// What one registry entry contributes: a plugin, the tools it brings, or both.
 #[derive(Default)]
 pub struct Parts {
+    /// The plugin that joins the loop, when the entry has one (a tool-only entry has none).
     pub plugin: Option<Box<dyn Plugin>>,
+    /// The tools the entry adds to the catalog.
     pub tools: Vec<Arc<dyn Tool>>,
+    /// A `shell` that takes the place of the built-in one: the jobs plugin's, whose foreground
+    /// calls are the plain shell's and which can also start background jobs. At most one
+    /// entry of a preset offers one.
+    pub shell: Option<Arc<dyn Tool>>,
 }
 
 /// Everything the registry built for a preset, in registry order.
 #[derive(Default)]
 pub struct Assembly {
+    /// The plugins, in registry order: the order they see events and contribute sections in.
     pub plugins: Vec<Box<dyn Plugin>>,
+    /// Every entry's tools, in registry order.
     pub tools: Vec<Arc<dyn Tool>>,
+    /// The `shell` a plugin offers in place of the built-in one ([`Parts::shell`]).
+    pub shell: Option<Arc<dyn Tool>>,
 }
 
 type Check = Box<dyn Fn(&PluginTable, &str) -> anyhow::Result<()> + Send + Sync>;
@@ -171,6 +185,7 @@ pub struct PluginRegistry {
 }
 
 impl PluginRegistry {
+    /// A registry with no entries; `host::assembly` registers the built-in ones.
     pub fn new() -> PluginRegistry {
         PluginRegistry::default()
     }
@@ -228,6 +243,15 @@ impl PluginRegistry {
             if let Some(parts) = (entry.build)(table, origin, host)? {
                 assembly.plugins.extend(parts.plugin);
                 assembly.tools.extend(parts.tools);
+                if let Some(shell) = parts.shell {
+                    if assembly.shell.is_some() {
+                        bail!(
+                            "preset {origin}: two plugins offer a `shell`; `[plugins.{}]` is the second",
+                            entry.name
+                        );
+                    }
+                    assembly.shell = Some(shell);
+                }
             }
         }
         Ok(assembly)
@@ -335,6 +359,7 @@ mod tests {
             Ok(Parts {
                 plugin: Some(Box::new(Named)),
                 tools: Vec::new(),
+                shell: None,
             })
         });
         registry

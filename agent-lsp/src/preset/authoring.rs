@@ -87,6 +87,7 @@ pub fn parts(tool: PresetWrite) -> Parts {
     Parts {
         plugin: Some(Box::new(PresetAuthoring)),
         tools: vec![Arc::new(tool)],
+        shell: None,
     }
 }
 

@@ -34,12 +34,17 @@ pub const MAX_NAME_LEN: usize = 64;
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum Source {
+    /// The user's presets folder, looked up first: a user preset may replace a built-in one.
     User,
+    /// Compiled into the binary.
     BuiltIn,
+    /// The workspace's `.agent-lsp/presets/`, looked up last: it arrives with a clone, so it only
+    /// adds names and never replaces a trusted preset.
     Workspace,
 }
 
 impl Source {
+    /// The name `agent-lsp preset list` and errors show (`user`, `built-in`, `workspace`).
     pub fn as_str(self) -> &'static str {
         match self {
             Source::User => "user",
@@ -64,6 +69,7 @@ pub enum Scope {
 }
 
 impl Scope {
+    /// Where a preset saved in this scope is later found.
     pub fn source(self) -> Source {
         match self {
             Scope::User => Source::User,
@@ -76,7 +82,9 @@ impl Scope {
 /// folder (no config directory is known, or no workspace).
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct PresetDirs {
+    /// The user's presets folder, beside the config file.
     pub user: Option<PathBuf>,
+    /// The workspace's `.agent-lsp/presets/`.
     pub workspace: Option<PathBuf>,
 }
 
@@ -120,10 +128,13 @@ impl PresetDirs {
 /// A preset found by name, not yet parsed.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Found {
+    /// The name it was looked up by: its file name without `.toml`.
     pub name: String,
+    /// Where it was found, which decides what it shadows.
     pub source: Source,
     /// The file, for user and workspace presets.
     pub path: Option<PathBuf>,
+    /// The preset's TOML, as read.
     pub text: String,
 }
 
@@ -136,6 +147,7 @@ impl Found {
         }
     }
 
+    /// Parse the text; errors name the file (or the built-in) it came from.
     pub fn parse(&self) -> anyhow::Result<Preset> {
         Preset::parse(&self.name, &self.origin(), &self.text)
     }
@@ -255,6 +267,7 @@ fn read_preset_file(path: &Path) -> anyhow::Result<Option<String>> {
 /// One preset of the listing.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Listed {
+    /// The preset itself.
     pub found: Found,
     /// Where the preset used for this name comes from, when it is not this one.
     pub shadowed_by: Option<Source>,
@@ -263,6 +276,7 @@ pub struct Listed {
 }
 
 impl Listed {
+    /// The preset's name.
     pub fn name(&self) -> &str {
         &self.found.name
     }

@@ -26,12 +26,10 @@ use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
 use super::{Reply, ResponseError, Shared, codes, internal};
-use crate::agent::{Agent, TurnOutcome};
+use crate::agent::TurnOutcome;
 use crate::llm::provider::{Provider, ProviderError};
 use crate::preset::{DEFAULT_PRESET, Preset, PresetDirs};
-use crate::session::Session;
 use crate::session::store::Store;
-use crate::tools::ToolRuntime;
 pub(crate) use setup::EditorOptions;
 use ui::{AnswerWriter, HostUi, Progress};
 
@@ -62,21 +60,7 @@ pub(crate) struct Host {
 }
 
 /// The session and what runs in it; made on first use.
-pub(crate) struct State {
-    pub tools: ToolRuntime,
-    pub session: Session,
-    preset: Preset,
-    /// `None` until a model is configured.
-    agent: Option<Agent>,
-    provider: Option<Provider>,
-}
-
-impl State {
-    /// The preset the session runs with.
-    pub(crate) fn preset(&self) -> &Preset {
-        &self.preset
-    }
-}
+pub(crate) type State = crate::host::Conversation;
 
 struct Running {
     cancel: CancellationToken,
@@ -268,7 +252,7 @@ impl Host {
             .lock()
             .await
             .as_ref()
-            .map(|state| state.preset.clone());
+            .map(|state| state.preset().clone());
         self.offer_mcp_approval(shared, preset.as_ref()).await;
         let mut state = self.state.lock().await;
         let fresh = self.make_state(shared, preset)?;
@@ -317,9 +301,9 @@ impl Host {
     ) -> Result<TurnReport, ResponseError> {
         let mut guard = self.state(shared).await?;
         let state = guard.as_mut().expect("made by state()");
-        let Some(agent) = state.agent.as_mut() else {
+        if !state.has_model() {
             return Err(not_configured());
-        };
+        }
         let turn = state.session.history().next_turn();
         let progress = Progress::begin(shared, self, &request.title).await;
         let (deltas, writer) = match request.answer {
@@ -337,9 +321,7 @@ impl Host {
             text_in_step: false,
             plan: crate::plans::Watch::new(state.session.history()),
         };
-        let outcome = agent
-            .run_turn(&mut state.session, &request.prompt, cancel, &mut ui)
-            .await;
+        let outcome = state.submit(&request.prompt, cancel, &mut ui).await;
         let changed = std::mem::take(&mut ui.changed);
         drop(ui);
         let trailer = match &outcome {
@@ -408,18 +390,20 @@ impl Host {
         }
         let mut guard = self.state(shared).await?;
         let state = guard.as_mut().expect("made by state()");
-        let Some(provider) = state.provider.clone() else {
+        let Some(provider) = state.provider().cloned() else {
             let message = "no model is configured, and compaction asks the model for the summary";
             return Err(ResponseError::new(REQUEST_FAILED, message));
         };
+        let settings = state
+            .preset()
+            .plugin_settings::<crate::compaction::CompactionSettings>("compaction")
+            .map_err(internal)?
+            .unwrap_or_default();
+        let window = state.preset().file.model.context_window;
         let outcome = crate::compaction::compact_session(
             &mut state.session,
-            state
-                .preset
-                .plugin_settings::<crate::compaction::CompactionSettings>("compaction")
-                .map_err(internal)?
-                .unwrap_or_default(),
-            state.preset.file.model.context_window,
+            settings,
+            window,
             &provider,
             None,
             cancel,

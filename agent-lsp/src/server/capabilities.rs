@@ -17,7 +17,7 @@ use serde_json::{Map, Value, json};
 
 use super::agent::EditorOptions;
 use super::{
-    Reply, ResponseError, Shared, children, code_actions, codes, commands, editor_bridge_config,
+    Reply, ResponseError, Shared, attach, code_actions, codes, commands, editor_bridge_config,
 };
 
 mod known_servers;
@@ -93,7 +93,7 @@ pub(super) async fn initialize(shared: &Arc<Shared>, params: Value) -> Reply {
     let hook_shared = Arc::downgrade(shared);
     bridge.set_on_start(Arc::new(move |child| {
         if let Some(shared) = hook_shared.upgrade() {
-            children::attach_child(&shared, child);
+            attach::attach_child(&shared, child);
             register_late(&shared, child);
             record_capabilities(&shared, child);
         }

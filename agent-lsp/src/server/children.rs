@@ -1,34 +1,16 @@
-//! Writing to the children and wiring them to the editor: a request routed to one child is
-//! forwarded with the editor's id (its answer goes to the editor from the thread that reads the
-//! child, in order with the child's notifications) or sent with an id of the bridge's when the
-//! answer is merged or rewritten here; what a child asks of the editor goes there with fresh
-//! ids, written by the thread that reads the child. Who writes when is the lanes' (`lanes`).
+//! Writing to the children: a request routed to one child is forwarded with the editor's id
+//! (its answer goes to the editor from the thread that reads the child, in order with the
+//! child's notifications) or sent with an id of the bridge's when the answer is merged or
+//! rewritten here. Who writes when is the lanes' (`lanes`); how a new child is wired to the
+//! editor is `attach`.
 
 use std::sync::Arc;
 
 use lsp_bridge::framing::RawResult;
 use lsp_bridge::{Child, Error, SentRequest};
-use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
-use super::lanes::Job;
 use super::{CHILD_REQUEST_TIMEOUT, ResponseError, Shared, codes, items};
-
-/// Child → editor requests the editor answers (with the ids mapped); anything else the child
-/// asks is answered by the bridge itself.
-const TO_EDITOR: [&str; 11] = [
-    "workspace/applyEdit",
-    "workspace/configuration",
-    "window/workDoneProgress/create",
-    "window/showMessageRequest",
-    "window/showDocument",
-    "client/registerCapability",
-    "client/unregisterCapability",
-    "workspace/semanticTokens/refresh",
-    "workspace/inlayHint/refresh",
-    "workspace/codeLens/refresh",
-    "workspace/diagnostic/refresh",
-];
 
 /// Every running child (none before `initialize`).
 pub(super) fn running(shared: &Shared) -> Vec<Arc<Child>> {
@@ -90,44 +72,4 @@ pub(super) async fn answer(
         .map_err(error_reply)?;
     items::remember_resolve_route(shared, &sent.method, &sent.child);
     Ok(raw)
-}
-
-/// Wire a newly started child to the editor: its notifications are forwarded, the requests
-/// the editor should answer are sent there with fresh ids, and a forwarded request it exits
-/// without answering goes to its lane, to be delivered to the restarted child.
-pub(super) fn attach_child(shared: &Arc<Shared>, child: &Arc<Child>) {
-    items::note_resolvers(shared);
-    let lane = Arc::downgrade(&shared.lane_of(child));
-    child.on_undelivered(Arc::new(move |id, method, body| {
-        // The document, whose server the lane starts again.
-        let path = serde_json::from_slice::<Value>(&body)
-            .ok()
-            .and_then(|request| super::router::document_path(&request["params"]));
-        let (Some(lane), Some(path)) = (lane.upgrade(), path) else {
-            return false;
-        };
-        let method = method.to_owned();
-        lane.try_push(Job::Again {
-            id,
-            method,
-            body,
-            path,
-        })
-        .is_ok()
-    }));
-    // Protocol-internal `$/` notifications stay between bridge and child, except progress.
-    child.notify_to(shared.out.clone(), |method| {
-        method == "$/progress" || !method.starts_with('$')
-    });
-    let weak = Arc::downgrade(shared);
-    let progress = shared.client_supports("/window/workDoneProgress");
-    child.set_request_handler(Arc::new(move |method: &str, params: &Value| {
-        if !TO_EDITOR.contains(&method) || (method == "window/workDoneProgress/create" && !progress)
-        {
-            return None;
-        }
-        // Written to the editor now, by the thread that reads the child, in order with the
-        // child's notifications (a `$/progress` never overtakes the `create` of its token).
-        Some(weak.upgrade()?.request_editor_now(method, params.clone()))
-    }));
 }

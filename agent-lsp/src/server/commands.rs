@@ -235,14 +235,12 @@ fn path_of(uri: &Url) -> Result<PathBuf, ResponseError> {
 
 /// The editor's text of `path` (unsaved changes included), else the disk's.
 fn current_text(shared: &Arc<Shared>, path: &Path) -> Result<String, ResponseError> {
-    EditorBuffers::new(shared)
-        .text_or_disk(path)
-        .map_err(|error| {
-            ResponseError::new(
-                REQUEST_FAILED,
-                format!("cannot read {}: {error}", path.display()),
-            )
-        })
+    shared.text_or_disk(path).map_err(|error| {
+        ResponseError::new(
+            REQUEST_FAILED,
+            format!("cannot read {}: {error}", path.display()),
+        )
+    })
 }
 
 /// `@path` for a workspace file, as the model is told to read it.

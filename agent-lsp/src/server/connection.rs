@@ -2,7 +2,7 @@
 //! ways to write to the editor: answers, notifications, requests of ours and their answers.
 
 use std::collections::HashMap;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 
@@ -15,7 +15,7 @@ use tokio::sync::oneshot;
 use tokio_util::sync::CancellationToken;
 
 use super::lanes::Lane;
-use super::{CHILD_REQUEST_TIMEOUT, Reply, ResponseError, agent, codes, prompts, router};
+use super::{CHILD_REQUEST_TIMEOUT, Reply, ResponseError, agent, codes, prompts};
 use crate::config::Config;
 
 /// State shared by the loop and the request tasks.
@@ -287,9 +287,27 @@ impl Shared {
         &self.documents
     }
 
+    /// The editor's text of `path`, unsaved changes included, when it has the file open;
+    /// `None` means the disk has what the programmer sees.
+    pub(crate) fn editor_text(&self, path: &Path) -> Option<String> {
+        let uri = lsp_bridge::documents::uri_of(path).ok()?;
+        if !self.documents.is_editor_open(&uri) {
+            return None;
+        }
+        self.documents.snapshot(&uri).map(|snapshot| snapshot.text)
+    }
+
+    /// The editor's text of `path` when it has the file open, else the disk's.
+    pub(crate) fn text_or_disk(&self, path: &Path) -> std::io::Result<String> {
+        match self.editor_text(path) {
+            Some(text) => Ok(text),
+            None => std::fs::read_to_string(path),
+        }
+    }
+
     /// Whether the request's document is a prompt document.
     pub(super) fn is_prompt_document(&self, params: &Value) -> bool {
-        router::document_path(params).is_some_and(|path| self.prompt_documents.matches(&path))
+        super::document_path(params).is_some_and(|path| self.prompt_documents.matches(&path))
     }
 
     pub(super) fn client_supports(&self, pointer: &str) -> bool {

@@ -17,17 +17,19 @@
 //! | a request of a feature announced up front that the document's server lacks | [`Route::NoServer`] with the method's empty result (`capabilities::up_front`) |
 //! | a notification | the document's lane, or every running child (and every lane starting one) when it names no document |
 
-use std::path::PathBuf;
 use std::sync::Arc;
 
 use lsp_bridge::Child;
 use lsp_bridge::framing::RawResult;
 use lsp_bridge::jsonrpc;
-use lsp_bridge::lsp_types::{CodeAction, CompletionItem, Url};
+use lsp_bridge::lsp_types::{CodeAction, CompletionItem};
 use serde_json::Value;
 
 use super::lanes::{Lane, Target};
-use super::{ResponseError, Shared, capabilities, children, codes, commands, items};
+use super::{
+    ResponseError, Shared, capabilities, children, codes, commands, document_path, document_uri,
+    items,
+};
 
 /// Who answers an editor message.
 pub(super) enum Route {
@@ -315,19 +317,6 @@ async fn by_document(
         params: None,
         tag_items,
     }))
-}
-
-/// The URI of the document a message is about, if its params name one.
-fn document_uri(params: &Value) -> Option<&str> {
-    params["textDocument"]["uri"]
-        .as_str()
-        .or_else(|| params["item"]["uri"].as_str())
-        .or_else(|| params["uri"].as_str())
-}
-
-/// The document a request or notification is about, if its params name one.
-pub(super) fn document_path(params: &Value) -> Option<PathBuf> {
-    Url::parse(document_uri(params)?).ok()?.to_file_path().ok()
 }
 
 /// The result meaning "nothing here" for a request about a document: `null` where the

@@ -34,6 +34,7 @@ pub struct Event {
     pub step: u32,
     /// Wall-clock time of the append, RFC 3339 with milliseconds, UTC.
     pub ts: String,
+    /// What happened; its variant decides the `kind` written to disk.
     pub body: EventBody,
     /// How the event changes the surface; `None` means "append" for surface-bearing kinds and
     /// "not on the surface" for the others.
@@ -45,51 +46,82 @@ pub struct Event {
 /// The kind of an event, as written in its `kind` field.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 pub enum EventKind {
+    /// The first event of every session: schema, workspace, preset (see [`SessionHeader`]).
     #[serde(rename = "session/header")]
     SessionHeader,
+    /// A user-role message on the surface: a prompt, a compaction checkpoint or a context-editor
+    /// fold.
     #[serde(rename = "user/message")]
     UserMessage,
+    /// What the model answered in one step: text, reasoning and tool calls, as it came.
     #[serde(rename = "assistant/message")]
     AssistantMessage,
+    /// The start of a tool execution, with the raw arguments (log only: the model sees the call in
+    /// its own assistant message).
     #[serde(rename = "tool/call")]
     ToolCall,
+    /// The text a tool call produced, on the surface exactly as the model sees it.
     #[serde(rename = "tool/result")]
     ToolResult,
+    /// Volatile facts (cwd, open documents, date, a plugin's facts) on the surface when they
+    /// changed.
     #[serde(rename = "context/runtime")]
     RuntimeContext,
+    /// The carrier of the content-free surface ops `remove` and `restore`.
     #[serde(rename = "surface/edit")]
     SurfaceEdit,
+    /// What a model request was built from (model, parameters, prompt and tool digests), written
+    /// before it is sent, so a replay can rebuild the request.
     #[serde(rename = "request/header")]
     RequestHeader,
+    /// Which surface events went into a model request, for replay and audits.
     #[serde(rename = "request/context")]
     RequestContext,
+    /// The token counts the provider reported for a request.
     #[serde(rename = "usage")]
     Usage,
+    /// A model request that got no answer, with its error class; kept so a resumed session knows
+    /// what it learned (a stated context window).
     #[serde(rename = "request/error")]
     RequestError,
+    /// A compaction began: it holds the session's compaction lock until the matching
+    /// `compaction/end` (log only).
     #[serde(rename = "compaction/start")]
     CompactionStart,
+    /// The summary a compaction produced, before it was framed as a checkpoint (log only).
     #[serde(rename = "compaction/summary")]
     CompactionSummary,
+    /// A compaction ended, committed or not, releasing the lock (log only).
     #[serde(rename = "compaction/end")]
     CompactionEnd,
+    /// A context-editor batch began: who asked for which ops, and the snapshot to roll back to (log
+    /// only).
     #[serde(rename = "context-edit/begin")]
     ContextEditBegin,
+    /// A context-editor batch ended, applied or refused (log only).
     #[serde(rename = "context-edit/end")]
     ContextEditEnd,
+    /// What a plugin read or decided that must stay fixed for the session's life, so a resumed
+    /// session rebuilds the same prompt (log only).
     #[serde(rename = "plugin/state")]
     PluginState,
+    /// A sub-agent started in a session of its own, for the `task` call named in it (log only).
     #[serde(rename = "subagent/start")]
     SubagentStart,
+    /// A sub-agent ended, with its answer or why it stopped (log only).
     #[serde(rename = "subagent/end")]
     SubagentEnd,
+    /// A tool call made by a `run_code` program, recorded in the parent session under the
+    /// `run_code` call (log only).
     #[serde(rename = "subtool/call")]
     SubtoolCall,
+    /// The result of a `run_code` program's tool call (log only).
     #[serde(rename = "subtool/result")]
     SubtoolResult,
 }
 
 impl EventKind {
+    /// Every kind, in declaration order: for tests and views that must cover them all.
     pub const ALL: [EventKind; 21] = [
         EventKind::SessionHeader,
         EventKind::UserMessage,
@@ -114,6 +146,7 @@ impl EventKind {
         EventKind::SubtoolResult,
     ];
 
+    /// The `kind` string written to disk; the inverse of the serde rename.
     pub fn as_str(self) -> &'static str {
         match self {
             EventKind::SessionHeader => "session/header",
@@ -170,16 +203,26 @@ impl std::fmt::Display for EventKind {
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "op", rename_all = "snake_case")]
 pub enum SurfaceOp {
+    /// Add the event's content at the end of the surface (the default for content-bearing kinds).
     Append,
+    /// Put the event's content in place of the run `start..=end`: a compaction checkpoint or a
+    /// context-editor fold or replace.
     Replace {
+        /// Seq of the first surface entry replaced.
         start: u64,
+        /// Seq of the last surface entry replaced.
         end: u64,
     },
+    /// Take the run `start..=end` off the surface; the events stay in the log.
     Remove {
+        /// Seq of the first surface entry removed.
         start: u64,
+        /// Seq of the last surface entry removed.
         end: u64,
     },
+    /// Make an earlier surface generation the current surface again: a context-editor rollback.
     Restore {
+        /// The generation to go back to, as a snapshot recorded it.
         generation: u64,
     },
     /// End the current generation without changing the entries: the snapshot a context-editor
@@ -188,6 +231,7 @@ pub enum SurfaceOp {
 }
 
 impl SurfaceOp {
+    /// The `op` tag as written to disk, for messages and views.
     pub fn name(&self) -> &'static str {
         match self {
             SurfaceOp::Append => "append",
@@ -202,30 +246,52 @@ impl SurfaceOp {
 /// The typed payload of an event; the variant decides the `kind`.
 #[derive(Clone, Debug, PartialEq)]
 pub enum EventBody {
+    /// The payload of `session/header`.
     SessionHeader(SessionHeader),
+    /// The payload of `user/message`.
     UserMessage(UserMessage),
+    /// The payload of `assistant/message`: the model's own type, recorded as it came.
     AssistantMessage(AssistantMessage),
+    /// The payload of `tool/call`.
     ToolCall(ToolCallEvent),
+    /// The payload of `tool/result`.
     ToolResult(ToolResult),
+    /// The payload of `context/runtime`.
     RuntimeContext(RuntimeContext),
+    /// The payload of `surface/edit`.
     SurfaceEdit(SurfaceEdit),
+    /// The payload of `request/header`.
     RequestHeader(RequestHeader),
+    /// The payload of `request/context`.
     RequestContext(RequestContext),
+    /// The payload of `usage`: the model's own type, recorded as the provider reported it.
     Usage(Usage),
+    /// The payload of `request/error`.
     RequestError(RequestError),
+    /// The payload of `compaction/start`.
     CompactionStart(CompactionStart),
+    /// The payload of `compaction/summary`.
     CompactionSummary(CompactionSummary),
+    /// The payload of `compaction/end`.
     CompactionEnd(CompactionEnd),
+    /// The payload of `context-edit/begin`.
     ContextEditBegin(ContextEditBegin),
+    /// The payload of `context-edit/end`.
     ContextEditEnd(ContextEditEnd),
+    /// The payload of `plugin/state`.
     PluginState(PluginState),
+    /// The payload of `subagent/start`.
     SubagentStart(SubagentStart),
+    /// The payload of `subagent/end`.
     SubagentEnd(SubagentEnd),
+    /// The payload of `subtool/call`.
     SubtoolCall(SubtoolCall),
+    /// The payload of `subtool/result`.
     SubtoolResult(SubtoolResult),
 }
 
 impl EventBody {
+    /// The kind this body is written as; the variant decides it, so the two cannot disagree.
     pub fn kind(&self) -> EventKind {
         match self {
             EventBody::SessionHeader(_) => EventKind::SessionHeader,
@@ -322,7 +388,10 @@ impl EventBody {
 /// First event of every session.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct SessionHeader {
+    /// The [`SCHEMA_VERSION`] the file was written with, so a later format can tell old files
+    /// apart.
     pub schema: u32,
+    /// The session's id, which is also its file name in the store.
     pub session_id: String,
     /// Canonical path of the workspace root the session works in.
     pub workspace: String,
@@ -331,6 +400,7 @@ pub struct SessionHeader {
     /// The preset's full text at the start, used when the session is resumed.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub preset_text: Option<String>,
+    /// The version of agent-lsp that started the session, for bug reports on old logs.
     pub agent_version: String,
     /// For a sub-agent's session: the session and the `task` call that started it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -356,6 +426,7 @@ impl SessionHeader {
 /// A user-role message: a prompt, a compaction checkpoint, a context-editor fold.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct UserMessage {
+    /// What the model reads, verbatim.
     pub text: String,
     /// Where the text came from: `prompt` for the programmer's own words, otherwise the name of
     /// the mechanism that wrote it (`compaction`, `context-edit`, …).
@@ -370,16 +441,23 @@ fn default_origin() -> String {
 /// The start of one tool execution (log only): the raw arguments as the model sent them.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct ToolCallEvent {
+    /// The id the model gave the call, which its `tool/result` repeats.
     pub call_id: String,
+    /// The tool's name as the model called it.
     pub name: String,
+    /// The arguments as the model sent them: a JSON text that may not parse, kept as is so a replay
+    /// sees what the model wrote.
     pub arguments: String,
 }
 
 /// The rendered text a tool call produced, exactly as the model sees it, plus facts about it.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct ToolResult {
+    /// The id of the call this answers.
     pub call_id: String,
+    /// The tool's name, so a view needs not look the call up.
     pub name: String,
+    /// What the model reads, after truncation.
     pub text: String,
     /// Truncation, original length, source path or URL, duration…: free-form, never sent.
     #[serde(default, skip_serializing_if = "Value::is_null")]
@@ -393,6 +471,7 @@ pub struct RuntimeContext {
     /// which is how every session before plugins could contribute runtime context was written.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub source: Option<String>,
+    /// The facts by name, compared with the last snapshot to decide whether anything changed.
     pub snapshot: BTreeMap<String, String>,
     /// The message text the model sees.
     pub text: String,
@@ -412,10 +491,15 @@ pub struct RequestHeader {
     pub index: u64,
     /// The wire format the body was serialized with, e.g. `openai-chat/1`.
     pub wire: String,
+    /// The model name as sent to the provider.
     pub model: String,
     /// Provider-neutral model parameters (temperature, thinking, …).
     pub params: Value,
+    /// sha256 of the system prompt, so a request that reuses the previous prompt need not repeat
+    /// it.
     pub system_digest: String,
+    /// sha256 of the tool catalog, so a request that reuses the previous catalog need not repeat
+    /// it.
     pub tools_digest: String,
     /// The full system prompt, present whenever its digest differs from the previous request's.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -432,6 +516,7 @@ pub struct RequestHeader {
 /// One sourced system-prompt section of a request (see [`RequestHeader::sections`]).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct SectionRecord {
+    /// The section's id in the system prompt (`instructions`, `memory`, …).
     pub id: String,
     /// Where the text came from: a file path, or a name such as `memory`.
     pub source: String,
@@ -444,13 +529,16 @@ pub struct SectionRecord {
 /// same prompt. Lives only in the log, never on the model's surface.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct PluginState {
+    /// The plugin's name, as in presets; a plugin reads back the records under its own name.
     pub plugin: String,
+    /// Whatever the plugin needs to rebuild the same state on resume; only the plugin reads it.
     pub data: Value,
 }
 
 /// Which part of the log went into a model request.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct RequestContext {
+    /// The number of the request, matching its `request/header`.
     pub index: u64,
     /// Surface generation the messages were derived from.
     pub generation: u64,
@@ -465,9 +553,11 @@ pub struct RequestContext {
 /// A model request that got no answer: what failed and whether the turn went on.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct RequestError {
+    /// The number of the request, matching its `request/header`.
     pub index: u64,
     /// The error class (`auth`, `rate_limit`, `context_overflow`, `cancelled`, …).
     pub class: String,
+    /// The provider's error text, for the user and the log.
     pub message: String,
     /// The context window a `context_overflow` message states, in tokens: what the session
     /// learned about its model, kept here so that every later process that continues the
@@ -488,6 +578,7 @@ pub struct CompactionStart {
     pub trigger: String,
     /// The surface range to fold, by event seq (inclusive), as in `surface_op: replace`.
     pub start: u64,
+    /// Seq of the last surface entry to fold (inclusive).
     pub end: u64,
     /// Every surface entry of the range, in surface order, as it was when the summary input was
     /// built; a commit checks that the surface still holds exactly these.
@@ -501,9 +592,11 @@ pub struct CompactionStart {
 /// The summary a compaction produced (log only), before it was framed as a checkpoint.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct CompactionSummary {
+    /// The id from the matching `compaction/start`.
     pub compaction_id: String,
     /// The summarizer that wrote it (`llm`, `template`, …).
     pub summarizer: String,
+    /// The summary as written, before it was framed as a checkpoint.
     pub text: String,
     /// What the provider reported for the summary call, when there was one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -513,6 +606,7 @@ pub struct CompactionSummary {
 /// A compaction ended (log only), releasing the lock.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct CompactionEnd {
+    /// The id from the matching `compaction/start`.
     pub compaction_id: String,
     /// `committed`, `failed`, `cancelled`, `discarded` (a stale background candidate) or
     /// `abandoned` (a process ended while it was open).
@@ -525,6 +619,7 @@ pub struct CompactionEnd {
     pub checkpoint_seq: Option<u64>,
     /// Estimated surface tokens before and after (after = before when nothing was committed).
     pub tokens_before: u64,
+    /// Estimated surface tokens after the compaction.
     pub tokens_after: u64,
     /// Set when this failure made automatic compaction stop for the session.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
@@ -554,6 +649,7 @@ pub struct ContextEditBegin {
     pub edit_id: String,
     /// Who asked: `cli`, `editor` or `rule`.
     pub actor: String,
+    /// The ops as asked for, in order.
     pub ops: Vec<ContextEditOp>,
     /// The surface generation that holds the surface as it was before the batch: rolling back
     /// to it undoes the batch. `None` when the batch was refused before anything changed.
@@ -564,6 +660,7 @@ pub struct ContextEditBegin {
 /// What one op of a batch produced.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct ContextEditResult {
+    /// The op's name, as in [`ContextEditOp::op`].
     pub op: String,
     /// The event that carries the op's surface change.
     pub seq: u64,
@@ -574,17 +671,21 @@ pub struct ContextEditResult {
 /// A context-editor batch ended (log only).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct ContextEditEnd {
+    /// The id from the matching `context-edit/begin`.
     pub edit_id: String,
     /// `applied` or `refused`.
     pub outcome: String,
+    /// Why the batch was refused, when it was.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reason: Option<String>,
+    /// One result per applied op, in order; empty when refused.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub results: Vec<ContextEditResult>,
     /// Surface generation after the batch.
     pub generation: u64,
     /// Estimated surface tokens before and after.
     pub tokens_before: u64,
+    /// Estimated surface tokens after the batch.
     pub tokens_after: u64,
 }
 
@@ -604,6 +705,7 @@ struct RawEvent {
 }
 
 impl Event {
+    /// The kind of the body; see [`EventBody::kind`].
     pub fn kind(&self) -> EventKind {
         self.body.kind()
     }
@@ -632,6 +734,8 @@ impl Event {
         serde_json::to_string(&raw)
     }
 
+    /// Parse one line of a session file. The error names the line's seq and kind when only the
+    /// payload is wrong, so a reader can say which event of which file is broken.
     pub fn from_json_line(line: &str) -> anyhow::Result<Event> {
         let raw: RawEvent = serde_json::from_str(line)
             .map_err(|error| anyhow::anyhow!("the line is not an event ({error})"))?;

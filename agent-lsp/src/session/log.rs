@@ -44,7 +44,9 @@ pub struct TornTail {
 
 /// Events of a log file, and the torn tail if there was one.
 pub struct ReadLog {
+    /// Every whole event, in file order.
     pub events: Vec<Event>,
+    /// A last line a crash cut short, which the next writer cuts off before appending.
     pub torn_tail: Option<TornTail>,
     /// Length of the well-formed part of the file.
     pub valid_len: u64,
@@ -198,6 +200,7 @@ impl LogWriter {
         ))
     }
 
+    /// The log file, for messages that name it.
     pub fn path(&self) -> &Path {
         &self.path
     }

@@ -19,7 +19,10 @@ use crate::canonical::sha256_hex;
 /// (a `&Preset` converts into it, see `preset.rs`).
 #[derive(Clone, Copy, Debug)]
 pub struct PresetRecord<'a> {
+    /// The preset's name, as the session header records it.
     pub name: &'a str,
+    /// The preset's full text, so a resume rebuilds the session's preset even after the file
+    /// changed.
     pub text: &'a str,
 }
 
@@ -100,10 +103,12 @@ impl Store {
         })
     }
 
+    /// The workspace root the store keeps sessions for, canonical.
     pub fn workspace(&self) -> &Path {
         &self.workspace
     }
 
+    /// The folder of the workspace's session files (`<state dir>/sessions`).
     pub fn sessions_dir(&self) -> &Path {
         &self.sessions_dir
     }
@@ -156,6 +161,7 @@ impl Store {
         }
     }
 
+    /// The file of session `id` (`<sessions dir>/<id>.jsonl`), whether or not it exists.
     pub fn path_of(&self, id: &str) -> PathBuf {
         self.sessions_dir.join(format!("{id}.jsonl"))
     }

@@ -12,12 +12,10 @@ use std::sync::{Arc, Mutex};
 
 use serde::{Deserialize, Serialize};
 
-use super::tool::SkillTool;
-use super::{Found, PLUGIN, Roots, SECTION_ORDER, Skill, SkillsSettings, Skipped};
+use super::{Found, PLUGIN, Roots, SECTION_ORDER, Skill, Skipped};
 use crate::canonical::sha256_hex;
 use crate::context::system_prompt::SystemPrompt;
 use crate::plugin::Plugin;
-use crate::plugin::registry::{Parts, PluginHost};
 use crate::plugin::state::{self as plugin_state, SectionCache};
 use crate::session::Session;
 
@@ -82,22 +80,6 @@ impl SkillsPlugin {
             known,
             current: SectionCache::default(),
         }
-    }
-
-    /// The registry entry of `[plugins.skills]`: the plugin and the `skill` tool, sharing what
-    /// each session recorded; the user's skills are beside the config file.
-    pub fn parts(settings: SkillsSettings, host: &PluginHost) -> anyhow::Result<Parts> {
-        let user_dir = crate::config::Config::user_dir();
-        let roots = Roots::new(&settings, &host.workspace, user_dir.as_deref());
-        let known = Known::default();
-        Ok(Parts {
-            plugin: Some(Box::new(SkillsPlugin::new(roots.clone(), known.clone()))),
-            tools: vec![Arc::new(SkillTool::new(
-                roots,
-                known,
-                settings.max_body_bytes,
-            ))],
-        })
     }
 }
 

@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 
 use serde_json::json;
 
-use super::front_matter::parse;
+use super::front_matter::{check_name, parse};
 use super::plugin::{Known, RecordedSkills, SkillsPlugin};
 use super::tool::SkillTool;
 use super::*;

@@ -28,6 +28,8 @@ pub struct ChildPlugin {
 }
 
 impl ChildPlugin {
+    /// The plugin of a child of `agent_type`, which `stop`s it once its requests pass
+    /// `max_prompt_tokens`.
     pub fn new(agent_type: &str, stop: Stop, max_prompt_tokens: u64) -> ChildPlugin {
         let role = if agent_type == super::DEFAULT_TYPE {
             format!("{ROLE}\n{EXPLORE}")

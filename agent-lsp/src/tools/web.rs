@@ -184,18 +184,3 @@ impl TypedTool for WebFetch {
         })
     }
 }
-
-impl super::ToolRuntime {
-    /// Give the web tools the user's `[web]` configuration, where the preset has them (a preset
-    /// without them keeps its catalog).
-    pub fn with_web(mut self, web: WebRuntime) -> super::ToolRuntime {
-        let (search, fetch) = tools(web);
-        if self.registry.get("web_search").is_some() {
-            self.registry.register(search);
-        }
-        if self.registry.get("web_fetch").is_some() {
-            self.registry.register(fetch);
-        }
-        self
-    }
-}

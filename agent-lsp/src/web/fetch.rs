@@ -147,10 +147,6 @@ impl HttpFetcher {
         }
     }
 
-    pub fn limits(&self) -> FetchLimits {
-        self.limits
-    }
-
     /// GET `url`, following up to `max_redirects` redirects, each hop checked by the guard
     /// and pinned to its checked addresses; at most `max_response_bytes` of the body are read,
     /// and the whole fetch stops at `timeout`.

@@ -9,6 +9,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
+mod host;
 mod paths;
 
 use paths::{Found, paths};
@@ -174,11 +175,23 @@ fn layers(doc: &str) -> Vec<Layer> {
     rows
 }
 
-/// The top-level modules `lib.rs` declares.
+/// The top-level modules `lib.rs` declares, public or not.
 fn modules(sources: &BTreeMap<PathBuf, String>) -> BTreeSet<String> {
     sources[Path::new("lib.rs")]
         .lines()
-        .filter_map(|line| line.strip_prefix("pub mod")?.trim().strip_suffix(';'))
+        .filter_map(|line| {
+            let declared = line.trim_start();
+            let declared = match declared.strip_prefix("pub") {
+                Some(rest) if rest.starts_with('(') => rest.split_once(')')?.1,
+                Some(rest) => rest,
+                None => declared,
+            };
+            declared
+                .trim_start()
+                .strip_prefix("mod ")?
+                .trim()
+                .strip_suffix(';')
+        })
         .map(str::to_owned)
         .collect()
 }

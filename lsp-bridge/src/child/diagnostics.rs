@@ -12,6 +12,7 @@ use tokio::sync::watch;
 pub struct DiagnosticsEntry {
     /// The document version they were computed on, when the server says (`versionSupport`).
     pub version: Option<i32>,
+    /// The diagnostics as the server sent them, in its encoding's positions.
     pub diagnostics: Vec<Diagnostic>,
     /// The store's generation when they arrived: compare with [`DiagnosticsStore::subscribe`]
     /// to tell fresh from stale.
@@ -57,6 +58,7 @@ impl DiagnosticsStore {
         self.generation.subscribe()
     }
 
+    /// Every document's latest diagnostics, sorted by URI so listings are stable.
     pub fn all(&self) -> Vec<(Url, DiagnosticsEntry)> {
         let mut all: Vec<_> = self
             .entries

@@ -243,6 +243,8 @@ impl Child {
         self.transport.cancel_forwarded(id)
     }
 
+    /// Send a notification once the server's input has room; an error when the server is
+    /// gone, so the caller may send it to the restarted one.
     pub async fn notify(&self, method: &str, params: Value) -> Result<()> {
         self.transport.writable().await;
         self.transport.notify(method, params)

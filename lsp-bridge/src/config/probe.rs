@@ -25,6 +25,7 @@ const BRIEF_CHARS: usize = 160;
 /// A server that was found but cannot run: what was run, how it ended, what it printed.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ProbeFailure {
+    /// The server's configured name, for the message and to skip it when choosing a server.
     pub server: String,
     /// The command line of the probe, for the user to run by hand.
     pub command_line: String,

@@ -14,15 +14,20 @@ use crate::error::Result;
 /// Which way a call hierarchy goes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum CallDirection {
+    /// Who calls the symbol (`callHierarchy/incomingCalls`).
     Incoming,
+    /// What the symbol calls (`callHierarchy/outgoingCalls`).
     Outgoing,
 }
 
 /// One edge of a call hierarchy.
 #[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
 pub struct Call {
+    /// The other end's name: the caller for incoming calls, the callee for outgoing ones.
     pub name: String,
+    /// Its symbol kind in words (`function`, `method`), as the model reads it.
     pub kind: String,
+    /// Where the other end is defined.
     pub location: Location,
     /// Where the calls happen (in the caller for incoming, in the item for outgoing).
     pub call_sites: Vec<Location>,

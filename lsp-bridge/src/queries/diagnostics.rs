@@ -18,21 +18,35 @@ use crate::position::{PositionEncoding, to_char_index};
 /// Diagnostics of one document, or why there are none to show.
 #[derive(Clone, Debug, PartialEq)]
 pub enum DocumentDiagnostics {
+    /// The server published diagnostics for the version the caller has: they describe the
+    /// text as it is, and an empty list means the file is clean.
     Current {
+        /// The document version they were computed on.
         version: i32,
+        /// Sorted by line and column.
         diagnostics: Vec<Diagnostic>,
     },
     /// Nothing arrived for this version within the bound.
-    Pending { version: i32 },
+    Pending {
+        /// The version still waited for, so the caller can say what it could not check.
+        version: i32,
+    },
 }
 
+/// One diagnostic in the model's terms: 1-based line and character column, severity in words.
 #[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
 pub struct Diagnostic {
+    /// 1-based line of its start.
     pub line: u32,
+    /// 1-based column of its start, in characters (converted from the server's encoding).
     pub column: u32,
+    /// `error`, `warning`, `info` or `hint`; a server that gives none counts as `error`.
     pub severity: String,
+    /// The server's message as it is.
     pub message: String,
+    /// Which checker said it (`Pyright`, `clang`), when the server says.
     pub source: Option<String>,
+    /// The rule's code (a number is written as text), for looking it up or silencing it.
     pub code: Option<String>,
 }
 

@@ -15,11 +15,17 @@ use crate::position::{PositionEncoding, to_char_index};
 /// One symbol of a document's outline.
 #[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
 pub struct OutlineSymbol {
+    /// The symbol's name as the server gives it.
     pub name: String,
+    /// Its kind in words (`class`, `function`).
     pub kind: String,
+    /// 1-based line where it starts.
     pub line: u32,
+    /// 1-based column in characters where it starts.
     pub column: u32,
+    /// The server's extra text (a signature, a type), when it gives one.
     pub detail: Option<String>,
+    /// The symbols nested in it (methods of a class), so the outline keeps its shape.
     pub children: Vec<OutlineSymbol>,
 }
 

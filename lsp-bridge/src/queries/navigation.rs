@@ -13,15 +13,21 @@ use crate::error::Result;
 /// The navigation requests that share one shape.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Navigation {
+    /// Where the symbol is defined (`textDocument/definition`).
     Definition,
+    /// Where it is declared, for languages that tell the two apart (a C header).
     Declaration,
+    /// Where the type of the symbol is defined.
     TypeDefinition,
+    /// The implementations of an interface, trait or abstract method.
     Implementation,
+    /// Every place that refers to the symbol.
     References,
 }
 
 impl Navigation {
-    pub fn method(self) -> &'static str {
+    /// The LSP request for this navigation.
+    pub(crate) fn method(self) -> &'static str {
         match self {
             Navigation::Definition => "textDocument/definition",
             Navigation::Declaration => "textDocument/declaration",

@@ -17,8 +17,11 @@ use crate::position::{PositionEncoding, to_char_index};
 /// The new text of one file under a rename, with the old one for a diff.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct FileEdit {
+    /// The file the rename changes.
     pub path: PathBuf,
+    /// Its text before, as the server computed the edits on (the editor's buffer if open).
     pub old_text: String,
+    /// Its text with the server's edits applied.
     pub new_text: String,
 }
 

@@ -32,17 +32,24 @@ const MAX_PAUSE: Duration = Duration::from_secs(1);
 /// A workspace symbol.
 #[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
 pub struct WorkspaceSymbol {
+    /// The symbol's name.
     pub name: String,
+    /// Its kind in words (`class`, `function`).
     pub kind: String,
+    /// The enclosing symbol or module, when the server says, to tell same-named symbols apart.
     pub container: Option<String>,
+    /// Where it is defined.
     pub location: Location,
+    /// The server that found it, since a workspace query asks every running server.
     pub server: String,
 }
 
 /// One server's answer to a workspace-wide query.
 #[derive(Clone, Debug, PartialEq)]
 pub struct ServerSymbols {
+    /// The server that answered.
     pub server: String,
+    /// What it found.
     pub symbols: Vec<WorkspaceSymbol>,
     /// Empty, and the server may not have finished indexing: "no results" would be a guess.
     pub still_indexing: bool,

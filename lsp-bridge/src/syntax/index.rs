@@ -125,6 +125,7 @@ impl SymbolIndex {
         self.files.values().map(Vec::len).sum()
     }
 
+    /// Whether no definition is indexed (no file, or only files without definitions).
     pub fn is_empty(&self) -> bool {
         self.files.values().all(Vec::is_empty)
     }

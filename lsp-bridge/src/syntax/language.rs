@@ -12,13 +12,17 @@ use serde::Serialize;
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Language {
+    /// Rust (`.rs`).
     Rust,
+    /// Python (`.py`, `.pyi`, `.pyw`).
     Python,
+    /// TypeScript without JSX (`.ts`, `.mts`, `.cts`).
     TypeScript,
     /// TypeScript with JSX, which needs its own grammar.
     Tsx,
     /// JavaScript, JSX included (one grammar parses both).
     JavaScript,
+    /// Go (`.go`).
     Go,
     /// C, headers included: a `.h` file is read as C even in a C++ project, which is good enough
     /// for the declarations an approximate answer needs.

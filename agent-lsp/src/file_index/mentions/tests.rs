@@ -3,7 +3,7 @@
 use proptest::prelude::*;
 
 use super::*;
-use crate::file_index::entry::mention_spelling;
+use crate::file_index::entry::{insert_text, mention_spelling};
 use crate::file_index::tests::Fixture;
 
 /// Odd names a workspace can hold, and what completion must insert for each.

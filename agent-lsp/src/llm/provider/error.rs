@@ -21,7 +21,9 @@ pub enum ProviderError {
         "the endpoint rejected the API key (HTTP {status}: {message}): set {key_env} to a valid key for this endpoint"
     )]
     Auth {
+        /// 401 or 403, as the endpoint answered.
         status: u16,
+        /// The error text from the response body, cut to a couple of thousand characters.
         message: String,
         /// The environment variable the key is read from, so the message can name it.
         key_env: String,
@@ -30,44 +32,76 @@ pub enum ProviderError {
     #[error(
         "the account behind the API key has insufficient balance (HTTP 402: {message}): top up the account or configure another provider"
     )]
-    Balance { message: String },
+    Balance {
+        /// The error text from the response body, cut to a couple of thousand characters (bodies
+        /// can be whole HTML pages).
+        message: String,
+    },
     /// 429: too many requests; `retry_after` is the server's `Retry-After`, if it sent one.
     #[error("the endpoint is rate limiting requests (HTTP 429: {message}): {}", retry_advice(*.retry_after))]
     RateLimit {
+        /// The wait the endpoint asked for (`Retry-After`), which the retry honours.
         retry_after: Option<Duration>,
+        /// The error text from the response body, cut to a couple of thousand characters.
         message: String,
     },
     /// 500, 502, 503, 504: the server is failing or overloaded; usually transient.
     #[error(
         "the endpoint is overloaded or failing (HTTP {status}: {message}): try again in a little while"
     )]
-    Overloaded { status: u16, message: String },
+    Overloaded {
+        /// 500, 502, 503 or 504, as the endpoint answered.
+        status: u16,
+        /// The error text from the response body, cut to a couple of thousand characters (bodies
+        /// can be whole HTML pages).
+        message: String,
+    },
     /// The request does not fit the model's context window; the loop compacts and retries.
     #[error(
         "the request exceeds the model's context length ({message}): compact the session or start a new one"
     )]
-    ContextOverflow { message: String },
+    ContextOverflow {
+        /// The endpoint's own words, which may state the window the session learns from.
+        message: String,
+    },
     /// 400 or 422 for any other reason: the request itself is wrong; retrying will not help.
     #[error(
         "the endpoint refused the request as invalid (HTTP {status}: {message}): check the model name and model parameters"
     )]
-    BadRequest { status: u16, message: String },
+    BadRequest {
+        /// 400 or 422, as the endpoint answered.
+        status: u16,
+        /// The error text from the response body, cut to a couple of thousand characters (bodies
+        /// can be whole HTML pages).
+        message: String,
+    },
     /// Any other unexpected status (404 from a wrong base URL, 405, 501, ...).
     #[error(
         "the endpoint answered with unexpected HTTP {status} ({message}): check the provider's base_url and model"
     )]
-    Http { status: u16, message: String },
+    Http {
+        /// The status no other variant covers.
+        status: u16,
+        /// The error text from the response body, cut to a couple of thousand characters (bodies
+        /// can be whole HTML pages).
+        message: String,
+    },
     /// The endpoint did not answer in time.
     #[error("{}", timeout_message(*.phase, *.after))]
     Timeout {
+        /// Which wait ran out, so the message names the setting to raise.
         phase: TimeoutPhase,
+        /// How long that wait was.
         after: Duration,
     },
     /// The connection could not be made or broke.
     #[error(
         "could not talk to the endpoint: {message}: check the network and the provider's base_url"
     )]
-    Network { message: String },
+    Network {
+        /// What the HTTP client reported (DNS, refused connection, TLS, a reset).
+        message: String,
+    },
     /// The turn's cancellation token fired.
     #[error("the model request was cancelled")]
     Cancelled,
@@ -75,7 +109,10 @@ pub enum ProviderError {
     #[error(
         "the endpoint sent a malformed answer: {message}: check that base_url points at an OpenAI-compatible API"
     )]
-    Protocol { message: String },
+    Protocol {
+        /// What did not parse, and where.
+        message: String,
+    },
     /// The endpoint sent more than an answer may hold (`limit` bytes of `what`), which no model
     /// writes before its `max_tokens`: a broken or hostile endpoint. Reading stopped there, so
     /// memory stays bounded, and the partial answer was dropped, not recorded; not retried, since
@@ -84,7 +121,12 @@ pub enum ProviderError {
         "the endpoint sent more than {} {what}, more than any model writes in one answer: reading stopped there and nothing of the answer was recorded: check the endpoint behind base_url and the model's max_tokens",
         format_size(*.limit)
     )]
-    TooLarge { what: &'static str, limit: usize },
+    TooLarge {
+        /// What grew too large, for the message (`bytes of answer`, `events`).
+        what: &'static str,
+        /// The cap it passed, in the unit `what` names.
+        limit: usize,
+    },
 }
 
 /// `bytes` as a short size: `16 MiB`, `64 KiB`.

@@ -29,17 +29,25 @@ use super::stream::{BodyError, with_idle_timeout};
 /// same request).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub struct FimRequest {
+    /// The FIM model.
     pub model: String,
+    /// The text before the cursor, grounding comments first.
     pub prompt: String,
+    /// The text after the cursor, which the answer must lead into.
     pub suffix: String,
+    /// The most tokens the answer may take.
     pub max_tokens: u32,
+    /// Always `true`: the text is streamed so a whole suggestion can stop the answer early.
     pub stream: bool,
 }
 
 /// The text the model filled in, and why it stopped.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct FimAnswer {
+    /// The text to insert at the cursor, as streamed (before trimming to the syntactic end).
     pub text: String,
+    /// The provider's `finish_reason` (`stop`, `length`); `None` when `on_text` stopped the
+    /// stream early.
     pub finish_reason: Option<String>,
 }
 

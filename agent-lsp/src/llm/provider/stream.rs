@@ -8,30 +8,34 @@
 //! last choice chunk). This module is pure apart from the byte stream it reads, so it is
 //! tested on recorded streams without a server.
 
-use std::collections::{BTreeMap, VecDeque};
-use std::pin::pin;
-use std::time::Duration;
+mod chunk;
+mod read;
 
-use futures_util::{Stream, StreamExt};
-use serde::Deserialize;
+use std::collections::BTreeMap;
+
 use serde_json::Value;
-use tokio_util::sync::CancellationToken;
 
 use super::body::{MAX_ANSWER_BYTES, TOOL_CALL_OVERHEAD};
-use super::error::{ProviderError, TimeoutPhase, classify_inline_error};
-use super::sse::{SseDecoder, SseEvent};
+use super::error::{ProviderError, classify_inline_error};
 use crate::llm::{AssistantMessage, ToolCallRef, Usage};
+use chunk::{Chunk, ChunkChoice, ToolCallFragment, WholeAnswer};
+pub(crate) use read::{BodyError, read_sse, with_idle_timeout};
 
 /// A piece of the answer, handed to the caller as soon as it arrives (for progress display).
 /// Empty pieces are never sent.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum StreamDelta {
+    /// A piece of the model's thinking (`reasoning_content`), shown apart from the answer.
     Reasoning(String),
+    /// A piece of the answer's text.
     Text(String),
     /// The model began a tool call; its arguments follow but are not streamed piecewise.
     ToolCallStarted {
+        /// The call's position among the answer's tool calls.
         index: u32,
+        /// The call's id, which its result will name.
         id: String,
+        /// The tool called, for "running …" progress before the arguments are complete.
         name: String,
     },
 }
@@ -39,7 +43,9 @@ pub enum StreamDelta {
 /// Token figures of one request, normalized across providers.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct UsageFigures {
+    /// Tokens of the whole prompt, cached or not, as the endpoint counted them.
     pub prompt_tokens: u64,
+    /// Tokens of the answer, reasoning included.
     pub completion_tokens: u64,
     /// Prompt tokens served from the prefix cache: DeepSeek's `prompt_cache_hit_tokens`, else
     /// OpenAI's `prompt_tokens_details.cached_tokens`, else 0.
@@ -64,6 +70,7 @@ impl UsageFigures {
 /// The whole answer of one model call.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Completion {
+    /// The answer's text, all pieces concatenated; empty when the model only called tools.
     pub text: String,
     /// `Some` only if the endpoint sent any reasoning; kept verbatim for reasoning passback.
     pub reasoning: Option<String>,
@@ -71,6 +78,8 @@ pub struct Completion {
     pub tool_calls: Vec<ToolCallRef>,
     /// The last `finish_reason` seen (`stop`, `tool_calls`, `length`, ...), if any.
     pub finish_reason: Option<String>,
+    /// The request's token figures, if the endpoint reported any; not every
+    /// OpenAI-compatible server does.
     pub usage: Option<UsageFigures>,
 }
 
@@ -356,104 +365,6 @@ impl Assembler {
     }
 }
 
-/// What can interrupt the body's bytes before SSE parsing sees them.
-#[derive(Debug)]
-pub(crate) enum BodyError {
-    Idle(Duration),
-    Transport(ProviderError),
-}
-
-impl std::fmt::Display for BodyError {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            BodyError::Idle(after) => write!(f, "no data for {after:?}"),
-            BodyError::Transport(error) => error.fmt(f),
-        }
-    }
-}
-
-/// Wrap a body so that a gap of more than `idle` between two pieces of bytes ends it with
-/// [`BodyError::Idle`]. The timeout is on bytes, not on parsed events, so the keep-alive
-/// comments a queued request receives count as life.
-pub(crate) fn with_idle_timeout<S, B>(
-    body: S,
-    idle: Duration,
-) -> impl Stream<Item = Result<B, BodyError>>
-where
-    S: Stream<Item = Result<B, BodyError>> + Unpin,
-{
-    futures_util::stream::unfold(Some(body), move |body| async move {
-        let mut body = body?;
-        match tokio::time::timeout(idle, body.next()).await {
-            Ok(Some(item)) => Some((item, Some(body))),
-            Ok(None) => None,
-            // Yield the error, then end the stream.
-            Err(_) => Some((Err(BodyError::Idle(idle)), None)),
-        }
-    })
-}
-
-/// Read an SSE body to its end into `assembler`, honouring `cancel` between every piece.
-pub(crate) async fn read_sse<S, B>(
-    body: S,
-    assembler: &mut Assembler,
-    cancel: &CancellationToken,
-    on_delta: &mut impl FnMut(StreamDelta),
-) -> Result<(), ProviderError>
-where
-    S: Stream<Item = Result<B, BodyError>>,
-    B: AsRef<[u8]>,
-{
-    let mut body = pin!(body);
-    let mut decoder = SseDecoder::default();
-    let mut events = VecDeque::new();
-    loop {
-        while let Some(event) = events.pop_front() {
-            if take_event(event, assembler, on_delta)? == Flow::Done {
-                tracing::trace!("stream finished with [DONE]");
-                return Ok(());
-            }
-        }
-        let next = tokio::select! {
-            biased;
-            () = cancel.cancelled() => return Err(ProviderError::Cancelled),
-            next = body.next() => next,
-        };
-        match next {
-            None => return Ok(()),
-            Some(Ok(bytes)) => {
-                decoder.push(bytes.as_ref(), &mut events).map_err(|error| {
-                    ProviderError::Protocol {
-                        message: format!("the event stream does not parse: {error}"),
-                    }
-                })?;
-            }
-            Some(Err(BodyError::Idle(after))) => {
-                return Err(ProviderError::Timeout {
-                    phase: TimeoutPhase::Idle,
-                    after,
-                });
-            }
-            Some(Err(BodyError::Transport(error))) => return Err(error),
-        }
-    }
-}
-
-/// Hand one decoded event to the assembler; an `error` event is the endpoint's error.
-fn take_event(
-    event: SseEvent,
-    assembler: &mut Assembler,
-    on_delta: &mut impl FnMut(StreamDelta),
-) -> Result<Flow, ProviderError> {
-    if event.event == "error" {
-        let value = serde_json::from_str::<Value>(&event.data)
-            .unwrap_or_else(|_| Value::String(event.data.clone()));
-        let error = value.get("error").cloned().unwrap_or(value);
-        return Err(classify_inline_error(&error));
-    }
-    assembler.push_data(&event.data, on_delta)
-}
-
 fn preview(text: &str) -> String {
     match text.char_indices().nth(200) {
         Some((cut, _)) => format!("{}…", &text[..cut]),
@@ -461,104 +372,10 @@ fn preview(text: &str) -> String {
     }
 }
 
-#[derive(Debug, Deserialize)]
-struct Chunk {
-    /// `Option` because some servers send `"choices": null` in the usage chunk.
-    #[serde(default)]
-    choices: Option<Vec<ChunkChoice>>,
-    #[serde(default)]
-    usage: Option<RawUsage>,
-}
-
-#[derive(Debug, Deserialize)]
-struct ChunkChoice {
-    #[serde(default)]
-    delta: Delta,
-    #[serde(default)]
-    finish_reason: Option<String>,
-}
-
-#[derive(Debug, Default, Deserialize)]
-struct Delta {
-    #[serde(default)]
-    content: Option<String>,
-    #[serde(default)]
-    reasoning_content: Option<String>,
-    #[serde(default)]
-    reasoning: Option<String>,
-    #[serde(default)]
-    tool_calls: Option<Vec<ToolCallFragment>>,
-}
-
-#[derive(Debug, Deserialize)]
-struct ToolCallFragment {
-    #[serde(default)]
-    index: Option<u32>,
-    #[serde(default)]
-    id: Option<String>,
-    #[serde(default)]
-    function: Option<FunctionFragment>,
-}
-
-#[derive(Debug, Deserialize)]
-struct FunctionFragment {
-    #[serde(default)]
-    name: Option<String>,
-    #[serde(default)]
-    arguments: Option<String>,
-}
-
-#[derive(Debug, Deserialize)]
-struct WholeAnswer {
-    #[serde(default)]
-    choices: Vec<WholeChoice>,
-    #[serde(default)]
-    usage: Option<RawUsage>,
-}
-
-#[derive(Debug, Deserialize)]
-struct WholeChoice {
-    #[serde(default)]
-    message: Delta,
-    #[serde(default)]
-    finish_reason: Option<String>,
-}
-
-#[derive(Debug, Deserialize)]
-struct RawUsage {
-    #[serde(default)]
-    prompt_tokens: u64,
-    #[serde(default)]
-    completion_tokens: u64,
-    #[serde(default)]
-    prompt_cache_hit_tokens: Option<u64>,
-    #[serde(default)]
-    prompt_tokens_details: Option<PromptTokensDetails>,
-}
-
-#[derive(Debug, Deserialize)]
-struct PromptTokensDetails {
-    #[serde(default)]
-    cached_tokens: Option<u64>,
-}
-
-impl RawUsage {
-    fn figures(&self) -> UsageFigures {
-        let cache_read = self
-            .prompt_cache_hit_tokens
-            .or_else(|| self.prompt_tokens_details.as_ref()?.cached_tokens)
-            .unwrap_or(0);
-        UsageFigures {
-            prompt_tokens: self.prompt_tokens,
-            completion_tokens: self.completion_tokens,
-            cache_read,
-            input: self.prompt_tokens.saturating_sub(cache_read),
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
+    use tokio_util::sync::CancellationToken;
+
     use super::*;
 
     /// A DeepSeek thinking-mode answer as recorded on the wire: keep-alive comments while

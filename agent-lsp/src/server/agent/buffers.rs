@@ -36,27 +36,9 @@ impl EditorBuffers {
     }
 }
 
-impl EditorBuffers {
-    /// The editor's text of `path` when it has the file open, else the disk's.
-    pub(crate) fn text_or_disk(&self, path: &Path) -> std::io::Result<String> {
-        match self.text(path) {
-            Some(text) => Ok(text),
-            None => std::fs::read_to_string(path),
-        }
-    }
-}
-
 impl Buffers for EditorBuffers {
     fn text(&self, path: &Path) -> Option<String> {
-        let shared = self.shared.upgrade()?;
-        let uri = uri_of(path).ok()?;
-        if !shared.documents().is_editor_open(&uri) {
-            return None;
-        }
-        shared
-            .documents()
-            .snapshot(&uri)
-            .map(|snapshot| snapshot.text)
+        self.shared.upgrade()?.editor_text(path)
     }
 
     fn replace(

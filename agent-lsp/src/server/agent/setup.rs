@@ -1,18 +1,17 @@
 //! How the editor's agent gets its session: the model from the editor's
-//! `initializationOptions` and the config file, the preset, and the plugins and tools the
-//! [`Launcher`](crate::launch::Launcher) makes over the editor's bridge, documents and buffers
-//! (the same for the agent and its sub-agents).
+//! `initializationOptions` and the config file, the preset, and the conversation the
+//! [`host`](crate::host) opens over the editor's bridge, documents and buffers (the same for
+//! the agent and its sub-agents).
 
 use std::sync::Arc;
 
 use super::buffers::EditorBuffers;
 use super::ui::EditorAsker;
 use super::{Host, State};
-use crate::agent::Agent;
+use crate::host::{Start, ToolHost};
 use crate::llm::provider::Provider;
 use crate::preset::{Preset, PresetDirs};
 use crate::server::{ResponseError, Shared, internal};
-use crate::session::log::Durability;
 
 /// Model settings an editor passes in `initializationOptions` (the VS Code extension passes the
 /// key from its secret storage this way, so it never lands in a settings file).
@@ -73,43 +72,28 @@ impl Host {
         let store = self.store()?;
         // The agent and its sub-agents get their tools the same way: over the editor's bridge,
         // documents and buffers, asking the editor for `ask` permissions.
-        let tools = crate::launch::ToolHost {
-            workspace: workspace.clone(),
-            bridge: shared.bridge()?.clone(),
-            documents: shared.documents().clone(),
-            web: crate::web::WebRuntime::new(
-                &shared.config.web,
-                crate::config::Config::path().as_deref(),
-            )
-            .map_err(internal)?,
-            asker: Arc::new(EditorAsker {
+        let web = crate::web::WebRuntime::new(
+            &shared.config.web,
+            crate::config::Config::path().as_deref(),
+        )
+        .map_err(internal)?;
+        let tools = ToolHost::editor(
+            workspace,
+            shared.bridge()?.clone(),
+            shared.documents().clone(),
+            web,
+            Arc::new(EditorAsker {
                 shared: Arc::downgrade(shared),
             }),
-            buffers: Some(Arc::new(EditorBuffers::new(shared))),
-            shared: None,
-        };
-        let launcher = crate::launch::Launcher::new(
-            store.clone(),
-            provider.clone(),
-            self.activity.clone(),
-            tools,
+            Arc::new(EditorBuffers::new(shared)),
         );
-        let parts = launcher.parts(&preset).map_err(internal)?;
-        let tools = parts.tools;
-        let session = store
-            .create_session(&preset, Durability::Sync)
+        let host = crate::host::Host::new(store, self.activity.clone(), tools);
+        let opening = host.choose(Start::New(preset)).map_err(internal)?;
+        let conversation = host
+            .open(opening, provider.clone(), None)
             .map_err(internal)?;
-        let agent = provider
-            .clone()
-            .map(|provider| Agent::new(provider, tools.clone(), preset.clone(), parts.plugins));
-        *self.provider.lock().expect("provider") = provider.clone();
-        *self.session_id.lock().expect("session id") = Some(session.id().to_owned());
-        Ok(State {
-            tools,
-            session,
-            preset,
-            agent,
-            provider,
-        })
+        *self.provider.lock().expect("provider") = provider;
+        *self.session_id.lock().expect("session id") = Some(conversation.session.id().to_owned());
+        Ok(conversation)
     }
 }

@@ -41,9 +41,7 @@ pub(crate) async fn complete_mention(shared: &Arc<Shared>, params: &Value) -> Re
     if shared.files.get().is_none() {
         return empty();
     }
-    let text = crate::server::agent::buffers::EditorBuffers::new(shared)
-        .text_or_disk(&path)
-        .unwrap_or_default();
+    let text = shared.text_or_disk(&path).unwrap_or_default();
     let (line, character) = (position.line, position.character);
     let line_text = text.lines().nth(line as usize).unwrap_or("");
     let cursor = offset_of(line_text, 0, character, PositionEncoding::Utf16);

@@ -19,17 +19,25 @@ pub struct SubtoolCall {
     pub parent_call_id: String,
     /// `PARENT.N`: unique in the session.
     pub call_id: String,
+    /// The tool called, as the program named it.
     pub name: String,
+    /// The arguments as the program passed them, a JSON text.
     pub arguments: String,
 }
 
 /// `subtool/result`: what that call returned to the tool, capped as any result is.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct SubtoolResult {
+    /// The id of the model's call whose tool made this one, as in its `subtool/call`.
     pub parent_call_id: String,
+    /// The id of its `subtool/call`.
     pub call_id: String,
+    /// The tool called, so a view needs not look the call up.
     pub name: String,
+    /// What the tool returned, capped as any tool result is.
     pub text: String,
+    /// Truncation, original length and the like, as a `tool/result`'s meta: never sent to the
+    /// model.
     #[serde(default, skip_serializing_if = "Value::is_null")]
     pub meta: Value,
 }

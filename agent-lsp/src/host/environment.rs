@@ -14,7 +14,7 @@ use crate::session::History;
 #[derive(Clone, Debug, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct EnvironmentSettings {
-    pub enabled: bool,
+    enabled: bool,
 }
 
 impl PluginSettings for EnvironmentSettings {
@@ -29,12 +29,18 @@ pub struct Environment {
 }
 
 impl Environment {
-    pub fn parts(_settings: EnvironmentSettings, host: &PluginHost) -> anyhow::Result<Parts> {
+    /// The plugin for the preset's workspace; the registry calls it when the preset enables
+    /// `runtime_context`.
+    pub(super) fn parts(
+        _settings: EnvironmentSettings,
+        host: &PluginHost,
+    ) -> anyhow::Result<Parts> {
         Ok(Parts {
             plugin: Some(Box::new(Environment {
                 workspace: host.workspace.clone(),
             })),
             tools: Vec::new(),
+            shell: None,
         })
     }
 }

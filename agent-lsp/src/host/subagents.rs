@@ -1,161 +1,33 @@
-//! Starting agents: the one place a preset becomes the plugins, tools and (for a sub-agent)
-//! the session an agent runs with, for `agent-lsp run`, `agent-lsp serve` and the `task`
-//! tool's sub-agents alike.
-//!
-//! A [`Launcher`] is made once per host with what every agent of that host shares: the
-//! session store, the model, the activity board, and the [`ToolHost`], which builds a
-//! preset's tool runtime over the host's one bridge and document mirror (so a sub-agent queries the same
-//! warm language servers and, under `serve`, reads the editor's unsaved buffers, with the same
-//! asker for `ask` permissions). [`Launcher::parts`] gives the top-level agent its parts; the
-//! launcher it puts into the host ([`PluginHost::subagents`]) makes that agent's children one
-//! level deeper ([`Spawner::start`]), and so on down to the preset's `max_depth`.
+//! Sub-agents: how the host makes a `task` call's child one level down. The host a
+//! conversation's plugins are given ([`PluginHost::subagents`]) is its own, with the
+//! conversation's preset and model; [`Spawner::start`] picks the child's preset (bounded by
+//! the parent's permissions and the order's budgets), opens its session under the parent's
+//! call, and hands back the child's turn to run.
 
-use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Instant;
 
 use anyhow::Context;
 use tokio_util::sync::CancellationToken;
 
+use super::{Conversation, Host};
 use crate::activity::{Activity, Kind};
-use crate::agent::{Agent, AgentEvent, TurnOutcome, TurnUi};
-use crate::llm::provider::Provider;
-use crate::plugin::Plugin;
-use crate::plugin::registry::PluginHost;
-use crate::plugin::tool::Tool;
+use crate::agent::{AgentEvent, TurnOutcome, TurnUi};
 use crate::preset::{Preset, PresetDirs};
+use crate::session::History;
 use crate::session::event::{EventBody, ParentLink, SubagentEnd, ToolCallRef};
-use crate::session::log::Durability;
-use crate::session::store::Store;
-use crate::session::{History, Session};
 use crate::subagents::child::ChildPlugin;
 use crate::subagents::{self, Order, Report, Spawner, Started, Stop, StopReason};
-use crate::tools::buffers::Buffers;
-use crate::tools::{Asker, ToolRuntime};
 
-/// What every agent of a host gets its tools over: the workspace, the one bridge to its
-/// language servers and the document mirror they share with the editor, the user's `[web]`
-/// settings, who answers `ask`, and the editor's buffers under `serve`.
-#[derive(Clone)]
-pub struct ToolHost {
-    pub workspace: PathBuf,
-    pub bridge: lsp_bridge::Bridge,
-    pub documents: Arc<lsp_bridge::documents::DocumentMirror>,
-    pub web: crate::web::WebRuntime,
-    pub asker: Arc<dyn Asker>,
-    pub buffers: Option<Arc<dyn Buffers>>,
-    /// The workspace's shared bridge, for hosts that may attach to another process's warm
-    /// servers (`run`, `tool`, `mcp serve`); `serve` publishes its own and never attaches.
-    pub shared: Option<Arc<crate::shared_bridge::SharedBridge>>,
-}
-
-impl ToolHost {
-    /// The tool runtime of `preset`, with the tools its plugins brought; the language servers
-    /// a slow `lsp_*` call waits for are shown on `activity`.
-    pub fn runtime(
-        &self,
-        preset: &Preset,
-        plugin_tools: &[Arc<dyn Tool>],
-        activity: &Arc<Activity>,
-    ) -> anyhow::Result<ToolRuntime> {
-        let queries = lsp_bridge::queries::Queries::new(
-            Arc::new(self.bridge.clone()),
-            self.documents.clone(),
-        );
-        let mut lsp_tools =
-            crate::tools::lsp::LspTools::new(queries).with_activity(activity.clone());
-        if let Some(shared) = &self.shared {
-            lsp_tools = lsp_tools.with_shared(shared.clone());
-        }
-        let runtime =
-            crate::harness::runtime_over(&self.workspace, preset, lsp_tools, plugin_tools)?
-                .with_web(self.web.clone())
-                .with_asker(self.asker.clone());
-        Ok(match &self.buffers {
-            Some(buffers) => runtime.with_buffers(buffers.clone()),
-            None => runtime,
-        })
-    }
-}
-
-/// What an agent runs with.
-pub struct Parts {
-    pub plugins: Vec<Box<dyn Plugin>>,
-    pub tools: ToolRuntime,
-}
-
-/// Makes the agents of one host.
-#[derive(Clone)]
-pub struct Launcher {
-    store: Store,
-    provider: Option<Provider>,
-    activity: Arc<Activity>,
-    tools: ToolHost,
-    /// The depth of the agents this launcher makes parts for: 0 for the top-level agent.
-    depth: u32,
-    /// The preset of the agent whose children this launcher starts (what `general` runs).
-    preset: Option<Preset>,
-}
-
-impl Launcher {
-    pub fn new(
-        store: Store,
-        provider: Option<Provider>,
-        activity: Arc<Activity>,
-        tools: ToolHost,
-    ) -> Launcher {
-        Launcher {
-            store,
-            provider,
-            activity,
-            tools,
-            depth: 0,
-            preset: None,
-        }
-    }
-
-    pub fn activity(&self) -> &Arc<Activity> {
-        &self.activity
-    }
-
-    /// The plugins and tools of the top-level agent running `preset`.
-    pub fn parts(&self, preset: &Preset) -> anyhow::Result<Parts> {
-        self.parts_at(preset, true)
-    }
-
-    /// The plugins and tools of an agent running `preset` at this launcher's depth; its `task`
-    /// calls start children through a launcher one level down when `spawns`.
-    fn parts_at(&self, preset: &Preset, spawns: bool) -> anyhow::Result<Parts> {
-        let mut host: PluginHost = crate::harness::host(
-            &self.store,
-            preset,
-            self.provider.clone(),
-            self.activity.clone(),
-        );
-        if spawns && self.provider.is_some() {
-            host.subagents = Some(Arc::new(Launcher {
-                preset: Some(preset.clone()),
-                ..self.clone()
-            }));
-        }
-        let assembly = crate::harness::assemble(preset, &host)?;
-        let tools = self
-            .tools
-            .runtime(preset, &assembly.tools, &self.activity)?;
-        Ok(Parts {
-            plugins: assembly.plugins,
-            tools,
-        })
-    }
-
+impl Host {
     /// The preset a child of `agent_type` runs with: the parent's own for `general`, else the
     /// preset of that name; its steps and its permissions bounded by the budget and the
     /// parent's, and without `task` at the deepest level.
     fn child_preset(&self, order: &Order, depth: u32) -> anyhow::Result<Preset> {
         let parent = self
-            .preset
+            .parent_preset
             .as_ref()
-            .context("this launcher starts no sub-agents")?;
+            .context("this host starts no sub-agents")?;
         let mut preset = if order.agent_type == subagents::GENERAL {
             parent.clone()
         } else {
@@ -187,40 +59,35 @@ impl Launcher {
     }
 }
 
-impl Spawner for Launcher {
+impl Spawner for Host {
     fn start(&self, order: Order, cancel: CancellationToken) -> anyhow::Result<Started> {
-        let provider = self
-            .provider
-            .clone()
-            .context("no model is configured for sub-agents")?;
         let depth = self.depth + 1;
         let preset = self.child_preset(&order, depth)?;
-        let below = Launcher {
+        let below = Host {
             depth,
             ..self.clone()
         };
-        let parts = below.parts_at(&preset, depth < order.max_depth)?;
         let stop = Stop::new(cancel);
-        let agent = Agent::new(provider, parts.tools, preset.clone(), parts.plugins).with_plugin(
-            Box::new(ChildPlugin::new(
-                &order.agent_type,
-                stop.clone(),
-                order.budgets.max_prompt_tokens,
-            )),
+        let child_plugin = ChildPlugin::new(
+            &order.agent_type,
+            stop.clone(),
+            order.budgets.max_prompt_tokens,
         );
+        let link = ParentLink {
+            session_id: order.parent_session.clone(),
+            call_id: order.call_id.clone(),
+            agent_type: order.agent_type.clone(),
+            depth,
+        };
         // A prompt too long to record is refused before a session is made for it.
-        agent.prompt_text(&order.prompt)?;
-        let session = self.store.create_session_under(
-            &preset,
-            Durability::Sync,
-            Some(ParentLink {
-                session_id: order.parent_session.clone(),
-                call_id: order.call_id.clone(),
-                agent_type: order.agent_type.clone(),
-                depth,
-            }),
+        let conversation = below.open_child(
+            preset.clone(),
+            depth < order.max_depth,
+            Box::new(child_plugin),
+            link,
+            &order.prompt,
         )?;
-        let child = session.id().to_owned();
+        let child = conversation.session.id().to_owned();
         let title = format!(
             "{}: {}",
             order.agent_type,
@@ -239,8 +106,7 @@ impl Spawner for Launcher {
             Some(stop.token().clone()),
         );
         let run = Run {
-            agent,
-            session,
+            conversation,
             stop,
             order,
             activity: self.activity.clone(),
@@ -256,8 +122,7 @@ impl Spawner for Launcher {
 
 /// One child's turn.
 struct Run {
-    agent: Agent,
-    session: Session,
+    conversation: Conversation,
     stop: Stop,
     order: Order,
     activity: Arc<Activity>,
@@ -273,15 +138,15 @@ impl Run {
                 stop.stop(StopReason::TimeBudget);
             })
         };
-        let child = self.session.id().to_owned();
+        let child = self.conversation.session.id().to_owned();
         let mut ui = ActivityUi {
             activity: self.activity.clone(),
             id: child.clone(),
         };
         let token = self.stop.token().clone();
         let outcome = self
-            .agent
-            .run_turn(&mut self.session, &self.order.prompt, &token, &mut ui)
+            .conversation
+            .submit(&self.order.prompt, &token, &mut ui)
             .await;
         timer.abort();
         let (outcome, reason, text) = match outcome {
@@ -289,28 +154,28 @@ impl Run {
             Ok(TurnOutcome::StepLimit { steps }) => (
                 StopReason::StepBudget.outcome().to_owned(),
                 Some(format!("{steps} steps")),
-                last_words(self.session.history()),
+                last_words(self.conversation.session.history()),
             ),
             Ok(TurnOutcome::Cancelled { .. }) => match self.stop.reason() {
                 Some(reason) => (
                     reason.outcome().to_owned(),
                     Some(self.budget_line(reason)),
-                    last_words(self.session.history()),
+                    last_words(self.conversation.session.history()),
                 ),
                 None => (
                     "cancelled".to_owned(),
                     None,
-                    last_words(self.session.history()),
+                    last_words(self.conversation.session.history()),
                 ),
             },
             Err(error) => (
                 "error".to_owned(),
                 Some(format!("{error:#}")),
-                last_words(self.session.history()),
+                last_words(self.conversation.session.history()),
             ),
         };
         let end = totals(
-            self.session.history(),
+            self.conversation.session.history(),
             SubagentEnd {
                 call_id: self.order.call_id.clone(),
                 child: child.clone(),
@@ -334,7 +199,7 @@ impl Run {
             StopReason::StepBudget => format!("{} steps", budgets.max_steps),
             StopReason::TokenBudget => format!(
                 "{} of {} prompt tokens",
-                subagents::child::prompt_tokens(&self.session),
+                subagents::child::prompt_tokens(&self.conversation.session),
                 budgets.max_prompt_tokens
             ),
             StopReason::TimeBudget => format!("{} s", budgets.wall.as_secs()),

@@ -1,13 +1,12 @@
-//! The assembly: a preset turned into the parts the loop runs with. It sits above the plugins,
-//! the tools, compaction and presets, so those never import each other to be put together (see
-//! docs/decisions/0004-plugin-layer.md). [`registry`] is the one list of the plugins a preset
-//! can name.
-
-pub mod environment;
+//! The assembly: a preset turned into the plugins the loop runs with. It sits above the
+//! plugins, the tools, compaction and presets, so those never import each other to be put
+//! together (see docs/decisions/0004-plugin-layer.md). [`registry`] is the one list of the
+//! plugins a preset can name; the tools they bring join the catalog in `host::catalog`.
 
 use std::path::Path;
 use std::sync::Arc;
 
+use super::environment::{Environment, EnvironmentSettings};
 use crate::activity::Activity;
 use crate::code::{self, CodeModeSettings};
 use crate::compaction::pruner::ToolResultPruner;
@@ -20,15 +19,13 @@ use crate::memory;
 use crate::memory::plugin::{MemoryPlugin, MemorySettings};
 use crate::plans::{PlansPlugin, PlansSettings};
 use crate::plugin::registry::{Assembly, PluginHost, PluginRegistry};
-use crate::plugin::tool::Tool;
 use crate::preset::Preset;
 use crate::preset::authoring::{self, PresetAuthoringSettings};
 use crate::session::store::Store;
 use crate::skills::{self, SkillsSettings};
 use crate::subagents::{self, SubagentsSettings};
-use crate::tools::{PermissionPolicy, ToolRegistry, ToolRuntime, lsp, web};
-use crate::workspace::Workspace;
-use environment::{Environment, EnvironmentSettings};
+use crate::tools::lsp::LspTools;
+use crate::web::WebRuntime;
 
 /// Every plugin a preset can name, in the order they handle events: the environment first (its
 /// runtime context is injected before the other pre-step plugins edit the surface), the project
@@ -48,7 +45,7 @@ pub fn registry() -> PluginRegistry {
         .register::<ContextRulesSettings>("context_rules", ContextRulesPlugin::parts)
         .register::<PresetAuthoringSettings>("preset_authoring", preset_authoring)
         .register::<MemorySettings>(memory::plugin::NAME, MemoryPlugin::parts)
-        .register::<SkillsSettings>(skills::PLUGIN, skills::plugin::SkillsPlugin::parts)
+        .register::<SkillsSettings>(skills::PLUGIN, skills::parts)
         .register::<JobsSettings>(jobs::PLUGIN, JobsPlugin::parts)
         .register::<SubagentsSettings>(subagents::PLUGIN, SubagentsSettings::parts)
         .register::<CodeModeSettings>(code::PLUGIN, CodeModeSettings::parts)
@@ -98,7 +95,7 @@ pub fn check_preset(preset: &Preset) -> anyhow::Result<()> {
 /// What the host offers the plugins of `preset` in the workspace of `store`: the workspace's
 /// state directory, the model if one is configured, and the board its jobs and sub-agents post
 /// into.
-pub fn host(
+pub fn plugin_host(
     store: &Store,
     preset: &Preset,
     provider: Option<Provider>,
@@ -122,76 +119,6 @@ pub fn assemble(preset: &Preset, host: &PluginHost) -> anyhow::Result<Assembly> 
     registry().build(&preset.origin, &preset.file.plugins, host)
 }
 
-/// The tools of `preset` for `workspace`: the file tools, the tools its plugins bring, and the
-/// `lsp_*` tools over a bridge to the workspace's language servers (started lazily, on the first
-/// query that needs each), with the preset's permissions and fresh diagnostics after every
-/// write. The bridge is returned too, so the caller can shut its servers down.
-pub fn runtime_for(
-    workspace: &Path,
-    preset: &Preset,
-    servers: lsp_bridge::BridgeConfig,
-    plugin_tools: &[Arc<dyn Tool>],
-) -> anyhow::Result<(ToolRuntime, lsp_bridge::Bridge)> {
-    let bridge =
-        lsp_bridge::Bridge::new(servers, vec![Workspace::new(workspace)?.root().to_owned()]);
-    let documents = Arc::new(lsp_bridge::documents::DocumentMirror::new());
-    Ok((
-        runtime_with(workspace, preset, bridge.clone(), documents, plugin_tools)?,
-        bridge,
-    ))
-}
-
-/// The tools of `preset` over an existing bridge and document mirror: the editor-facing server
-/// shares both with the editor, so the agent sees the editor's unsaved buffers and warm servers.
-pub fn runtime_with(
-    workspace: &Path,
-    preset: &Preset,
-    bridge: lsp_bridge::Bridge,
-    documents: Arc<lsp_bridge::documents::DocumentMirror>,
-    plugin_tools: &[Arc<dyn Tool>],
-) -> anyhow::Result<ToolRuntime> {
-    let queries = lsp_bridge::queries::Queries::new(Arc::new(bridge), documents);
-    runtime_over(workspace, preset, lsp::LspTools::new(queries), plugin_tools)
-}
-
-/// The tools of `preset` with `lsp_tools` as its `lsp_*` tools (over a shared bridge, for
-/// [`crate::launch::ToolHost`]).
-pub fn runtime_over(
-    workspace: &Path,
-    preset: &Preset,
-    lsp_tools: lsp::LspTools,
-    plugin_tools: &[Arc<dyn Tool>],
-) -> anyhow::Result<ToolRuntime> {
-    let workspace = Workspace::new(workspace)?;
-    let mut registry = ToolRegistry::standard();
-    for tool in lsp_tools.all() {
-        registry.register(tool);
-    }
-    for tool in plugin_tools {
-        registry.register_shared(tool.clone());
-    }
-    // Web tools without the user's `[web]` settings (fetch works, search says what to
-    // configure); callers with a configuration replace them with `ToolRuntime::with_web`.
-    let (web_search, web_fetch) = web::tools(crate::web::WebRuntime::new(
-        &Default::default(),
-        crate::config::Config::path().as_deref(),
-    )?);
-    registry.register(web_search).register(web_fetch);
-    // The MCP servers' tools are whatever the servers list, so `[plugins.mcp]` enables them
-    // all and `tools.enabled` need not (cannot) name them.
-    let mut enabled = preset.file.tools.enabled.clone();
-    enabled.extend(
-        plugin_tools
-            .iter()
-            .map(|tool| tool.def().name)
-            .filter(|name| name.starts_with(crate::permissions::MCP_TOOL_PREFIX)),
-    );
-    let registry = registry.only(&enabled)?;
-    Ok(ToolRuntime::new(workspace, registry)
-        .with_policy(PermissionPolicy::from_table(&preset.file.permissions))
-        .with_write_observer(Arc::new(lsp_tools)))
-}
-
 /// A preset's text checked as a session's start checks it, in `workspace`: the strict parse
 /// (`origin` names the file in errors), its plugin tables against the registry, and
 /// `tools.enabled` against the tools there are, the built-in ones and those its plugins bring.
@@ -210,7 +137,21 @@ pub fn parse_preset(
     let assembly = assemble(&preset, &host)?;
     let bridge = lsp_bridge::Bridge::new(lsp_bridge::BridgeConfig::builtin(), Vec::new());
     let documents = Arc::new(lsp_bridge::documents::DocumentMirror::new());
-    runtime_with(workspace, &preset, bridge, documents, &assembly.tools)
+    let lsp = LspTools::new(lsp_bridge::queries::Queries::new(
+        Arc::new(bridge),
+        documents,
+    ));
+    let web = WebRuntime::new(
+        &Default::default(),
+        crate::config::Config::path().as_deref(),
+    )?;
+    let sources = super::catalog::Sources {
+        lsp: &lsp,
+        web: &web,
+        plugins: &assembly,
+        front_end: &[],
+    };
+    super::catalog::build(&preset, sources)
         .map_err(|error| anyhow::anyhow!("preset {origin}: tools.enabled: {error:#}"))?;
     Ok(preset)
 }
@@ -219,6 +160,7 @@ pub fn parse_preset(
 mod tests {
     use super::*;
     use crate::tools::Permission;
+    use crate::tools::{PermissionPolicy, ToolRegistry, lsp};
 
     #[test]
     fn policies_come_from_presets() {
@@ -251,11 +193,19 @@ mod tests {
                 .iter()
                 .map(|p| p.name())
                 .collect::<Vec<_>>();
-            let tools = assembly
+            // The jobs plugin's `shell` is offered apart, in place of the built-in one.
+            let mut tools = assembly
                 .tools
                 .iter()
                 .map(|t| t.def().name)
                 .collect::<Vec<_>>();
+            if let Some(shell) = &assembly.shell {
+                let after = tools
+                    .iter()
+                    .position(|t| t == "skill")
+                    .map_or(0, |at| at + 1);
+                tools.insert(after, shell.def().name);
+            }
             match name {
                 "minimal" => assert!(plugins.is_empty() && tools.is_empty()),
                 "creative" => {
@@ -362,7 +312,7 @@ mod tests {
     /// plugin of the registry and every tool a preset can enable.
     #[test]
     fn the_preset_reference_names_every_plugin_and_tool() {
-        let readme = include_str!("../../presets/README.md");
+        let readme = include_str!("../../../presets/README.md");
         for name in registry().names() {
             assert!(
                 readme.contains(&format!("| `{name}` |")),

@@ -1,0 +1,175 @@
+//! What every agent of a host gets its tools over, and the one way a preset's tool runtime is
+//! made from it: the catalog ([`super::catalog`]) with the preset's permissions, the host's
+//! asker, the editor's buffers under `serve`, and fresh diagnostics after every write.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use crate::activity::Activity;
+use crate::config::Config;
+use crate::plugin::registry::Assembly;
+use crate::plugin::tool::Tool;
+use crate::preset::Preset;
+use crate::session::store::Store;
+use crate::shared_bridge::SharedBridge;
+use crate::tools::buffers::Buffers;
+use crate::tools::lsp::LspTools;
+use crate::tools::{Asker, HeadlessAsker, PermissionPolicy, ToolRuntime};
+use crate::web::WebRuntime;
+use crate::workspace::Workspace;
+use lsp_bridge::Bridge;
+use lsp_bridge::documents::DocumentMirror;
+
+/// What every agent of a host gets its tools over: the workspace, the one bridge to its
+/// language servers and the document mirror they share with the editor, the user's `[web]`
+/// settings, who answers `ask`, and the editor's buffers under `serve`. A sub-agent gets the
+/// same, so it queries the same warm servers and asks the same person.
+#[derive(Clone)]
+pub struct ToolHost {
+    /// The workspace root the file tools are confined to.
+    pub workspace: PathBuf,
+    /// The language servers behind the `lsp_*` tools.
+    pub bridge: Bridge,
+    /// The open documents the servers were told of: the editor's under `serve`.
+    pub documents: Arc<DocumentMirror>,
+    /// The web tools' runtime, with the user's `[web]` settings.
+    pub web: WebRuntime,
+    /// Who answers a call whose permission is `ask`.
+    pub asker: Arc<dyn Asker>,
+    /// The editor's open buffers under `serve`, which the file tools read and edit instead of
+    /// the disk.
+    pub buffers: Option<Arc<dyn Buffers>>,
+    /// The workspace's shared bridge, for hosts that may attach to another process's warm
+    /// servers (`run`, `tool`, `mcp serve`); `serve` publishes its own and never attaches.
+    pub shared: Option<Arc<SharedBridge>>,
+    /// Tools the front end adds to every catalog whatever the preset enables (`mcp serve`'s
+    /// `files`, `session_list` and `session_show`).
+    pub front_end: Vec<Arc<dyn Tool>>,
+    /// Whether [`ToolHost::shutdown`] stops the bridge's servers: not under `serve`, whose
+    /// editor keeps using them.
+    owns_bridge: bool,
+}
+
+impl ToolHost {
+    /// The tools of a process of its own (`run`, `tool`, `mcp serve`): a bridge to the servers
+    /// of `config` for the store's workspace, shared with the user's other processes as
+    /// `role` (attached to theirs when one is warm, else published), asking `asker`.
+    pub(crate) fn owned(
+        store: &Store,
+        config: &Config,
+        asker: Arc<dyn Asker>,
+        role: &'static str,
+    ) -> anyhow::Result<ToolHost> {
+        let workspace = Workspace::new(store.workspace())?.root().to_owned();
+        Ok(ToolHost {
+            bridge: Bridge::new(config.bridge_config()?, vec![workspace.clone()]),
+            workspace,
+            documents: Arc::new(DocumentMirror::new()),
+            web: WebRuntime::new(&config.web, Config::path().as_deref())?,
+            asker,
+            buffers: None,
+            shared: Some(SharedBridge::new(store, role)),
+            front_end: Vec::new(),
+            owns_bridge: true,
+        })
+    }
+
+    /// The tools of the editor's server: over its bridge and document mirror, which the
+    /// editor's own requests use too, with its buffers and its asker. The servers stay the
+    /// editor's: [`ToolHost::shutdown`] leaves them running.
+    pub fn editor(
+        workspace: PathBuf,
+        bridge: Bridge,
+        documents: Arc<DocumentMirror>,
+        web: WebRuntime,
+        asker: Arc<dyn Asker>,
+        buffers: Arc<dyn Buffers>,
+    ) -> ToolHost {
+        ToolHost {
+            workspace,
+            bridge,
+            documents,
+            web,
+            asker,
+            buffers: Some(buffers),
+            shared: None,
+            front_end: Vec::new(),
+            owns_bridge: false,
+        }
+    }
+
+    /// Tools over a bridge of their own to `servers`, without the user's configuration or a
+    /// shared bridge, and a headless asker without `--yes`: for checking a preset and for
+    /// tests of the tools themselves.
+    pub fn standalone(
+        workspace: &Path,
+        servers: lsp_bridge::BridgeConfig,
+    ) -> anyhow::Result<ToolHost> {
+        let workspace = Workspace::new(workspace)?.root().to_owned();
+        Ok(ToolHost {
+            bridge: Bridge::new(servers, vec![workspace.clone()]),
+            workspace,
+            documents: Arc::new(DocumentMirror::new()),
+            web: WebRuntime::new(&Default::default(), Config::path().as_deref())?,
+            asker: Arc::new(HeadlessAsker::default()),
+            buffers: None,
+            shared: None,
+            front_end: Vec::new(),
+            owns_bridge: true,
+        })
+    }
+
+    /// The tool runtime of `preset`, with the tools its plugins brought (`plugins`); the
+    /// language servers a slow `lsp_*` call waits for are shown on `activity`.
+    pub fn runtime(
+        &self,
+        preset: &Preset,
+        plugins: &Assembly,
+        activity: &Arc<Activity>,
+    ) -> anyhow::Result<ToolRuntime> {
+        let lsp = self.lsp_tools().with_activity(activity.clone());
+        let registry = super::catalog::build(
+            preset,
+            super::catalog::Sources {
+                lsp: &lsp,
+                web: &self.web,
+                plugins,
+                front_end: &self.front_end,
+            },
+        )?;
+        let runtime = ToolRuntime::new(Workspace::new(&self.workspace)?, registry)
+            .with_policy(PermissionPolicy::from_table(&preset.file.permissions))
+            .with_write_observer(Arc::new(lsp))
+            .with_asker(self.asker.clone());
+        Ok(match &self.buffers {
+            Some(buffers) => runtime.with_buffers(buffers.clone()),
+            None => runtime,
+        })
+    }
+
+    /// The `lsp_*` tools over the host's bridge and documents, through the shared bridge when
+    /// there is one.
+    fn lsp_tools(&self) -> LspTools {
+        let queries = lsp_bridge::queries::Queries::new(
+            Arc::new(self.bridge.clone()),
+            self.documents.clone(),
+        );
+        let tools = LspTools::new(queries);
+        match &self.shared {
+            Some(shared) => tools.with_shared(shared.clone()),
+            None => tools,
+        }
+    }
+
+    /// Let go of the servers at the end of a process: clients attached to this host's shared
+    /// bridge find it gone and take over, and the servers this host started are shut down
+    /// (not the editor's).
+    pub async fn shutdown(&self) {
+        if let Some(shared) = &self.shared {
+            shared.close().await;
+        }
+        if self.owns_bridge {
+            self.bridge.shutdown_all().await;
+        }
+    }
+}
