@@ -43,7 +43,19 @@ pub const EDITOR: &str = "editor";
 pub const CLI: &str = "cli";
 
 /// Whose a memory is: this workspace's, or the user's in every workspace.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+#[derive(
+    Clone,
+    Copy,
+    Debug,
+    Default,
+    PartialEq,
+    Eq,
+    PartialOrd,
+    Ord,
+    Serialize,
+    Deserialize,
+    schemars::JsonSchema,
+)]
 #[serde(rename_all = "lowercase")]
 pub enum Scope {
     /// This workspace's: kept in the workspace's state directory, given to sessions there only.

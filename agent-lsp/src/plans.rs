@@ -50,7 +50,7 @@ pub const MAX_ITEM_CHARS: usize = 300;
 pub const MAX_GOAL_CHARS: usize = 4000;
 
 /// Where an item stands.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum Status {
     /// Not started.
@@ -82,20 +82,21 @@ impl Status {
 }
 
 /// One step of a plan.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct Item {
-    /// What the step is, in the model's words.
+    /// What to do, in one line.
     pub text: String,
-    /// Where the step stands.
+    /// `pending`, `in_progress` or `done`.
     pub status: Status,
 }
 
-/// A whole list, as one `todo` call gave it.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+/// A whole list, as one `todo` call gave it (the tool's arguments, and what the log keeps).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct Plan {
-    /// The items in the model's order.
+    /// The whole plan, in order.
+    #[schemars(length(max = MAX_ITEMS))]
     pub items: Vec<Item>,
 }
 

@@ -12,6 +12,7 @@ pub mod registry;
 pub mod spawn;
 pub mod state;
 pub mod tool;
+pub mod typed;
 
 use std::collections::BTreeMap;
 

@@ -47,7 +47,6 @@ use std::time::{Duration, Instant};
 
 use futures_util::FutureExt;
 use futures_util::future::{BoxFuture, join_all};
-use serde::de::DeserializeOwned;
 use serde_json::{Map, Value};
 use tokio_util::sync::CancellationToken;
 use tracing::Instrument;
@@ -56,19 +55,11 @@ use crate::canonical::canonical_json;
 use crate::llm::ToolDef;
 pub use crate::permissions::{POLICY_KEYS, Permission, PermissionPolicy};
 pub use crate::plugin::outcomes::{ToolCallOutcome, ToolOutput};
-pub use crate::plugin::tool::{EventSink, Tool, ToolContext};
+pub use crate::plugin::tool::{CallArgs, EventSink, Tool, ToolContext};
+pub use crate::plugin::typed::TypedTool;
 use crate::session::event::{AssistantMessage, EventBody, ToolCallEvent, ToolCallRef, ToolResult};
 use crate::session::{NewEvent, Session};
 use crate::workspace::Workspace;
-
-/// Deserialize a tool's arguments, or the error output naming what is wrong with them.
-pub fn parse_args<T: DeserializeOwned>(tool: &str, args: Value) -> Result<T, ToolOutput> {
-    serde_json::from_value(args).map_err(|err| {
-        ToolOutput::error(format!(
-            "invalid arguments for `{tool}`: {err}; see the tool's parameter schema"
-        ))
-    })
-}
 
 /// The result of a call whose tool panicked: what it said, and that nothing is known of what it
 /// did.
@@ -308,7 +299,7 @@ enum Prepared {
     Done(ToolOutput),
     Run {
         tool: Arc<dyn Tool>,
-        args: Value,
+        args: CallArgs,
     },
 }
 
@@ -586,7 +577,7 @@ impl ToolRuntime {
     /// Parse the arguments, find the tool, apply the permission policy.
     async fn prepare(&self, call: &ToolCallRef, cancel: &CancellationToken) -> Prepared {
         let args = match parse_raw_arguments(&call.arguments) {
-            Ok(args) => args,
+            Ok(args) => CallArgs::from(args),
             Err(output) => return Prepared::Done(output),
         };
         let Some(tool) = self.registry.get(&call.name) else {
@@ -601,7 +592,7 @@ impl ToolRuntime {
         };
         let mut permission = self.policy.permission(&call.name);
         let protected = (!tool.read_only())
-            .then(|| self.protected_path(&args))
+            .then(|| self.protected_path(args.json()))
             .flatten();
         if let Some((shown, _)) = &protected
             && self.policy.protected_paths > permission
@@ -672,7 +663,7 @@ impl ToolRuntime {
         &self,
         call: &ToolCallRef,
         tool: Arc<dyn Tool>,
-        args: Value,
+        args: CallArgs,
         cancel: &CancellationToken,
         session: CallSession<'_>,
     ) -> (ToolOutput, Duration) {

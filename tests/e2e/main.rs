@@ -51,6 +51,7 @@ mod shell_tool;
 mod skills;
 mod subagents;
 mod subagents_serve;
+mod tool_schemas;
 mod up_front;
 mod vscode;
 mod web;

@@ -5,23 +5,26 @@ use std::time::Duration;
 
 use futures_util::future::BoxFuture;
 use serde::Deserialize;
-use serde_json::{Value, json};
+use serde_json::json;
 
 use super::engine::{Limits, Stop};
 use super::process::{self, Outcome};
 use super::{CodeModeSettings, TOOL};
-use crate::llm::ToolDef;
-use crate::tools::{Tool, ToolContext, ToolOutput, parse_args};
+use crate::tools::{ToolContext, ToolOutput, TypedTool};
 
 /// Time beyond the program's own deadline for a call running then to end once cancelled; the
 /// program itself is killed [`process::KILL_GRACE`] after its deadline.
 const GRACE: Duration = Duration::from_secs(5);
 
-#[derive(Debug, Deserialize)]
+/// The arguments of `run_code`.
+#[derive(Debug, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
-struct Args {
+pub struct RunCodeArgs {
+    /// The program: the body of an async function (top-level `await` and `return` work).
     code: String,
+    /// Less wall time than the default.
     #[serde(default)]
+    #[schemars(range(min = 1))]
     timeout_secs: Option<u64>,
 }
 
@@ -47,25 +50,19 @@ impl RunCode {
     }
 }
 
-impl Tool for RunCode {
-    fn def(&self) -> ToolDef {
+impl TypedTool for RunCode {
+    type Args = RunCodeArgs;
+
+    fn name(&self) -> &str {
+        TOOL
+    }
+
+    fn description(&self) -> String {
         let s = &self.settings;
-        ToolDef {
-            name: TOOL.into(),
-            description: format!(
-                "Run a JavaScript program that calls this session's tools itself, and get what it prints and returns. Use it for work of many lookups (a loop over search hits, a join of several answers): only the program's output enters the conversation. `await tools.NAME({{...}})` calls a tool with the arguments its schema names and gives its result text; a failed call throws an Error with the tool's message. `console.log(...)` prints; a returned value is shown as JSON. There is no require/import, no fetch, no file, process or clock access except through tools. Limits: {} s, {} MiB, {} tool calls, {} bytes of output (head and tail kept).",
-                s.wall_secs, s.memory_mb, s.max_calls, s.output_bytes
-            ),
-            parameters: json!({
-                "type": "object",
-                "properties": {
-                    "code": {"type": "string", "description": "The program: the body of an async function (top-level `await` and `return` work)."},
-                    "timeout_secs": {"type": "integer", "minimum": 1, "description": "Less wall time than the default."}
-                },
-                "required": ["code"],
-                "additionalProperties": false
-            }),
-        }
+        format!(
+            "Run a JavaScript program that calls this session's tools itself, and get what it prints and returns. Use it for work of many lookups (a loop over search hits, a join of several answers): only the program's output enters the conversation. `await tools.NAME({{...}})` calls a tool with the arguments its schema names and gives its result text; a failed call throws an Error with the tool's message. `console.log(...)` prints; a returned value is shown as JSON. There is no require/import, no fetch, no file, process or clock access except through tools. Limits: {} s, {} MiB, {} tool calls, {} bytes of output (head and tail kept).",
+            s.wall_secs, s.memory_mb, s.max_calls, s.output_bytes
+        )
     }
 
     fn read_only(&self) -> bool {
@@ -77,16 +74,11 @@ impl Tool for RunCode {
         true
     }
 
-    fn timeout(&self, args: &Value) -> Option<Duration> {
-        let asked = args.get("timeout_secs").and_then(Value::as_u64);
-        Some(self.limits(asked).wall + GRACE)
+    fn timeout(&self, args: &RunCodeArgs) -> Option<Duration> {
+        Some(self.limits(args.timeout_secs).wall + GRACE)
     }
 
-    fn run(&self, ctx: ToolContext, args: Value) -> BoxFuture<'static, ToolOutput> {
-        let args = match parse_args::<Args>(TOOL, args) {
-            Ok(args) => args,
-            Err(output) => return Box::pin(async move { output }),
-        };
+    fn run(&self, ctx: ToolContext, args: RunCodeArgs) -> BoxFuture<'static, ToolOutput> {
         let limits = self.limits(args.timeout_secs);
         Box::pin(async move {
             let Some(calls) = ctx.calls.clone() else {

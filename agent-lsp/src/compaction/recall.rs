@@ -12,68 +12,66 @@ use std::path::Path;
 
 use futures_util::future::BoxFuture;
 use serde::Deserialize;
-use serde_json::{Value, json};
+use serde_json::Value;
 
-use crate::llm::ToolDef;
 use crate::session::event::{Event, EventBody, SurfaceOp};
 use crate::session::log::read_log;
-use crate::tools::{Tool, ToolContext, ToolOutput, blocking, cap_text, parse_args};
+use crate::tools::{ToolContext, ToolOutput, TypedTool, blocking, cap_text};
 
 /// The most text one call returns unless it asks for less (or more, up to the hard cap).
 const DEFAULT_MAX_CHARS: usize = 20_000;
 const MAX_MAX_CHARS: usize = 100_000;
 
-#[derive(Debug, Deserialize)]
+/// The arguments of `recall_history`: one selector (with `session`, none or one).
+#[derive(Debug, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
-struct Args {
-    /// A sub-agent's session (a child of this one, or of one of its children) to read instead.
+pub struct RecallArgs {
+    /// A sub-agent's session id, to read its log instead of this session's.
+    // A child of this one, or of one of its children.
     session: Option<String>,
+    /// The id of a <compacted-summary>, e.g. cmp-57.
     compaction_id: Option<String>,
+    /// The seq of one event of the log.
+    #[schemars(range(min = 1))]
     event_seq: Option<u64>,
+    /// The id of a tool call, to read the call and its original result.
     tool_call_id: Option<String>,
+    /// A workspace path as the tools were given it.
     path: Option<String>,
+    /// A turn whose steps to read.
     turn: Option<u32>,
+    /// With `turn`: the first step to read.
     step_from: Option<u32>,
+    /// With `turn`: the last step to read.
     step_to: Option<u32>,
+    /// Cap on the returned text (default 20000).
+    #[schemars(range(min = 1000))]
     max_chars: Option<usize>,
 }
+
+// The doc comment of `RecallArgs::max_chars` is what the model reads; it states this number.
+const _: () = assert!(DEFAULT_MAX_CHARS == 20_000);
 
 /// The `recall_history` tool.
 #[derive(Clone, Copy, Debug, Default)]
 pub struct RecallHistory;
 
-impl Tool for RecallHistory {
-    fn def(&self) -> ToolDef {
-        ToolDef {
-            name: "recall_history".into(),
-            description: "Read earlier events of this session verbatim from its log: what a <compacted-summary> replaced (compaction_id), one event (event_seq), a tool call and its original result (tool_call_id, also for results shortened as old), every call whose arguments name a file and its results (path), or a turn's steps (turn, with optional step_from/step_to). Give exactly one of compaction_id, event_seq, tool_call_id, path, turn. With `session` (a sub-agent's session id, as a `task` result names it) the same is read from that sub-agent's log, and with no other selector its whole task.".into(),
-            parameters: json!({
-                "type": "object",
-                "properties": {
-                    "session": {"type": "string", "description": "A sub-agent's session id, to read its log instead of this session's."},
-                    "compaction_id": {"type": "string", "description": "The id of a <compacted-summary>, e.g. cmp-57."},
-                    "event_seq": {"type": "integer", "minimum": 1},
-                    "tool_call_id": {"type": "string"},
-                    "path": {"type": "string", "description": "A workspace path as the tools were given it."},
-                    "turn": {"type": "integer", "minimum": 0},
-                    "step_from": {"type": "integer", "minimum": 0},
-                    "step_to": {"type": "integer", "minimum": 0},
-                    "max_chars": {"type": "integer", "minimum": 1000, "description": "Cap on the returned text (default 20000)."}
-                },
-                "additionalProperties": false
-            }),
-        }
+impl TypedTool for RecallHistory {
+    type Args = RecallArgs;
+
+    fn name(&self) -> &str {
+        "recall_history"
+    }
+
+    fn description(&self) -> String {
+        "Read earlier events of this session verbatim from its log: what a <compacted-summary> replaced (compaction_id), one event (event_seq), a tool call and its original result (tool_call_id, also for results shortened as old), every call whose arguments name a file and its results (path), or a turn's steps (turn, with optional step_from/step_to). Give exactly one of compaction_id, event_seq, tool_call_id, path, turn. With `session` (a sub-agent's session id, as a `task` result names it) the same is read from that sub-agent's log, and with no other selector its whole task.".into()
     }
 
     fn read_only(&self) -> bool {
         true
     }
 
-    fn run(&self, ctx: ToolContext, args: Value) -> BoxFuture<'static, ToolOutput> {
-        let args = match parse_args::<Args>("recall_history", args) {
-            Ok(args) => args,
-            Err(output) => return Box::pin(async move { output }),
-        };
+    fn run(&self, ctx: ToolContext, args: RecallArgs) -> BoxFuture<'static, ToolOutput> {
         let path = ctx.session_path.clone();
         Box::pin(blocking(move || match path {
             Some(path) => match &args.session {
@@ -126,7 +124,7 @@ fn descendant_log(own: &Path, id: &str) -> Result<std::path::PathBuf, ToolOutput
     refused("it is not a sub-agent of this session")
 }
 
-fn recall(path: &Path, args: &Args) -> ToolOutput {
+fn recall(path: &Path, args: &RecallArgs) -> ToolOutput {
     let selectors = [
         args.compaction_id.is_some(),
         args.event_seq.is_some(),
@@ -137,7 +135,7 @@ fn recall(path: &Path, args: &Args) -> ToolOutput {
     let given = selectors.iter().filter(|given| **given).count();
     if given == 0 && args.session.is_some() {
         // A sub-agent's whole task: its one turn.
-        let whole = Args {
+        let whole = RecallArgs {
             turn: Some(1),
             session: None,
             compaction_id: None,

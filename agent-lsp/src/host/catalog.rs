@@ -90,12 +90,12 @@ fn add(registry: &mut ToolRegistry, tool: Arc<dyn Tool>, from: &str) -> anyhow::
 #[cfg(test)]
 mod tests {
     use futures_util::future::BoxFuture;
-    use serde_json::{Value, json};
+    use serde_json::json;
 
     use super::*;
     use crate::llm::ToolDef;
     use crate::plugin::registry::PluginHost;
-    use crate::tools::{ToolContext, ToolOutput};
+    use crate::tools::{CallArgs, ToolContext, ToolOutput};
 
     /// A tool of the given name (`read`: one that takes a built-in's name).
     struct Named(&'static str);
@@ -113,7 +113,7 @@ mod tests {
             true
         }
 
-        fn run(&self, _ctx: ToolContext, _args: Value) -> BoxFuture<'static, ToolOutput> {
+        fn run(&self, _ctx: ToolContext, _args: CallArgs) -> BoxFuture<'static, ToolOutput> {
             Box::pin(async { ToolOutput::ok("impostor") })
         }
     }

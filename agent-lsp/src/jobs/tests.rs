@@ -62,7 +62,7 @@ impl Fixture {
             session_id: self.session.clone(),
             ..ToolContext::outside_session(self.root.clone(), CancellationToken::new(), "call")
         };
-        tool.run(ctx, args).await
+        tool.run(ctx, args.into()).await
     }
 
     fn notices(&mut self) -> Vec<crate::plugin::RuntimeContribution> {

@@ -6,14 +6,13 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use futures_util::future::BoxFuture;
+use schemars::JsonSchema;
 use serde::Deserialize;
-use serde_json::{Value, json};
 
 use super::spool::excerpt;
 use super::{Job, JobTable, KILL_GRACE};
-use crate::llm::ToolDef;
-use crate::tools::shell::{Shell, refusal};
-use crate::tools::{Tool, ToolContext, ToolOutput, blocking, parse_args};
+use crate::tools::shell::{self, SHELL_MAX_TIMEOUT_SECS, Shell, refusal};
+use crate::tools::{ToolContext, ToolOutput, TypedTool, blocking};
 
 /// The longest `job_output` waits for output.
 pub const MAX_WAIT_SECS: u64 = 60;
@@ -29,64 +28,65 @@ impl JobShell {
     }
 }
 
-#[derive(Deserialize)]
+/// The arguments of the jobs' `shell`: the plain tool's and `background`.
+#[derive(Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
-struct ShellArgs {
+pub struct ShellArgs {
+    /// The command line, as given to `sh -c`.
     command: String,
+    /// Seconds before the command is killed. Default 120.
     #[serde(default)]
+    #[schemars(range(min = 1, max = SHELL_MAX_TIMEOUT_SECS))]
     timeout_secs: Option<u64>,
+    /// Start the command as a background job and return its id at once (no `timeout_secs`).
+    /// Default false.
     #[serde(default)]
     background: bool,
 }
 
-impl Tool for JobShell {
-    fn def(&self) -> ToolDef {
-        let mut def = Shell.def();
-        def.description.push_str(
-            " With `background: true` the command starts as a background job and the call returns its id at once: \
+impl TypedTool for JobShell {
+    type Args = ShellArgs;
+
+    fn name(&self) -> &str {
+        "shell"
+    }
+
+    fn description(&self) -> String {
+        Shell.description()
+            + " With `background: true` the command starts as a background job and the call returns its id at once: \
              read its output with `job_output`, stop it with `job_kill`, see all jobs with `job_list`; when a job ends \
              by itself you are told its exit code and last lines. Jobs run until they end or are killed, and are \
-             killed when this agent's process ends; processes a job leaves in the background are killed when it exits.",
-        );
-        def.parameters["properties"]["background"] = json!({
-            "type": "boolean",
-            "description": "Start the command as a background job and return its id at once (no `timeout_secs`). Default false.",
-        });
-        def
+             killed when this agent's process ends; processes a job leaves in the background are killed when it exits."
     }
 
     fn read_only(&self) -> bool {
         false
     }
 
-    fn timeout(&self, args: &Value) -> Option<Duration> {
-        Shell.timeout(args)
+    fn timeout(&self, args: &ShellArgs) -> Option<Duration> {
+        Some(shell::call_timeout(args.timeout_secs))
     }
 
-    fn run(&self, ctx: ToolContext, args: Value) -> BoxFuture<'static, ToolOutput> {
+    fn run(&self, ctx: ToolContext, args: ShellArgs) -> BoxFuture<'static, ToolOutput> {
+        if !args.background {
+            let foreground = shell::ShellArgs {
+                command: args.command,
+                timeout_secs: args.timeout_secs,
+            };
+            return Shell.run(ctx, foreground);
+        }
         let table = self.table.clone();
         Box::pin(async move {
-            let parsed: ShellArgs = match parse_args("shell", args.clone()) {
-                Ok(parsed) => parsed,
-                Err(output) => return output,
-            };
-            if !parsed.background {
-                let mut args = args;
-                if let Some(args) = args.as_object_mut() {
-                    args.remove("background");
-                }
-                return Shell.run(ctx, args).await;
-            }
-            if parsed.timeout_secs.is_some() {
+            if args.timeout_secs.is_some() {
                 return ToolOutput::error(
                     "`timeout_secs` is for commands in the foreground; a background job runs until it ends or job_kill stops it",
                 );
             }
-            if let Some(refused) = refusal(&parsed.command) {
+            if let Some(refused) = refusal(&args.command) {
                 return refused;
             }
             let root = ctx.workspace.root().to_owned();
-            let command = parsed.command;
+            let command = args.command;
             let session = ctx.session_id.clone();
             blocking(move || match table.start(&root, &command, session.as_deref()) {
                 Ok(job) => ToolOutput::ok(format!(
@@ -153,13 +153,19 @@ impl JobOutput {
     }
 }
 
-#[derive(Deserialize)]
+/// The arguments of `job_output`.
+#[derive(Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
-struct OutputArgs {
+pub struct OutputArgs {
+    /// The job's id, as `shell` returned it (`job-1`).
+    #[schemars(with = "String")]
     id: IdArg,
+    /// Byte offset to read from; default: where the last read of this job stopped.
     #[serde(default)]
     since: Option<u64>,
+    /// Seconds to wait for new output or the job's end when there is none yet. Default 0.
     #[serde(default)]
+    #[schemars(range(max = MAX_WAIT_SECS))]
     wait_secs: Option<u64>,
 }
 
@@ -180,46 +186,35 @@ impl IdArg {
     }
 }
 
-impl Tool for JobOutput {
-    fn def(&self) -> ToolDef {
-        ToolDef {
-            name: "job_output".into(),
-            description: format!(
-                "The output of a background job (stdout and stderr as printed), from byte offset `since`, by default \
+impl TypedTool for JobOutput {
+    type Args = OutputArgs;
+
+    fn name(&self) -> &str {
+        "job_output"
+    }
+
+    fn description(&self) -> String {
+        format!(
+            "The output of a background job (stdout and stderr as printed), from byte offset `since`, by default \
                  from where your last job_output of it stopped, and whether it still runs or how it ended. Long \
                  output keeps its start and end (at most {} bytes). `wait_secs` (at most {MAX_WAIT_SECS}) first \
                  waits until there is new output or the job has ended.",
-                self.table.settings().output_bytes
-            ),
-            parameters: json!({
-                "type": "object",
-                "properties": {
-                    "id": {"type": "string", "description": "The job's id, as `shell` returned it (`job-1`)."},
-                    "since": {"type": "integer", "minimum": 0, "description": "Byte offset to read from; default: where the last read of this job stopped."},
-                    "wait_secs": {"type": "integer", "minimum": 0, "maximum": MAX_WAIT_SECS, "description": "Seconds to wait for new output or the job's end when there is none yet. Default 0."},
-                },
-                "required": ["id"],
-                "additionalProperties": false,
-            }),
-        }
+            self.table.settings().output_bytes
+        )
     }
 
     fn read_only(&self) -> bool {
         true
     }
 
-    fn timeout(&self, args: &Value) -> Option<Duration> {
-        let wait = args.get("wait_secs").and_then(Value::as_u64).unwrap_or(0);
+    fn timeout(&self, args: &OutputArgs) -> Option<Duration> {
+        let wait = args.wait_secs.unwrap_or(0);
         Some(Duration::from_secs(wait.min(MAX_WAIT_SECS) + 30))
     }
 
-    fn run(&self, ctx: ToolContext, args: Value) -> BoxFuture<'static, ToolOutput> {
+    fn run(&self, ctx: ToolContext, args: OutputArgs) -> BoxFuture<'static, ToolOutput> {
         let table = self.table.clone();
         Box::pin(async move {
-            let args: OutputArgs = match parse_args("job_output", args) {
-                Ok(args) => args,
-                Err(output) => return output,
-            };
             let job = match find(&table, &args.id.text()) {
                 Ok(job) => job,
                 Err(output) => return output,
@@ -293,43 +288,37 @@ impl JobKill {
     }
 }
 
-#[derive(Deserialize)]
+/// The arguments of `job_kill`.
+#[derive(Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
-struct KillArgs {
+pub struct KillArgs {
+    /// The job's id, as `shell` returned it (`job-1`).
+    #[schemars(with = "String")]
     id: IdArg,
 }
 
-impl Tool for JobKill {
-    fn def(&self) -> ToolDef {
-        ToolDef {
-            name: "job_kill".into(),
-            description: format!(
-                "Stop a background job and every process it started: SIGTERM, then SIGKILL after {} s. Returns how \
+impl TypedTool for JobKill {
+    type Args = KillArgs;
+
+    fn name(&self) -> &str {
+        "job_kill"
+    }
+
+    fn description(&self) -> String {
+        format!(
+            "Stop a background job and every process it started: SIGTERM, then SIGKILL after {} s. Returns how \
                  it ended.",
-                KILL_GRACE.as_secs()
-            ),
-            parameters: json!({
-                "type": "object",
-                "properties": {
-                    "id": {"type": "string", "description": "The job's id, as `shell` returned it (`job-1`)."},
-                },
-                "required": ["id"],
-                "additionalProperties": false,
-            }),
-        }
+            KILL_GRACE.as_secs()
+        )
     }
 
     fn read_only(&self) -> bool {
         false
     }
 
-    fn run(&self, _ctx: ToolContext, args: Value) -> BoxFuture<'static, ToolOutput> {
+    fn run(&self, _ctx: ToolContext, args: KillArgs) -> BoxFuture<'static, ToolOutput> {
         let table = self.table.clone();
         Box::pin(async move {
-            let args: KillArgs = match parse_args("job_kill", args) {
-                Ok(args) => args,
-                Err(output) => return output,
-            };
             let job = match find(&table, &args.id.text()) {
                 Ok(job) => job,
                 Err(output) => return output,
@@ -372,31 +361,31 @@ impl JobList {
     }
 }
 
-#[derive(Deserialize)]
+/// The arguments of `job_list`: none.
+#[derive(Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
-struct ListArgs {}
+pub struct ListArgs {}
 
-impl Tool for JobList {
-    fn def(&self) -> ToolDef {
-        ToolDef {
-            name: "job_list".into(),
-            description: "The background jobs of this session: id, running or how it ended, the command, and how much of \
+impl TypedTool for JobList {
+    type Args = ListArgs;
+
+    fn name(&self) -> &str {
+        "job_list"
+    }
+
+    fn description(&self) -> String {
+        "The background jobs of this session: id, running or how it ended, the command, and how much of \
                           its output you have not read."
-                .into(),
-            parameters: json!({"type": "object", "properties": {}, "additionalProperties": false}),
-        }
+                .into()
     }
 
     fn read_only(&self) -> bool {
         true
     }
 
-    fn run(&self, _ctx: ToolContext, args: Value) -> BoxFuture<'static, ToolOutput> {
+    fn run(&self, _ctx: ToolContext, _args: ListArgs) -> BoxFuture<'static, ToolOutput> {
         let table = self.table.clone();
         Box::pin(async move {
-            if let Err(output) = parse_args::<ListArgs>("job_list", args) {
-                return output;
-            }
             let jobs = table.jobs();
             if jobs.is_empty() {
                 return ToolOutput::ok("no background jobs in this session");

@@ -14,7 +14,7 @@ use super::client::{self, Server};
 use super::state::CachedTool;
 use crate::llm::ToolDef;
 use crate::plugin::outcomes::ToolOutput;
-use crate::plugin::tool::{Tool, ToolContext};
+use crate::plugin::tool::{CallArgs, Tool, ToolContext};
 
 /// A server's tool in the catalog.
 pub struct McpTool {
@@ -70,11 +70,13 @@ impl Tool for McpTool {
         self.read_only
     }
 
-    fn timeout(&self, _args: &Value) -> Option<Duration> {
+    fn timeout(&self, _args: &CallArgs) -> Option<Duration> {
         Some(self.timeout)
     }
 
-    fn run(&self, ctx: ToolContext, args: Value) -> BoxFuture<'static, ToolOutput> {
+    fn run(&self, ctx: ToolContext, args: CallArgs) -> BoxFuture<'static, ToolOutput> {
+        // The server's own schema: the arguments go to it as the model sent them.
+        let args = args.into_json();
         let server = self.server.clone();
         let remote = self.remote.clone();
         let start_timeout = self.start_timeout;

@@ -1,7 +1,7 @@
 //! The tools only the MCP server adds (`files`, `session_list`, `session_show`), which tools of
 //! the catalog it exposes, and how a catalog entry becomes an MCP tool.
 //!
-//! The added tools are [`Tool`]s registered on the server's runtime like every other, so their
+//! The added tools are [`TypedTool`]s registered on the server's runtime like every other, so their
 //! calls pass the same guard, timeout and cap and are recorded in the server's session. They
 //! answer with what the terminal prints for the same question (`agent-lsp files`,
 //! `agent-lsp session list --json`, `agent-lsp session show --json`), so a script and an
@@ -17,7 +17,7 @@ use serde_json::{Value, json};
 use crate::file_index::LiveIndex;
 use crate::llm::ToolDef;
 use crate::session::store::Store;
-use crate::tools::{Tool, ToolContext, ToolOutput, blocking, parse_args};
+use crate::tools::{ToolContext, ToolOutput, TypedTool, blocking};
 
 /// The catalog's tools a client may call without `--allow-write`: they only read.
 const READ_TOOLS: &[&str] = &[
@@ -70,42 +70,36 @@ pub struct FilesTool {
     pub index: Arc<LiveIndex>,
 }
 
-#[derive(Deserialize)]
+/// The arguments of `files`.
+#[derive(Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
-struct FilesArgs {
+pub struct FilesArgs {
+    /// The fuzzy query.
     query: String,
+    /// Paths to return at most (default 20).
     #[serde(default)]
+    #[schemars(range(min = 1))]
     limit: Option<usize>,
 }
 
-impl Tool for FilesTool {
-    fn def(&self) -> ToolDef {
-        ToolDef {
-            name: "files".into(),
-            description: "Rank the workspace's paths (files and directories) for a fuzzy query, as `@path` completion does: fzf syntax (`^prefix`, `suffix$`, `'exact`, `!not`), several words must all match, an empty query gives the shortest paths. One path per line, best first; directories end in `/`. Ignored files (.gitignore) are not listed.".into(),
-            parameters: json!({
-                "type": "object",
-                "properties": {
-                    "query": {"type": "string", "description": "The fuzzy query."},
-                    "limit": {"type": "integer", "minimum": 1, "description": "Paths to return at most (default 20)."}
-                },
-                "required": ["query"],
-                "additionalProperties": false
-            }),
-        }
+impl TypedTool for FilesTool {
+    type Args = FilesArgs;
+
+    fn name(&self) -> &str {
+        "files"
+    }
+
+    fn description(&self) -> String {
+        "Rank the workspace's paths (files and directories) for a fuzzy query, as `@path` completion does: fzf syntax (`^prefix`, `suffix$`, `'exact`, `!not`), several words must all match, an empty query gives the shortest paths. One path per line, best first; directories end in `/`. Ignored files (.gitignore) are not listed.".into()
     }
 
     fn read_only(&self) -> bool {
         true
     }
 
-    fn run(&self, _ctx: ToolContext, args: Value) -> BoxFuture<'static, ToolOutput> {
+    fn run(&self, _ctx: ToolContext, args: FilesArgs) -> BoxFuture<'static, ToolOutput> {
         let index = Arc::clone(&self.index);
         Box::pin(async move {
-            let args: FilesArgs = match parse_args("files", args) {
-                Ok(args) => args,
-                Err(output) => return output,
-            };
             blocking(move || {
                 index.wait_ready(FIRST_WALK_WAIT);
                 let candidates = match index.query(&args.query, args.limit.unwrap_or(20)) {
@@ -149,25 +143,24 @@ pub struct SessionListTool {
     pub store: Store,
 }
 
-impl Tool for SessionListTool {
-    fn def(&self) -> ToolDef {
-        ToolDef {
-            name: "session_list".into(),
-            description: "List the agent's recorded sessions of this workspace, oldest first, as JSON: id, preset, created, last activity, event and request counts, first prompt, parent (for a sub-agent's session). The same as `agent-lsp session list --json`.".into(),
-            parameters: json!({"type": "object", "properties": {}, "additionalProperties": false}),
-        }
+impl TypedTool for SessionListTool {
+    type Args = NoArgs;
+
+    fn name(&self) -> &str {
+        "session_list"
+    }
+
+    fn description(&self) -> String {
+        "List the agent's recorded sessions of this workspace, oldest first, as JSON: id, preset, created, last activity, event and request counts, first prompt, parent (for a sub-agent's session). The same as `agent-lsp session list --json`.".into()
     }
 
     fn read_only(&self) -> bool {
         true
     }
 
-    fn run(&self, _ctx: ToolContext, args: Value) -> BoxFuture<'static, ToolOutput> {
+    fn run(&self, _ctx: ToolContext, _args: NoArgs) -> BoxFuture<'static, ToolOutput> {
         let store = self.store.clone();
         Box::pin(async move {
-            if let Err(output) = parse_args::<NoArgs>("session_list", args) {
-                return output;
-            }
             blocking(move || match crate::session_report::list_json(&store) {
                 Ok(rows) => pretty(&Value::Array(rows)),
                 Err(error) => ToolOutput::error(format!("failed to list the sessions: {error:#}")),
@@ -177,48 +170,42 @@ impl Tool for SessionListTool {
     }
 }
 
-#[derive(Deserialize)]
+/// The arguments of `session_list`: none.
+#[derive(Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
-struct NoArgs {}
+pub struct NoArgs {}
 
 /// `session_show {session}`: one session, as `agent-lsp session show ID --json` prints it.
 pub struct SessionShowTool {
     pub store: Store,
 }
 
-#[derive(Deserialize)]
+/// The arguments of `session_show`.
+#[derive(Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
-struct ShowArgs {
+pub struct ShowArgs {
+    /// A session id, a unique prefix or suffix of one, or `last`.
     session: String,
 }
 
-impl Tool for SessionShowTool {
-    fn def(&self) -> ToolDef {
-        ToolDef {
-            name: "session_show".into(),
-            description: "Show one recorded session as JSON: header, counts, requests with token and cache figures, the surface and the timeline. The same as `agent-lsp session show ID --json`.".into(),
-            parameters: json!({
-                "type": "object",
-                "properties": {
-                    "session": {"type": "string", "description": "A session id, a unique prefix or suffix of one, or `last`."}
-                },
-                "required": ["session"],
-                "additionalProperties": false
-            }),
-        }
+impl TypedTool for SessionShowTool {
+    type Args = ShowArgs;
+
+    fn name(&self) -> &str {
+        "session_show"
+    }
+
+    fn description(&self) -> String {
+        "Show one recorded session as JSON: header, counts, requests with token and cache figures, the surface and the timeline. The same as `agent-lsp session show ID --json`.".into()
     }
 
     fn read_only(&self) -> bool {
         true
     }
 
-    fn run(&self, _ctx: ToolContext, args: Value) -> BoxFuture<'static, ToolOutput> {
+    fn run(&self, _ctx: ToolContext, args: ShowArgs) -> BoxFuture<'static, ToolOutput> {
         let store = self.store.clone();
         Box::pin(async move {
-            let args: ShowArgs = match parse_args("session_show", args) {
-                Ok(args) => args,
-                Err(output) => return output,
-            };
             blocking(move || match store.load(&args.session) {
                 Ok(mut history) => pretty(&crate::session_report::show_json(&mut history, &store)),
                 Err(error) => ToolOutput::error(format!(
@@ -236,5 +223,45 @@ fn pretty(value: &Value) -> ToolOutput {
     match serde_json::to_string_pretty(value) {
         Ok(text) => ToolOutput::ok(text),
         Err(error) => ToolOutput::error(format!("failed to encode the answer: {error}")),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::{FilesArgs, NoArgs, ShowArgs};
+    use crate::plugin::typed::parameters_schema;
+
+    /// The schemas derived from the argument types say what the hand-written ones said.
+    #[test]
+    fn the_added_tools_schemas_are_derived_from_their_argument_types() {
+        assert_eq!(
+            parameters_schema::<FilesArgs>(),
+            json!({
+                "type": "object",
+                "properties": {
+                    "query": {"type": "string", "description": "The fuzzy query."},
+                    "limit": {"type": "integer", "minimum": 1, "description": "Paths to return at most (default 20)."}
+                },
+                "required": ["query"],
+                "additionalProperties": false
+            })
+        );
+        assert_eq!(
+            parameters_schema::<NoArgs>(),
+            json!({"type": "object", "properties": {}, "additionalProperties": false})
+        );
+        assert_eq!(
+            parameters_schema::<ShowArgs>(),
+            json!({
+                "type": "object",
+                "properties": {
+                    "session": {"type": "string", "description": "A session id, a unique prefix or suffix of one, or `last`."}
+                },
+                "required": ["session"],
+                "additionalProperties": false
+            })
+        );
     }
 }

@@ -4,13 +4,13 @@
 //! traced back to the step that wrote it.
 
 use futures_util::future::BoxFuture;
+use schemars::JsonSchema;
 use serde::Deserialize;
-use serde_json::{Value, json};
 
 use super::{Caps, Memories, Provenance, Scope};
-use crate::llm::ToolDef;
-use crate::plugin::tool::{Tool, ToolContext};
-use crate::tools::{ToolOutput, blocking, parse_args};
+use crate::plugin::tool::ToolContext;
+use crate::plugin::typed::TypedTool;
+use crate::tools::{ToolOutput, blocking};
 
 /// The tool over one workspace's and user's memory files; `None` where the host has no state
 /// directory (a tool runtime built without a session store), where every call says so.
@@ -28,51 +28,52 @@ impl MemoryTool {
     }
 }
 
-#[derive(Deserialize, Clone, Copy, Debug, PartialEq, Eq)]
+/// What a `memory` call does.
+#[derive(Deserialize, JsonSchema, Clone, Copy, Debug, PartialEq, Eq)]
 #[serde(rename_all = "lowercase")]
-enum Action {
+pub enum Action {
+    /// Store `text` as a new memory.
     Remember,
+    /// Drop the memory `id`.
     Forget,
+    /// Show the memories in force.
     List,
 }
 
-#[derive(Deserialize)]
+/// The arguments of `memory`.
+#[derive(Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
-struct MemoryArgs {
+pub struct MemoryArgs {
+    /// What to do.
     action: Action,
+    /// With `remember`: the note, plain and self-contained.
     #[serde(default)]
     text: Option<String>,
+    /// With `forget`: the memory's id (`w3`, `u1`), as `list` shows it.
     #[serde(default)]
     id: Option<String>,
+    /// With `remember` and `list`: whose memory. Default `workspace` for `remember`; `list`
+    /// shows both without it.
     #[serde(default)]
     scope: Option<Scope>,
 }
 
-impl Tool for MemoryTool {
-    fn def(&self) -> ToolDef {
-        let caps = self.caps;
-        ToolDef {
-            name: "memory".into(),
-            description: format!(
-                "Keep notes for later sessions. `remember` stores `text` (at most {} characters; one fact per memory: how to build and test, \
+impl TypedTool for MemoryTool {
+    type Args = MemoryArgs;
+
+    fn name(&self) -> &str {
+        "memory"
+    }
+
+    fn description(&self) -> String {
+        format!(
+            "Keep notes for later sessions. `remember` stores `text` (at most {} characters; one fact per memory: how to build and test, \
                  conventions, the programmer's preferences, pitfalls found), `forget` drops the memory `id`, `list` shows the memories in force \
                  with their ids and where each came from. Memories of `scope` `workspace` (the default) are for this workspace; `user` ones for \
                  every workspace of the programmer. New sessions get them in their system prompt; this session's does not change. \
                  Never store secrets (keys, tokens, passwords): they are refused.",
-                caps.max_chars
-            ),
-            parameters: json!({
-                "type": "object",
-                "properties": {
-                    "action": {"type": "string", "enum": ["remember", "forget", "list"], "description": "What to do."},
-                    "text": {"type": "string", "description": "With `remember`: the note, plain and self-contained."},
-                    "id": {"type": "string", "description": "With `forget`: the memory's id (`w3`, `u1`), as `list` shows it."},
-                    "scope": {"type": "string", "enum": ["workspace", "user"], "description": "With `remember` and `list`: whose memory. Default `workspace` for `remember`; `list` shows both without it."},
-                },
-                "required": ["action"],
-                "additionalProperties": false,
-            }),
-        }
+            self.caps.max_chars
+        )
     }
 
     fn read_only(&self) -> bool {
@@ -81,13 +82,9 @@ impl Tool for MemoryTool {
         false
     }
 
-    fn run(&self, ctx: ToolContext, args: Value) -> BoxFuture<'static, ToolOutput> {
+    fn run(&self, ctx: ToolContext, args: MemoryArgs) -> BoxFuture<'static, ToolOutput> {
         let memories = self.memories.clone();
         Box::pin(blocking(move || {
-            let args: MemoryArgs = match parse_args("memory", args) {
-                Ok(args) => args,
-                Err(output) => return output,
-            };
             let Some(memories) = memories else {
                 return ToolOutput::error(
                     "memories are kept in the workspace's state directory, and this agent runs without one; they cannot be used here",
@@ -189,7 +186,7 @@ fn run(memories: &Memories, ctx: &ToolContext, args: MemoryArgs) -> Result<ToolO
 mod tests {
     use std::sync::Arc;
 
-    use serde_json::json;
+    use serde_json::{Value, json};
     use tokio_util::sync::CancellationToken;
 
     use super::*;
@@ -208,7 +205,7 @@ mod tests {
     }
 
     async fn call(tool: &MemoryTool, dir: &std::path::Path, args: Value) -> ToolOutput {
-        tool.run(context(dir), args).await
+        crate::plugin::tool::Tool::run(tool, context(dir), args.into()).await
     }
 
     #[tokio::test]

@@ -8,53 +8,33 @@
 //! and the previous plan stays the current one.
 
 use futures_util::future::BoxFuture;
-use serde_json::{Value, json};
 
 use super::{Item, MAX_ITEM_CHARS, MAX_ITEMS, Plan, Status, TOOL};
-use crate::llm::ToolDef;
 use crate::plugin::outcomes::ToolOutput;
-use crate::plugin::tool::{Tool, ToolContext};
-use crate::tools::parse_args;
+use crate::plugin::tool::ToolContext;
+use crate::plugin::typed::TypedTool;
 
 /// The `todo` tool.
 #[derive(Clone, Copy, Debug, Default)]
 pub struct Todo;
 
-impl Tool for Todo {
-    fn def(&self) -> ToolDef {
-        ToolDef {
-            name: TOOL.into(),
-            description: format!(
-                "Keep the plan of a task that takes several steps: give the whole list every time \
-                 (it replaces the previous one), each item with its `text` and `status` \
-                 (`pending`, `in_progress` or `done`). At most one item is `in_progress`: mark an \
-                 item in_progress when you start it and done as soon as it is finished. The current \
-                 list is shown to you in a <todo> message whenever it changes; an empty list clears \
-                 it. When you end your answer with items still open, the programmer is told so. \
-                 At most {MAX_ITEMS} items of one line and at most {MAX_ITEM_CHARS} characters each."
-            ),
-            parameters: json!({
-                "type": "object",
-                "properties": {
-                    "items": {
-                        "type": "array",
-                        "maxItems": MAX_ITEMS,
-                        "description": "The whole plan, in order.",
-                        "items": {
-                            "type": "object",
-                            "properties": {
-                                "text": {"type": "string", "description": "What to do, in one line."},
-                                "status": {"type": "string", "enum": ["pending", "in_progress", "done"]}
-                            },
-                            "required": ["text", "status"],
-                            "additionalProperties": false
-                        }
-                    }
-                },
-                "required": ["items"],
-                "additionalProperties": false
-            }),
-        }
+impl TypedTool for Todo {
+    type Args = Plan;
+
+    fn name(&self) -> &str {
+        TOOL
+    }
+
+    fn description(&self) -> String {
+        format!(
+            "Keep the plan of a task that takes several steps: give the whole list every time \
+             (it replaces the previous one), each item with its `text` and `status` \
+             (`pending`, `in_progress` or `done`). At most one item is `in_progress`: mark an \
+             item in_progress when you start it and done as soon as it is finished. The current \
+             list is shown to you in a <todo> message whenever it changes; an empty list clears \
+             it. When you end your answer with items still open, the programmer is told so. \
+             At most {MAX_ITEMS} items of one line and at most {MAX_ITEM_CHARS} characters each."
+        )
     }
 
     /// It touches no file and no process: it may run beside the reads of its step.
@@ -62,8 +42,8 @@ impl Tool for Todo {
         true
     }
 
-    fn run(&self, _ctx: ToolContext, args: Value) -> BoxFuture<'static, ToolOutput> {
-        let output = match parse_args::<Plan>(TOOL, args).and_then(check) {
+    fn run(&self, _ctx: ToolContext, args: Plan) -> BoxFuture<'static, ToolOutput> {
+        let output = match check(args) {
             Ok(plan) => {
                 let text = format!(
                     "Plan saved: {} ({}). It is shown to you as <todo> from the next step on.",

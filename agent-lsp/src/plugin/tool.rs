@@ -3,11 +3,13 @@
 //! and plan tools) without importing the tool runtime that runs them; `crate::tools` re-exports
 //! everything here under its old paths.
 
+use std::any::Any;
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 use futures_util::future::BoxFuture;
+use serde::de::DeserializeOwned;
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
@@ -129,6 +131,78 @@ fn refused(user_path: &str, err: crate::workspace::PathError) -> ToolOutput {
     .with_meta("refused_path", user_path)
 }
 
+/// The arguments of one call on their way to its tool: the JSON the model sent and, once a
+/// typed tool read them, their parse. The runtime hands the same `CallArgs` to the hooks
+/// ([`Tool::approval_reason`], [`Tool::timeout`]) and to [`Tool::run`], so a typed tool's
+/// arguments are deserialized once per call, by whichever asks first.
+pub struct CallArgs {
+    json: Value,
+    parsed: OnceLock<Result<Box<dyn Any + Send + Sync>, ToolOutput>>,
+}
+
+impl From<Value> for CallArgs {
+    fn from(json: Value) -> CallArgs {
+        CallArgs {
+            json,
+            parsed: OnceLock::new(),
+        }
+    }
+}
+
+impl CallArgs {
+    /// The arguments as the model sent them (the runtime reads `path` from them to guard
+    /// protected paths; a tool with a schema known only at run time takes them as they are).
+    pub fn json(&self) -> &Value {
+        &self.json
+    }
+
+    /// [`CallArgs::json`], owned.
+    pub fn into_json(self) -> Value {
+        self.json
+    }
+
+    /// The arguments as `T`, parsed on first use for `tool` (whose name the error output
+    /// gives), or that error output.
+    pub fn parsed<T>(&self, tool: &str) -> Result<&T, &ToolOutput>
+    where
+        T: DeserializeOwned + Send + Sync + 'static,
+    {
+        let parsed = self.parsed.get_or_init(|| {
+            let parsed = T::deserialize(&self.json).map_err(|err| invalid_arguments(tool, err));
+            parsed.map(|args| Box::new(args) as Box<dyn Any + Send + Sync>)
+        });
+        match parsed {
+            Ok(args) => Ok(args
+                .downcast_ref::<T>()
+                .expect("one call's arguments are parsed as one type")),
+            Err(output) => Err(output),
+        }
+    }
+
+    /// [`CallArgs::parsed`], owned: the parse a hook made, or the one parse now.
+    pub fn into_parsed<T>(self, tool: &str) -> Result<T, ToolOutput>
+    where
+        T: DeserializeOwned + Send + Sync + 'static,
+    {
+        let CallArgs { json, parsed } = self;
+        match parsed.into_inner() {
+            Some(Ok(args)) => Ok(*args
+                .downcast::<T>()
+                .expect("one call's arguments are parsed as one type")),
+            Some(Err(output)) => Err(output),
+            None => serde_json::from_value(json).map_err(|err| invalid_arguments(tool, err)),
+        }
+    }
+}
+
+/// The error output of arguments that do not deserialize: the tool, serde's reason and where
+/// to look (the model reads it and retries).
+fn invalid_arguments(tool: &str, err: serde_json::Error) -> ToolOutput {
+    ToolOutput::error(format!(
+        "invalid arguments for `{tool}`: {err}; see the tool's parameter schema"
+    ))
+}
+
 /// A tool the model can call.
 pub trait Tool: Send + Sync + 'static {
     /// Name, description and JSON schema, as listed in the catalog.
@@ -152,7 +226,7 @@ pub trait Tool: Send + Sync + 'static {
 
     /// How long this call may take, when it is not the runtime's default (e.g. the shell's
     /// own `timeout_secs` plus a grace period).
-    fn timeout(&self, _args: &Value) -> Option<Duration> {
+    fn timeout(&self, _args: &CallArgs) -> Option<Duration> {
         None
     }
 
@@ -160,12 +234,12 @@ pub trait Tool: Send + Sync + 'static {
     /// a call that does more than the tool's permission can have meant to cover
     /// (`preset_write` saving a preset that allows more than the running one). The runtime
     /// then asks as for `ask` (a denied tool stays denied), and the question names the reason.
-    fn approval_reason(&self, _workspace: &Workspace, _args: &Value) -> Option<String> {
+    fn approval_reason(&self, _workspace: &Workspace, _args: &CallArgs) -> Option<String> {
         None
     }
 
     /// Run one call. Failures are outputs with `is_error`, never panics: the model reads them.
-    fn run(&self, ctx: ToolContext, args: Value) -> BoxFuture<'static, ToolOutput>;
+    fn run(&self, ctx: ToolContext, args: CallArgs) -> BoxFuture<'static, ToolOutput>;
 }
 
 /// The editor's open buffers, as the file tools see them.

@@ -34,16 +34,14 @@ use std::sync::Arc;
 
 use futures_util::future::BoxFuture;
 use serde::Deserialize;
-use serde_json::{Value, json};
 
 use super::catalog::{self, PresetDirs, Scope, Source, WORKSPACE_PRESETS_DIR};
 use crate::context::system_prompt::SystemPrompt;
-use crate::llm::ToolDef;
 use crate::permissions::Rights;
 use crate::plugin::Plugin;
 use crate::plugin::registry::{Parts, PluginSettings};
 use crate::session::Session;
-use crate::tools::{Tool, ToolContext, ToolOutput, blocking, parse_args};
+use crate::tools::{ToolContext, ToolOutput, TypedTool, blocking};
 use crate::workspace::Workspace;
 
 mod approval;
@@ -147,44 +145,38 @@ impl PresetWrite {
     }
 }
 
-#[derive(Debug, Deserialize)]
+/// The arguments of `preset_write`.
+#[derive(Debug, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
-struct Args {
+pub struct Args {
+    /// The preset's name, which is also its file name without .toml.
+    #[schemars(pattern(r"^[a-z0-9][a-z0-9_-]{0,63}$"))]
     name: String,
+    /// The whole preset file.
     text: String,
+    /// Where to save it (default user).
     #[serde(default)]
     scope: Scope,
+    /// Replace an existing preset of this name (default false).
     #[serde(default)]
     overwrite: bool,
 }
 
-impl Tool for PresetWrite {
-    fn def(&self) -> ToolDef {
-        ToolDef {
-            name: "preset_write".into(),
-            description: "Save a preset (TOML text) under a name, so that `agent-lsp run --preset NAME` uses it. \
+impl TypedTool for PresetWrite {
+    type Args = Args;
+
+    fn name(&self) -> &str {
+        "preset_write"
+    }
+
+    fn description(&self) -> String {
+        "Save a preset (TOML text) under a name, so that `agent-lsp run --preset NAME` uses it. \
                 The text is checked first with the same strict checks `--preset` runs: unknown keys, missing required \
                 keys, bad values, unknown plugins and unknown tools are errors naming the file, the line and the key, and \
                 an invalid preset is not saved; fix the text and call again. scope `user` (default) saves it for every workspace, \
                 `workspace` into this workspace's .agent-lsp/presets/. Built-in preset names are taken, and an existing \
                 preset is only replaced with overwrite: true."
-                .into(),
-            parameters: json!({
-                "type": "object",
-                "properties": {
-                    "name": {
-                        "type": "string",
-                        "pattern": "^[a-z0-9][a-z0-9_-]{0,63}$",
-                        "description": "The preset's name, which is also its file name without .toml."
-                    },
-                    "text": {"type": "string", "description": "The whole preset file."},
-                    "scope": {"type": "string", "enum": ["user", "workspace"], "description": "Where to save it (default user)."},
-                    "overwrite": {"type": "boolean", "description": "Replace an existing preset of this name (default false)."}
-                },
-                "required": ["name", "text"],
-                "additionalProperties": false
-            }),
-        }
+                .into()
     }
 
     fn read_only(&self) -> bool {
@@ -193,16 +185,11 @@ impl Tool for PresetWrite {
 
     /// Why saving this preset needs the user's approval (see the module docs and
     /// `approval.rs`).
-    fn approval_reason(&self, workspace: &Workspace, args: &Value) -> Option<String> {
-        let args: Args = serde_json::from_value(args.clone()).ok()?;
-        approval::reason(self, workspace, &args)
+    fn approval_reason(&self, workspace: &Workspace, args: &Args) -> Option<String> {
+        approval::reason(self, workspace, args)
     }
 
-    fn run(&self, ctx: ToolContext, args: Value) -> BoxFuture<'static, ToolOutput> {
-        let args = match parse_args::<Args>("preset_write", args) {
-            Ok(args) => args,
-            Err(output) => return Box::pin(async move { output }),
-        };
+    fn run(&self, ctx: ToolContext, args: Args) -> BoxFuture<'static, ToolOutput> {
         let tool = self.clone();
         Box::pin(blocking(move || {
             tool.write(&ctx, &args).unwrap_or_else(|output| output)
@@ -286,6 +273,7 @@ mod tests {
     use super::*;
     use crate::preset::Preset;
     use crate::tools::testing::{Fixture, run};
+    use serde_json::json;
 
     /// `preset_write` saving the user's presets into `user`, checking a text by its parse
     /// alone (also for `approval.rs`'s tests).

@@ -403,7 +403,7 @@ async fn the_tool_loads_a_skill_and_read_opens_its_files_only_there() {
     let mut ctx = fx.context();
     ctx.session_id = Some("s1".into());
 
-    let output = tool.run(ctx.clone(), json!({"name": "nope"})).await;
+    let output = tool.run(ctx.clone(), json!({"name": "nope"}).into()).await;
     assert!(output.is_error);
     assert!(
         output
@@ -414,7 +414,7 @@ async fn the_tool_loads_a_skill_and_read_opens_its_files_only_there() {
     );
 
     let folder = world.path("user/skills/pdf");
-    let output = tool.run(ctx.clone(), json!({"name": "pdf"})).await;
+    let output = tool.run(ctx.clone(), json!({"name": "pdf"}).into()).await;
     assert!(!output.is_error, "{}", output.text);
     assert!(
         output.text.starts_with(&format!(
@@ -433,14 +433,14 @@ async fn the_tool_loads_a_skill_and_read_opens_its_files_only_there() {
 
     let read = crate::tools::fs::Read;
     let file = folder.join("scripts/fill.py").display().to_string();
-    let output = read.run(ctx.clone(), json!({"path": file})).await;
+    let output = read.run(ctx.clone(), json!({"path": file}).into()).await;
     assert!(
         !output.is_error && output.text.contains("print('fill')"),
         "{}",
         output.text
     );
     let escape = format!("{}/escape/secret.txt", folder.display());
-    let output = read.run(ctx.clone(), json!({"path": escape})).await;
+    let output = read.run(ctx.clone(), json!({"path": escape}).into()).await;
     assert!(
         output.is_error && output.text.contains("may only read"),
         "{}",
@@ -449,7 +449,7 @@ async fn the_tool_loads_a_skill_and_read_opens_its_files_only_there() {
     // Another session has not loaded it.
     let mut other = ctx.clone();
     other.session_id = Some("s2".into());
-    let output = read.run(other, json!({"path": file})).await;
+    let output = read.run(other, json!({"path": file}).into()).await;
     assert!(
         output.is_error && output.text.contains("outside the workspace root"),
         "{}",
@@ -460,7 +460,7 @@ async fn the_tool_loads_a_skill_and_read_opens_its_files_only_there() {
     known_record(&known, "s3", Vec::new());
     let mut third = ctx.clone();
     third.session_id = Some("s3".into());
-    let output = tool.run(third, json!({"name": "pdf"})).await;
+    let output = tool.run(third, json!({"name": "pdf"}).into()).await;
     assert!(
         output.text.contains("this session has no skills"),
         "{}",
@@ -473,7 +473,7 @@ async fn the_tool_loads_a_skill_and_read_opens_its_files_only_there() {
         "user/skills/long/SKILL.md",
         &skill_md("long", "Long.", &"é".repeat(1000)),
     );
-    let output = tool.run(ctx, json!({"name": "long"})).await;
+    let output = tool.run(ctx, json!({"name": "long"}).into()).await;
     assert!(
         output
             .text

@@ -10,13 +10,12 @@
 
 use futures_util::future::BoxFuture;
 use serde::Deserialize;
-use serde_json::{Value, json};
 
 use super::plugin::Known;
 use super::{Roots, Skill, body_of, files_of, shown};
-use crate::llm::ToolDef;
-use crate::plugin::tool::{Tool, ToolContext};
-use crate::tools::{ToolOutput, blocking, parse_args};
+use crate::plugin::tool::ToolContext;
+use crate::plugin::typed::TypedTool;
+use crate::tools::{ToolOutput, blocking};
 
 /// The tool over the skills of one host's sessions.
 pub struct SkillTool {
@@ -42,42 +41,35 @@ fn skills_of(known: &Known, roots: &Roots, session: Option<&str>) -> Vec<Skill> 
         .unwrap_or_else(|| super::discover(roots).skills)
 }
 
-#[derive(Deserialize)]
+/// The arguments of `skill`.
+#[derive(Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
-struct SkillArgs {
+pub struct SkillArgs {
+    /// The skill's name, as the Skills section lists it.
     name: String,
 }
 
-impl Tool for SkillTool {
-    fn def(&self) -> ToolDef {
-        ToolDef {
-            name: "skill".into(),
-            description: "Load a skill of the system prompt's Skills section: its instructions, its folder and the files that come with it. \
+impl TypedTool for SkillTool {
+    type Args = SkillArgs;
+
+    fn name(&self) -> &str {
+        "skill"
+    }
+
+    fn description(&self) -> String {
+        "Load a skill of the system prompt's Skills section: its instructions, its folder and the files that come with it. \
                  For the rest of the session `read` opens those files by the absolute paths given (they cannot be changed)."
-                .into(),
-            parameters: json!({
-                "type": "object",
-                "properties": {
-                    "name": {"type": "string", "description": "The skill's name, as the Skills section lists it."},
-                },
-                "required": ["name"],
-                "additionalProperties": false,
-            }),
-        }
+                .into()
     }
 
     fn read_only(&self) -> bool {
         false
     }
 
-    fn run(&self, ctx: ToolContext, args: Value) -> BoxFuture<'static, ToolOutput> {
+    fn run(&self, ctx: ToolContext, args: SkillArgs) -> BoxFuture<'static, ToolOutput> {
         let (known, roots) = (self.known.clone(), self.roots.clone());
         let max_body_bytes = self.max_body_bytes;
         Box::pin(blocking(move || {
-            let args = match parse_args::<SkillArgs>("skill", args) {
-                Ok(args) => args,
-                Err(output) => return output,
-            };
             let skills = skills_of(&known, &roots, ctx.session_id.as_deref());
             load(&ctx, &skills, &args.name, max_body_bytes)
         }))

@@ -5,25 +5,27 @@ use std::time::Duration;
 
 use futures_util::future::BoxFuture;
 use serde::Deserialize;
-use serde_json::{Value, json};
 use tokio::sync::Semaphore;
 
 use super::{DEFAULT_TYPE, GENERAL, Order, Report, Spawner, SubagentsSettings, TOOL};
-use crate::llm::ToolDef;
 use crate::session::event::{EventBody, SubagentStart};
-use crate::tools::{Tool, ToolContext, ToolOutput, parse_args};
+use crate::tools::{ToolContext, ToolOutput, TypedTool};
 
 /// Time a call is given beyond the child's wall budget to end cleanly (its calls answered,
 /// its log flushed) before the runtime's own timeout would cut it off.
 const GRACE: Duration = Duration::from_secs(60);
 
-#[derive(Debug, Deserialize)]
+/// The arguments of `task`.
+#[derive(Debug, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
-struct Args {
+pub struct TaskArgs {
+    /// The whole task: what to find or do, where to look, what the answer must contain.
     prompt: String,
+    /// `explore` (default), `general`, or a preset's name.
     #[serde(default)]
     agent_type: Option<String>,
-    /// A few words for the views (progress, the trajectory); the prompt's start otherwise.
+    /// A few words naming the task, shown to the programmer.
+    // For the views (progress, the trajectory); the prompt's start otherwise.
     #[serde(default)]
     description: Option<String>,
 }
@@ -46,28 +48,21 @@ impl Task {
     }
 }
 
-impl Tool for Task {
-    fn def(&self) -> ToolDef {
+impl TypedTool for Task {
+    type Args = TaskArgs;
+
+    fn name(&self) -> &str {
+        TOOL
+    }
+
+    fn description(&self) -> String {
         let budgets = self.settings.budgets();
-        ToolDef {
-            name: TOOL.into(),
-            description: format!(
-                "Hand a self-contained piece of work to a sub-agent; its final answer is this call's result. The sub-agent starts with a fresh context (it does not see this conversation: put everything it needs in `prompt`, with paths and names), works with its own tools in a session of its own, and only its answer comes back, so your context stays small. Use it to explore broadly (many reads and searches) or to run independent pieces of work; several `task` calls in one step run at the same time. `agent_type`: `{DEFAULT_TYPE}` (the default: reads, searches and the language-server tools, changes nothing), `{GENERAL}` (your own tools, for changes), or the name of a preset. A sub-agent stops after {} steps, {} prompt tokens or {} s, whichever comes first, and then says so.",
-                budgets.max_steps,
-                budgets.max_prompt_tokens,
-                budgets.wall.as_secs()
-            ),
-            parameters: json!({
-                "type": "object",
-                "properties": {
-                    "prompt": {"type": "string", "description": "The whole task: what to find or do, where to look, what the answer must contain."},
-                    "agent_type": {"type": "string", "description": "`explore` (default), `general`, or a preset's name."},
-                    "description": {"type": "string", "description": "A few words naming the task, shown to the programmer."}
-                },
-                "required": ["prompt"],
-                "additionalProperties": false
-            }),
-        }
+        format!(
+            "Hand a self-contained piece of work to a sub-agent; its final answer is this call's result. The sub-agent starts with a fresh context (it does not see this conversation: put everything it needs in `prompt`, with paths and names), works with its own tools in a session of its own, and only its answer comes back, so your context stays small. Use it to explore broadly (many reads and searches) or to run independent pieces of work; several `task` calls in one step run at the same time. `agent_type`: `{DEFAULT_TYPE}` (the default: reads, searches and the language-server tools, changes nothing), `{GENERAL}` (your own tools, for changes), or the name of a preset. A sub-agent stops after {} steps, {} prompt tokens or {} s, whichever comes first, and then says so.",
+            budgets.max_steps,
+            budgets.max_prompt_tokens,
+            budgets.wall.as_secs()
+        )
     }
 
     fn read_only(&self) -> bool {
@@ -78,15 +73,11 @@ impl Tool for Task {
         true
     }
 
-    fn timeout(&self, _args: &Value) -> Option<Duration> {
+    fn timeout(&self, _args: &TaskArgs) -> Option<Duration> {
         Some(self.settings.budgets().wall + GRACE)
     }
 
-    fn run(&self, ctx: ToolContext, args: Value) -> BoxFuture<'static, ToolOutput> {
-        let args = match parse_args::<Args>(TOOL, args) {
-            Ok(args) => args,
-            Err(output) => return Box::pin(async move { output }),
-        };
+    fn run(&self, ctx: ToolContext, args: TaskArgs) -> BoxFuture<'static, ToolOutput> {
         let spawner = self.spawner.clone();
         let slots = self.slots.clone();
         let settings = self.settings.clone();

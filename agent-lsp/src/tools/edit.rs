@@ -7,12 +7,11 @@
 //! counted overlapping (`aa` occurs twice in `aaa`), since either placement would be a guess.
 
 use futures_util::future::BoxFuture;
+use schemars::JsonSchema;
 use serde::Deserialize;
-use serde_json::{Value, json};
 use similar::{ChangeTag, TextDiff};
 
-use super::{Tool, ToolContext, ToolOutput, blocking, parse_args};
-use crate::llm::ToolDef;
+use super::{ToolContext, ToolOutput, TypedTool, blocking};
 
 /// Matches listed by line in the "found several times" error.
 const MAX_LISTED_MATCHES: usize = 20;
@@ -22,47 +21,40 @@ const MAX_LISTED_CHARS: usize = 200;
 /// `edit {path, old_string, new_string}`.
 pub struct Edit;
 
-#[derive(Deserialize)]
+/// The arguments of `edit`.
+#[derive(Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
-struct EditArgs {
+pub struct EditArgs {
+    /// File path relative to the workspace root.
     path: String,
+    /// The exact text to replace; it must occur exactly once.
     old_string: String,
+    /// The text to put in its place.
     new_string: String,
 }
 
-impl Tool for Edit {
-    fn def(&self) -> ToolDef {
-        ToolDef {
-            name: "edit".into(),
-            description: "Replace text in a workspace file: `old_string` must occur exactly once in the file, \
+impl TypedTool for Edit {
+    type Args = EditArgs;
+
+    fn name(&self) -> &str {
+        "edit"
+    }
+
+    fn description(&self) -> String {
+        "Replace text in a workspace file: `old_string` must occur exactly once in the file, \
                           character for character (whitespace and indentation included), and is replaced by \
                           `new_string`. Include enough surrounding lines to make `old_string` unique. Returns a \
                           unified diff of the change. Use `write` to create a file. "
                 .to_owned()
-                + super::protected::DESCRIPTION_NOTE,
-            parameters: json!({
-                "type": "object",
-                "properties": {
-                    "path": {"type": "string", "description": "File path relative to the workspace root."},
-                    "old_string": {"type": "string", "description": "The exact text to replace; it must occur exactly once."},
-                    "new_string": {"type": "string", "description": "The text to put in its place."},
-                },
-                "required": ["path", "old_string", "new_string"],
-                "additionalProperties": false,
-            }),
-        }
+                + super::protected::DESCRIPTION_NOTE
     }
 
     fn read_only(&self) -> bool {
         false
     }
 
-    fn run(&self, ctx: ToolContext, args: Value) -> BoxFuture<'static, ToolOutput> {
+    fn run(&self, ctx: ToolContext, args: EditArgs) -> BoxFuture<'static, ToolOutput> {
         Box::pin(async move {
-            let args: EditArgs = match parse_args("edit", args) {
-                Ok(args) => args,
-                Err(output) => return output,
-            };
             // A file open in the editor is changed in its buffer (see `buffers`).
             let open = ctx.buffers.clone().and_then(|buffers| {
                 let path = ctx.workspace.resolve(&args.path).ok()?;
@@ -292,6 +284,7 @@ fn not_found(shown: &str, content: &str, old: &str) -> ToolOutput {
 mod tests {
     use super::*;
     use crate::tools::testing::{Fixture, run};
+    use serde_json::json;
 
     #[tokio::test]
     async fn replaces_exactly_one_occurrence_and_returns_the_diff() {

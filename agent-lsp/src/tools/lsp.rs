@@ -10,30 +10,36 @@
 //! definitions come from tree-sitter tags instead, labelled approximate; the other tools say
 //! which server is missing or failed and why.
 
-use std::collections::BTreeMap;
-use std::fmt::Write as _;
-use std::path::{Path, PathBuf};
+use std::marker::PhantomData;
+use std::path::Path;
 use std::sync::{Arc, Mutex};
 
 use futures_util::future::BoxFuture;
-use lsp_bridge::queries::{
-    CallDirection, DocumentDiagnostics, Location, Navigation, OutlineSymbol, Queries,
-    SymbolPosition,
-};
-use lsp_bridge::syntax::{SymbolIndex, SyntaxSymbol};
-use serde::Deserialize;
-use serde_json::{Value, json};
+use lsp_bridge::queries::Queries;
+use lsp_bridge::syntax::SymbolIndex;
+use serde_json::Value;
 
-use super::{Tool, ToolContext, ToolOutput, WriteObserver, parse_args};
+use super::{CallArgs, Tool, ToolContext, ToolOutput, TypedTool, WriteObserver};
 use crate::llm::ToolDef;
 use crate::shared_bridge::SharedBridge;
 use crate::workspace::Workspace;
+use args::{
+    Call, CallHierarchyArgs, DefinitionArgs, HoverArgs, LspArgs, PagedArgs, PathArgs, QueryArgs,
+    RenameArgs,
+};
+pub use render::render_diagnostics;
 
+mod args;
+mod navigation;
+mod render;
 mod shared;
+mod symbols;
 mod waiting;
 
 /// Results shown per page unless the call asks for another `limit`.
+/// Results on a page when the call does not say (`limit`).
 const DEFAULT_LIMIT: usize = 40;
+/// The most results on a page.
 const MAX_LIMIT: usize = 200;
 
 /// The shared state of the LSP tools: queries over the bridge, the tree-sitter index built
@@ -76,10 +82,7 @@ impl LspTools {
     pub fn all(&self) -> Vec<LspTool> {
         LspKind::ALL
             .iter()
-            .map(|kind| LspTool {
-                kind: *kind,
-                tools: self.clone(),
-            })
+            .map(|kind| LspTool::new(*kind, self.clone()))
             .collect()
     }
 
@@ -180,6 +183,40 @@ impl LspKind {
             LspKind::RenamePreview => "lsp_rename_preview",
         }
     }
+
+    /// What the model reads about the tool of this kind.
+    fn description(self) -> &'static str {
+        match self {
+            LspKind::Definition => {
+                "Go to the definition of a symbol, answered by the language server (set `declaration` for the declaration, e.g. a C prototype). Returns path:line:col with the code line."
+            }
+            LspKind::References => {
+                "Find every reference to a symbol (declaration included), grouped by file."
+            }
+            LspKind::Implementation => {
+                "Find the implementations of an interface, trait or abstract method."
+            }
+            LspKind::TypeDefinition => "Go to the definition of the type of a symbol.",
+            LspKind::Hover => {
+                "The language server's hover for a symbol: its type, signature and documentation."
+            }
+            LspKind::DocumentSymbols => {
+                "The outline of a file as a tree: classes, functions, methods with their lines."
+            }
+            LspKind::WorkspaceSymbols => {
+                "Find symbols by name across the workspace, from every language server (exact matches first)."
+            }
+            LspKind::Diagnostics => {
+                "Errors and warnings the language server reports for a file as it is now (waits for the current version)."
+            }
+            LspKind::CallHierarchy => {
+                "Who calls a function (incoming) or what it calls (outgoing), with the call sites."
+            }
+            LspKind::RenamePreview => {
+                "Preview renaming a symbol everywhere: the edit the server would make, as a diff. Nothing is changed."
+            }
+        }
+    }
 }
 
 /// The names of the LSP tools, in catalog order.
@@ -187,126 +224,87 @@ pub fn lsp_tool_names() -> Vec<&'static str> {
     LspKind::ALL.iter().map(|kind| kind.name()).collect()
 }
 
-pub struct LspTool {
-    kind: LspKind,
-    tools: LspTools,
-}
+/// One `lsp_*` tool, as the registry takes it: the typed tool of its kind (see `tool`).
+pub struct LspTool(Arc<dyn Tool>);
 
-/// The schema of a tool that takes a symbol position, plus its own properties.
-fn position_schema(extra: Value, extra_required: &[&str]) -> Value {
-    let mut properties = json!({
-        "path": {"type": "string", "description": "File path relative to the workspace root."},
-        "line": {"type": "integer", "minimum": 1, "description": "1-based line where the symbol appears."},
-        "symbol": {"type": "string", "description": "The symbol's name exactly as written on that line."},
-        "column": {"type": "integer", "minimum": 1, "description": "Optional 1-based column (in characters) of the symbol; corrected if it misses."},
-    });
-    if let (Value::Object(properties), Value::Object(extra)) = (&mut properties, extra) {
-        properties.extend(extra);
+impl LspTool {
+    /// The tool of `kind` over `tools`; the argument type of each kind is chosen here.
+    fn new(kind: LspKind, tools: LspTools) -> LspTool {
+        fn typed<A: LspArgs>(kind: LspKind, tools: LspTools) -> Arc<dyn Tool> {
+            Arc::new(KindTool::<A> {
+                kind,
+                tools,
+                args: PhantomData,
+            })
+        }
+        LspTool(match kind {
+            LspKind::Definition => typed::<DefinitionArgs>(kind, tools),
+            LspKind::References | LspKind::Implementation | LspKind::TypeDefinition => {
+                typed::<PagedArgs>(kind, tools)
+            }
+            LspKind::Hover => typed::<HoverArgs>(kind, tools),
+            LspKind::DocumentSymbols | LspKind::Diagnostics => typed::<PathArgs>(kind, tools),
+            LspKind::WorkspaceSymbols => typed::<QueryArgs>(kind, tools),
+            LspKind::CallHierarchy => typed::<CallHierarchyArgs>(kind, tools),
+            LspKind::RenamePreview => typed::<RenameArgs>(kind, tools),
+        })
     }
-    let mut required = vec!["path", "line", "symbol"];
-    required.extend_from_slice(extra_required);
-    json!({ "type": "object", "properties": properties, "required": required, "additionalProperties": false })
 }
 
-fn paging() -> Value {
-    json!({
-        "cursor": {"type": "string", "description": "From a previous answer's \"call again with cursor=...\" to see the next page."},
-        "limit": {"type": "integer", "minimum": 1, "maximum": MAX_LIMIT, "description": "Results per page (default 40)."},
-    })
-}
-
-fn merge(a: Value, b: Value) -> Value {
-    let mut a = a;
-    if let (Value::Object(a), Value::Object(b)) = (&mut a, b) {
-        a.extend(b);
-    }
-    a
-}
-
+/// The `lsp_*` tools differ in their argument types only; [`LspTool`] hides which.
 impl Tool for LspTool {
     fn def(&self) -> ToolDef {
-        let (description, parameters) = match self.kind {
-            LspKind::Definition => (
-                "Go to the definition of a symbol, answered by the language server (set `declaration` for the declaration, e.g. a C prototype). Returns path:line:col with the code line.",
-                position_schema(
-                    merge(
-                        paging(),
-                        json!({"declaration": {"type": "boolean", "description": "Ask for the declaration instead of the definition."}}),
-                    ),
-                    &[],
-                ),
-            ),
-            LspKind::References => (
-                "Find every reference to a symbol (declaration included), grouped by file.",
-                position_schema(paging(), &[]),
-            ),
-            LspKind::Implementation => (
-                "Find the implementations of an interface, trait or abstract method.",
-                position_schema(paging(), &[]),
-            ),
-            LspKind::TypeDefinition => (
-                "Go to the definition of the type of a symbol.",
-                position_schema(paging(), &[]),
-            ),
-            LspKind::Hover => (
-                "The language server's hover for a symbol: its type, signature and documentation.",
-                position_schema(json!({}), &[]),
-            ),
-            LspKind::DocumentSymbols => (
-                "The outline of a file as a tree: classes, functions, methods with their lines.",
-                json!({"type": "object", "properties": {"path": {"type": "string", "description": "File path relative to the workspace root."}}, "required": ["path"], "additionalProperties": false}),
-            ),
-            LspKind::WorkspaceSymbols => (
-                "Find symbols by name across the workspace, from every language server (exact matches first).",
-                json!({"type": "object", "properties": merge(json!({"query": {"type": "string", "description": "Symbol name or part of it."}}), paging()), "required": ["query"], "additionalProperties": false}),
-            ),
-            LspKind::Diagnostics => (
-                "Errors and warnings the language server reports for a file as it is now (waits for the current version).",
-                json!({"type": "object", "properties": {"path": {"type": "string", "description": "File path relative to the workspace root."}}, "required": ["path"], "additionalProperties": false}),
-            ),
-            LspKind::CallHierarchy => (
-                "Who calls a function (incoming) or what it calls (outgoing), with the call sites.",
-                position_schema(
-                    merge(
-                        paging(),
-                        json!({"direction": {"type": "string", "enum": ["incoming", "outgoing"], "description": "incoming: callers; outgoing: callees."}}),
-                    ),
-                    &["direction"],
-                ),
-            ),
-            LspKind::RenamePreview => (
-                "Preview renaming a symbol everywhere: the edit the server would make, as a diff. Nothing is changed.",
-                position_schema(
-                    json!({"new_name": {"type": "string", "description": "The new name."}}),
-                    &["new_name"],
-                ),
-            ),
-        };
-        ToolDef {
-            name: self.kind.name().to_owned(),
-            description: description.to_owned(),
-            parameters,
-        }
+        self.0.def()
+    }
+
+    fn read_only(&self) -> bool {
+        self.0.read_only()
+    }
+
+    fn run(&self, ctx: ToolContext, args: CallArgs) -> BoxFuture<'static, ToolOutput> {
+        self.0.run(ctx, args)
+    }
+}
+
+/// The tool of one kind, with arguments of type `A`.
+struct KindTool<A> {
+    kind: LspKind,
+    tools: LspTools,
+    args: PhantomData<fn() -> A>,
+}
+
+impl<A: LspArgs> TypedTool for KindTool<A> {
+    type Args = A;
+
+    fn name(&self) -> &str {
+        self.kind.name()
+    }
+
+    fn description(&self) -> String {
+        self.kind.description().to_owned()
     }
 
     fn read_only(&self) -> bool {
         true
     }
 
-    fn run(&self, ctx: ToolContext, args: Value) -> BoxFuture<'static, ToolOutput> {
+    fn run(&self, ctx: ToolContext, args: A) -> BoxFuture<'static, ToolOutput> {
         let kind = self.kind;
         let tools = self.tools.clone();
         // The file the call is about: its server is the one it waits for.
         let file = args
-            .get("path")
-            .and_then(Value::as_str)
+            .path()
             .and_then(|path| ctx.workspace.resolve(path).ok());
         Box::pin(async move {
             let call = async {
-                if let Some(output) = shared::run(&tools, kind.name(), &args).await {
-                    return output;
+                if tools.shared.is_some() {
+                    // Forwarded as the JSON a model would send; the owner parses it itself.
+                    let arguments = serde_json::to_value(&args).unwrap_or(Value::Null);
+                    if let Some(output) = shared::run(&tools, kind.name(), &arguments).await {
+                        return output;
+                    }
                 }
-                run_here(kind, &tools, ctx, args).await
+                run_here(kind, &tools, ctx, args.into_call()).await
             };
             match tools.waiting.clone() {
                 Some(waiting) => waiting.around(file, call).await,
@@ -317,588 +315,14 @@ impl Tool for LspTool {
 }
 
 /// Answer `kind` from this process's own bridge.
-async fn run_here(kind: LspKind, tools: &LspTools, ctx: ToolContext, args: Value) -> ToolOutput {
-    let result = match kind {
-        LspKind::WorkspaceSymbols => workspace_symbols(tools, &ctx, args).await,
-        LspKind::DocumentSymbols => document_symbols(tools, &ctx, args).await,
-        LspKind::Diagnostics => diagnostics(tools, &ctx, args).await,
-        _ => positional(kind, tools, &ctx, args).await,
+async fn run_here(kind: LspKind, tools: &LspTools, ctx: ToolContext, call: Call) -> ToolOutput {
+    let result = match call {
+        Call::Query(args) => symbols::workspace_symbols(tools, &ctx, args).await,
+        Call::Path(path) if kind == LspKind::DocumentSymbols => {
+            symbols::document_symbols(tools, &ctx, &path).await
+        }
+        Call::Path(path) => render::diagnostics(tools, &ctx, &path).await,
+        Call::Position(args) => navigation::positional(kind, tools, &ctx, args).await,
     };
     result.unwrap_or_else(|output| output)
-}
-
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct PositionArgs {
-    path: String,
-    line: u32,
-    symbol: String,
-    column: Option<u32>,
-    cursor: Option<String>,
-    limit: Option<usize>,
-    #[serde(default)]
-    declaration: bool,
-    direction: Option<String>,
-    new_name: Option<String>,
-}
-
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct PathArgs {
-    path: String,
-}
-
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct QueryArgs {
-    query: String,
-    cursor: Option<String>,
-    limit: Option<usize>,
-}
-
-/// The error output for a query that failed: one line (two with the server's last stderr
-/// line) for the model, and what to do; the full error, with the server's stderr, goes to the
-/// log, and the servers' health into the result's meta (the session log keeps it; the model
-/// does not see it).
-fn failure(tools: &LspTools, tool: &str, error: &lsp_bridge::error::Error) -> ToolOutput {
-    tracing::warn!(tool, "language server query failed: {error}");
-    let health = serde_json::to_value(tools.queries.bridge.health()).unwrap_or(Value::Null);
-    ToolOutput::error(format!("{tool} could not be answered: {}", error.brief()))
-        .with_meta("servers", health)
-}
-
-async fn positional(
-    kind: LspKind,
-    tools: &LspTools,
-    ctx: &ToolContext,
-    args: Value,
-) -> Result<ToolOutput, ToolOutput> {
-    let args: PositionArgs = parse_args(kind.name(), args)?;
-    let path = ctx.resolve(&args.path)?;
-    let shown = ctx.workspace.display(&path);
-    let position = SymbolPosition {
-        path: path.clone(),
-        line: args.line,
-        symbol: args.symbol.clone(),
-        column: args.column,
-    };
-    let queries = &tools.queries;
-    let has_server = queries.bridge.config_for(&path).is_some();
-
-    let navigation = match kind {
-        LspKind::Definition if args.declaration => Some(Navigation::Declaration),
-        LspKind::Definition => Some(Navigation::Definition),
-        LspKind::References => Some(Navigation::References),
-        LspKind::Implementation => Some(Navigation::Implementation),
-        LspKind::TypeDefinition => Some(Navigation::TypeDefinition),
-        _ => None,
-    };
-    if let Some(navigation) = navigation {
-        if !has_server && kind == LspKind::Definition {
-            let why = queries.bridge.no_server_reason(&path);
-            return Ok(approximate_definition(tools, ctx, &args.symbol, &why));
-        }
-        return match queries.navigate(navigation, &position).await {
-            Ok(answer) => {
-                let what = format!(
-                    "{} of `{}` ({shown}:{})",
-                    kind.name().trim_start_matches("lsp_").replace('_', " "),
-                    args.symbol,
-                    args.line
-                );
-                Ok(render_locations(
-                    ctx,
-                    &what,
-                    &answer.value,
-                    &answer.server,
-                    &answer.versions,
-                    &answer.notes,
-                    &args.cursor,
-                    args.limit,
-                ))
-            }
-            // The server failed rather than answered: tree-sitter tags stand in, labelled.
-            Err(error) if kind == LspKind::Definition && error.is_server_failure() => {
-                tracing::warn!("lsp_definition: the language server failed: {error}");
-                let why = format!("the language server failed: {}", error.brief());
-                Ok(approximate_definition(tools, ctx, &args.symbol, &why)
-                    .with_meta("server_error", error.to_string()))
-            }
-            Err(error) => Err(failure(tools, kind.name(), &error)),
-        };
-    }
-    match kind {
-        LspKind::Hover => match queries.hover(&position).await {
-            Ok(answer) => {
-                let mut text = stamp(&answer.server, &answer.versions, ctx);
-                notes(&mut text, &answer.notes);
-                if answer.value.trim().is_empty() {
-                    text.push_str(&format!("no hover information for `{}`", args.symbol));
-                } else {
-                    text.push_str(answer.value.trim());
-                }
-                Ok(ToolOutput::ok(text).with_meta("server", answer.server))
-            }
-            Err(error) => Err(failure(tools, kind.name(), &error)),
-        },
-        LspKind::CallHierarchy => {
-            let direction = match args.direction.as_deref() {
-                Some("incoming") => CallDirection::Incoming,
-                Some("outgoing") => CallDirection::Outgoing,
-                other => {
-                    return Err(ToolOutput::error(format!(
-                        "direction must be \"incoming\" or \"outgoing\", not {other:?}"
-                    )));
-                }
-            };
-            match queries.call_hierarchy(&position, direction).await {
-                Ok(answer) => {
-                    let locations = answer
-                        .value
-                        .iter()
-                        .map(|call| Location {
-                            code: format!("{} {} — {}", call.kind, call.name, call.location.code),
-                            ..call.location.clone()
-                        })
-                        .collect::<Vec<_>>();
-                    let what = format!(
-                        "{} calls of `{}`",
-                        if direction == CallDirection::Incoming {
-                            "incoming"
-                        } else {
-                            "outgoing"
-                        },
-                        args.symbol
-                    );
-                    let output = render_locations(
-                        ctx,
-                        &what,
-                        &locations,
-                        &answer.server,
-                        &answer.versions,
-                        &answer.notes,
-                        &args.cursor,
-                        args.limit,
-                    );
-                    Ok(output.with_meta(
-                        "calls",
-                        serde_json::to_value(&answer.value).unwrap_or(Value::Null),
-                    ))
-                }
-                Err(error) => Err(failure(tools, kind.name(), &error)),
-            }
-        }
-        LspKind::RenamePreview => {
-            let Some(new_name) = args.new_name.as_deref() else {
-                return Err(ToolOutput::error("give `new_name`"));
-            };
-            match queries.rename_preview(&position, new_name).await {
-                Ok(answer) => {
-                    let mut text = stamp(&answer.server, &answer.versions, ctx);
-                    notes(&mut text, &answer.notes);
-                    if answer.value.is_empty() {
-                        text.push_str("the server proposes no change");
-                    }
-                    let mut n_files = 0;
-                    for edit in &answer.value {
-                        n_files += 1;
-                        let shown = ctx.workspace.display(&edit.path);
-                        let diff = similar::TextDiff::from_lines(&edit.old_text, &edit.new_text);
-                        let _ = write!(
-                            text,
-                            "{}",
-                            diff.unified_diff()
-                                .context_radius(1)
-                                .header(&format!("a/{shown}"), &format!("b/{shown}"))
-                        );
-                    }
-                    Ok(ToolOutput::ok(format!(
-                        "rename `{}` → `{new_name}`: {n_files} file(s) would change (preview only, nothing applied)\n{text}",
-                        args.symbol
-                    )))
-                }
-                Err(error) => Err(failure(tools, kind.name(), &error)),
-            }
-        }
-        _ => unreachable!("navigation kinds are handled above"),
-    }
-}
-
-async fn document_symbols(
-    tools: &LspTools,
-    ctx: &ToolContext,
-    args: Value,
-) -> Result<ToolOutput, ToolOutput> {
-    let args: PathArgs = parse_args("lsp_document_symbols", args)?;
-    let path = ctx.resolve(&args.path)?;
-    let shown = ctx.workspace.display(&path);
-    let server_answer = match tools.queries.bridge.config_for(&path) {
-        Some(_) => Some(tools.queries.document_symbols(&path).await),
-        None => None,
-    };
-    match server_answer {
-        Some(Ok(answer)) => {
-            let mut text = stamp(&answer.server, &answer.versions, ctx);
-            let _ = writeln!(text, "outline of {shown}:");
-            render_outline(&mut text, &answer.value, 1);
-            Ok(ToolOutput::ok(text.trim_end().to_owned()).with_meta("server", answer.server))
-        }
-        other => {
-            let why = match &other {
-                Some(Err(error)) => {
-                    tracing::warn!("lsp_document_symbols: the language server failed: {error}");
-                    format!("the language server failed: {}", error.brief())
-                }
-                _ => tools.queries.bridge.no_server_reason(&path),
-            };
-            let text = std::fs::read_to_string(&path)
-                .map_err(|error| ToolOutput::error(format!("cannot read {shown}: {error}")))?;
-            let Some(symbols) = lsp_bridge::syntax::document_symbols(&path, &text) else {
-                return Err(ToolOutput::error(format!(
-                    "{why}, and tree-sitter has no grammar for {shown}"
-                )));
-            };
-            let mut out = format!("approximate (tree-sitter; {why}): outline of {shown}:\n");
-            render_syntax_outline(&mut out, &symbols, 1);
-            Ok(ToolOutput::ok(out.trim_end().to_owned()).with_meta("approximate", true))
-        }
-    }
-}
-
-async fn workspace_symbols(
-    tools: &LspTools,
-    ctx: &ToolContext,
-    args: Value,
-) -> Result<ToolOutput, ToolOutput> {
-    let args: QueryArgs = parse_args("lsp_workspace_symbols", args)?;
-    let mut symbols = Vec::new();
-    let mut errors = Vec::new();
-    let mut indexing = Vec::new();
-    for answer in tools.queries.workspace_symbols(&args.query).await {
-        match answer {
-            Ok(found) => {
-                if found.still_indexing {
-                    indexing.push(found.server.clone());
-                }
-                symbols.extend(found.symbols)
-            }
-            Err(error) => {
-                tracing::warn!("lsp_workspace_symbols: a language server failed: {error}");
-                errors.push(error.brief())
-            }
-        }
-    }
-    let query = args.query.to_lowercase();
-    let rank = |name: &str| {
-        let name = name.to_lowercase();
-        if name == query {
-            0
-        } else if name.starts_with(&query) {
-            1
-        } else if name.contains(&query) {
-            2
-        } else {
-            3
-        }
-    };
-    let mut rows = symbols
-        .iter()
-        .map(|symbol| {
-            let container = symbol
-                .container
-                .as_deref()
-                .map(|c| format!(" in {c}"))
-                .unwrap_or_default();
-            let location = Location {
-                code: format!(
-                    "{} {}{container} — {}",
-                    symbol.kind, symbol.name, symbol.location.code
-                ),
-                ..symbol.location.clone()
-            };
-            (rank(&symbol.name), location)
-        })
-        .collect::<Vec<_>>();
-    // Languages without a running server are covered by tree-sitter tags, labelled as such.
-    let root = ctx.workspace.root().to_owned();
-    let approximate = tools.with_index(&root, |index| {
-        index.workspace_symbols(&args.query, MAX_LIMIT)
-    });
-    let mut n_approximate = 0;
-    for (path, symbol) in approximate {
-        n_approximate += 1;
-        rows.push((
-            rank(&symbol.name),
-            syntax_location(&root, &path, &symbol, true),
-        ));
-    }
-    rows.sort_by(|a, b| a.0.cmp(&b.0).then_with(|| a.1.cmp(&b.1)));
-    rows.dedup_by(|a, b| a.1.path == b.1.path && a.1.line == b.1.line);
-    let locations = rows
-        .into_iter()
-        .map(|(_, location)| location)
-        .collect::<Vec<_>>();
-    let mut extra = Vec::new();
-    if n_approximate > 0 {
-        extra.push(format!("{n_approximate} result(s) marked (approximate) come from tree-sitter tags, for files no language server covers"));
-    }
-    extra.extend(
-        errors
-            .into_iter()
-            .map(|error| format!("a server failed: {error}")),
-    );
-    let servers = tools
-        .queries
-        .bridge
-        .running()
-        .iter()
-        .map(|child| child.name().to_owned())
-        .collect::<Vec<_>>()
-        .join(", ");
-    if locations.is_empty() && !indexing.is_empty() {
-        // An empty answer from a server that has not finished indexing is not "no results".
-        return Ok(ToolOutput::ok(format!(
-            "workspace symbols matching `{}`: none yet, {} still indexing the workspace; call again in a few seconds (or look in a file with lsp_document_symbols)",
-            args.query,
-            indexing.join(", ")
-        ))
-        .with_meta("total", 0)
-        .with_meta("still_indexing", indexing));
-    }
-    let what = format!("workspace symbols matching `{}`", args.query);
-    Ok(render_locations(
-        ctx,
-        &what,
-        &locations,
-        &servers,
-        &[],
-        &extra,
-        &args.cursor,
-        args.limit,
-    ))
-}
-
-async fn diagnostics(
-    tools: &LspTools,
-    ctx: &ToolContext,
-    args: Value,
-) -> Result<ToolOutput, ToolOutput> {
-    let args: PathArgs = parse_args("lsp_diagnostics", args)?;
-    let path = ctx.resolve(&args.path)?;
-    let shown = ctx.workspace.display(&path);
-    match tools.queries.diagnostics(&path).await {
-        Ok(answer) => {
-            let text = render_diagnostics(&shown, &answer.value, &answer.server);
-            Ok(ToolOutput::ok(text).with_meta("diagnostics", diagnostics_meta(&answer.value)))
-        }
-        Err(error) => Err(failure(tools, "lsp_diagnostics", &error)),
-    }
-}
-
-fn diagnostics_meta(value: &DocumentDiagnostics) -> Value {
-    match value {
-        DocumentDiagnostics::Current {
-            version,
-            diagnostics,
-        } => json!({"version": version, "items": diagnostics}),
-        DocumentDiagnostics::Pending { version } => json!({"version": version, "pending": true}),
-    }
-}
-
-/// Diagnostics as the model reads them, in edit results and `lsp_diagnostics`.
-pub fn render_diagnostics(shown: &str, value: &DocumentDiagnostics, server: &str) -> String {
-    match value {
-        DocumentDiagnostics::Pending { version } => format!(
-            "diagnostics of {shown} (version {version}): pending — {server} has not reported on this version yet; do not assume it is clean, check again with lsp_diagnostics"
-        ),
-        DocumentDiagnostics::Current {
-            version,
-            diagnostics,
-        } if diagnostics.is_empty() => {
-            format!("diagnostics of {shown} (version {version}, {server}): none")
-        }
-        DocumentDiagnostics::Current {
-            version,
-            diagnostics,
-        } => {
-            let mut text = format!(
-                "diagnostics of {shown} (version {version}, {server}): {}\n",
-                diagnostics.len()
-            );
-            for diagnostic in diagnostics {
-                let code = diagnostic
-                    .code
-                    .as_deref()
-                    .map(|code| format!(" [{code}]"))
-                    .unwrap_or_default();
-                let _ = writeln!(
-                    text,
-                    "  {}:{} {}{code}: {}",
-                    diagnostic.line, diagnostic.column, diagnostic.severity, diagnostic.message
-                );
-            }
-            text.trim_end().to_owned()
-        }
-    }
-}
-
-/// Definitions from tree-sitter tags, labelled approximate with `why` no server answered.
-fn approximate_definition(
-    tools: &LspTools,
-    ctx: &ToolContext,
-    symbol: &str,
-    why: &str,
-) -> ToolOutput {
-    let root = ctx.workspace.root().to_owned();
-    let found = tools.with_index(&root, |index| index.definitions(symbol));
-    let locations = found
-        .iter()
-        .map(|(path, symbol)| syntax_location(&root, path, symbol, false))
-        .collect::<Vec<_>>();
-    let what = format!("approximate definition of `{symbol}` (tree-sitter tags; {why})");
-    render_locations(ctx, &what, &locations, "tree-sitter", &[], &[], &None, None)
-        .with_meta("approximate", true)
-}
-
-fn syntax_location(root: &Path, path: &Path, symbol: &SyntaxSymbol, label: bool) -> Location {
-    let absolute = root.join(path);
-    let code = std::fs::read_to_string(&absolute)
-        .ok()
-        .and_then(|text| {
-            text.lines()
-                .nth(symbol.line.saturating_sub(1) as usize)
-                .map(|line| line.trim().to_owned())
-        })
-        .unwrap_or_default();
-    let code = if label {
-        format!("{code} (approximate)")
-    } else {
-        code
-    };
-    Location {
-        path: absolute,
-        line: symbol.line,
-        column: symbol.column,
-        code,
-    }
-}
-
-/// The header line naming the server and the versions an answer was computed on.
-fn stamp(server: &str, versions: &[(PathBuf, i32)], ctx: &ToolContext) -> String {
-    if versions.is_empty() {
-        return format!("[{server}]\n");
-    }
-    let versions = versions
-        .iter()
-        .map(|(path, version)| format!("{} v{version}", ctx.workspace.display(path)))
-        .collect::<Vec<_>>()
-        .join(", ");
-    format!("[{server}; computed on {versions}]\n")
-}
-
-fn notes(text: &mut String, notes: &[String]) {
-    for note in notes {
-        let _ = writeln!(text, "note: {note}");
-    }
-}
-
-/// Locations grouped by file, one page of them, with the cursor to the next page.
-#[allow(clippy::too_many_arguments)]
-fn render_locations(
-    ctx: &ToolContext,
-    what: &str,
-    locations: &[Location],
-    server: &str,
-    versions: &[(PathBuf, i32)],
-    extra: &[String],
-    cursor: &Option<String>,
-    limit: Option<usize>,
-) -> ToolOutput {
-    let offset = cursor
-        .as_deref()
-        .and_then(|cursor| cursor.parse::<usize>().ok())
-        .unwrap_or(0)
-        .min(locations.len());
-    let limit = limit.unwrap_or(DEFAULT_LIMIT).clamp(1, MAX_LIMIT);
-    let page = &locations[offset..(offset + limit).min(locations.len())];
-    let mut text = stamp(server, versions, ctx);
-    notes(&mut text, extra);
-    if locations.is_empty() {
-        let _ = write!(text, "{what}: no results");
-        return ToolOutput::ok(text).with_meta("total", 0);
-    }
-    let _ = writeln!(text, "{what}: {} result(s)", locations.len());
-    let mut by_file: BTreeMap<String, Vec<&Location>> = BTreeMap::new();
-    for location in page {
-        by_file
-            .entry(ctx.workspace.display(&location.path))
-            .or_default()
-            .push(location);
-    }
-    for (file, locations) in by_file {
-        let _ = writeln!(text, "{file}");
-        for location in locations {
-            let _ = writeln!(
-                text,
-                "  {}:{}  {}",
-                location.line, location.column, location.code
-            );
-        }
-    }
-    let shown_to = offset + page.len();
-    if shown_to < locations.len() || offset > 0 {
-        let _ = write!(
-            text,
-            "{}–{} of {} shown",
-            offset + 1,
-            shown_to,
-            locations.len()
-        );
-        if shown_to < locations.len() {
-            let _ = write!(text, "; call again with cursor=\"{shown_to}\" for more");
-        }
-    }
-    let all = locations
-        .iter()
-        .map(|location| json!({"path": ctx.workspace.display(&location.path), "line": location.line, "column": location.column, "code": location.code}))
-        .collect::<Vec<_>>();
-    ToolOutput::ok(text.trim_end().to_owned())
-        .with_meta("total", locations.len())
-        .with_meta("server", server)
-        .with_meta("results", Value::Array(all))
-}
-
-fn render_outline(text: &mut String, symbols: &[OutlineSymbol], depth: usize) {
-    for symbol in symbols {
-        let detail = symbol
-            .detail
-            .as_deref()
-            .map(|detail| format!(" — {detail}"))
-            .unwrap_or_default();
-        let _ = writeln!(
-            text,
-            "{}{} {} ({}:{}){detail}",
-            "  ".repeat(depth),
-            symbol.kind,
-            symbol.name,
-            symbol.line,
-            symbol.column
-        );
-        render_outline(text, &symbol.children, depth + 1);
-    }
-}
-
-fn render_syntax_outline(text: &mut String, symbols: &[SyntaxSymbol], depth: usize) {
-    for symbol in symbols {
-        let _ = writeln!(
-            text,
-            "{}{:?} {} ({}:{})",
-            "  ".repeat(depth),
-            symbol.kind,
-            symbol.name,
-            symbol.line,
-            symbol.column
-        );
-        render_syntax_outline(text, &symbol.children, depth + 1);
-    }
 }

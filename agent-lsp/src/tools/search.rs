@@ -14,12 +14,11 @@ use std::path::{Path, PathBuf};
 use futures_util::future::BoxFuture;
 use globset::{GlobBuilder, GlobMatcher};
 use regex::bytes::{Regex, RegexBuilder};
+use schemars::JsonSchema;
 use serde::Deserialize;
-use serde_json::{Value, json};
 
 use super::fs::{SNIFF_BYTES, binary_kind};
-use super::{Tool, ToolContext, ToolOutput, blocking, parse_args};
-use crate::llm::ToolDef;
+use super::{ToolContext, ToolOutput, TypedTool, blocking};
 
 /// Paths `glob` returns.
 pub const GLOB_MAX_RESULTS: usize = 1000;
@@ -102,45 +101,38 @@ fn walk_files(ctx: &ToolContext, base: &Path) -> Result<Vec<(PathBuf, PathBuf)>,
 /// `glob {pattern, path?}`: workspace files whose name or path matches a glob.
 pub struct Glob;
 
-#[derive(Deserialize)]
+/// The arguments of `glob`.
+#[derive(Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
-struct GlobArgs {
+pub struct GlobArgs {
+    /// Glob pattern, e.g. `*.rs` or `src/**/test_*.py`.
     pattern: String,
+    /// Directory to search, relative to the workspace root. Default: the root.
     #[serde(default)]
     path: Option<String>,
 }
 
-impl Tool for Glob {
-    fn def(&self) -> ToolDef {
-        ToolDef {
-            name: "glob".into(),
-            description: format!(
-                "Find workspace files by glob, honouring .gitignore. A pattern without `/` matches file names at any \
+impl TypedTool for Glob {
+    type Args = GlobArgs;
+
+    fn name(&self) -> &str {
+        "glob"
+    }
+
+    fn description(&self) -> String {
+        format!(
+            "Find workspace files by glob, honouring .gitignore. A pattern without `/` matches file names at any \
                  depth (`*.rs`); a pattern with `/` matches paths relative to `path` (`src/**/*.rs`); `*` does not \
                  cross `/`, `**` does. Returns paths relative to the workspace root, sorted, at most {GLOB_MAX_RESULTS}."
-            ),
-            parameters: json!({
-                "type": "object",
-                "properties": {
-                    "pattern": {"type": "string", "description": "Glob pattern, e.g. `*.rs` or `src/**/test_*.py`."},
-                    "path": {"type": "string", "description": "Directory to search, relative to the workspace root. Default: the root."},
-                },
-                "required": ["pattern"],
-                "additionalProperties": false,
-            }),
-        }
+        )
     }
 
     fn read_only(&self) -> bool {
         true
     }
 
-    fn run(&self, ctx: ToolContext, args: Value) -> BoxFuture<'static, ToolOutput> {
+    fn run(&self, ctx: ToolContext, args: GlobArgs) -> BoxFuture<'static, ToolOutput> {
         Box::pin(blocking(move || {
-            let args: GlobArgs = match parse_args("glob", args) {
-                Ok(args) => args,
-                Err(output) => return output,
-            };
             glob(&ctx, &args).unwrap_or_else(|output| output)
         }))
     }
@@ -192,51 +184,44 @@ fn glob(ctx: &ToolContext, args: &GlobArgs) -> Result<ToolOutput, ToolOutput> {
 /// `grep {pattern, path?, glob?, case_insensitive?}`: lines matching a regex.
 pub struct Grep;
 
-#[derive(Deserialize)]
+/// The arguments of `grep`.
+#[derive(Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
-struct GrepArgs {
+pub struct GrepArgs {
+    /// Regular expression, matched against each line.
     pattern: String,
+    /// File or directory to search, relative to the workspace root. Default: the root.
     #[serde(default)]
     path: Option<String>,
+    /// Only search files matching this glob (same rules as the `glob` tool), e.g. `*.py`.
     #[serde(default)]
     glob: Option<String>,
+    /// Match without regard to case. Default false.
     #[serde(default)]
     case_insensitive: Option<bool>,
 }
 
-impl Tool for Grep {
-    fn def(&self) -> ToolDef {
-        ToolDef {
-            name: "grep".into(),
-            description: format!(
-                "Search workspace files for lines matching a regular expression (Rust regex syntax), honouring \
+impl TypedTool for Grep {
+    type Args = GrepArgs;
+
+    fn name(&self) -> &str {
+        "grep"
+    }
+
+    fn description(&self) -> String {
+        format!(
+            "Search workspace files for lines matching a regular expression (Rust regex syntax), honouring \
                  .gitignore and skipping binary files. Output lines are `path:line: text`. At most {GREP_MAX_MATCHES} \
                  matching lines are shown, with a count of the rest."
-            ),
-            parameters: json!({
-                "type": "object",
-                "properties": {
-                    "pattern": {"type": "string", "description": "Regular expression, matched against each line."},
-                    "path": {"type": "string", "description": "File or directory to search, relative to the workspace root. Default: the root."},
-                    "glob": {"type": "string", "description": "Only search files matching this glob (same rules as the `glob` tool), e.g. `*.py`."},
-                    "case_insensitive": {"type": "boolean", "description": "Match without regard to case. Default false."},
-                },
-                "required": ["pattern"],
-                "additionalProperties": false,
-            }),
-        }
+        )
     }
 
     fn read_only(&self) -> bool {
         true
     }
 
-    fn run(&self, ctx: ToolContext, args: Value) -> BoxFuture<'static, ToolOutput> {
+    fn run(&self, ctx: ToolContext, args: GrepArgs) -> BoxFuture<'static, ToolOutput> {
         Box::pin(blocking(move || {
-            let args: GrepArgs = match parse_args("grep", args) {
-                Ok(args) => args,
-                Err(output) => return output,
-            };
             grep(&ctx, &args).unwrap_or_else(|output| output)
         }))
     }
@@ -380,6 +365,7 @@ fn search_file(
 mod tests {
     use super::*;
     use crate::tools::testing::{Fixture, run};
+    use serde_json::json;
 
     fn tree() -> Fixture {
         let fx = Fixture::new();

@@ -33,14 +33,16 @@ use futures_util::future::BoxFuture;
 use nix::sys::signal::{Signal, killpg};
 use nix::unistd::Pid;
 use regex::Regex;
+use schemars::JsonSchema;
 use serde::Deserialize;
-use serde_json::{Value, json};
+use serde_json::json;
 use tokio::io::{AsyncRead, AsyncReadExt};
 
-use super::{Tool, ToolContext, ToolOutput, parse_args};
-use crate::llm::ToolDef;
+use super::{ToolContext, ToolOutput, TypedTool};
 
+/// Seconds a command may run when the call does not say (`timeout_secs`).
 pub const SHELL_DEFAULT_TIMEOUT_SECS: u64 = 120;
+/// The most seconds a call may give a command.
 pub const SHELL_MAX_TIMEOUT_SECS: u64 = 600;
 /// Bytes kept from each of stdout and stderr: the first half and the last half of this.
 pub const SHELL_CAPTURE_BYTES: usize = 64 * 1024;
@@ -95,35 +97,36 @@ pub fn denied(command: &str) -> Option<&'static str> {
 /// `shell {command, timeout_secs?}`.
 pub struct Shell;
 
-#[derive(Deserialize)]
+/// The arguments of `shell` (`jobs` builds its foreground calls from these too).
+#[derive(Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
-struct ShellArgs {
-    command: String,
+pub struct ShellArgs {
+    /// The command line, as given to `sh -c`.
+    pub(crate) command: String,
+    /// Seconds before the command is killed. Default 120.
     #[serde(default)]
-    timeout_secs: Option<u64>,
+    #[schemars(range(min = 1, max = SHELL_MAX_TIMEOUT_SECS))]
+    pub(crate) timeout_secs: Option<u64>,
 }
 
-impl Tool for Shell {
-    fn def(&self) -> ToolDef {
-        ToolDef {
-            name: "shell".into(),
-            description: format!(
-                "Run a command with `sh -c` in the workspace root (no input; stdout and stderr captured). Returns the \
+// The doc comment of `ShellArgs::timeout_secs` is what the model reads; it states this number.
+const _: () = assert!(SHELL_DEFAULT_TIMEOUT_SECS == 120);
+
+impl TypedTool for Shell {
+    type Args = ShellArgs;
+
+    fn name(&self) -> &str {
+        "shell"
+    }
+
+    fn description(&self) -> String {
+        format!(
+            "Run a command with `sh -c` in the workspace root (no input; stdout and stderr captured). Returns the \
                  exit code and the output (long output keeps its start and end). The command is killed, with \
                  everything it started, after `timeout_secs` (default {SHELL_DEFAULT_TIMEOUT_SECS}, at most \
                  {SHELL_MAX_TIMEOUT_SECS}); processes left in the background are killed when it exits. Prefer \
                  `read`, `grep`, `glob` and `edit` for files."
-            ),
-            parameters: json!({
-                "type": "object",
-                "properties": {
-                    "command": {"type": "string", "description": "The command line, as given to `sh -c`."},
-                    "timeout_secs": {"type": "integer", "minimum": 1, "maximum": SHELL_MAX_TIMEOUT_SECS, "description": format!("Seconds before the command is killed. Default {SHELL_DEFAULT_TIMEOUT_SECS}.")},
-                },
-                "required": ["command"],
-                "additionalProperties": false,
-            }),
-        }
+        )
     }
 
     fn read_only(&self) -> bool {
@@ -132,24 +135,23 @@ impl Tool for Shell {
 
     /// The command's own timeout plus a grace period, so the shell's timeout (which reports the
     /// output so far) fires before the runtime's.
-    fn timeout(&self, args: &Value) -> Option<Duration> {
-        let secs = args
-            .get("timeout_secs")
-            .and_then(Value::as_u64)
-            .unwrap_or(SHELL_DEFAULT_TIMEOUT_SECS)
-            .clamp(1, SHELL_MAX_TIMEOUT_SECS);
-        Some(Duration::from_secs(secs + 10))
+    fn timeout(&self, args: &ShellArgs) -> Option<Duration> {
+        Some(call_timeout(args.timeout_secs))
     }
 
-    fn run(&self, ctx: ToolContext, args: Value) -> BoxFuture<'static, ToolOutput> {
-        Box::pin(async move {
-            let args: ShellArgs = match parse_args("shell", args) {
-                Ok(args) => args,
-                Err(output) => return output,
-            };
-            run_command(&ctx, &args).await
-        })
+    fn run(&self, ctx: ToolContext, args: ShellArgs) -> BoxFuture<'static, ToolOutput> {
+        Box::pin(async move { run_command(&ctx, &args).await })
     }
+}
+
+/// How long a `shell` call with `timeout_secs` may take in all: the command's own timeout plus
+/// a grace period, so the shell's timeout (which reports the output so far) fires before the
+/// runtime's. The jobs' `shell` gives its foreground calls the same.
+pub(crate) fn call_timeout(timeout_secs: Option<u64>) -> Duration {
+    let secs = timeout_secs
+        .unwrap_or(SHELL_DEFAULT_TIMEOUT_SECS)
+        .clamp(1, SHELL_MAX_TIMEOUT_SECS);
+    Duration::from_secs(secs + 10)
 }
 
 /// The variable whose value marks every process of one command (see the module docs).
@@ -592,7 +594,7 @@ mod tests {
             cancel.cancel();
         });
         let started = Instant::now();
-        let out = Shell.run(ctx, json!({"command": "sleep 30"})).await;
+        let out = crate::tools::Tool::run(&Shell, ctx, json!({"command": "sleep 30"}).into()).await;
         assert!(started.elapsed() < Duration::from_secs(3));
         assert!(out.text.starts_with("cancelled:"), "{}", out.text);
         assert_eq!(out.meta["cancelled"], true);

@@ -58,5 +58,5 @@ impl Fixture {
 
 /// Run one tool directly, without the runtime (no permissions, caps or session).
 pub(crate) async fn run(tool: &dyn Tool, fx: &Fixture, args: Value) -> ToolOutput {
-    tool.run(fx.context(), args).await
+    tool.run(fx.context(), args.into()).await
 }

@@ -138,7 +138,7 @@ impl Tool for Probe {
         self.read_only
     }
 
-    fn run(&self, ctx: ToolContext, _args: Value) -> BoxFuture<'static, ToolOutput> {
+    fn run(&self, ctx: ToolContext, _args: CallArgs) -> BoxFuture<'static, ToolOutput> {
         let behaviour = self.behaviour.clone();
         if let Behaviour::PanicAtOnce = behaviour {
             panic!("a bug before the future");

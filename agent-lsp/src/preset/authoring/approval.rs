@@ -100,7 +100,7 @@ mod tests {
         let write = tool(user.path())
             .running("creative", Some(creative.rights()))
             .default_preset("daily".into());
-        let reason = |args: Value| write.approval_reason(&fx.workspace, &args);
+        let reason = |args: Value| write.approval_reason(&fx.workspace, &args.into());
         let narrow = preset(&["read", "grep"], "default = \"deny\"\nread = \"allow\"");
         assert_eq!(reason(json!({"name": "reader", "text": narrow})), None);
         // Allowing a tool creative lacks, even `ask` (which --yes answers).
@@ -143,7 +143,10 @@ mod tests {
         let unknown = tool(user.path());
         assert!(
             unknown
-                .approval_reason(&fx.workspace, &json!({"name": "reader", "text": narrow}))
+                .approval_reason(
+                    &fx.workspace,
+                    &json!({"name": "reader", "text": narrow}).into()
+                )
                 .is_some()
         );
     }

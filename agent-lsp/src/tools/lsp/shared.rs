@@ -7,8 +7,9 @@ use std::sync::Arc;
 use futures_util::future::BoxFuture;
 use serde_json::{Value, json};
 
-use super::{LspKind, LspTools, run_here};
+use super::{LspKind, LspTool, LspTools};
 use crate::plugin::outcomes::ToolOutput;
+use crate::plugin::tool::Tool;
 use crate::plugin::tool::ToolContext;
 use crate::shared_bridge::LocalBridge;
 use crate::shared_bridge::wire::{Answer, Request};
@@ -62,14 +63,15 @@ impl LocalBridge for LspTools {
         arguments: Value,
     ) -> Option<BoxFuture<'static, ToolOutput>> {
         let kind = *LspKind::ALL.iter().find(|kind| kind.name() == name)?;
-        // The owner's own copy answers: it never forwards what a client forwarded to it.
+        // The owner's own copy answers: it never forwards what a client forwarded to it, and
+        // shows no wait on its board for a client's call.
         let tools = LspTools {
             shared: None,
+            waiting: None,
             ..self.clone()
         };
-        Some(Box::pin(async move {
-            run_here(kind, &tools, context, arguments).await
-        }))
+        // Parsed here, with the wording the client's own parse would have had.
+        Some(LspTool::new(kind, tools).run(context, arguments.into()))
     }
 
     fn after_write(
