@@ -37,6 +37,8 @@
 //! - [`canonical`]: byte-stable JSON and digests;
 //! - [`logging`]: tracing to stderr, never stdout.
 
+#![warn(missing_docs)]
+
 pub(crate) mod activity;
 pub mod agent;
 pub mod canonical;

@@ -28,7 +28,7 @@
 //!   null id from the line filter in front of it ([`stdio`]).
 //!
 //! The server identifies itself as `agent-lsp` with the crate's version, and marks the tools
-//! that only read with `readOnlyHint` (from [`Tool::read_only`](crate::tools::Tool)).
+//! that only read with `readOnlyHint` (from [`Tool::read_only`](crate::plugin::tool::Tool)).
 
 pub mod http;
 mod sessions;

@@ -54,9 +54,8 @@ use tracing::Instrument;
 use crate::canonical::canonical_json;
 use crate::llm::ToolDef;
 pub use crate::permissions::{POLICY_KEYS, Permission, PermissionPolicy};
-pub use crate::plugin::outcomes::{ToolCallOutcome, ToolOutput};
-pub use crate::plugin::tool::{CallArgs, EventSink, Tool, ToolContext};
-pub use crate::plugin::typed::TypedTool;
+use crate::plugin::outcomes::{ToolCallOutcome, ToolOutput};
+use crate::plugin::tool::{CallArgs, EventSink, Tool, ToolContext};
 use crate::session::event::{AssistantMessage, EventBody, ToolCallEvent, ToolCallRef, ToolResult};
 use crate::session::{NewEvent, Session};
 use crate::workspace::Workspace;
@@ -129,6 +128,7 @@ pub struct ToolRegistry {
 pub const STANDARD_TOOLS: [&str; 7] = ["edit", "glob", "grep", "list", "read", "shell", "write"];
 
 impl ToolRegistry {
+    /// A registry without tools; `host::catalog` fills a session's.
     pub fn new() -> ToolRegistry {
         ToolRegistry::default()
     }
@@ -185,6 +185,7 @@ impl ToolRegistry {
         self
     }
 
+    /// The tool named `name`, if the catalog has it.
     pub fn get(&self, name: &str) -> Option<&Arc<dyn Tool>> {
         self.tools.get(name).map(|registered| &registered.tool)
     }
@@ -228,6 +229,7 @@ pub trait Asker: Send + Sync {
 /// The asker of a session with nobody to ask: `ask` means deny, unless `yes` (`--yes`) was given.
 #[derive(Clone, Copy, Debug, Default)]
 pub struct HeadlessAsker {
+    /// Whether `ask` means allow (`--yes`) rather than deny.
     pub yes: bool,
 }
 
@@ -258,6 +260,8 @@ pub trait ToolObserver: Send + Sync {
 /// servers see the new text; what it returns is appended to the tool's result (fresh
 /// diagnostics), so the model learns at once whether its edit broke something.
 pub trait WriteObserver: Send + Sync {
+    /// Called after `path` was written: tell whoever must know, and return what the tool's
+    /// result should add (`None`: nothing).
     fn after_write(&self, workspace: &Workspace, path: &Path)
     -> BoxFuture<'static, Option<String>>;
 }
@@ -319,21 +323,26 @@ impl ToolRuntime {
         }
     }
 
+    /// Allow, ask or deny each tool as `policy` says (a preset's `[permissions]`).
     pub fn with_policy(mut self, policy: PermissionPolicy) -> ToolRuntime {
         self.policy = policy;
         self
     }
 
+    /// Ask `asker` about calls whose permission is `ask`: the terminal, the editor, or nobody.
     pub fn with_asker(mut self, asker: Arc<dyn Asker>) -> ToolRuntime {
         self.asker = asker;
         self
     }
 
+    /// Tell `observer` of every call's start and end, beside the ones already told.
     pub fn with_observer(mut self, observer: Arc<dyn ToolObserver>) -> ToolRuntime {
         self.observers.push(observer);
         self
     }
 
+    /// Tell `observer` of every file a tool wrote (the language servers, whose fresh
+    /// diagnostics join the result).
     pub fn with_write_observer(mut self, observer: Arc<dyn WriteObserver>) -> ToolRuntime {
         self.write_observer = Some(observer);
         self
@@ -345,19 +354,23 @@ impl ToolRuntime {
         self
     }
 
+    /// Hold every call to `limits` (its timeout and output cap) instead of the defaults.
     pub fn with_limits(mut self, limits: Limits) -> ToolRuntime {
         self.limits = limits;
         self
     }
 
+    /// The workspace the tools are confined to.
     pub fn workspace(&self) -> &Workspace {
         &self.workspace
     }
 
+    /// The session's tools by name.
     pub fn registry(&self) -> &ToolRegistry {
         &self.registry
     }
 
+    /// Which tools are allowed, asked about or denied.
     pub fn policy(&self) -> &PermissionPolicy {
         &self.policy
     }

@@ -6,11 +6,12 @@
 
 use std::process::Command;
 
+use agent_lsp::plugin::outcomes::ToolOutput;
 use agent_lsp::preset::Preset;
 use agent_lsp::session::Session;
 use agent_lsp::session::event::{SCHEMA_VERSION, SessionHeader};
 use agent_lsp::session::log::Durability;
-use agent_lsp::tools::{ToolOutput, ToolRuntime};
+use agent_lsp::tools::ToolRuntime;
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 

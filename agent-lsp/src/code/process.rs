@@ -19,8 +19,8 @@ use tokio_util::sync::CancellationToken;
 use super::engine::{Limits, Stop};
 use super::output::Output;
 use super::wire::{FromEngine, ToEngine};
+use crate::plugin::outcomes::ToolOutput;
 use crate::plugin::tool::NestedCalls;
-use crate::tools::ToolOutput;
 
 /// The hidden subcommand that runs an engine process.
 pub const SUBCOMMAND: &str = "__run-code";

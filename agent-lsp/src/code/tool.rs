@@ -10,7 +10,9 @@ use serde_json::json;
 use super::engine::{Limits, Stop};
 use super::process::{self, Outcome};
 use super::{CodeModeSettings, TOOL};
-use crate::tools::{ToolContext, ToolOutput, TypedTool};
+use crate::plugin::outcomes::ToolOutput;
+use crate::plugin::tool::ToolContext;
+use crate::plugin::typed::TypedTool;
 
 /// Time beyond the program's own deadline for a call running then to end once cancelled; the
 /// program itself is killed [`process::KILL_GRACE`] after its deadline.

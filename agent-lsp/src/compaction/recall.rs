@@ -14,9 +14,12 @@ use futures_util::future::BoxFuture;
 use serde::Deserialize;
 use serde_json::Value;
 
+use crate::plugin::outcomes::ToolOutput;
+use crate::plugin::tool::ToolContext;
+use crate::plugin::typed::TypedTool;
 use crate::session::event::{Event, EventBody, SurfaceOp};
 use crate::session::log::read_log;
-use crate::tools::{ToolContext, ToolOutput, TypedTool, blocking, cap_text};
+use crate::tools::{blocking, cap_text};
 
 /// The most text one call returns unless it asks for less (or more, up to the hard cap).
 const DEFAULT_MAX_CHARS: usize = 20_000;
@@ -30,6 +33,9 @@ pub struct RecallArgs {
     // A child of this one, or of one of its children.
     session: Option<String>,
     /// The id of a <compacted-summary>, e.g. cmp-57.
+    // The model reads this line as written (the summary's tag), so rustdoc is told it is no
+    // HTML rather than the text being changed.
+    #[allow(rustdoc::invalid_html_tags)]
     compaction_id: Option<String>,
     /// The seq of one event of the log.
     #[schemars(range(min = 1))]

@@ -94,8 +94,9 @@ mod tests {
 
     use super::*;
     use crate::llm::ToolDef;
+    use crate::plugin::outcomes::ToolOutput;
     use crate::plugin::registry::PluginHost;
-    use crate::tools::{CallArgs, ToolContext, ToolOutput};
+    use crate::plugin::tool::{CallArgs, ToolContext};
 
     /// A tool of the given name (`read`: one that takes a built-in's name).
     struct Named(&'static str);

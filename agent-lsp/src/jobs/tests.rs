@@ -52,7 +52,7 @@ impl Fixture {
         }
     }
 
-    async fn call(&self, name: &str, args: Value) -> crate::tools::ToolOutput {
+    async fn call(&self, name: &str, args: Value) -> crate::plugin::outcomes::ToolOutput {
         let tool = self
             .tools
             .iter()

@@ -11,8 +11,11 @@ use serde::Deserialize;
 
 use super::spool::excerpt;
 use super::{Job, JobTable, KILL_GRACE};
+use crate::plugin::outcomes::ToolOutput;
+use crate::plugin::tool::ToolContext;
+use crate::plugin::typed::TypedTool;
+use crate::tools::blocking;
 use crate::tools::shell::{self, SHELL_MAX_TIMEOUT_SECS, Shell, refusal};
-use crate::tools::{ToolContext, ToolOutput, TypedTool, blocking};
 
 /// The longest `job_output` waits for output.
 pub const MAX_WAIT_SECS: u64 = 60;

@@ -18,13 +18,20 @@ use crate::plugin::tool::{CallArgs, Tool, ToolContext};
 
 /// A server's tool in the catalog.
 pub struct McpTool {
+    /// The server that runs the tool, started on the first call that needs it.
     pub server: Arc<Server>,
+    /// The tool as the model sees it: `mcp__SERVER__TOOL` and the server's description and
+    /// schema, as the session's cached list recorded them.
     pub def: ToolDef,
     /// The server's own name for the tool.
     pub remote: String,
+    /// Whether the server marked the tool read-only (`readOnlyHint`), so its calls may run
+    /// beside the step's other reads.
     pub read_only: bool,
     /// How long a call may take, the server's start included.
     pub timeout: Duration,
+    /// How long connecting to (starting) the server may take before the call says it could
+    /// not; part of `timeout`, which bounds the whole call.
     pub start_timeout: Duration,
     /// Why calls are refused without reaching the server (a workspace file not approved).
     pub blocked: Option<String>,

@@ -16,8 +16,11 @@ use serde_json::{Value, json};
 
 use crate::file_index::LiveIndex;
 use crate::llm::ToolDef;
+use crate::plugin::outcomes::ToolOutput;
+use crate::plugin::tool::ToolContext;
+use crate::plugin::typed::TypedTool;
 use crate::session::store::Store;
-use crate::tools::{ToolContext, ToolOutput, TypedTool, blocking};
+use crate::tools::blocking;
 
 /// The catalog's tools a client may call without `--allow-write`: they only read.
 const READ_TOOLS: &[&str] = &[
@@ -67,6 +70,7 @@ pub fn to_mcp(def: ToolDef, read_only: bool) -> rmcp::model::Tool {
 /// `files {query, limit?}`: the ranked `@path` candidates, from an index kept current by a
 /// watcher (file_index/watch.rs) so that later calls cost no walk.
 pub struct FilesTool {
+    /// The workspace's path index, started with the server and kept current by its watcher.
     pub index: Arc<LiveIndex>,
 }
 
@@ -140,6 +144,7 @@ impl TypedTool for FilesTool {
 
 /// `session_list {}`: the workspace's sessions, as `agent-lsp session list --json` prints them.
 pub struct SessionListTool {
+    /// The workspace's sessions.
     pub store: Store,
 }
 
@@ -177,6 +182,7 @@ pub struct NoArgs {}
 
 /// `session_show {session}`: one session, as `agent-lsp session show ID --json` prints it.
 pub struct SessionShowTool {
+    /// The workspace's sessions, the one to show among them.
     pub store: Store,
 }
 

@@ -8,9 +8,10 @@ use schemars::JsonSchema;
 use serde::Deserialize;
 
 use super::{Caps, Memories, Provenance, Scope};
+use crate::plugin::outcomes::ToolOutput;
 use crate::plugin::tool::ToolContext;
 use crate::plugin::typed::TypedTool;
-use crate::tools::{ToolOutput, blocking};
+use crate::tools::blocking;
 
 /// The tool over one workspace's and user's memory files; `None` where the host has no state
 /// directory (a tool runtime built without a session store), where every call says so.
@@ -20,6 +21,8 @@ pub struct MemoryTool {
 }
 
 impl MemoryTool {
+    /// The tool over `memories` (`None` when the workspace has no state folder: every call
+    /// then says memory is unavailable), holding what it saves to `caps`.
     pub fn new(memories: Option<Memories>, caps: Caps) -> MemoryTool {
         MemoryTool {
             memories: memories.map(|memories| memories.with_caps(caps)),

@@ -1,7 +1,7 @@
 //! The tool seam: what a tool is and what it is given for one call. It sits in the plugin
 //! layer so a plugin can contribute tools (the compaction plugin's `recall_history`, the memory
-//! and plan tools) without importing the tool runtime that runs them; `crate::tools` re-exports
-//! everything here under its old paths.
+//! and plan tools) without importing the tool runtime that runs them. This is the one path to
+//! them: `crate::tools` is the runtime and the built-in tools, and re-exports none of it.
 
 use std::any::Any;
 use std::path::{Path, PathBuf};
@@ -21,10 +21,13 @@ use crate::workspace::Workspace;
 /// What a tool is given for one call.
 #[derive(Clone, Debug)]
 pub struct ToolContext {
+    /// The workspace every path argument is resolved in and confined to.
     pub workspace: Arc<Workspace>,
     /// Cancelled when the turn is cancelled or the call timed out; long-running tools (walkers,
     /// processes) watch it and stop.
     pub cancel: CancellationToken,
+    /// The model's id of this call, which names the call's processes and jobs (`shell`) and
+    /// the events it records.
     pub call_id: String,
     /// The session's log file, for tools that read the session's own history
     /// (`recall_history`); `None` outside of a session.
@@ -32,6 +35,7 @@ pub struct ToolContext {
     /// The session's id and the seq of this call's `tool/call` event, for tools that record
     /// where something came from (a memory's provenance); `None` outside of a session.
     pub session_id: Option<String>,
+    /// See `session_id`.
     pub call_seq: Option<u64>,
     /// The editor's open buffers under `agent-lsp serve`; `None` on the terminal.
     pub buffers: Option<Arc<dyn Buffers>>,

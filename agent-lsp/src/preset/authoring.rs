@@ -39,9 +39,12 @@ use super::catalog::{self, PresetDirs, Scope, Source, WORKSPACE_PRESETS_DIR};
 use crate::context::system_prompt::SystemPrompt;
 use crate::permissions::Rights;
 use crate::plugin::Plugin;
+use crate::plugin::outcomes::ToolOutput;
 use crate::plugin::registry::{Parts, PluginSettings};
+use crate::plugin::tool::ToolContext;
+use crate::plugin::typed::TypedTool;
 use crate::session::Session;
-use crate::tools::{ToolContext, ToolOutput, TypedTool, blocking};
+use crate::tools::blocking;
 use crate::workspace::Workspace;
 
 mod approval;
@@ -70,6 +73,7 @@ pub const GUIDE: &str = concat!(
 #[derive(Clone, Debug, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct PresetAuthoringSettings {
+    /// Whether the preset guide and `preset_write` are in the session.
     pub enabled: bool,
 }
 

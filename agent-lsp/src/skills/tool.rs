@@ -13,9 +13,10 @@ use serde::Deserialize;
 
 use super::plugin::Known;
 use super::{Roots, Skill, body_of, files_of, shown};
+use crate::plugin::outcomes::ToolOutput;
 use crate::plugin::tool::ToolContext;
 use crate::plugin::typed::TypedTool;
-use crate::tools::{ToolOutput, blocking};
+use crate::tools::blocking;
 
 /// The tool over the skills of one host's sessions.
 pub struct SkillTool {

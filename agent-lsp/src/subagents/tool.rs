@@ -8,8 +8,10 @@ use serde::Deserialize;
 use tokio::sync::Semaphore;
 
 use super::{DEFAULT_TYPE, GENERAL, Order, Report, Spawner, SubagentsSettings, TOOL};
+use crate::plugin::outcomes::ToolOutput;
+use crate::plugin::tool::ToolContext;
+use crate::plugin::typed::TypedTool;
 use crate::session::event::{EventBody, SubagentStart};
-use crate::tools::{ToolContext, ToolOutput, TypedTool};
 
 /// Time a call is given beyond the child's wall budget to end cleanly (its calls answered,
 /// its log flushed) before the runtime's own timeout would cut it off.
@@ -38,6 +40,8 @@ pub struct Task {
 }
 
 impl Task {
+    /// The `task` tool with `settings`' budgets and concurrency, starting children through
+    /// `spawner` (the host; `None` where no model is configured, and every call then says so).
     pub fn new(settings: SubagentsSettings, spawner: Option<Arc<dyn Spawner>>) -> Task {
         let slots = Arc::new(Semaphore::new(settings.max_concurrent));
         Task {

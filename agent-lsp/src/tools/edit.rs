@@ -11,7 +11,13 @@ use schemars::JsonSchema;
 use serde::Deserialize;
 use similar::{ChangeTag, TextDiff};
 
-use super::{ToolContext, ToolOutput, TypedTool, blocking};
+use super::blocking;
+
+use crate::plugin::outcomes::ToolOutput;
+
+use crate::plugin::tool::ToolContext;
+
+use crate::plugin::typed::TypedTool;
 
 /// Matches listed by line in the "found several times" error.
 const MAX_LISTED_MATCHES: usize = 20;

@@ -13,7 +13,13 @@ use futures_util::future::BoxFuture;
 use schemars::JsonSchema;
 use serde::Deserialize;
 
-use super::{ToolContext, ToolOutput, TypedTool, blocking};
+use super::blocking;
+
+use crate::plugin::outcomes::ToolOutput;
+
+use crate::plugin::tool::ToolContext;
+
+use crate::plugin::typed::TypedTool;
 
 mod read;
 

@@ -19,8 +19,14 @@ use lsp_bridge::queries::Queries;
 use lsp_bridge::syntax::SymbolIndex;
 use serde_json::Value;
 
-use super::{CallArgs, Tool, ToolContext, ToolOutput, TypedTool, WriteObserver};
+use super::WriteObserver;
+
+use crate::plugin::outcomes::ToolOutput;
+
+use crate::plugin::tool::{CallArgs, Tool, ToolContext};
+
 use crate::llm::ToolDef;
+use crate::plugin::typed::TypedTool;
 use crate::shared_bridge::SharedBridge;
 use crate::workspace::Workspace;
 use args::{
@@ -47,6 +53,7 @@ const MAX_LIMIT: usize = 200;
 /// process's warm servers.
 #[derive(Clone)]
 pub struct LspTools {
+    /// The bridge's queries, over the host's servers and the documents they were told of.
     pub queries: Queries,
     index: Arc<Mutex<Option<SymbolIndex>>>,
     shared: Option<Arc<SharedBridge>>,
@@ -55,6 +62,8 @@ pub struct LspTools {
 }
 
 impl LspTools {
+    /// The `lsp_*` tools over `queries`, answered here (no shared bridge, no activity board
+    /// until `with_shared` and `with_activity` say otherwise).
     pub fn new(queries: Queries) -> LspTools {
         LspTools {
             queries,

@@ -11,8 +11,12 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use futures_util::future::BoxFuture;
 use tokio_util::sync::CancellationToken;
 
-use super::{CallSession, EventSink, Prepared, ToolOutput, ToolRuntime};
+use super::{CallSession, Prepared, ToolRuntime};
+
+use crate::plugin::outcomes::ToolOutput;
+
 use crate::llm::ToolDef;
+use crate::plugin::tool::EventSink;
 use crate::plugin::tool::NestedCalls;
 use crate::session::event::{EventBody, SubtoolCall, SubtoolResult, ToolCallRef};
 

@@ -17,8 +17,11 @@ use regex::bytes::{Regex, RegexBuilder};
 use schemars::JsonSchema;
 use serde::Deserialize;
 
+use super::blocking;
 use super::fs::{SNIFF_BYTES, binary_kind};
-use super::{ToolContext, ToolOutput, TypedTool, blocking};
+use crate::plugin::outcomes::ToolOutput;
+use crate::plugin::tool::ToolContext;
+use crate::plugin::typed::TypedTool;
 
 /// Paths `glob` returns.
 pub const GLOB_MAX_RESULTS: usize = 1000;

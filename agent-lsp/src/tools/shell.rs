@@ -38,7 +38,11 @@ use serde::Deserialize;
 use serde_json::json;
 use tokio::io::{AsyncRead, AsyncReadExt};
 
-use super::{ToolContext, ToolOutput, TypedTool};
+use crate::plugin::outcomes::ToolOutput;
+
+use crate::plugin::tool::ToolContext;
+
+use crate::plugin::typed::TypedTool;
 
 /// Seconds a command may run when the call does not say (`timeout_secs`).
 pub const SHELL_DEFAULT_TIMEOUT_SECS: u64 = 120;
@@ -594,7 +598,9 @@ mod tests {
             cancel.cancel();
         });
         let started = Instant::now();
-        let out = crate::tools::Tool::run(&Shell, ctx, json!({"command": "sleep 30"}).into()).await;
+        let out =
+            crate::plugin::tool::Tool::run(&Shell, ctx, json!({"command": "sleep 30"}).into())
+                .await;
         assert!(started.elapsed() < Duration::from_secs(3));
         assert!(out.text.starts_with("cancelled:"), "{}", out.text);
         assert_eq!(out.meta["cancelled"], true);

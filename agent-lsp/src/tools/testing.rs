@@ -6,7 +6,9 @@ use std::sync::Arc;
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
-use super::{Tool, ToolContext, ToolOutput};
+use crate::plugin::outcomes::ToolOutput;
+
+use crate::plugin::tool::{Tool, ToolContext};
 use crate::workspace::Workspace;
 
 /// `tmp/ws` is the workspace (with an empty `sub/`); `tmp/outside` holds `secret.txt`

@@ -12,7 +12,11 @@ use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::Value;
 
-use super::{ToolContext, ToolOutput, TypedTool};
+use crate::plugin::outcomes::ToolOutput;
+
+use crate::plugin::tool::ToolContext;
+
+use crate::plugin::typed::TypedTool;
 use crate::web::content::{essence, frame_page, frame_results};
 use crate::web::fetch::FetchError;
 use crate::web::{MAX_RESULTS, WebFetchError, WebRuntime};

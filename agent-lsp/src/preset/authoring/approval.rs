@@ -81,7 +81,7 @@ pub(super) fn reason(write: &PresetWrite, workspace: &Workspace, args: &Args) ->
 mod tests {
     use super::super::tests::tool;
     use super::*;
-    use crate::tools::Tool;
+    use crate::plugin::tool::Tool;
     use crate::tools::testing::Fixture;
     use serde_json::{Value, json};
 

@@ -8,7 +8,10 @@ use schemars::JsonSchema;
 use serde::Deserialize;
 
 use super::io_error;
-use crate::tools::{ToolContext, ToolOutput, TypedTool, blocking};
+use crate::plugin::outcomes::ToolOutput;
+use crate::plugin::tool::ToolContext;
+use crate::plugin::typed::TypedTool;
+use crate::tools::blocking;
 
 /// Lines `read` returns when no `limit` is given.
 pub const READ_DEFAULT_LINES: u64 = 2000;
