@@ -24,12 +24,17 @@
 //! While a batch runs, the log-only events its calls record ([`EventSink`]) are appended as
 //! they come.
 
+mod asker;
 pub mod buffers;
+mod call;
+mod cap;
 pub mod edit;
 pub mod fs;
+mod guard;
 pub mod lsp;
 mod nested;
 mod protected;
+mod registry;
 pub mod search;
 pub mod shell;
 pub mod web;
@@ -39,26 +44,25 @@ pub(crate) mod testing;
 #[cfg(test)]
 mod tests;
 
-use std::collections::{BTreeMap, HashMap};
-use std::panic::AssertUnwindSafe;
+use std::collections::HashMap;
 use std::path::Path;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use futures_util::FutureExt;
 use futures_util::future::{BoxFuture, join_all};
 use serde_json::{Map, Value};
 use tokio_util::sync::CancellationToken;
-use tracing::Instrument;
 
-use crate::canonical::canonical_json;
 use crate::llm::ToolDef;
 pub use crate::permissions::{POLICY_KEYS, Permission, PermissionPolicy};
 use crate::plugin::outcomes::{ToolCallOutcome, ToolOutput};
-use crate::plugin::tool::{CallArgs, EventSink, Tool, ToolContext};
+use crate::plugin::tool::{CallArgs, EventSink, Tool};
 use crate::session::event::{AssistantMessage, EventBody, ToolCallEvent, ToolCallRef, ToolResult};
 use crate::session::{NewEvent, Session};
 use crate::workspace::Workspace;
+pub use asker::{Asker, HeadlessAsker};
+pub use cap::cap_text;
+pub use registry::{STANDARD_TOOLS, ToolRegistry};
 
 /// The result of a call whose tool panicked: what it said, and that nothing is known of what it
 /// did.
@@ -110,142 +114,6 @@ struct CallSession<'a> {
     id: &'a str,
     call_seq: u64,
     events: &'a EventSink,
-}
-
-#[derive(Clone)]
-struct Registered {
-    tool: Arc<dyn Tool>,
-    def: ToolDef,
-}
-
-/// The tools of a session, by name.
-#[derive(Clone, Default)]
-pub struct ToolRegistry {
-    tools: BTreeMap<String, Registered>,
-}
-
-/// Names of the standard tools, sorted.
-pub const STANDARD_TOOLS: [&str; 7] = ["edit", "glob", "grep", "list", "read", "shell", "write"];
-
-impl ToolRegistry {
-    /// A registry without tools; `host::catalog` fills a session's.
-    pub fn new() -> ToolRegistry {
-        ToolRegistry::default()
-    }
-
-    /// The workspace file tools and the shell ([`STANDARD_TOOLS`]).
-    pub fn standard() -> ToolRegistry {
-        let mut registry = ToolRegistry::new();
-        registry
-            .register(fs::Read)
-            .register(fs::List)
-            .register(fs::Write)
-            .register(search::Glob)
-            .register(search::Grep)
-            .register(edit::Edit)
-            .register(shell::Shell);
-        registry
-    }
-
-    /// Only the named tools, e.g. a preset's `tools.enabled`; naming an unknown tool is an error
-    /// rather than a silently shorter catalog.
-    pub fn only(mut self, names: &[impl AsRef<str>]) -> anyhow::Result<ToolRegistry> {
-        for name in names {
-            let name = name.as_ref();
-            if !self.tools.contains_key(name) {
-                anyhow::bail!(
-                    "no tool named `{name}`; the tools are {} (a tool that comes with a plugin, like `recall_history` with `compaction`, needs the plugin's [plugins.NAME] table enabled)",
-                    self.names().collect::<Vec<_>>().join(", ")
-                );
-            }
-        }
-        self.tools
-            .retain(|name, _| names.iter().any(|wanted| wanted.as_ref() == name));
-        Ok(self)
-    }
-
-    /// Add a tool. Its schema is normalized to canonical JSON (sorted keys) so the catalog is
-    /// byte-stable whatever the map type.
-    ///
-    /// # Panics
-    /// When a tool of that name is registered already: nothing replaces a tool. A session's
-    /// catalog is built by `host::catalog`, which names the two sources of a clash instead.
-    pub fn register(&mut self, tool: impl Tool) -> &mut Self {
-        self.register_shared(Arc::new(tool))
-    }
-
-    /// [`ToolRegistry::register`] for a tool a plugin brought.
-    pub fn register_shared(&mut self, tool: Arc<dyn Tool>) -> &mut Self {
-        let mut def = tool.def();
-        def.parameters = serde_json::from_str(&canonical_json(&def.parameters))
-            .expect("canonical JSON parses back");
-        let name = def.name.clone();
-        let earlier = self.tools.insert(name.clone(), Registered { tool, def });
-        assert!(earlier.is_none(), "two tools are named `{name}`");
-        self
-    }
-
-    /// The tool named `name`, if the catalog has it.
-    pub fn get(&self, name: &str) -> Option<&Arc<dyn Tool>> {
-        self.tools.get(name).map(|registered| &registered.tool)
-    }
-
-    /// Tool names in catalog order.
-    pub fn names(&self) -> impl Iterator<Item = &str> {
-        self.tools.keys().map(String::as_str)
-    }
-
-    /// The catalog: every registered tool, sorted by name, whatever the permissions.
-    pub fn catalog(&self) -> Vec<ToolDef> {
-        self.tools
-            .values()
-            .map(|registered| registered.def.clone())
-            .collect()
-    }
-}
-
-/// Who answers an `ask` permission: the editor (a prompt to the programmer) or the terminal.
-pub trait Asker: Send + Sync {
-    /// Whether this call may run. The call carries the raw arguments, to show to the person.
-    fn ask(&self, call: &ToolCallRef) -> BoxFuture<'static, bool>;
-
-    /// Whether this call may run, where it needs approval for a reason of its own
-    /// ([`Tool::approval_reason`]), which the question shows; an asker that shows nothing asks
-    /// as [`Asker::ask`].
-    fn ask_because(&self, call: &ToolCallRef, reason: &str) -> BoxFuture<'static, bool> {
-        let _ = reason;
-        self.ask(call)
-    }
-
-    /// How a refusal is explained to the model.
-    fn refusal(&self, call: &ToolCallRef) -> String {
-        format!(
-            "the call to `{}` was refused: its permission is `ask` in the preset's permission policy and the user declined it; do not retry the same call, ask the user or take another way",
-            call.name
-        )
-    }
-}
-
-/// The asker of a session with nobody to ask: `ask` means deny, unless `yes` (`--yes`) was given.
-#[derive(Clone, Copy, Debug, Default)]
-pub struct HeadlessAsker {
-    /// Whether `ask` means allow (`--yes`) rather than deny.
-    pub yes: bool,
-}
-
-impl Asker for HeadlessAsker {
-    fn ask(&self, call: &ToolCallRef) -> BoxFuture<'static, bool> {
-        tracing::info!(tool = %call.name, approved = self.yes, "headless permission `ask`");
-        let yes = self.yes;
-        Box::pin(async move { yes })
-    }
-
-    fn refusal(&self, call: &ToolCallRef) -> String {
-        format!(
-            "the call to `{}` was refused by the preset's permission policy: it needs approval (`ask`) and this session runs without anyone to ask (run with --yes to approve such calls); do not retry it, find another way or tell the user",
-            call.name
-        )
-    }
 }
 
 /// Plugins that watch tool calls (progress reporting, audit, tests).
@@ -570,239 +438,6 @@ impl ToolRuntime {
         }
         Ok(outcomes)
     }
-
-    /// The `path` argument of a call, when it names a protected path: as shown to the model,
-    /// and why it is protected. Judged on the physical path, so `a/../.git/config` and a link
-    /// into `.git/` count too; a path that does not resolve is refused by the tool itself.
-    fn protected_path(&self, args: &Value) -> Option<(String, &'static str)> {
-        let path = self.workspace.resolve(args.get("path")?.as_str()?).ok()?;
-        let relative = path.strip_prefix(self.workspace.root()).ok()?;
-        let why = match protected::protected_reason(relative) {
-            Some((_, why)) => why,
-            None if protected::in_configured_hooks(self.workspace.root(), &path) => {
-                protected::HOOKS_REASON
-            }
-            None => return None,
-        };
-        Some((self.workspace.display(&path), why))
-    }
-
-    /// Parse the arguments, find the tool, apply the permission policy.
-    async fn prepare(&self, call: &ToolCallRef, cancel: &CancellationToken) -> Prepared {
-        let args = match parse_raw_arguments(&call.arguments) {
-            Ok(args) => CallArgs::from(args),
-            Err(output) => return Prepared::Done(output),
-        };
-        let Some(tool) = self.registry.get(&call.name) else {
-            return Prepared::Done(
-                ToolOutput::error(format!(
-                    "there is no tool named `{}`; the tools are {}",
-                    call.name,
-                    self.registry.names().collect::<Vec<_>>().join(", ")
-                ))
-                .with_meta("unknown_tool", true),
-            );
-        };
-        let mut permission = self.policy.permission(&call.name);
-        let protected = (!tool.read_only())
-            .then(|| self.protected_path(args.json()))
-            .flatten();
-        if let Some((shown, _)) = &protected
-            && self.policy.protected_paths > permission
-        {
-            tracing::info!(tool = %call.name, path = %shown, "a protected path: {}", self.policy.protected_paths.as_str());
-            permission = self.policy.protected_paths;
-        }
-        // A call that does more than its tool's permission covers is asked for.
-        let reason = (permission != Permission::Deny)
-            .then(|| tool.approval_reason(&self.workspace, &args))
-            .flatten();
-        if let Some(reason) = &reason
-            && permission == Permission::Allow
-        {
-            tracing::info!(tool = %call.name, reason, "the call needs the user's approval");
-            permission = Permission::Ask;
-        }
-        let refused = |default: String| match &protected {
-            Some((shown, why)) => format!(
-                "`{shown}` is a protected path ({why}), and this session may not write it without the user's approval; do not retry, tell the user what you wanted to change there"
-            ),
-            None => default,
-        };
-        let allowed = match permission {
-            Permission::Allow => true,
-            Permission::Deny => {
-                tracing::info!(tool = %call.name, call_id = %call.id, "call denied by policy");
-                return Prepared::Done(
-                    ToolOutput::error(refused(format!(
-                        "the call to `{}` was refused by the preset's permission policy (`{}` is denied in this session); do not retry it, find another way or tell the user",
-                        call.name, call.name
-                    )))
-                    .with_meta("refused", permission.as_str()),
-                );
-            }
-            Permission::Ask => {
-                let asked = match &reason {
-                    Some(reason) => self.asker.ask_because(call, reason),
-                    None => self.asker.ask(call),
-                };
-                tokio::select! {
-                    approved = asked => approved,
-                    () = cancel.cancelled() => return Prepared::Done(cancelled_before_start(&call.name)),
-                }
-            }
-        };
-        if !allowed {
-            tracing::info!(tool = %call.name, call_id = %call.id, "call not approved");
-            let refusal = match &reason {
-                Some(reason) => format!(
-                    "this call needs the user's approval whatever the preset allows, because {reason}. {}",
-                    self.asker.refusal(call)
-                ),
-                None => self.asker.refusal(call),
-            };
-            return Prepared::Done(
-                ToolOutput::error(refused(refusal)).with_meta("refused", permission.as_str()),
-            );
-        }
-        Prepared::Run {
-            tool: tool.clone(),
-            args,
-        }
-    }
-
-    /// Run one call with its timeout, stopping it when the turn is cancelled.
-    async fn run_guarded(
-        &self,
-        call: &ToolCallRef,
-        tool: Arc<dyn Tool>,
-        args: CallArgs,
-        cancel: &CancellationToken,
-        session: CallSession<'_>,
-    ) -> (ToolOutput, Duration) {
-        if cancel.is_cancelled() {
-            return (cancelled_before_start(&call.name), Duration::ZERO);
-        }
-        let timeout = tool.timeout(&args).unwrap_or(self.limits.timeout);
-        let call_cancel = cancel.child_token();
-        let ctx = ToolContext {
-            workspace: self.workspace.clone(),
-            cancel: call_cancel.clone(),
-            call_id: call.id.clone(),
-            session_path: Some(session.path.to_owned()),
-            session_id: Some(session.id.to_owned()),
-            call_seq: Some(session.call_seq),
-            buffers: self.buffers.clone(),
-            events: Some(session.events.clone()),
-            calls: tool.calls_tools().then(|| {
-                Arc::new(nested::Nested::new(
-                    self.clone(),
-                    call,
-                    session,
-                    call_cancel.clone(),
-                )) as Arc<dyn crate::plugin::tool::NestedCalls>
-            }),
-        };
-        let read_only = tool.read_only();
-        let started = Instant::now();
-        let span = tracing::info_span!("tool", name = %call.name, call_id = %call.id);
-        // A tool's panic, in the call that makes its future or in the future itself, is the
-        // call's result: the turn, the other calls of the batch and the session go on.
-        let name = call.name.clone();
-        let run = match std::panic::catch_unwind(AssertUnwindSafe(|| tool.run(ctx, args))) {
-            Ok(run) => AssertUnwindSafe(run)
-                .catch_unwind()
-                .map(move |result| result.unwrap_or_else(|panic| panicked(&name, &*panic)))
-                .boxed(),
-            Err(panic) => {
-                let output = panicked(&name, &*panic);
-                async move { output }.boxed()
-            }
-        }
-        .instrument(span.clone());
-        let output = tokio::select! {
-            biased;
-            result = tokio::time::timeout(timeout, run) => match result {
-                Ok(output) => output,
-                Err(_) => {
-                    call_cancel.cancel();
-                    ToolOutput::error(format!(
-                        "`{}` did not finish within {} s and was stopped{}; try a smaller request",
-                        call.name,
-                        timeout.as_secs_f64(),
-                        if read_only { "" } else { " (it may have taken effect partly: check before retrying)" },
-                    ))
-                    .with_meta("timed_out", true)
-                }
-            },
-            () = cancel.cancelled() => {
-                call_cancel.cancel();
-                let effect = if read_only {
-                    "it had no effect"
-                } else {
-                    "it may or may not have taken effect: check before retrying"
-                };
-                ToolOutput::error(format!(
-                    "cancelled: the user cancelled the turn while `{}` was running; {effect}",
-                    call.name
-                ))
-                .with_meta("cancelled", true)
-            }
-        };
-        let output = match &self.write_observer {
-            Some(observer) if !read_only && !output.is_error => {
-                self.after_write(observer.as_ref(), output).await
-            }
-            _ => output,
-        };
-        let duration = started.elapsed();
-        tracing::info!(
-            parent: &span,
-            duration_ms = duration.as_millis() as u64,
-            is_error = output.is_error,
-            "tool call finished"
-        );
-        (output, duration)
-    }
-
-    /// Tell the write observer about the file a successful mutating call changed, and append
-    /// what it says (the file's fresh diagnostics) to the result.
-    async fn after_write(&self, observer: &dyn WriteObserver, output: ToolOutput) -> ToolOutput {
-        let Some(source) = output.meta.get("source").and_then(Value::as_str) else {
-            return output;
-        };
-        let Ok(path) = self.workspace.resolve(source) else {
-            return output;
-        };
-        match observer.after_write(&self.workspace, &path).await {
-            Some(report) => {
-                let text = format!("{}\n\n{report}", output.text.trim_end());
-                ToolOutput { text, ..output }.with_meta("after_write", report)
-            }
-            None => output,
-        }
-    }
-
-    /// Cap the text and complete the meta the log records.
-    fn finish(&self, output: ToolOutput, duration: Duration, origin: Option<&str>) -> ToolOutput {
-        let original_len = output.text.len();
-        let (text, truncated) = cap_text(&output.text, self.limits.max_output_bytes);
-        // A tool that cut its content itself (a fetched page) has said so already.
-        let truncated = truncated || output.meta.get("truncated") == Some(&Value::Bool(true));
-        let mut output = ToolOutput {
-            text,
-            meta: output.meta,
-            is_error: output.is_error,
-        }
-        .with_meta("truncated", truncated)
-        .with_meta("original_len", original_len)
-        .with_meta("duration_ms", duration.as_millis() as u64)
-        .with_meta("is_error", output.is_error);
-        if let Some(origin) = origin {
-            output = output.with_meta("origin", origin);
-        }
-        output
-    }
 }
 
 /// The model's raw argument string as a JSON object. An empty string means no arguments,
@@ -829,67 +464,4 @@ fn cancelled_before_start(name: &str) -> ToolOutput {
         "cancelled: the user cancelled the turn before `{name}` ran; it had no effect"
     ))
     .with_meta("cancelled", true)
-}
-
-/// `text` cut to at most about `max_bytes`: the head and the tail are kept, and a marker in
-/// the middle says how much was cut. Returns whether anything was cut.
-pub fn cap_text(text: &str, max_bytes: usize) -> (String, bool) {
-    if text.len() <= max_bytes {
-        return (text.to_owned(), false);
-    }
-    // Room for the marker, so the result stays within `max_bytes`.
-    let budget = max_bytes.saturating_sub(200);
-    let window = budget / 16;
-    let head_end = snap_to_line(text, floor_char_boundary(text, budget / 2), window, true);
-    let tail_start = snap_to_line(
-        text,
-        ceil_char_boundary(text, text.len() - (budget - budget / 2)),
-        window,
-        false,
-    )
-    .max(head_end);
-    let cut = &text[head_end..tail_start];
-    let marker = format!(
-        "\n[… {} of {} bytes ({} lines) cut from the middle of this output; ask for less at a time (a narrower path, offset/limit, a more specific pattern) to see them …]\n",
-        cut.len(),
-        text.len(),
-        cut.lines().count()
-    );
-    (
-        format!("{}{marker}{}", &text[..head_end], &text[tail_start..]),
-        true,
-    )
-}
-
-/// Move a cut point to a line boundary if one is within `window` bytes (inward, so the kept
-/// part only shrinks), so that lines are not split when they do not have to be.
-fn snap_to_line(text: &str, at: usize, window: usize, head: bool) -> usize {
-    if head {
-        let from = at.saturating_sub(window);
-        match text[..at].rfind('\n') {
-            Some(newline) if newline >= from => newline + 1,
-            _ => at,
-        }
-    } else {
-        let to = (at + window).min(text.len());
-        match text[at..].find('\n') {
-            Some(offset) if at + offset < to => at + offset + 1,
-            _ => at,
-        }
-    }
-}
-
-fn floor_char_boundary(text: &str, mut at: usize) -> usize {
-    at = at.min(text.len());
-    while !text.is_char_boundary(at) {
-        at -= 1;
-    }
-    at
-}
-
-fn ceil_char_boundary(text: &str, mut at: usize) -> usize {
-    while at < text.len() && !text.is_char_boundary(at) {
-        at += 1;
-    }
-    at
 }

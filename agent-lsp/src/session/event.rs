@@ -13,8 +13,17 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
+mod compaction;
+mod kind;
+mod request;
 mod subagent;
 mod subtool;
+pub use compaction::{
+    CompactionEnd, CompactionStart, CompactionSummary, ContextEditBegin, ContextEditEnd,
+    ContextEditOp, ContextEditResult,
+};
+pub use kind::EventKind;
+pub use request::{RequestContext, RequestError, RequestHeader, SectionRecord};
 pub use subagent::{ParentLink, SubagentEnd, SubagentStart};
 pub use subtool::{SubtoolCall, SubtoolResult};
 // What the model answers is the model's type (`llm`), recorded here as it came.
@@ -41,161 +50,6 @@ pub struct Event {
     pub surface_op: Option<SurfaceOp>,
     /// Events this one was derived from (a compaction checkpoint names what it shadows).
     pub source_event_seqs: Vec<u64>,
-}
-
-/// The kind of an event, as written in its `kind` field.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
-pub enum EventKind {
-    /// The first event of every session: schema, workspace, preset (see [`SessionHeader`]).
-    #[serde(rename = "session/header")]
-    SessionHeader,
-    /// A user-role message on the surface: a prompt, a compaction checkpoint or a context-editor
-    /// fold.
-    #[serde(rename = "user/message")]
-    UserMessage,
-    /// What the model answered in one step: text, reasoning and tool calls, as it came.
-    #[serde(rename = "assistant/message")]
-    AssistantMessage,
-    /// The start of a tool execution, with the raw arguments (log only: the model sees the call in
-    /// its own assistant message).
-    #[serde(rename = "tool/call")]
-    ToolCall,
-    /// The text a tool call produced, on the surface exactly as the model sees it.
-    #[serde(rename = "tool/result")]
-    ToolResult,
-    /// Volatile facts (cwd, open documents, date, a plugin's facts) on the surface when they
-    /// changed.
-    #[serde(rename = "context/runtime")]
-    RuntimeContext,
-    /// The carrier of the content-free surface ops `remove` and `restore`.
-    #[serde(rename = "surface/edit")]
-    SurfaceEdit,
-    /// What a model request was built from (model, parameters, prompt and tool digests), written
-    /// before it is sent, so a replay can rebuild the request.
-    #[serde(rename = "request/header")]
-    RequestHeader,
-    /// Which surface events went into a model request, for replay and audits.
-    #[serde(rename = "request/context")]
-    RequestContext,
-    /// The token counts the provider reported for a request.
-    #[serde(rename = "usage")]
-    Usage,
-    /// A model request that got no answer, with its error class; kept so a resumed session knows
-    /// what it learned (a stated context window).
-    #[serde(rename = "request/error")]
-    RequestError,
-    /// A compaction began: it holds the session's compaction lock until the matching
-    /// `compaction/end` (log only).
-    #[serde(rename = "compaction/start")]
-    CompactionStart,
-    /// The summary a compaction produced, before it was framed as a checkpoint (log only).
-    #[serde(rename = "compaction/summary")]
-    CompactionSummary,
-    /// A compaction ended, committed or not, releasing the lock (log only).
-    #[serde(rename = "compaction/end")]
-    CompactionEnd,
-    /// A context-editor batch began: who asked for which ops, and the snapshot to roll back to (log
-    /// only).
-    #[serde(rename = "context-edit/begin")]
-    ContextEditBegin,
-    /// A context-editor batch ended, applied or refused (log only).
-    #[serde(rename = "context-edit/end")]
-    ContextEditEnd,
-    /// What a plugin read or decided that must stay fixed for the session's life, so a resumed
-    /// session rebuilds the same prompt (log only).
-    #[serde(rename = "plugin/state")]
-    PluginState,
-    /// A sub-agent started in a session of its own, for the `task` call named in it (log only).
-    #[serde(rename = "subagent/start")]
-    SubagentStart,
-    /// A sub-agent ended, with its answer or why it stopped (log only).
-    #[serde(rename = "subagent/end")]
-    SubagentEnd,
-    /// A tool call made by a `run_code` program, recorded in the parent session under the
-    /// `run_code` call (log only).
-    #[serde(rename = "subtool/call")]
-    SubtoolCall,
-    /// The result of a `run_code` program's tool call (log only).
-    #[serde(rename = "subtool/result")]
-    SubtoolResult,
-}
-
-impl EventKind {
-    /// Every kind, in declaration order: for tests and views that must cover them all.
-    pub const ALL: [EventKind; 21] = [
-        EventKind::SessionHeader,
-        EventKind::UserMessage,
-        EventKind::AssistantMessage,
-        EventKind::ToolCall,
-        EventKind::ToolResult,
-        EventKind::RuntimeContext,
-        EventKind::SurfaceEdit,
-        EventKind::RequestHeader,
-        EventKind::RequestContext,
-        EventKind::Usage,
-        EventKind::RequestError,
-        EventKind::CompactionStart,
-        EventKind::CompactionSummary,
-        EventKind::CompactionEnd,
-        EventKind::ContextEditBegin,
-        EventKind::ContextEditEnd,
-        EventKind::PluginState,
-        EventKind::SubagentStart,
-        EventKind::SubagentEnd,
-        EventKind::SubtoolCall,
-        EventKind::SubtoolResult,
-    ];
-
-    /// The `kind` string written to disk; the inverse of the serde rename.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            EventKind::SessionHeader => "session/header",
-            EventKind::UserMessage => "user/message",
-            EventKind::AssistantMessage => "assistant/message",
-            EventKind::ToolCall => "tool/call",
-            EventKind::ToolResult => "tool/result",
-            EventKind::RuntimeContext => "context/runtime",
-            EventKind::SurfaceEdit => "surface/edit",
-            EventKind::RequestHeader => "request/header",
-            EventKind::RequestContext => "request/context",
-            EventKind::Usage => "usage",
-            EventKind::RequestError => "request/error",
-            EventKind::CompactionStart => "compaction/start",
-            EventKind::CompactionSummary => "compaction/summary",
-            EventKind::CompactionEnd => "compaction/end",
-            EventKind::ContextEditBegin => "context-edit/begin",
-            EventKind::ContextEditEnd => "context-edit/end",
-            EventKind::PluginState => "plugin/state",
-            EventKind::SubagentStart => "subagent/start",
-            EventKind::SubagentEnd => "subagent/end",
-            EventKind::SubtoolCall => "subtool/call",
-            EventKind::SubtoolResult => "subtool/result",
-        }
-    }
-
-    /// Kinds that put content on the surface (the model's history). They may carry `append`
-    /// (the default) or `replace`.
-    pub fn carries_content(self) -> bool {
-        matches!(
-            self,
-            EventKind::UserMessage
-                | EventKind::AssistantMessage
-                | EventKind::ToolResult
-                | EventKind::RuntimeContext
-        )
-    }
-
-    /// Kinds that may carry a surface op at all. `surface/edit` carries the content-free ops
-    /// (`remove`, `restore`); everything else lives only in the log.
-    pub fn is_surface_bearing(self) -> bool {
-        self.carries_content() || self == EventKind::SurfaceEdit
-    }
-}
-
-impl std::fmt::Display for EventKind {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(self.as_str())
-    }
 }
 
 /// A change to the surface. `start` and `end` name surface entries by their event seq; the range
@@ -484,46 +338,6 @@ pub struct SurfaceEdit {
     pub reason: String,
 }
 
-/// What a model request was built from, recorded before it is sent.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct RequestHeader {
-    /// 1-based number of the request within the session.
-    pub index: u64,
-    /// The wire format the body was serialized with, e.g. `openai-chat/1`.
-    pub wire: String,
-    /// The model name as sent to the provider.
-    pub model: String,
-    /// Provider-neutral model parameters (temperature, thinking, …).
-    pub params: Value,
-    /// sha256 of the system prompt, so a request that reuses the previous prompt need not repeat
-    /// it.
-    pub system_digest: String,
-    /// sha256 of the tool catalog, so a request that reuses the previous catalog need not repeat
-    /// it.
-    pub tools_digest: String,
-    /// The full system prompt, present whenever its digest differs from the previous request's.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub system: Option<String>,
-    /// The full tool catalog, present whenever its digest differs from the previous request's.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub tools: Option<Vec<crate::llm::ToolDef>>,
-    /// The system-prompt sections read from somewhere (a project's `AGENTS.md`, the memories),
-    /// with their source and digest, so an audit sees which text of which file went in.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub sections: Vec<SectionRecord>,
-}
-
-/// One sourced system-prompt section of a request (see [`RequestHeader::sections`]).
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct SectionRecord {
-    /// The section's id in the system prompt (`instructions`, `memory`, …).
-    pub id: String,
-    /// Where the text came from: a file path, or a name such as `memory`.
-    pub source: String,
-    /// sha256 of the section's text as it went into the system prompt.
-    pub digest: String,
-}
-
 /// What a plugin read or decided that must stay fixed for the session's life (the memories and
 /// project instructions its system prompt was built from), so a resumed session rebuilds the
 /// same prompt. Lives only in the log, never on the model's surface.
@@ -533,160 +347,6 @@ pub struct PluginState {
     pub plugin: String,
     /// Whatever the plugin needs to rebuild the same state on resume; only the plugin reads it.
     pub data: Value,
-}
-
-/// Which part of the log went into a model request.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct RequestContext {
-    /// The number of the request, matching its `request/header`.
-    pub index: u64,
-    /// Surface generation the messages were derived from.
-    pub generation: u64,
-    /// The last event seq the request saw; the surface is `derive_at(through_seq)`.
-    pub through_seq: u64,
-    /// Seqs of the surface events, as inclusive `[first, last]` runs.
-    pub event_seqs: Vec<[u64; 2]>,
-    /// The token meter's estimate of the whole request.
-    pub estimated_tokens: u64,
-}
-
-/// A model request that got no answer: what failed and whether the turn went on.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct RequestError {
-    /// The number of the request, matching its `request/header`.
-    pub index: u64,
-    /// The error class (`auth`, `rate_limit`, `context_overflow`, `cancelled`, …).
-    pub class: String,
-    /// The provider's error text, for the user and the log.
-    pub message: String,
-    /// The context window a `context_overflow` message states, in tokens: what the session
-    /// learned about its model, kept here so that every later process that continues the
-    /// session compacts before the provider refuses, instead of overflowing once first.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub context_window: Option<u64>,
-}
-
-/// A compaction began (log only). It holds the session's compaction lock until the matching
-/// `compaction/end`: no second compaction starts, and the tool-result pruner leaves the range
-/// alone, while one is open. A background candidate is started here and may be committed many
-/// events later.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct CompactionStart {
-    /// `cmp-<seq of this event>`; the checkpoint and `recall_history` name it.
-    pub compaction_id: String,
-    /// What asked for it: `pre_step`, `background`, `overflow`, `manual`.
-    pub trigger: String,
-    /// The surface range to fold, by event seq (inclusive), as in `surface_op: replace`.
-    pub start: u64,
-    /// Seq of the last surface entry to fold (inclusive).
-    pub end: u64,
-    /// Every surface entry of the range, in surface order, as it was when the summary input was
-    /// built; a commit checks that the surface still holds exactly these.
-    pub entry_seqs: Vec<u64>,
-    /// Surface generation the summary input was built from.
-    pub generation: u64,
-    /// The token meter's estimate of the whole surface when the compaction began.
-    pub estimated_tokens: u64,
-}
-
-/// The summary a compaction produced (log only), before it was framed as a checkpoint.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct CompactionSummary {
-    /// The id from the matching `compaction/start`.
-    pub compaction_id: String,
-    /// The summarizer that wrote it (`llm`, `template`, …).
-    pub summarizer: String,
-    /// The summary as written, before it was framed as a checkpoint.
-    pub text: String,
-    /// What the provider reported for the summary call, when there was one.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub usage: Option<Usage>,
-}
-
-/// A compaction ended (log only), releasing the lock.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct CompactionEnd {
-    /// The id from the matching `compaction/start`.
-    pub compaction_id: String,
-    /// `committed`, `failed`, `cancelled`, `discarded` (a stale background candidate) or
-    /// `abandoned` (a process ended while it was open).
-    pub outcome: String,
-    /// Why it did not commit.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub reason: Option<String>,
-    /// Seq of the checkpoint `user/message`, when committed.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub checkpoint_seq: Option<u64>,
-    /// Estimated surface tokens before and after (after = before when nothing was committed).
-    pub tokens_before: u64,
-    /// Estimated surface tokens after the compaction.
-    pub tokens_after: u64,
-    /// Set when this failure made automatic compaction stop for the session.
-    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
-    pub auto_disabled: bool,
-}
-
-/// One operation of a context-editor batch as it was asked for, with what it targeted.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct ContextEditOp {
-    /// `fold`, `pin`, `delete`, `replace` or `rollback`.
-    pub op: String,
-    /// The surface entries (event seqs) it targets, first to last; empty for a rollback.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub target: Vec<u64>,
-    /// A one-line description of the targeted content before the edit.
-    pub before: String,
-    /// The summary of a fold, the text of a replace, or the snapshot of a rollback.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub detail: Option<String>,
-}
-
-/// A context-editor batch began (log only): who asked for which ops, and the snapshot taken
-/// before the first of them.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct ContextEditBegin {
-    /// `edit-<seq of this event>`; named by the events the batch appends.
-    pub edit_id: String,
-    /// Who asked: `cli`, `editor` or `rule`.
-    pub actor: String,
-    /// The ops as asked for, in order.
-    pub ops: Vec<ContextEditOp>,
-    /// The surface generation that holds the surface as it was before the batch: rolling back
-    /// to it undoes the batch. `None` when the batch was refused before anything changed.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub snapshot: Option<u64>,
-}
-
-/// What one op of a batch produced.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct ContextEditResult {
-    /// The op's name, as in [`ContextEditOp::op`].
-    pub op: String,
-    /// The event that carries the op's surface change.
-    pub seq: u64,
-    /// A one-line description of what took the target's place (or `removed`).
-    pub after: String,
-}
-
-/// A context-editor batch ended (log only).
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct ContextEditEnd {
-    /// The id from the matching `context-edit/begin`.
-    pub edit_id: String,
-    /// `applied` or `refused`.
-    pub outcome: String,
-    /// Why the batch was refused, when it was.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub reason: Option<String>,
-    /// One result per applied op, in order; empty when refused.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub results: Vec<ContextEditResult>,
-    /// Surface generation after the batch.
-    pub generation: u64,
-    /// Estimated surface tokens before and after.
-    pub tokens_before: u64,
-    /// Estimated surface tokens after the batch.
-    pub tokens_after: u64,
 }
 
 /// The flat on-disk form of an event.

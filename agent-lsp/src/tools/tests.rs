@@ -9,6 +9,8 @@ use tokio::sync::Barrier;
 
 use super::testing::{Fixture, run};
 use super::*;
+use crate::canonical::canonical_json;
+use crate::plugin::tool::ToolContext;
 use crate::session::event::{EventKind, UserMessage};
 use crate::session::log::Durability;
 

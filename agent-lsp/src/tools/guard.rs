@@ -1,0 +1,116 @@
+//! The guard a call passes before it runs: its arguments parse, its tool exists, its permission
+//! (and any reason it needs the user's approval although allowed) is asked about, and a write to
+//! a protected path is refused. What it turns a call into is [`Prepared`](super::Prepared):
+//! run it, or the result it gets without running.
+
+use serde_json::Value;
+use tokio_util::sync::CancellationToken;
+
+use super::{
+    Permission, Prepared, ToolRuntime, cancelled_before_start, parse_raw_arguments, protected,
+};
+use crate::plugin::outcomes::ToolOutput;
+use crate::plugin::tool::CallArgs;
+use crate::session::event::ToolCallRef;
+
+impl ToolRuntime {
+    /// The `path` argument of a call, when it names a protected path: as shown to the model,
+    /// and why it is protected. Judged on the physical path, so `a/../.git/config` and a link
+    /// into `.git/` count too; a path that does not resolve is refused by the tool itself.
+    pub(super) fn protected_path(&self, args: &Value) -> Option<(String, &'static str)> {
+        let path = self.workspace.resolve(args.get("path")?.as_str()?).ok()?;
+        let relative = path.strip_prefix(self.workspace.root()).ok()?;
+        let why = match protected::protected_reason(relative) {
+            Some((_, why)) => why,
+            None if protected::in_configured_hooks(self.workspace.root(), &path) => {
+                protected::HOOKS_REASON
+            }
+            None => return None,
+        };
+        Some((self.workspace.display(&path), why))
+    }
+
+    /// Parse the arguments, find the tool, apply the permission policy.
+    pub(super) async fn prepare(&self, call: &ToolCallRef, cancel: &CancellationToken) -> Prepared {
+        let args = match parse_raw_arguments(&call.arguments) {
+            Ok(args) => CallArgs::from(args),
+            Err(output) => return Prepared::Done(output),
+        };
+        let Some(tool) = self.registry.get(&call.name) else {
+            return Prepared::Done(
+                ToolOutput::error(format!(
+                    "there is no tool named `{}`; the tools are {}",
+                    call.name,
+                    self.registry.names().collect::<Vec<_>>().join(", ")
+                ))
+                .with_meta("unknown_tool", true),
+            );
+        };
+        let mut permission = self.policy.permission(&call.name);
+        let protected = (!tool.read_only())
+            .then(|| self.protected_path(args.json()))
+            .flatten();
+        if let Some((shown, _)) = &protected
+            && self.policy.protected_paths > permission
+        {
+            tracing::info!(tool = %call.name, path = %shown, "a protected path: {}", self.policy.protected_paths.as_str());
+            permission = self.policy.protected_paths;
+        }
+        // A call that does more than its tool's permission covers is asked for.
+        let reason = (permission != Permission::Deny)
+            .then(|| tool.approval_reason(&self.workspace, &args))
+            .flatten();
+        if let Some(reason) = &reason
+            && permission == Permission::Allow
+        {
+            tracing::info!(tool = %call.name, reason, "the call needs the user's approval");
+            permission = Permission::Ask;
+        }
+        let refused = |default: String| match &protected {
+            Some((shown, why)) => format!(
+                "`{shown}` is a protected path ({why}), and this session may not write it without the user's approval; do not retry, tell the user what you wanted to change there"
+            ),
+            None => default,
+        };
+        let allowed = match permission {
+            Permission::Allow => true,
+            Permission::Deny => {
+                tracing::info!(tool = %call.name, call_id = %call.id, "call denied by policy");
+                return Prepared::Done(
+                    ToolOutput::error(refused(format!(
+                        "the call to `{}` was refused by the preset's permission policy (`{}` is denied in this session); do not retry it, find another way or tell the user",
+                        call.name, call.name
+                    )))
+                    .with_meta("refused", permission.as_str()),
+                );
+            }
+            Permission::Ask => {
+                let asked = match &reason {
+                    Some(reason) => self.asker.ask_because(call, reason),
+                    None => self.asker.ask(call),
+                };
+                tokio::select! {
+                    approved = asked => approved,
+                    () = cancel.cancelled() => return Prepared::Done(cancelled_before_start(&call.name)),
+                }
+            }
+        };
+        if !allowed {
+            tracing::info!(tool = %call.name, call_id = %call.id, "call not approved");
+            let refusal = match &reason {
+                Some(reason) => format!(
+                    "this call needs the user's approval whatever the preset allows, because {reason}. {}",
+                    self.asker.refusal(call)
+                ),
+                None => self.asker.refusal(call),
+            };
+            return Prepared::Done(
+                ToolOutput::error(refused(refusal)).with_meta("refused", permission.as_str()),
+            );
+        }
+        Prepared::Run {
+            tool: tool.clone(),
+            args,
+        }
+    }
+}
