@@ -56,6 +56,11 @@ if ! command -v chromium >/dev/null 2>&1; then
     apt-get update -qq
     DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null
 fi
+# bubblewrap for the sandbox's tests (agent-lsp/src/sandbox/tests.rs): Debian's package.
+if ! command -v bwrap >/dev/null 2>&1; then
+    apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq bubblewrap >/dev/null
+fi
 # MCP servers for the MCP client's tests (tests/e2e/mcp_client.rs).
 if [ ! -x "$tools/node_modules/.bin/mcp-server-everything" ] || [ ! -x "$tools/node_modules/.bin/mcp-server-filesystem" ]; then
     (cd "$tools" && npm install --silent --no-audit --no-fund --prefix . \

@@ -63,6 +63,7 @@ pub(crate) mod permissions;
 pub mod plans;
 pub mod plugin;
 pub mod preset;
+pub mod sandbox;
 pub(crate) mod server;
 pub mod session;
 pub(crate) mod session_report;

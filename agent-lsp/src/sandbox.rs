@@ -1,0 +1,206 @@
+//! Commands in a sandbox: what a `shell` command (or a background job) may touch, and the
+//! operating system's mechanism that holds it to that.
+//!
+//! A [`Policy`] says what a command may do: read the file system and write only a private
+//! temporary folder (`read-only`), or also write the workspace (`workspace-write`), except its
+//! protected paths (`.git/`, `.agent-lsp/`, `.mcp.json`, editor settings), which stay
+//! read-only inside the sandbox too; the home directory's secrets folders are not readable at
+//! all; the network is off unless the policy turns it on. `off` is today's behaviour.
+//!
+//! The mechanism is bubblewrap (`bwrap`, found on `PATH`): the command runs in new user, PID
+//! and (without network) network namespaces, over a read-only view of `/` with the writable
+//! and hidden paths mounted over it. Where no mechanism can be had, [`Sandbox::detect`] says
+//! why and the command runs as with `off`, which the caller must say to the user.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+/// What a sandboxed command may write.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Deserialize, serde::Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Mode {
+    /// Nothing but a private temporary folder.
+    ReadOnly,
+    /// The workspace and a private temporary folder, except the workspace's protected paths.
+    WorkspaceWrite,
+    /// No sandbox: the command runs with every right of the user.
+    Off,
+}
+
+/// What a command may do, as a preset states it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Policy {
+    /// What it may write.
+    pub mode: Mode,
+    /// Whether it may open network connections (loopback included).
+    pub network: bool,
+}
+
+/// Paths of the workspace a command may read but never write, whatever the mode: what would
+/// let a command run code later outside the sandbox (git hooks and config, the agent's own
+/// state and MCP servers, the editors' task and launch settings).
+pub const PROTECTED: &[&str] = &[
+    ".git",
+    ".agent-lsp",
+    ".mcp.json",
+    ".vscode",
+    ".idea",
+    ".helix",
+    ".nvim.lua",
+    ".zed",
+];
+
+/// Folders of the home directory a command may not read at all: keys and credentials, and the
+/// agent's own configuration (its API keys).
+pub const SECRETS: &[&str] = &[".ssh", ".gnupg", ".aws", ".config/agent-lsp"];
+
+/// How a command is held to its policy.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Mechanism {
+    /// Bubblewrap, at this path.
+    Bubblewrap(PathBuf),
+    /// Nothing holds it: the policy is `off`, or no mechanism is available (the reason).
+    Unconfined(String),
+}
+
+/// A policy and the mechanism found for it, for one workspace.
+#[derive(Clone, Debug)]
+pub struct Sandbox {
+    policy: Policy,
+    mechanism: Mechanism,
+    workspace: PathBuf,
+    home: Option<PathBuf>,
+}
+
+impl Sandbox {
+    /// The sandbox of `policy` for `workspace`: bubblewrap when it is on `PATH` and works here,
+    /// else unconfined with the reason.
+    pub fn detect(policy: Policy, workspace: &Path) -> Sandbox {
+        let mechanism = if policy.mode == Mode::Off {
+            Mechanism::Unconfined("the policy is `off`".to_owned())
+        } else {
+            match which("bwrap") {
+                Some(bwrap) if works(&bwrap) => Mechanism::Bubblewrap(bwrap),
+                Some(bwrap) => Mechanism::Unconfined(format!(
+                    "{} cannot make a sandbox here (user namespaces are refused)",
+                    bwrap.display()
+                )),
+                None => Mechanism::Unconfined("bubblewrap (`bwrap`) is not on PATH".to_owned()),
+            }
+        };
+        Sandbox {
+            policy,
+            mechanism,
+            workspace: workspace.to_owned(),
+            home: std::env::var_os("HOME").map(PathBuf::from),
+        }
+    }
+
+    /// With `home` as the home directory whose secrets are hidden (the `HOME` of the process
+    /// otherwise).
+    pub fn with_home(mut self, home: &Path) -> Sandbox {
+        self.home = Some(home.to_owned());
+        self
+    }
+
+    /// The mechanism that holds commands to the policy.
+    pub fn mechanism(&self) -> &Mechanism {
+        &self.mechanism
+    }
+
+    /// `sh -c command` in `root`, inside the sandbox when there is one.
+    pub fn sh(&self, root: &Path, command: &str) -> Command {
+        let Mechanism::Bubblewrap(bwrap) = &self.mechanism else {
+            let mut sh = Command::new("sh");
+            sh.arg("-c").arg(command).current_dir(root);
+            return sh;
+        };
+        let mut wrapped = Command::new(bwrap);
+        wrapped
+            .args(self.bwrap_args(root))
+            .args(["sh", "-c", command]);
+        wrapped.current_dir(root);
+        wrapped
+    }
+
+    /// bubblewrap's arguments up to the command: the read-only root, the writable and hidden
+    /// paths over it, the namespaces.
+    fn bwrap_args(&self, root: &Path) -> Vec<String> {
+        let mut args: Vec<String> = ["--die-with-parent", "--unshare-user", "--unshare-pid"]
+            .map(str::to_owned)
+            .to_vec();
+        if !self.policy.network {
+            args.push("--unshare-net".to_owned());
+        }
+        args.extend(["--ro-bind", "/", "/"].map(str::to_owned));
+        // The private temp folder first: a workspace under /tmp is mounted again over it.
+        args.extend(["--tmpfs".to_owned(), "/tmp".to_owned()]);
+        let mut mount = |how: &str, from: &Path, to: &Path| {
+            args.push(how.to_owned());
+            args.push(from.display().to_string());
+            args.push(to.display().to_string());
+        };
+        match self.policy.mode {
+            Mode::WorkspaceWrite => {
+                mount("--bind", &self.workspace, &self.workspace);
+                for protected in PROTECTED {
+                    let path = self.workspace.join(protected);
+                    if path.exists() {
+                        mount("--ro-bind", &path, &path);
+                    }
+                }
+            }
+            _ => mount("--ro-bind", &self.workspace, &self.workspace),
+        }
+        for secret in SECRETS {
+            let Some(home) = &self.home else { break };
+            let path = home.join(secret);
+            if path.is_dir() {
+                args.extend(["--tmpfs".to_owned(), path.display().to_string()]);
+            } else if path.exists() {
+                args.extend([
+                    "--ro-bind".to_owned(),
+                    "/dev/null".to_owned(),
+                    path.display().to_string(),
+                ]);
+            }
+        }
+        args.extend(["--dev", "/dev", "--proc", "/proc", "--chdir"].map(str::to_owned));
+        args.push(root.display().to_string());
+        args.push("--".to_owned());
+        args
+    }
+}
+
+/// `program` on `PATH`.
+fn which(program: &str) -> Option<PathBuf> {
+    std::env::split_paths(&std::env::var_os("PATH")?)
+        .map(|dir| dir.join(program))
+        .find(|candidate| candidate.is_file())
+}
+
+/// Whether bubblewrap can make a sandbox here (a container may refuse user namespaces).
+fn works(bwrap: &Path) -> bool {
+    Command::new(bwrap)
+        .args([
+            "--unshare-user",
+            "--unshare-pid",
+            "--unshare-net",
+            "--ro-bind",
+            "/",
+            "/",
+            "--dev",
+            "/dev",
+            "--proc",
+            "/proc",
+            "true",
+        ])
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .status()
+        .is_ok_and(|status| status.success())
+}
+
+#[cfg(test)]
+mod tests;
