@@ -120,12 +120,14 @@ impl JobTable {
     }
 
     /// Start `command` in `root` as the next job of session `session` (the session the call
-    /// runs in: a sub-agent's jobs are shown under its entry on the board).
+    /// runs in: a sub-agent's jobs are shown under its entry on the board), in `sandbox` when
+    /// the preset has one.
     pub fn start(
         &self,
         root: &Path,
         command: &str,
         session: Option<&str>,
+        sandbox: Option<&crate::sandbox::Sandbox>,
     ) -> anyhow::Result<Arc<Job>> {
         let dir = self
             .spool_dir
@@ -140,7 +142,14 @@ impl JobTable {
             );
         }
         let id = format!("job-{}", jobs.len() + 1);
-        let job = Job::start(id, command, root, dir.path(), self.settings.spool_bytes)?;
+        let job = Job::start(
+            id,
+            command,
+            root,
+            dir.path(),
+            self.settings.spool_bytes,
+            sandbox,
+        )?;
         jobs.push(job.clone());
         drop(jobs);
         board::post(&self.activity, &job, session);

@@ -92,6 +92,8 @@ pub struct PresetFile {
     /// The `[plugins.NAME]` tables, in file order. The plugin registry reads them (each plugin
     /// its own keys, strictly); this module only keeps where each key is.
     pub plugins: Vec<PluginTable>,
+    /// `[sandbox]`: what the commands the agent runs may touch (`off` when absent).
+    pub sandbox: crate::sandbox::Policy,
 }
 
 /// A preset file as TOML gives it, with the spans of the plugin tables.
@@ -104,6 +106,8 @@ struct RawPresetFile {
     permissions: BTreeMap<String, Permission>,
     #[serde(default)]
     plugins: BTreeMap<String, Spanned<BTreeMap<String, Spanned<toml::Value>>>>,
+    #[serde(default)]
+    sandbox: crate::sandbox::Policy,
 }
 
 impl RawPresetFile {
@@ -135,6 +139,7 @@ impl RawPresetFile {
             tools: self.tools,
             permissions: self.permissions,
             plugins,
+            sandbox: self.sandbox,
         }
     }
 }

@@ -11,6 +11,10 @@
 //! and (without network) network namespaces, over a read-only view of `/` with the writable
 //! and hidden paths mounted over it. Where no mechanism can be had, [`Sandbox::detect`] says
 //! why and the command runs as with `off`, which the caller must say to the user.
+//!
+//! A preset opts in with `[sandbox]`; without it commands run as they always did. Known gap:
+//! the protected paths are mounted read-only where they exist at the workspace's root, so one
+//! the command creates (a new `.envrc`) or one in a subfolder is not held yet.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -27,27 +31,43 @@ pub enum Mode {
     Off,
 }
 
-/// What a command may do, as a preset states it.
-#[derive(Clone, Debug, PartialEq, Eq)]
+/// What a command may do, as a preset's `[sandbox]` states it.
+#[derive(Clone, Debug, PartialEq, Eq, serde::Deserialize, serde::Serialize)]
+#[serde(deny_unknown_fields)]
 pub struct Policy {
     /// What it may write.
     pub mode: Mode,
     /// Whether it may open network connections (loopback included).
+    #[serde(default)]
     pub network: bool,
 }
 
-/// Paths of the workspace a command may read but never write, whatever the mode: what would
-/// let a command run code later outside the sandbox (git hooks and config, the agent's own
-/// state and MCP servers, the editors' task and launch settings).
-pub const PROTECTED: &[&str] = &[
-    ".git",
-    ".agent-lsp",
-    ".mcp.json",
-    ".vscode",
-    ".idea",
-    ".helix",
-    ".nvim.lua",
-    ".zed",
+impl Default for Policy {
+    /// No sandbox: what a preset without `[sandbox]` gets.
+    fn default() -> Policy {
+        Policy {
+            mode: Mode::Off,
+            network: true,
+        }
+    }
+}
+
+/// Names that make a workspace path protected (a nested repository's `.git` runs hooks too):
+/// what would run commands later, outside any sandbox (git's hooks and config, direnv, the
+/// editors' settings and tasks, the agent's own presets and MCP servers). The writing tools ask
+/// before writing under one (`tools/protected.rs`); a sandboxed command may read them but not
+/// write them.
+pub const PROTECTED_NAMES: &[(&str, &str)] = &[
+    (".git", "git's configuration and hooks run commands"),
+    (".agent-lsp", "the agent's own presets and settings"),
+    (".mcp.json", "the tool servers an agent starts"),
+    (".vscode", "editor settings and tasks can run commands"),
+    (".idea", "editor settings can run commands"),
+    (".zed", "editor settings can run commands"),
+    (".helix", "editor settings can run commands"),
+    (".nvim.lua", "Neovim runs it (with 'exrc')"),
+    (".exrc", "the editor runs it (with 'exrc')"),
+    (".envrc", "direnv runs it"),
 ];
 
 /// Folders of the home directory a command may not read at all: keys and credentials, and the
@@ -108,6 +128,19 @@ impl Sandbox {
         &self.mechanism
     }
 
+    /// What the record of a command says of its sandbox: the policy and the mechanism.
+    pub fn describe(&self) -> serde_json::Value {
+        let mechanism = match &self.mechanism {
+            Mechanism::Bubblewrap(_) => "bubblewrap".to_owned(),
+            Mechanism::Unconfined(why) => format!("none: {why}"),
+        };
+        serde_json::json!({
+            "mode": self.policy.mode,
+            "network": self.policy.network,
+            "mechanism": mechanism,
+        })
+    }
+
     /// `sh -c command` in `root`, inside the sandbox when there is one.
     pub fn sh(&self, root: &Path, command: &str) -> Command {
         let Mechanism::Bubblewrap(bwrap) = &self.mechanism else {
@@ -143,7 +176,7 @@ impl Sandbox {
         match self.policy.mode {
             Mode::WorkspaceWrite => {
                 mount("--bind", &self.workspace, &self.workspace);
-                for protected in PROTECTED {
+                for (protected, _) in PROTECTED_NAMES {
                     let path = self.workspace.join(protected);
                     if path.exists() {
                         mount("--ro-bind", &path, &path);

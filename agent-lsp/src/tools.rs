@@ -162,6 +162,8 @@ pub struct ToolRuntime {
     observers: Vec<Arc<dyn ToolObserver>>,
     write_observer: Option<Arc<dyn WriteObserver>>,
     buffers: Option<Arc<dyn buffers::Buffers>>,
+    /// What the commands of the calls may touch; `None`: no sandbox.
+    sandbox: Option<Arc<crate::sandbox::Sandbox>>,
     limits: Limits,
 }
 
@@ -187,6 +189,7 @@ impl ToolRuntime {
             observers: Vec::new(),
             write_observer: None,
             buffers: None,
+            sandbox: None,
             limits: Limits::default(),
         }
     }
@@ -213,6 +216,12 @@ impl ToolRuntime {
     /// diagnostics join the result).
     pub fn with_write_observer(mut self, observer: Arc<dyn WriteObserver>) -> ToolRuntime {
         self.write_observer = Some(observer);
+        self
+    }
+
+    /// Run the calls' commands in `sandbox` (the preset's `[sandbox]`).
+    pub fn with_sandbox(mut self, sandbox: Arc<crate::sandbox::Sandbox>) -> ToolRuntime {
+        self.sandbox = Some(sandbox);
         self
     }
 

@@ -51,3 +51,65 @@ fn a_timed_out_command_leaves_no_process_even_after_setsid_or_a_double_fork() {
         "processes of the command survived: {left:?}"
     );
 }
+
+/// A preset with `[sandbox] mode = "workspace-write"`: through `agent-lsp tool shell`, the
+/// command writes the workspace but not outside it nor `.git/`, and the result's record names
+/// the policy and the mechanism; the same command under `standard` (no sandbox) writes outside.
+#[test]
+fn a_sandboxed_preset_keeps_a_command_in_the_workspace_and_records_how() {
+    let workspace = tempfile::tempdir().unwrap();
+    let root = workspace.path().canonicalize().unwrap();
+    std::fs::create_dir_all(root.join(".git")).unwrap();
+    std::fs::write(root.join(".git/config"), "[core]\n").unwrap();
+    let presets = root.join(".agent-lsp/presets");
+    std::fs::create_dir_all(&presets).unwrap();
+    let standard = agent_lsp::preset::catalog::builtin_text("standard").unwrap();
+    std::fs::write(
+        presets.join("boxed.toml"),
+        format!("{standard}\n[sandbox]\nmode = \"workspace-write\"\n"),
+    )
+    .unwrap();
+    let outside = tempfile::tempdir_in("/var/tmp").unwrap();
+    let escaped = outside.path().join("escaped");
+    let state = tempfile::tempdir().unwrap();
+    let config = state.path().join("config.toml");
+    std::fs::write(&config, "").unwrap();
+    let shell = |preset: &str, command: &str| {
+        let args = serde_json::json!({ "command": command }).to_string();
+        let output = agent_tests::agent_lsp_command(
+            state.path(),
+            &config,
+            &root,
+            &[
+                "tool", "--json", "--yes", "--preset", preset, "shell", "--args", &args,
+            ],
+        )
+        .output()
+        .unwrap();
+        let text = String::from_utf8_lossy(&output.stdout).into_owned();
+        serde_json::from_str::<serde_json::Value>(&text)
+            .unwrap_or_else(|_| panic!("{text}\n{}", String::from_utf8_lossy(&output.stderr)))
+    };
+
+    let inside = shell("boxed", "echo made > made.txt");
+    assert_eq!(inside["is_error"], false, "{inside}");
+    assert_eq!(
+        inside["meta"]["sandbox"],
+        serde_json::json!({"mode": "workspace-write", "network": false, "mechanism": "bubblewrap"})
+    );
+    assert!(root.join("made.txt").exists());
+    let out = shell("boxed", &format!("echo x > {}", escaped.display()));
+    assert_eq!(out["is_error"], true, "{out}");
+    assert!(!escaped.exists());
+    let hook = shell("boxed", "echo x >> .git/config");
+    assert_eq!(hook["is_error"], true, "{hook}");
+    assert_eq!(
+        std::fs::read_to_string(root.join(".git/config")).unwrap(),
+        "[core]\n"
+    );
+
+    let unboxed = shell("standard", &format!("echo x > {}", escaped.display()));
+    assert_eq!(unboxed["is_error"], false, "{unboxed}");
+    assert!(unboxed["meta"].get("sandbox").is_none(), "{unboxed}");
+    assert!(escaped.exists());
+}

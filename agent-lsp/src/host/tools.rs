@@ -137,10 +137,21 @@ impl ToolHost {
                 front_end: &self.front_end,
             },
         )?;
-        let runtime = ToolRuntime::new(Workspace::new(&self.workspace)?, registry)
+        let mut runtime = ToolRuntime::new(Workspace::new(&self.workspace)?, registry)
             .with_policy(PermissionPolicy::from_table(&preset.file.permissions))
             .with_write_observer(Arc::new(lsp))
             .with_asker(self.asker.clone());
+        if preset.file.sandbox.mode != crate::sandbox::Mode::Off {
+            let sandbox =
+                crate::sandbox::Sandbox::detect(preset.file.sandbox.clone(), &self.workspace);
+            if let crate::sandbox::Mechanism::Unconfined(why) = sandbox.mechanism() {
+                tracing::warn!(
+                    "preset {}: commands run without a sandbox: {why}",
+                    preset.name
+                );
+            }
+            runtime = runtime.with_sandbox(Arc::new(sandbox));
+        }
         Ok(match &self.buffers {
             Some(buffers) => runtime.with_buffers(buffers.clone()),
             None => runtime,

@@ -124,10 +124,11 @@ impl Job {
         root: &Path,
         dir: &Path,
         spool_bytes: u64,
+        sandbox: Option<&crate::sandbox::Sandbox>,
     ) -> anyhow::Result<Arc<Job>> {
         let spool = Spool::create(dir, &id, spool_bytes)?;
         let (mut output, writer) = std::io::pipe()?;
-        let (mut sh, token) = sh_command(root, command);
+        let (mut sh, token) = sh_command(root, command, sandbox);
         sh.stdin(Stdio::null())
             .stdout(writer.try_clone()?)
             .stderr(writer);

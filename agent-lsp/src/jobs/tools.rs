@@ -91,7 +91,8 @@ impl TypedTool for JobShell {
             let root = ctx.workspace.root().to_owned();
             let command = args.command;
             let session = ctx.session_id.clone();
-            blocking(move || match table.start(&root, &command, session.as_deref()) {
+            let sandbox = ctx.sandbox.clone();
+            blocking(move || match table.start(&root, &command, session.as_deref(), sandbox.as_deref()) {
                 Ok(job) => ToolOutput::ok(format!(
                     "started background job {id} (pid {pid}): `{command}`\n\
                      Read its output with job_output {{\"id\": \"{id}\"}} (with wait_secs to wait for more), stop it with job_kill {{\"id\": \"{id}\"}}.",

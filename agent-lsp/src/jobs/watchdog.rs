@@ -139,6 +139,7 @@ mod tests {
             &format!(
                 "setsid sleep {seconds} & setsid sh -c 'sleep {seconds}; true' & sleep {seconds} & wait"
             ),
+            None,
         );
         let child = sh.stdout(Stdio::null()).spawn().unwrap();
         let group = ProcessGroup::new(child.id(), token).unwrap();

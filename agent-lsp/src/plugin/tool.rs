@@ -39,6 +39,8 @@ pub struct ToolContext {
     pub call_seq: Option<u64>,
     /// The editor's open buffers under `agent-lsp serve`; `None` on the terminal.
     pub buffers: Option<Arc<dyn Buffers>>,
+    /// What the commands a call runs may touch (the preset's `[sandbox]`); `None`: no sandbox.
+    pub sandbox: Option<Arc<crate::sandbox::Sandbox>>,
     /// Where a call records log-only events in its session while it runs (a sub-agent's start
     /// and end); `None` outside of a session.
     pub events: Option<EventSink>,
@@ -104,6 +106,7 @@ impl ToolContext {
             session_id: None,
             call_seq: None,
             buffers: None,
+            sandbox: None,
             events: None,
             calls: None,
         }

@@ -41,6 +41,7 @@ impl ToolRuntime {
             session_id: Some(session.id.to_owned()),
             call_seq: Some(session.call_seq),
             buffers: self.buffers.clone(),
+            sandbox: self.sandbox.clone(),
             events: Some(session.events.clone()),
             calls: tool.calls_tools().then(|| {
                 Arc::new(nested::Nested::new(

@@ -12,20 +12,7 @@
 
 use std::path::Path;
 
-/// Names that make a path protected wherever they stand in it (a nested repository's `.git`
-/// runs hooks too).
-const PROTECTED_NAMES: &[(&str, &str)] = &[
-    (".git", "git's configuration and hooks run commands"),
-    (".agent-lsp", "the agent's own presets and settings"),
-    (".mcp.json", "the tool servers an agent starts"),
-    (".vscode", "editor settings and tasks can run commands"),
-    (".idea", "editor settings can run commands"),
-    (".zed", "editor settings can run commands"),
-    (".helix", "editor settings can run commands"),
-    (".nvim.lua", "Neovim runs it (with 'exrc')"),
-    (".exrc", "the editor runs it (with 'exrc')"),
-    (".envrc", "direnv runs it"),
-];
+use crate::sandbox::PROTECTED_NAMES;
 
 /// Why `relative` (a path relative to the workspace root, as `resolve` makes it physical) is
 /// protected, if it is.

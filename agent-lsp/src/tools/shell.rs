@@ -180,14 +180,21 @@ pub(crate) fn refusal(command: &str) -> Option<ToolOutput> {
 /// `sh -c command` in `root`, in a process group of its own and marked with a fresh token, and
 /// that token: how the foreground shell and background jobs start a command. The caller sets
 /// its standard streams, spawns it and makes the `ProcessGroup` from the child's pid.
-pub(crate) fn sh_command(root: &Path, command: &str) -> (std::process::Command, String) {
+pub(crate) fn sh_command(
+    root: &Path,
+    command: &str,
+    sandbox: Option<&crate::sandbox::Sandbox>,
+) -> (std::process::Command, String) {
     let token = call_token();
-    let mut sh = std::process::Command::new("sh");
-    sh.arg("-c")
-        .arg(command)
-        .env(CALL_TOKEN_VAR, &token)
-        .current_dir(root)
-        .process_group(0);
+    let mut sh = match sandbox {
+        Some(sandbox) => sandbox.sh(root, command),
+        None => {
+            let mut sh = std::process::Command::new("sh");
+            sh.arg("-c").arg(command).current_dir(root);
+            sh
+        }
+    };
+    sh.env(CALL_TOKEN_VAR, &token).process_group(0);
     (sh, token)
 }
 
@@ -338,7 +345,7 @@ async fn run_command(ctx: &ToolContext, args: &ShellArgs) -> ToolOutput {
         .unwrap_or(SHELL_DEFAULT_TIMEOUT_SECS)
         .clamp(1, SHELL_MAX_TIMEOUT_SECS);
     let started = Instant::now();
-    let (sh, token) = sh_command(ctx.workspace.root(), command);
+    let (sh, token) = sh_command(ctx.workspace.root(), command, ctx.sandbox.as_deref());
     let mut child = match tokio::process::Command::from(sh)
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
@@ -436,10 +443,15 @@ async fn run_command(ctx: &ToolContext, args: &ShellArgs) -> ToolOutput {
         elapsed_ms = elapsed.as_millis() as u64,
         "shell command ended"
     );
-    output
+    let output = output
         .with_meta("source", "shell")
         .with_meta("stdout_bytes", stdout.total)
-        .with_meta("stderr_bytes", stderr.total)
+        .with_meta("stderr_bytes", stderr.total);
+    // The record says what the command was allowed to touch.
+    match &ctx.sandbox {
+        Some(sandbox) => output.with_meta("sandbox", sandbox.describe()),
+        None => output,
+    }
 }
 
 /// The head and tail of a stream, and its total length, without holding all of it in memory.
