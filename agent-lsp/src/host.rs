@@ -177,7 +177,7 @@ impl Host {
         };
         let Opening { preset, session } = opening;
         let parts = host.parts(&preset)?;
-        let agent = host.agent(&preset, parts);
+        let agent = host.agent(&preset, parts, None);
         if let (Some(prompt), Some(agent)) = (first_prompt, &agent.agent) {
             agent.prompt_text(prompt)?;
         }
@@ -188,10 +188,20 @@ impl Host {
         Ok(agent.into_conversation(session, preset))
     }
 
-    /// The agent of `preset` over `parts`, when a model is configured.
-    fn agent(&self, preset: &Preset, parts: Parts) -> conversation::Unrecorded {
+    /// The agent of `preset` over `parts` (and `child`, a sub-agent's own plugin), when a
+    /// model is configured.
+    fn agent(
+        &self,
+        preset: &Preset,
+        parts: Parts,
+        child: Option<Box<dyn Plugin>>,
+    ) -> conversation::Unrecorded {
         let agent = self.provider.clone().map(|provider| {
-            Agent::new(provider, parts.tools.clone(), preset.clone(), parts.plugins)
+            let agent = Agent::new(provider, parts.tools.clone(), preset.clone(), parts.plugins);
+            match child {
+                Some(child) => agent.with_plugin(child),
+                None => agent,
+            }
         });
         conversation::Unrecorded {
             agent,
@@ -210,22 +220,16 @@ impl Host {
         link: ParentLink,
         prompt: &str,
     ) -> anyhow::Result<Conversation> {
-        let provider = self
-            .provider
-            .clone()
-            .context("no model is configured for sub-agents")?;
         let parts = self.parts_at(&preset, spawns)?;
-        let agent = Agent::new(provider, parts.tools.clone(), preset.clone(), parts.plugins)
-            .with_plugin(child);
+        let unrecorded = self.agent(&preset, parts, Some(child));
+        let agent = unrecorded
+            .agent
+            .as_ref()
+            .context("no model is configured for sub-agents")?;
         agent.prompt_text(prompt)?;
         let session = self
             .store
             .create_session_under(&preset, Durability::Sync, Some(link))?;
-        let unrecorded = conversation::Unrecorded {
-            agent: Some(agent),
-            tools: parts.tools,
-            provider: self.provider.clone(),
-        };
         Ok(unrecorded.into_conversation(session, preset))
     }
 

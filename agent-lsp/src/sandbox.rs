@@ -99,14 +99,7 @@ impl Sandbox {
         let mechanism = if policy.mode == Mode::Off {
             Mechanism::Unconfined("the policy is `off`".to_owned())
         } else {
-            match which("bwrap") {
-                Some(bwrap) if works(&bwrap) => Mechanism::Bubblewrap(bwrap),
-                Some(bwrap) => Mechanism::Unconfined(format!(
-                    "{} cannot make a sandbox here (user namespaces are refused)",
-                    bwrap.display()
-                )),
-                None => Mechanism::Unconfined("bubblewrap (`bwrap`) is not on PATH".to_owned()),
-            }
+            available().clone()
         };
         Sandbox {
             policy,
@@ -144,9 +137,7 @@ impl Sandbox {
     /// `sh -c command` in `root`, inside the sandbox when there is one.
     pub fn sh(&self, root: &Path, command: &str) -> Command {
         let Mechanism::Bubblewrap(bwrap) = &self.mechanism else {
-            let mut sh = Command::new("sh");
-            sh.arg("-c").arg(command).current_dir(root);
-            return sh;
+            return unconfined_sh(root, command);
         };
         let mut wrapped = Command::new(bwrap);
         wrapped
@@ -203,6 +194,27 @@ impl Sandbox {
         args.push("--".to_owned());
         args
     }
+}
+
+/// `sh -c command` in `root`, with every right of the user: what runs without a sandbox.
+pub fn unconfined_sh(root: &Path, command: &str) -> Command {
+    let mut sh = Command::new("sh");
+    sh.arg("-c").arg(command).current_dir(root);
+    sh
+}
+
+/// The mechanism this machine offers, found once per process: every session and sub-agent
+/// of a preset with `[sandbox]` asks, and the answer does not change while agent-lsp runs.
+fn available() -> &'static Mechanism {
+    static AVAILABLE: std::sync::OnceLock<Mechanism> = std::sync::OnceLock::new();
+    AVAILABLE.get_or_init(|| match which("bwrap") {
+        Some(bwrap) if works(&bwrap) => Mechanism::Bubblewrap(bwrap),
+        Some(bwrap) => Mechanism::Unconfined(format!(
+            "{} cannot make a sandbox here (user namespaces are refused)",
+            bwrap.display()
+        )),
+        None => Mechanism::Unconfined("bubblewrap (`bwrap`) is not on PATH".to_owned()),
+    })
 }
 
 /// `program` on `PATH`.

@@ -24,8 +24,6 @@ use crate::preset::authoring::{self, PresetAuthoringSettings};
 use crate::session::store::Store;
 use crate::skills::{self, SkillsSettings};
 use crate::subagents::{self, SubagentsSettings};
-use crate::tools::lsp::LspTools;
-use crate::web::WebRuntime;
 
 /// Every plugin a preset can name, in the order they handle events: the environment first (its
 /// runtime context is injected before the other pre-step plugins edit the surface), the project
@@ -135,23 +133,9 @@ pub fn parse_preset(
     check_preset(&preset)?;
     let host = PluginHost::detached(workspace, &preset.name, preset.file.model.context_window);
     let assembly = assemble(&preset, &host)?;
-    let bridge = lsp_bridge::Bridge::new(lsp_bridge::BridgeConfig::builtin(), Vec::new());
-    let documents = Arc::new(lsp_bridge::documents::DocumentMirror::new());
-    let lsp = LspTools::new(lsp_bridge::queries::Queries::new(
-        Arc::new(bridge),
-        documents,
-    ));
-    let web = WebRuntime::new(
-        &Default::default(),
-        crate::config::Config::path().as_deref(),
-    )?;
-    let sources = super::catalog::Sources {
-        lsp: &lsp,
-        web: &web,
-        plugins: &assembly,
-        front_end: &[],
-    };
-    super::catalog::build(&preset, sources)
+    // The tools a session would have, made as a session's are; no server starts until a query.
+    super::ToolHost::standalone(workspace, lsp_bridge::BridgeConfig::builtin())?
+        .runtime(&preset, &assembly, &Arc::default())
         .map_err(|error| anyhow::anyhow!("preset {origin}: tools.enabled: {error:#}"))?;
     Ok(preset)
 }

@@ -188,11 +188,7 @@ pub(crate) fn sh_command(
     let token = call_token();
     let mut sh = match sandbox {
         Some(sandbox) => sandbox.sh(root, command),
-        None => {
-            let mut sh = std::process::Command::new("sh");
-            sh.arg("-c").arg(command).current_dir(root);
-            sh
-        }
+        None => crate::sandbox::unconfined_sh(root, command),
     };
     sh.env(CALL_TOKEN_VAR, &token).process_group(0);
     (sh, token)
