@@ -90,6 +90,7 @@ fn append_step(session: &mut Session, step: u64) {
         call_id: id.clone(),
         name: "read".into(),
         arguments: format!(r#"{{"path":"src/m{step}.rs"}}"#),
+        sandbox: None,
     };
     session
         .append(NewEvent::new(turn, 1, EventBody::ToolCall(call)))

@@ -45,10 +45,15 @@ pub struct PermissionPolicy {
     /// preset's `mcp`, `ask` when it says nothing. A server's tools are whatever its author
     /// made them, so they are asked for unless the preset says otherwise, whatever `default`.
     pub mcp: Permission,
+    /// What a command the sandbox holds may do (`shell`, `job_kill`), in place of its tool's
+    /// permission: the preset's `sandboxed`. Only where a mechanism really holds the command
+    /// (`crate::sandbox::Sandbox::holds`); otherwise, and when the preset says nothing, the
+    /// tool's own permission stands.
+    pub sandboxed: Option<Permission>,
 }
 
 /// The preset keys of `[permissions]` that are not tool names.
-pub const POLICY_KEYS: [&str; 3] = ["default", "protected_paths", "mcp"];
+pub const POLICY_KEYS: [&str; 4] = ["default", "protected_paths", "mcp", "sandboxed"];
 
 /// How the catalog names an MCP server's tools: `mcp__SERVER__TOOL` (`crate::mcp`). Such names
 /// may be given permissions without being in `tools.enabled`, which they never are.
@@ -56,11 +61,14 @@ pub const MCP_TOOL_PREFIX: &str = "mcp__";
 
 impl Default for PermissionPolicy {
     /// The `standard` preset's policy: everything allowed, the shell (and killing the jobs it
-    /// started) asked for.
+    /// started) asked for unless a sandbox holds the command.
     fn default() -> PermissionPolicy {
-        PermissionPolicy::new(Permission::Allow)
-            .with("shell", Permission::Ask)
-            .with("job_kill", Permission::Ask)
+        PermissionPolicy {
+            sandboxed: Some(Permission::Allow),
+            ..PermissionPolicy::new(Permission::Allow)
+                .with("shell", Permission::Ask)
+                .with("job_kill", Permission::Ask)
+        }
     }
 }
 
@@ -72,6 +80,7 @@ impl PermissionPolicy {
             tools: BTreeMap::new(),
             protected_paths: Permission::Ask,
             mcp: Permission::Ask,
+            sandboxed: None,
         }
     }
 
@@ -92,6 +101,7 @@ impl PermissionPolicy {
         if let Some(mcp) = table.get("mcp") {
             policy.mcp = *mcp;
         }
+        policy.sandboxed = table.get("sandboxed").copied();
         for (tool, setting) in table {
             if !POLICY_KEYS.contains(&tool.as_str()) {
                 policy.tools.insert(tool.clone(), *setting);
@@ -131,6 +141,11 @@ pub fn at_most(
         ),
         ("mcp".to_owned(), own.mcp.max(theirs.mcp)),
     ]);
+    // Without the key a command gets its tool's permission, already bounded below; with it in
+    // both, the stricter.
+    if let (Some(own), Some(theirs)) = (own.sandboxed, theirs.sandboxed) {
+        narrowed.insert("sandboxed".to_owned(), own.max(theirs));
+    }
     // A tool the parent's table names for itself (an MCP tool allowed by name) is bounded by
     // name too, though it is in no `tools.enabled`.
     for tool in own.tools.keys().chain(theirs.tools.keys()) {
@@ -160,6 +175,8 @@ pub struct Rights {
     /// Whether `[plugins.mcp]` is on: its servers start (to list their tools) whatever their
     /// tools' permissions.
     pub mcp_servers: bool,
+    /// What its commands may touch (`[sandbox]`).
+    pub sandbox: crate::sandbox::Policy,
 }
 
 impl Rights {
@@ -236,6 +253,26 @@ impl Rights {
                 other.policy.protected_paths.as_str()
             ));
         }
+        // A command the sandbox holds gets `sandboxed`, else the shell's permission (whose own
+        // line above already says when it is looser).
+        let held = |rights: &Rights| {
+            (rights.policy.sandboxed)
+                .filter(|_| rights.enabled.contains("shell"))
+                .unwrap_or_else(|| rights.permission("shell"))
+        };
+        if self.policy.sandboxed.is_some()
+            && held(self) < held(other)
+            && held(self) < self.permission("shell")
+        {
+            more.push(format!(
+                "commands the sandbox holds (`sandboxed`): {} ({} there)",
+                held(self).as_str(),
+                held(other).as_str()
+            ));
+        }
+        if let Some(looser) = self.sandbox.looser_than(&other.sandbox) {
+            more.push(format!("`[sandbox]`: {looser}"));
+        }
         more
     }
 }
@@ -290,6 +327,7 @@ mod tests {
             enabled: enabled.iter().map(|tool| (*tool).to_owned()).collect(),
             policy,
             mcp_servers,
+            sandbox: crate::sandbox::Policy::default(),
         };
         let creative = rights(
             &["read", "grep", "preset_write"],
@@ -318,7 +356,17 @@ mod tests {
                 "`mcp__fs__read`: allow (not enabled there)",
                 "MCP servers start (`[plugins.mcp]`; not there)",
                 "MCP tools (`mcp`): ask (not enabled there)",
+                "commands the sandbox holds (`sandboxed`): allow (deny there)",
             ]
+        );
+        // The same rights with a looser sandbox: named.
+        let mut held = standard.clone();
+        held.sandbox.mode = crate::sandbox::Mode::WorkspaceWrite;
+        held.sandbox.network = false;
+        assert_eq!(held.beyond(&standard), Vec::<String>::new());
+        assert_eq!(
+            standard.beyond(&held),
+            ["`[sandbox]`: mode off (workspace-write there), network on (off there)"]
         );
         let mut loosest = rights(
             &["read", "edit", "shell"],

@@ -278,6 +278,7 @@ impl Preset {
             mcp_servers: self.plugin_table(crate::mcp::PLUGIN).is_some_and(|table| {
                 table.table.get("enabled") == Some(&toml::Value::Boolean(true))
             }),
+            sandbox: self.file.sandbox.clone(),
         }
     }
 

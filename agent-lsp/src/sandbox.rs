@@ -12,12 +12,19 @@
 //! and hidden paths mounted over it. Where no mechanism can be had, [`Sandbox::detect`] says
 //! why and the command runs as with `off`, which the caller must say to the user.
 //!
-//! A preset opts in with `[sandbox]`; without it commands run as they always did. Known gap:
-//! the protected paths are mounted read-only where they exist at the workspace's root, so one
-//! the command creates (a new `.envrc`) or one in a subfolder is not held yet.
+//! A preset opts in with `[sandbox]` (`standard` does); without it commands run as they always
+//! did. A command the sandbox holds may run without asking (`[permissions] sandboxed`); one
+//! that needs more asks to leave it for that call ([`Leave`]). Known gap: the protected paths
+//! are mounted read-only where they exist at the workspace's root, so one the command creates
+//! (a new `.envrc`) or one in a subfolder is not held yet.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
+
+mod bounds;
+mod leave;
+
+pub use leave::{Confinement, Leave};
 
 /// What a sandboxed command may write.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Deserialize, serde::Serialize)]
@@ -123,14 +130,10 @@ impl Sandbox {
 
     /// What the record of a command says of its sandbox: the policy and the mechanism.
     pub fn describe(&self) -> serde_json::Value {
-        let mechanism = match &self.mechanism {
-            Mechanism::Bubblewrap(_) => "bubblewrap".to_owned(),
-            Mechanism::Unconfined(why) => format!("none: {why}"),
-        };
         serde_json::json!({
             "mode": self.policy.mode,
             "network": self.policy.network,
-            "mechanism": mechanism,
+            "mechanism": self.mechanism_name(),
         })
     }
 

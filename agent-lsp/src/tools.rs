@@ -174,7 +174,15 @@ enum Prepared {
     Run {
         tool: Arc<dyn Tool>,
         args: CallArgs,
+        grant: Grant,
     },
+}
+
+/// What the guard granted a call that runs: the sandbox its commands run in, and what the
+/// user was asked and answered (for the call's result record; `None` when nobody was asked).
+struct Grant {
+    sandbox: Option<Arc<crate::sandbox::Sandbox>>,
+    asked: Option<Value>,
 }
 
 impl ToolRuntime {
@@ -357,6 +365,7 @@ impl ToolRuntime {
                     call_id: call.id.clone(),
                     name: call.name.clone(),
                     arguments: call.arguments.clone(),
+                    sandbox: self.sandbox_record(call),
                 }),
             ))?;
             call_seqs.push(event.seq);
@@ -389,14 +398,15 @@ impl ToolRuntime {
                 async move {
                     match prepared {
                         Prepared::Done(output) => (output, Duration::ZERO),
-                        Prepared::Run { tool, args } => {
+                        Prepared::Run { tool, args, grant } => {
                             let session = CallSession {
                                 path: session_path,
                                 id: session_id,
                                 call_seq: call_seqs[i],
                                 events: sink,
                             };
-                            self.run_guarded(call, tool, args, cancel, session).await
+                            self.run_guarded(call, tool, args, grant, cancel, session)
+                                .await
                         }
                     }
                 }

@@ -32,7 +32,14 @@ impl Fixture {
         let root = workspace.path().canonicalize().unwrap();
         let state = tempfile::tempdir().unwrap();
         let config = state.path().join("config.toml");
-        std::fs::write(&config, "[provider]\nrequest_timeout_secs = 30\n").unwrap();
+        // The jobs' own pids are what these tests follow: unsandboxed (`tests/e2e/sandbox.rs`
+        // has a sandboxed job killed with its agent).
+        agent_tests::standard_with_sandbox(&root, "unboxed", "mode = \"off\"");
+        std::fs::write(
+            &config,
+            "preset = \"unboxed\"\n[provider]\nrequest_timeout_secs = 30\n",
+        )
+        .unwrap();
         Fixture {
             _workspace: workspace,
             root,
@@ -45,7 +52,7 @@ impl Fixture {
         agent_tests::agent_lsp_command(self.state.path(), &self.config, &self.root, args)
     }
 
-    /// `agent-lsp run --yes` (the standard preset: `shell` and `job_kill` ask) against
+    /// `agent-lsp run --yes` (the standard preset unsandboxed: `shell` and `job_kill` ask) against
     /// `endpoint`.
     fn run(&self, endpoint: &ModelEndpoint) -> Command {
         self.command(&["run", "--yes", "--base-url", &endpoint.base_url(), "Run it"])

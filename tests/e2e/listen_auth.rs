@@ -13,14 +13,12 @@ use std::time::Duration;
 use agent_tests::editor::Editor;
 use serde_json::{Value, json};
 
-/// A workspace, the state and runtime directories of the server, and a place outside the
-/// workspace for what a planted command would create.
+/// A workspace and the state and runtime directories of the server.
 struct Setup {
     _dir: tempfile::TempDir,
     root: PathBuf,
     state: PathBuf,
     runtime: PathBuf,
-    outside: PathBuf,
 }
 
 impl Setup {
@@ -29,9 +27,8 @@ impl Setup {
         let base = dir.path().canonicalize().unwrap();
         let root = base.join("workspace");
         agent_tests::write_tree(&root, &[("notes.txt", "listen here\n")]);
-        let (state, runtime, outside) =
-            (base.join("state"), base.join("run"), base.join("outside"));
-        for dir in [&state, &runtime, &outside] {
+        let (state, runtime) = (base.join("state"), base.join("run"));
+        for dir in [&state, &runtime] {
             std::fs::create_dir_all(dir).unwrap();
         }
         std::fs::write(state.join("config.toml"), "").unwrap();
@@ -40,7 +37,6 @@ impl Setup {
             root,
             state,
             runtime,
-            outside,
         }
     }
 
@@ -94,9 +90,11 @@ impl Setup {
         }
     }
 
-    /// Where the planted command of test `name` would leave its mark.
+    /// Where the planted command of test `name` would leave its mark: in the workspace, which
+    /// the `standard` preset's sandbox lets a command write, so only the listener's admission
+    /// decides whether it appears.
     fn mark(&self, name: &str) -> PathBuf {
-        self.outside.join(name)
+        self.root.join(name)
     }
 }
 

@@ -39,6 +39,7 @@ mod proxy_lanes;
 mod proxy_order;
 mod resolve_routing;
 mod restarts;
+mod sandbox;
 mod serve;
 mod serve_agent;
 mod serve_unserved;

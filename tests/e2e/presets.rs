@@ -360,7 +360,7 @@ fn then(check: impl FnOnce(&str) + Send + 'static, next: Option<Reply>) -> Reply
 
 #[test]
 fn creative_saves_a_preset_allowing_more_or_replacing_the_default_only_with_approval() {
-    // The user's own default preset, `daily`: the standard one, where `shell` asks.
+    // The user's own default preset, `daily`: the standard one, where leaving the sandbox asks.
     let fixture = Fixture::new("preset = \"daily\"\n[provider]\nrequest_timeout_secs = 20\n");
     std::fs::create_dir_all(user_presets(&fixture)).unwrap();
     let daily = agent_lsp::preset::catalog::builtin_text("standard").unwrap();
@@ -429,13 +429,13 @@ fn creative_saves_a_preset_allowing_more_or_replacing_the_default_only_with_appr
         reader
     );
 
-    // The plain `run` (the default preset, `daily`) still asks before `shell`.
+    // The plain `run` (the default preset, `daily`) still asks before a command that leaves
+    // the sandbox.
     endpoint.push_all([
-        Reply::Turn(
-            ModelTurn::new()
-                .reasoning("Run it.")
-                .tool_call("shell", json!({"command": "touch ran"}).to_string()),
-        ),
+        Reply::Turn(ModelTurn::new().reasoning("Run it.").tool_call(
+            "shell",
+            json!({"command": "touch ran", "leave_sandbox": "all"}).to_string(),
+        )),
         then(
             |result| assert!(result.contains("needs approval (`ask`)"), "{result}"),
             None,

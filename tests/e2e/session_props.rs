@@ -131,6 +131,7 @@ fn to_event(session: &Session, action: &Action, counter: u64) -> NewEvent {
                 call_id: "x".into(),
                 name: "grep".into(),
                 arguments: "{}".into(),
+                sandbox: None,
             }),
         ),
         Action::LogOnlyWithOp => NewEvent::new(
@@ -140,6 +141,7 @@ fn to_event(session: &Session, action: &Action, counter: u64) -> NewEvent {
                 call_id: "x".into(),
                 name: "grep".into(),
                 arguments: "{}".into(),
+                sandbox: None,
             }),
         )
         .with_op(SurfaceOp::Append),

@@ -606,8 +606,12 @@ fn a_sub_agent_is_never_allowed_more_than_its_parent() {
             };
         }
         match request.answers() {
-            0 => ModelTurn::thinking_call("shell", json!({"command": "echo pwned > pwned.txt"}))
-                .into(),
+            // Out of the sandbox: the parent (`standard`) would be asked for that.
+            0 => ModelTurn::thinking_call(
+                "shell",
+                json!({"command": "echo pwned > pwned.txt", "leave_sandbox": "all"}),
+            )
+            .into(),
             _ => Reply::text(request.tool_result_text()),
         }
     });

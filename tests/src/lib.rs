@@ -33,6 +33,24 @@ pub fn workspace_bin(name: &str) -> PathBuf {
     path
 }
 
+/// Write the preset `name` into `workspace`'s `.agent-lsp/presets/`: the built-in `standard`
+/// with `sandbox` as its `[sandbox]` table (`mode = "off"` for a test about something else that
+/// needs a command's own pids, which a sandbox's PID namespace renumbers).
+pub fn standard_with_sandbox(workspace: &Path, name: &str, sandbox: &str) {
+    let standard = agent_lsp::preset::catalog::builtin_text("standard").expect("standard");
+    let (before, after) = standard
+        .split_once("[sandbox]\n")
+        .expect("standard has a [sandbox] table");
+    let rest = &after[after.find("\n[").expect("a table after [sandbox]")..];
+    let presets = workspace.join(".agent-lsp/presets");
+    std::fs::create_dir_all(&presets).expect("presets folder");
+    std::fs::write(
+        presets.join(format!("{name}.toml")),
+        format!("{before}[sandbox]\n{sandbox}\n{rest}"),
+    )
+    .expect("preset written");
+}
+
 /// `agent-lsp --workspace WORKSPACE ARGS…` isolated from the machine it runs on: its own state
 /// directory and configuration file, no API key from the environment, no stdin.
 pub fn agent_lsp_command(

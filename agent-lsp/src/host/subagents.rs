@@ -55,6 +55,7 @@ impl Host {
             &parent.file.permissions,
             &file.tools.enabled,
         );
+        file.sandbox = file.sandbox.at_most(&parent.file.sandbox);
         Ok(preset)
     }
 }

@@ -137,21 +137,22 @@ impl ToolHost {
                 front_end: &self.front_end,
             },
         )?;
-        let mut runtime = ToolRuntime::new(Workspace::new(&self.workspace)?, registry)
+        let runtime = ToolRuntime::new(Workspace::new(&self.workspace)?, registry)
             .with_policy(PermissionPolicy::from_table(&preset.file.permissions))
             .with_write_observer(Arc::new(lsp))
             .with_asker(self.asker.clone());
-        if preset.file.sandbox.mode != crate::sandbox::Mode::Off {
-            let sandbox =
-                crate::sandbox::Sandbox::detect(preset.file.sandbox.clone(), &self.workspace);
-            if let crate::sandbox::Mechanism::Unconfined(why) = sandbox.mechanism() {
-                tracing::warn!(
-                    "preset {}: commands run without a sandbox: {why}",
-                    preset.name
-                );
-            }
-            runtime = runtime.with_sandbox(Arc::new(sandbox));
+        // Every runtime carries its sandbox, `off` included, so each command's record says
+        // what held it.
+        let sandbox = crate::sandbox::Sandbox::detect(preset.file.sandbox.clone(), &self.workspace);
+        if preset.file.sandbox.mode != crate::sandbox::Mode::Off
+            && let crate::sandbox::Mechanism::Unconfined(why) = sandbox.mechanism()
+        {
+            tracing::warn!(
+                "preset {}: commands run without a sandbox: {why}",
+                preset.name
+            );
         }
+        let runtime = runtime.with_sandbox(Arc::new(sandbox));
         Ok(match &self.buffers {
             Some(buffers) => runtime.with_buffers(buffers.clone()),
             None => runtime,

@@ -14,6 +14,7 @@ use super::{Job, JobTable, KILL_GRACE};
 use crate::plugin::outcomes::ToolOutput;
 use crate::plugin::tool::ToolContext;
 use crate::plugin::typed::TypedTool;
+use crate::sandbox::{Confinement, Leave};
 use crate::tools::blocking;
 use crate::tools::shell::{self, SHELL_MAX_TIMEOUT_SECS, Shell, refusal};
 
@@ -45,6 +46,11 @@ pub struct ShellArgs {
     /// Default false.
     #[serde(default)]
     background: bool,
+    /// Only when this session's commands run in a sandbox and this one needs more: "network"
+    /// (the network on) or "all" (no sandbox: writing outside the workspace or to .git/ and
+    /// the other protected paths). The user is asked to allow it.
+    #[serde(default)]
+    leave_sandbox: Option<Leave>,
 }
 
 impl TypedTool for JobShell {
@@ -70,11 +76,16 @@ impl TypedTool for JobShell {
         Some(shell::call_timeout(args.timeout_secs))
     }
 
+    fn confinement(&self, args: &ShellArgs) -> Confinement {
+        shell::confinement(args.leave_sandbox)
+    }
+
     fn run(&self, ctx: ToolContext, args: ShellArgs) -> BoxFuture<'static, ToolOutput> {
         if !args.background {
             let foreground = shell::ShellArgs {
                 command: args.command,
                 timeout_secs: args.timeout_secs,
+                leave_sandbox: args.leave_sandbox,
             };
             return Shell.run(ctx, foreground);
         }
@@ -318,6 +329,12 @@ impl TypedTool for JobKill {
 
     fn read_only(&self) -> bool {
         false
+    }
+
+    /// Stopping a job this session started does no more than its command could: what holds
+    /// the command holds this call too.
+    fn confinement(&self, _args: &KillArgs) -> Confinement {
+        Confinement::Held
     }
 
     fn run(&self, _ctx: ToolContext, args: KillArgs) -> BoxFuture<'static, ToolOutput> {

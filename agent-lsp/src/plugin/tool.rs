@@ -39,7 +39,8 @@ pub struct ToolContext {
     pub call_seq: Option<u64>,
     /// The editor's open buffers under `agent-lsp serve`; `None` on the terminal.
     pub buffers: Option<Arc<dyn Buffers>>,
-    /// What the commands a call runs may touch (the preset's `[sandbox]`); `None`: no sandbox.
+    /// What the commands of this call may touch: the preset's `[sandbox]`, or what the user
+    /// allowed this call beyond it ([`Tool::confinement`]); `None`: no sandbox.
     pub sandbox: Option<Arc<crate::sandbox::Sandbox>>,
     /// Where a call records log-only events in its session while it runs (a sub-agent's start
     /// and end); `None` outside of a session.
@@ -243,6 +244,13 @@ pub trait Tool: Send + Sync + 'static {
     /// then asks as for `ask` (a denied tool stays denied), and the question names the reason.
     fn approval_reason(&self, _workspace: &Workspace, _args: &CallArgs) -> Option<String> {
         None
+    }
+
+    /// Whether this call runs a command the sandbox holds, or asks to leave it: the runtime
+    /// then grants the preset's `sandboxed` permission, or asks the user, and runs the command
+    /// in the sandbox the answer gives ([`ToolContext::sandbox`]).
+    fn confinement(&self, _args: &CallArgs) -> crate::sandbox::Confinement {
+        crate::sandbox::Confinement::NotACommand
     }
 
     /// Run one call. Failures are outputs with `is_error`, never panics: the model reads them.

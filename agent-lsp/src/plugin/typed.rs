@@ -24,6 +24,7 @@ use serde_json::{Map, Value};
 use super::outcomes::ToolOutput;
 use super::tool::{CallArgs, Tool, ToolContext};
 use crate::llm::ToolDef;
+use crate::sandbox::Confinement;
 use crate::workspace::Workspace;
 
 /// A tool whose arguments are a fixed Rust type: every built-in tool. Its catalog schema is
@@ -67,6 +68,11 @@ pub trait TypedTool: Send + Sync + 'static {
         None
     }
 
+    /// See [`Tool::confinement`]; a call whose arguments do not parse runs nothing.
+    fn confinement(&self, _args: &Self::Args) -> Confinement {
+        Confinement::NotACommand
+    }
+
     /// Run one call with its arguments. Failures are outputs with `is_error`, never panics.
     fn run(&self, ctx: ToolContext, args: Self::Args) -> BoxFuture<'static, ToolOutput>;
 }
@@ -100,6 +106,13 @@ impl<T: TypedTool> Tool for T {
     fn approval_reason(&self, workspace: &Workspace, args: &CallArgs) -> Option<String> {
         let args = args.parsed::<T::Args>(TypedTool::name(self)).ok()?;
         TypedTool::approval_reason(self, workspace, args)
+    }
+
+    fn confinement(&self, args: &CallArgs) -> Confinement {
+        match args.parsed::<T::Args>(TypedTool::name(self)) {
+            Ok(args) => TypedTool::confinement(self, args),
+            Err(_) => Confinement::NotACommand,
+        }
     }
 
     fn run(&self, ctx: ToolContext, args: CallArgs) -> BoxFuture<'static, ToolOutput> {

@@ -302,6 +302,11 @@ pub struct ToolCallEvent {
     /// The arguments as the model sent them: a JSON text that may not parse, kept as is so a replay
     /// sees what the model wrote.
     pub arguments: String,
+    /// For a command (`shell`), what held it: the sandbox's policy and mechanism, and what
+    /// the call asked beyond them (`leave`); whether the user allowed that is in the call's
+    /// `tool/result` (`meta.asked`). Absent for every other call.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sandbox: Option<Value>,
 }
 
 /// The rendered text a tool call produced, exactly as the model sees it, plus facts about it.

@@ -120,6 +120,7 @@ mod tests {
                     call_id: "a".into(),
                     name: "shell".into(),
                     arguments: "{}".into(),
+                    sandbox: None,
                 }),
             ))
             .unwrap();

@@ -12,7 +12,8 @@ use tokio_util::sync::CancellationToken;
 use tracing::Instrument;
 
 use super::{
-    CallSession, ToolRuntime, WriteObserver, cancelled_before_start, cap_text, nested, panicked,
+    CallSession, Grant, ToolRuntime, WriteObserver, cancelled_before_start, cap_text, nested,
+    panicked,
 };
 use crate::plugin::outcomes::ToolOutput;
 use crate::plugin::tool::{CallArgs, Tool, ToolContext};
@@ -25,6 +26,7 @@ impl ToolRuntime {
         call: &ToolCallRef,
         tool: Arc<dyn Tool>,
         args: CallArgs,
+        grant: Grant,
         cancel: &CancellationToken,
         session: CallSession<'_>,
     ) -> (ToolOutput, Duration) {
@@ -41,7 +43,7 @@ impl ToolRuntime {
             session_id: Some(session.id.to_owned()),
             call_seq: Some(session.call_seq),
             buffers: self.buffers.clone(),
-            sandbox: self.sandbox.clone(),
+            sandbox: grant.sandbox,
             events: Some(session.events.clone()),
             calls: tool.calls_tools().then(|| {
                 Arc::new(nested::Nested::new(
@@ -103,6 +105,11 @@ impl ToolRuntime {
                 self.after_write(observer.as_ref(), output).await
             }
             _ => output,
+        };
+        // What the user was asked for this call and answered is part of its record.
+        let output = match grant.asked {
+            Some(asked) => output.with_meta("asked", asked),
+            None => output,
         };
         let duration = started.elapsed();
         tracing::info!(

@@ -3,14 +3,16 @@
 //! a protected path is refused. What it turns a call into is [`Prepared`](super::Prepared):
 //! run it, or the result it gets without running.
 
-use serde_json::Value;
+use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
 use super::{
-    Permission, Prepared, ToolRuntime, cancelled_before_start, parse_raw_arguments, protected,
+    Grant, Permission, Prepared, ToolRuntime, cancelled_before_start, parse_raw_arguments,
+    protected,
 };
 use crate::plugin::outcomes::ToolOutput;
 use crate::plugin::tool::CallArgs;
+use crate::sandbox::Confinement;
 use crate::session::event::ToolCallRef;
 
 impl ToolRuntime {
@@ -47,6 +49,24 @@ impl ToolRuntime {
             );
         };
         let mut permission = self.policy.permission(&call.name);
+        // A command the sandbox holds gets the preset's `sandboxed` permission in place of its
+        // tool's (a denied tool stays denied); one that asks to leave it is asked for.
+        let confinement = tool.confinement(&args);
+        let holding = self.sandbox.as_ref().filter(|sandbox| sandbox.holds());
+        let mut leave_reason = None;
+        match (confinement, holding) {
+            (Confinement::Held, Some(_)) => {
+                if let Some(sandboxed) = self.policy.sandboxed
+                    && permission != Permission::Deny
+                {
+                    permission = sandboxed;
+                }
+            }
+            (Confinement::Leaves(leave), Some(sandbox)) => {
+                leave_reason = Some(sandbox.leave_reason(leave));
+            }
+            _ => {}
+        }
         let protected = (!tool.read_only())
             .then(|| self.protected_path(args.json()))
             .flatten();
@@ -58,7 +78,13 @@ impl ToolRuntime {
         }
         // A call that does more than its tool's permission covers is asked for.
         let reason = (permission != Permission::Deny)
-            .then(|| tool.approval_reason(&self.workspace, &args))
+            .then(|| {
+                let own = tool.approval_reason(&self.workspace, &args);
+                match (leave_reason, own) {
+                    (Some(leave), Some(own)) => Some(format!("{leave}; and {own}")),
+                    (leave, own) => leave.or(own),
+                }
+            })
             .flatten();
         if let Some(reason) = &reason
             && permission == Permission::Allow
@@ -71,6 +97,12 @@ impl ToolRuntime {
                 "`{shown}` is a protected path ({why}), and this session may not write it without the user's approval; do not retry, tell the user what you wanted to change there"
             ),
             None => default,
+        };
+        let asked = |answer: &str| {
+            json!({
+                "why": reason.as_deref().unwrap_or("the tool's permission is `ask`"),
+                "answer": answer,
+            })
         };
         let allowed = match permission {
             Permission::Allow => true,
@@ -105,12 +137,41 @@ impl ToolRuntime {
                 None => self.asker.refusal(call),
             };
             return Prepared::Done(
-                ToolOutput::error(refused(refusal)).with_meta("refused", permission.as_str()),
+                ToolOutput::error(refused(refusal))
+                    .with_meta("refused", permission.as_str())
+                    .with_meta("asked", asked("declined")),
             );
         }
+        let leave = match confinement {
+            Confinement::Leaves(leave) => Some(leave),
+            _ => None,
+        };
         Prepared::Run {
             tool: tool.clone(),
             args,
+            grant: Grant {
+                sandbox: self
+                    .sandbox
+                    .as_ref()
+                    .and_then(|sandbox| sandbox.for_call(leave)),
+                asked: (permission == Permission::Ask).then(|| asked("allowed")),
+            },
         }
+    }
+
+    /// What the `tool/call` record of `call` says of the sandbox: for a command, the policy
+    /// and mechanism that hold it and what it asks beyond them; `None` for a call that runs no
+    /// command (or whose arguments do not parse, which runs nothing).
+    pub(super) fn sandbox_record(&self, call: &ToolCallRef) -> Option<Value> {
+        let sandbox = self.sandbox.as_ref()?;
+        let tool = self.registry.get(&call.name)?;
+        let args = CallArgs::from(parse_raw_arguments(&call.arguments).ok()?);
+        let mut record = sandbox.describe();
+        match tool.confinement(&args) {
+            Confinement::NotACommand => return None,
+            Confinement::Held => {}
+            Confinement::Leaves(leave) => record["leave"] = json!(leave.as_str()),
+        }
+        Some(record)
     }
 }

@@ -94,7 +94,7 @@ impl NestedCalls for Nested {
             };
             let (output, duration) = match prepared {
                 Prepared::Done(output) => (output, std::time::Duration::ZERO),
-                Prepared::Run { tool, args } => {
+                Prepared::Run { tool, args, grant } => {
                     let session = CallSession {
                         path: &path,
                         id: &id,
@@ -102,7 +102,7 @@ impl NestedCalls for Nested {
                         events: &events,
                     };
                     runtime
-                        .run_guarded(&call, tool, args, &cancel, session)
+                        .run_guarded(&call, tool, args, grant, &cancel, session)
                         .await
                 }
             };

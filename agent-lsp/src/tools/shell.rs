@@ -14,8 +14,9 @@
 //! environment (`env -i`) escapes this. A subreaper would also need a live ancestor that reaps
 //! what it adopts, and cgroups need a delegated hierarchy, which a user's editor seldom has.
 //!
-//! This is not a sandbox: the permission policy (`ask` by default) is the guard. The deny-list
-//! below only catches a few commands that are destructive beyond any task (`rm -rf /`, `mkfs`,
+//! What a command may touch is the sandbox's to hold (`crate::sandbox`: the preset's
+//! `[sandbox]`, which the runtime hands the call as `ToolContext::sandbox`), and whether it runs
+//! at all is the permission policy's. The deny-list below only catches a few commands that are destructive beyond any task (`rm -rf /`, `mkfs`,
 //! writing to a disk device, a fork bomb), so that a slip or an injected instruction does not
 //! wipe the machine even where the shell is allowed.
 //!
@@ -39,6 +40,7 @@ use serde_json::json;
 use tokio::io::{AsyncRead, AsyncReadExt};
 
 use crate::plugin::outcomes::ToolOutput;
+use crate::sandbox::{Confinement, Leave};
 
 use crate::plugin::tool::ToolContext;
 
@@ -111,6 +113,11 @@ pub struct ShellArgs {
     #[serde(default)]
     #[schemars(range(min = 1, max = SHELL_MAX_TIMEOUT_SECS))]
     pub(crate) timeout_secs: Option<u64>,
+    /// Only when this session's commands run in a sandbox and this one needs more: "network"
+    /// (the network on) or "all" (no sandbox: writing outside the workspace or to .git/ and
+    /// the other protected paths). The user is asked to allow it.
+    #[serde(default)]
+    pub(crate) leave_sandbox: Option<Leave>,
 }
 
 // The doc comment of `ShellArgs::timeout_secs` is what the model reads; it states this number.
@@ -143,9 +150,19 @@ impl TypedTool for Shell {
         Some(call_timeout(args.timeout_secs))
     }
 
+    fn confinement(&self, args: &ShellArgs) -> Confinement {
+        confinement(args.leave_sandbox)
+    }
+
     fn run(&self, ctx: ToolContext, args: ShellArgs) -> BoxFuture<'static, ToolOutput> {
         Box::pin(async move { run_command(&ctx, &args).await })
     }
+}
+
+/// A command held by the sandbox, or one that asks to leave it: the plain `shell`'s and the
+/// jobs' `shell`'s.
+pub(crate) fn confinement(leave: Option<Leave>) -> Confinement {
+    leave.map_or(Confinement::Held, Confinement::Leaves)
 }
 
 /// How long a `shell` call with `timeout_secs` may take in all: the command's own timeout plus
@@ -443,11 +460,19 @@ async fn run_command(ctx: &ToolContext, args: &ShellArgs) -> ToolOutput {
         .with_meta("source", "shell")
         .with_meta("stdout_bytes", stdout.total)
         .with_meta("stderr_bytes", stderr.total);
-    // The record says what the command was allowed to touch.
-    match &ctx.sandbox {
-        Some(sandbox) => output.with_meta("sandbox", sandbox.describe()),
-        None => output,
+    // The record says what the command was allowed to touch; a failure the sandbox may have
+    // caused says which rule and the way past it.
+    let Some(sandbox) = &ctx.sandbox else {
+        return output;
+    };
+    let mut output = output.with_meta("sandbox", sandbox.describe());
+    if output.is_error
+        && let Some(stopped) = sandbox.stopped(&output.text)
+    {
+        output.text.push_str(&stopped);
+        output.text.push('\n');
     }
+    output
 }
 
 /// The head and tail of a stream, and its total length, without holding all of it in memory.

