@@ -23,8 +23,10 @@ use std::process::Command;
 
 mod bounds;
 mod leave;
+mod watch;
 
 pub use leave::{Confinement, Leave};
+pub use watch::Absent;
 
 /// What a sandboxed command may write.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Deserialize, serde::Serialize)]

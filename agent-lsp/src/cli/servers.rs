@@ -1,4 +1,6 @@
-//! `agent-lsp servers`: which language servers the workspace would use, and how they are.
+//! `agent-lsp servers`: which language servers the workspace would use, and how they are; and
+//! what holds the commands the agent runs here (the default preset's sandbox, and the
+//! mechanism this machine offers for it).
 
 use std::io::Write;
 use std::process::ExitCode;
@@ -7,6 +9,8 @@ use std::time::{Duration, Instant};
 use serde_json::json;
 
 use crate::config::Config;
+use crate::preset::{DEFAULT_PRESET, Preset, PresetDirs};
+use crate::sandbox::{Mechanism, Sandbox};
 use crate::session::store::Store;
 use crate::shared_bridge::{self, Ownership};
 
@@ -91,13 +95,25 @@ pub fn run(store: &Store, start: bool, json_output: bool) -> anyhow::Result<Exit
     }
     runtime.block_on(bridge.shutdown_all());
 
+    // What holds the commands of the sessions the default preset starts here.
+    let preset_name = config.preset.as_deref().unwrap_or(DEFAULT_PRESET);
+    let preset = Preset::load(preset_name, &PresetDirs::for_workspace(&root))?;
+    let sandbox = Sandbox::detect(preset.file.sandbox.clone(), &root);
+
     let mut out = std::io::stdout().lock();
     if json_output {
-        let value = json!({"bridge": ownership_json(&ownership), "servers": rows});
+        let mut held = sandbox.describe();
+        held["preset"] = json!(preset.name);
+        let value = json!({
+            "bridge": ownership_json(&ownership),
+            "sandbox": held,
+            "servers": rows,
+        });
         writeln!(out, "{}", serde_json::to_string_pretty(&value)?)?;
         return Ok(ExitCode::SUCCESS);
     }
     writeln!(out, "bridge: {}", ownership_line(&ownership))?;
+    writeln!(out, "sandbox: {}", sandbox_line(&preset.name, &sandbox))?;
     writeln!(
         out,
         "{:<28} {:<10} {:<10} state",
@@ -160,6 +176,19 @@ pub fn run(store: &Store, start: bool, json_output: bool) -> anyhow::Result<Exit
         }
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// One line on what holds the default preset's commands, and what that means for asking.
+fn sandbox_line(preset: &str, sandbox: &Sandbox) -> String {
+    match sandbox.mechanism() {
+        Mechanism::Unconfined(why) => format!(
+            "commands of preset `{preset}` run with every right of the user ({why}); its permissions for `shell` apply"
+        ),
+        _ => format!(
+            "commands of preset `{preset}` run in a sandbox: {}",
+            sandbox.summary()
+        ),
+    }
 }
 
 fn ownership_json(ownership: &Ownership) -> serde_json::Value {

@@ -358,6 +358,11 @@ async fn run_command(ctx: &ToolContext, args: &ShellArgs) -> ToolOutput {
         .unwrap_or(SHELL_DEFAULT_TIMEOUT_SECS)
         .clamp(1, SHELL_MAX_TIMEOUT_SECS);
     let started = Instant::now();
+    let absent = ctx
+        .sandbox
+        .as_ref()
+        .map(|sandbox| sandbox.absent_protected(ctx.workspace.root()))
+        .unwrap_or_default();
     let (sh, token) = sh_command(ctx.workspace.root(), command, ctx.sandbox.as_deref());
     let mut child = match tokio::process::Command::from(sh)
         .stdin(Stdio::null())
@@ -471,6 +476,11 @@ async fn run_command(ctx: &ToolContext, args: &ShellArgs) -> ToolOutput {
     {
         output.text.push_str(&stopped);
         output.text.push('\n');
+    }
+    if let Some(created) = absent.created(ctx.workspace.root()) {
+        output.text.push_str(&created);
+        output.text.push('\n');
+        output = output.with_meta("created_protected", true);
     }
     output
 }
