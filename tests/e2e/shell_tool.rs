@@ -113,3 +113,73 @@ fn a_sandboxed_preset_keeps_a_command_in_the_workspace_and_records_how() {
     assert!(unboxed["meta"].get("sandbox").is_none(), "{unboxed}");
     assert!(escaped.exists());
 }
+
+/// A preset that names `mechanism = "landlock"`: through `agent-lsp tool shell` the command runs
+/// under Landlock and its seccomp filter, not bubblewrap (which is installed here too). It
+/// writes a subfolder of the workspace but not outside it, not `.git/` nor the preset itself,
+/// opens no network socket, and the record names Landlock.
+#[test]
+fn a_preset_naming_landlock_is_held_by_landlock() {
+    let workspace = tempfile::tempdir().unwrap();
+    let root = workspace.path().canonicalize().unwrap();
+    std::fs::create_dir_all(root.join(".git")).unwrap();
+    std::fs::create_dir_all(root.join("src")).unwrap();
+    std::fs::write(root.join(".git/config"), "[core]\n").unwrap();
+    let presets = root.join(".agent-lsp/presets");
+    std::fs::create_dir_all(&presets).unwrap();
+    let standard = agent_lsp::preset::catalog::builtin_text("standard").unwrap();
+    let preset =
+        format!("{standard}\n[sandbox]\nmode = \"workspace-write\"\nmechanism = \"landlock\"\n");
+    std::fs::write(presets.join("locked.toml"), &preset).unwrap();
+    let outside = tempfile::tempdir_in("/var/tmp").unwrap();
+    let escaped = outside.path().join("escaped");
+    let state = tempfile::tempdir().unwrap();
+    let config = state.path().join("config.toml");
+    std::fs::write(&config, "").unwrap();
+    let shell = |command: &str| {
+        let args = serde_json::json!({ "command": command }).to_string();
+        let output = agent_tests::agent_lsp_command(
+            state.path(),
+            &config,
+            &root,
+            &[
+                "tool", "--json", "--yes", "--preset", "locked", "shell", "--args", &args,
+            ],
+        )
+        .output()
+        .unwrap();
+        let text = String::from_utf8_lossy(&output.stdout).into_owned();
+        serde_json::from_str::<serde_json::Value>(&text)
+            .unwrap_or_else(|_| panic!("{text}\n{}", String::from_utf8_lossy(&output.stderr)))
+    };
+
+    let inside = shell("echo made > src/made.txt");
+    assert_eq!(inside["is_error"], false, "{inside}");
+    let sandbox = &inside["meta"]["sandbox"];
+    assert_eq!(sandbox["mode"], "workspace-write", "{inside}");
+    assert!(
+        sandbox["mechanism"]
+            .as_str()
+            .is_some_and(|mechanism| mechanism.starts_with("landlock (ABI ")),
+        "{inside}"
+    );
+    assert!(root.join("src/made.txt").exists());
+    for refused in [
+        format!("echo x > {}", escaped.display()),
+        "echo x >> .git/config".to_owned(),
+        "echo '[sandbox]' > .agent-lsp/presets/locked.toml".to_owned(),
+        "python3 -c 'import socket; socket.socket(socket.AF_INET)'".to_owned(),
+    ] {
+        let out = shell(&refused);
+        assert_eq!(out["is_error"], true, "`{refused}`: {out}");
+    }
+    assert!(!escaped.exists());
+    assert_eq!(
+        std::fs::read_to_string(root.join(".git/config")).unwrap(),
+        "[core]\n"
+    );
+    assert_eq!(
+        std::fs::read_to_string(presets.join("locked.toml")).unwrap(),
+        preset
+    );
+}
