@@ -18,8 +18,10 @@
 //! to the user.
 //!
 //! A preset opts in with `[sandbox]`; without it commands run as they always did. Known gap:
-//! the protected paths are mounted read-only where they exist at the workspace's root, so one
-//! the command creates (a new `.envrc`) or one in a subfolder is not held yet.
+//! under bubblewrap the protected paths are mounted read-only where they exist at the
+//! workspace's root, so one the command creates (a new `.envrc`) is not held yet (Landlock
+//! refuses it: no entry can be created at the root there); under both, a protected name in a
+//! subfolder (a nested repository's `.git`) is writable.
 
 mod landlock;
 
