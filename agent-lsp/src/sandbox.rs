@@ -137,7 +137,7 @@ impl Sandbox {
         let mut mechanism = if policy.mode == Mode::Off {
             Mechanism::Unconfined("the policy is `off`".to_owned())
         } else {
-            choose(policy.mechanism, bubblewrap(), landlock::available())
+            choose(policy.mechanism, bubblewrap, landlock::available)
         };
         let mut temp = None;
         if let Mechanism::Landlock { .. } = mechanism {
@@ -260,24 +260,30 @@ pub fn unconfined_sh(root: &Path, command: &str) -> Command {
 }
 
 /// The mechanism for `preference`, from what this machine offers: bubblewrap (its path, or why
-/// not) and Landlock (the kernel's ABI, or why not).
-fn choose(
+/// not) and Landlock (the kernel's ABI, or why not), each probed only when it is needed.
+fn choose<'a>(
     preference: Preference,
-    bubblewrap: Result<&PathBuf, &String>,
-    landlock: Result<i32, &String>,
+    bubblewrap: impl FnOnce() -> Result<&'a PathBuf, &'a String>,
+    landlock: impl FnOnce() -> Result<i32, &'a String>,
 ) -> Mechanism {
-    match (preference, bubblewrap, landlock) {
-        (Preference::Auto | Preference::Bubblewrap, Ok(bwrap), _) => {
-            Mechanism::Bubblewrap(bwrap.clone())
-        }
-        (Preference::Auto | Preference::Landlock, _, Ok(abi)) => Mechanism::Landlock { abi },
-        (Preference::Auto, Err(no_bwrap), Err(no_landlock)) => {
+    let no_bwrap = match preference {
+        Preference::Landlock => None,
+        Preference::Auto | Preference::Bubblewrap => match bubblewrap() {
+            Ok(bwrap) => return Mechanism::Bubblewrap(bwrap.clone()),
+            Err(why) if preference == Preference::Bubblewrap => {
+                return Mechanism::Unconfined(format!(
+                    "the policy asks for bubblewrap, which is not available: {why}"
+                ));
+            }
+            Err(why) => Some(why),
+        },
+    };
+    match (landlock(), no_bwrap) {
+        (Ok(abi), _) => Mechanism::Landlock { abi },
+        (Err(no_landlock), Some(no_bwrap)) => {
             Mechanism::Unconfined(format!("{no_bwrap}; {no_landlock}"))
         }
-        (Preference::Bubblewrap, Err(why), _) => Mechanism::Unconfined(format!(
-            "the policy asks for bubblewrap, which is not available: {why}"
-        )),
-        (Preference::Landlock, _, Err(why)) => Mechanism::Unconfined(format!(
+        (Err(why), None) => Mechanism::Unconfined(format!(
             "the policy asks for Landlock, which is not available: {why}"
         )),
     }

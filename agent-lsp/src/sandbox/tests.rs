@@ -209,41 +209,47 @@ fn off_is_unconfined_and_says_so() {
 fn the_mechanism_is_chosen_from_the_policy_and_a_named_one_is_never_replaced() {
     let missing = bubblewrap_at(Some(PathBuf::from("/nonexistent/bwrap")));
     let no_bwrap = bubblewrap_at(None);
-    let no_landlock = Err("the kernel has no Landlock".to_owned());
+    let no_landlock = "the kernel has no Landlock".to_owned();
     let bwrap = PathBuf::from("/usr/bin/bwrap");
+    let found = || Ok(&bwrap);
+    let unprobed = || -> Result<&PathBuf, &String> { panic!("bubblewrap is not probed") };
     // Auto prefers bubblewrap, then Landlock, then says why neither.
     assert_eq!(
-        choose(Preference::Auto, Ok(&bwrap), Ok(7)),
+        choose(Preference::Auto, found, || panic!("Landlock is not probed")),
         Mechanism::Bubblewrap(bwrap.clone())
     );
     assert_eq!(
-        choose(Preference::Auto, missing.as_ref(), Ok(7)),
+        choose(Preference::Auto, || missing.as_ref(), || Ok(7)),
         Mechanism::Landlock { abi: 7 }
     );
-    let Mechanism::Unconfined(why) = choose(
-        Preference::Auto,
-        no_bwrap.as_ref(),
-        no_landlock.as_ref().copied(),
-    ) else {
+    let Mechanism::Unconfined(why) =
+        choose(Preference::Auto, || no_bwrap.as_ref(), || Err(&no_landlock))
+    else {
         panic!("neither mechanism is available")
     };
     assert!(why.contains("`bwrap`") && why.contains("Landlock"), "{why}");
-    // A named mechanism that is missing leaves the command unconfined, saying so.
-    let Mechanism::Unconfined(why) = choose(Preference::Bubblewrap, missing.as_ref(), Ok(7)) else {
+    // A named mechanism is the only one probed; missing, it leaves the command unconfined and
+    // says so.
+    let Mechanism::Unconfined(why) = choose(
+        Preference::Bubblewrap,
+        || missing.as_ref(),
+        || panic!("Landlock is not probed"),
+    ) else {
         panic!("bubblewrap was named")
     };
     assert!(
         why.contains("asks for bubblewrap") && why.contains("/nonexistent/bwrap"),
         "{why}"
     );
-    let Mechanism::Unconfined(why) = choose(
-        Preference::Landlock,
-        Ok(&bwrap),
-        no_landlock.as_ref().copied(),
-    ) else {
+    let Mechanism::Unconfined(why) = choose(Preference::Landlock, unprobed, || Err(&no_landlock))
+    else {
         panic!("Landlock was named")
     };
     assert!(why.contains("asks for Landlock"), "{why}");
+    assert_eq!(
+        choose(Preference::Landlock, unprobed, || Ok(6)),
+        Mechanism::Landlock { abi: 6 }
+    );
 }
 
 #[test]
