@@ -9,8 +9,9 @@
 //!   of every folder on the way from `/` down to a secret, and the folders on that way get only
 //!   the right to list their entries (so the names in `~/.ssh` can be listed, not read);
 //! - write in the sandbox's private temporary folder (`TMPDIR`, `TMP`, `TEMP`: Landlock cannot
-//!   mount a private `/tmp`, which stays readable and not writable) and on the few character
-//!   devices a shell writes (`/dev/null`, ...);
+//!   mount a private `/tmp`, which stays readable and not writable);
+//! - in `/dev`, only the few character devices a shell uses (`/dev/null`, ...), read and
+//!   written, and `/dev/shm` read;
 //! - under `workspace-write`, write beneath each top-level entry of the workspace except the
 //!   protected names (a folder: every right beneath it; a file: write and truncate), and none
 //!   on the workspace's root folder itself, since a right there reaches `.git/hooks/` too. So a
@@ -49,8 +50,10 @@ use super::{Mode, PROTECTED_NAMES, SECRETS, Sandbox};
 /// the sandbox is only partly enforced.
 pub(super) const TARGET_ABI: ABI = ABI::V6;
 
-/// Character devices a command may write (and, for the terminal, control): what ordinary shells
-/// and tools open for writing.
+/// The devices a command may open, to read, write and control: what ordinary shells and tools
+/// open. The others (raw disks, the kernel's log) are refused; `/dev/shm` is readable, not
+/// writable, so POSIX shared memory and semaphores (Python's `multiprocessing` locks) fail;
+/// `/dev/stdout` and its kind are links to the descriptors the command already has.
 const DEVICES: &[&str] = &[
     "/dev/null",
     "/dev/zero",
@@ -164,7 +167,16 @@ impl Sandbox {
         };
         let mut listed = Vec::new();
         let mut readable = Vec::new();
-        around(Path::new("/"), &secrets, &mut listed, &mut readable);
+        // `/dev` is held apart like a secret: read on it all would hand root the raw disks
+        // (and the home's secrets on them); only the devices below are granted.
+        let apart: Vec<PathBuf> = secrets
+            .iter()
+            .cloned()
+            .chain([PathBuf::from("/dev")])
+            .collect();
+        around(Path::new("/"), &apart, &mut listed, &mut readable);
+        listed.push(PathBuf::from("/dev"));
+        readable.push(PathBuf::from("/dev/shm"));
         for path in &listed {
             grant(path, AccessFs::ReadDir.into());
         }
@@ -177,7 +189,7 @@ impl Sandbox {
         for device in DEVICES {
             grant(
                 Path::new(device),
-                AccessFs::WriteFile | AccessFs::Truncate | AccessFs::IoctlDev,
+                read | AccessFs::WriteFile | AccessFs::Truncate | AccessFs::IoctlDev,
             );
         }
         if self.policy.mode == Mode::WorkspaceWrite {

@@ -208,7 +208,7 @@ fn links_and_proc_do_not_lead_out() {
 }
 
 #[test]
-fn the_agent_is_out_of_reach() {
+fn the_agent_and_the_raw_disks_are_out_of_reach() {
     let world = World::new();
     let sandbox = world.landlock(Mode::WorkspaceWrite, false);
     // The command's parent is this test process: its memory and its signals are refused.
@@ -222,7 +222,19 @@ fn the_agent_is_out_of_reach() {
         let (ok, text) = world.run(&sandbox, command);
         assert!(!ok, "`{command}`: {text}");
     }
+    // A raw disk, which root may read outside (the home's secrets are on it).
+    let disk = std::fs::read_dir("/dev")
+        .unwrap()
+        .flatten()
+        .find(|entry| std::os::unix::fs::FileTypeExt::is_block_device(&entry.file_type().unwrap()))
+        .expect("this machine has a block device in /dev")
+        .path();
+    let read_disk = format!("head -c 1 {} > /dev/null", disk.display());
+    let (ok, text) = world.run(&sandbox, &read_disk);
+    assert!(!ok, "{text}");
     let unconfined = world.sandbox(Mode::Off, false);
+    let (ok, text) = world.run(&unconfined, &read_disk);
+    assert!(ok, "{text}");
     let (ok, text) = world.run(&unconfined, "readlink /proc/$PPID/cwd && kill -0 $PPID");
     assert!(ok, "{text}");
 }
@@ -238,6 +250,7 @@ fn ordinary_work_passes() {
         "python3 -c \"open('src/p.txt', 'w').write('hi')\" && cat src/p.txt",
         "f=$(mktemp -d) && echo t > \"$f/x\" && cat \"$f/x\" && rm -r \"$f\"",
         "ls / > /dev/null && ls ~ > /dev/null && echo out 2> /dev/null > /dev/null",
+        "echo out > /dev/stdout && echo err > /dev/stderr && head -c 8 /dev/urandom | wc -c && ls /dev",
         // `sed -i` writes a new file beside the old one and renames it over.
         "echo readme > src/new.rs && sed -i s/readme/README/ src/new.rs",
     ];
