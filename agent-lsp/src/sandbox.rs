@@ -7,19 +7,29 @@
 //! read-only inside the sandbox too; the home directory's secrets folders are not readable at
 //! all; the network is off unless the policy turns it on. `off` is today's behaviour.
 //!
-//! The mechanism is bubblewrap (`bwrap`, found on `PATH`): the command runs in new user, PID
-//! and (without network) network namespaces, over a read-only view of `/` with the writable
-//! and hidden paths mounted over it. Where no mechanism can be had, [`Sandbox::detect`] says
-//! why and the command runs as with `off`, which the caller must say to the user.
+//! The first mechanism is bubblewrap (`bwrap`, found on `PATH`): the command runs in new user,
+//! PID and (without network) network namespaces, over a read-only view of `/` with the writable
+//! and hidden paths mounted over it. Where bubblewrap is missing or refused (a container that
+//! forbids user namespaces), the second is Landlock with a seccomp filter, applied in the child
+//! before `exec` ([`landlock`]): it needs no namespaces, but it can only grant rights, never
+//! mount, so it holds a little less (the module says what). The policy may name one
+//! (`mechanism`); by default the first that works here is used. Where none can be had,
+//! [`Sandbox::detect`] says why and the command runs as with `off`, which the caller must say
+//! to the user.
 //!
 //! A preset opts in with `[sandbox]` (`standard` does); without it commands run as they always
 //! did. A command the sandbox holds may run without asking (`[permissions] sandboxed`); one
-//! that needs more asks to leave it for that call ([`Leave`]). Known gap: the protected paths
-//! are mounted read-only where they exist at the workspace's root, so one the command creates
-//! (a new `.envrc`) or one in a subfolder is not held yet.
+//! that needs more asks to leave it for that call ([`Leave`]). Known gap: under bubblewrap the
+//! protected paths are mounted read-only where they exist at the workspace's root, so one the
+//! command creates (a new `.envrc`) is not held, only named in its result (`watch.rs`; Landlock
+//! refuses it: no entry can be created at the root there); under both, a protected name in a
+//! subfolder (a nested repository's `.git`) is writable.
+
+mod landlock;
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
+use std::sync::Arc;
 
 mod bounds;
 mod leave;
@@ -49,6 +59,9 @@ pub struct Policy {
     /// Whether it may open network connections (loopback included).
     #[serde(default)]
     pub network: bool,
+    /// Which mechanism holds the command to it.
+    #[serde(default)]
+    pub mechanism: Preference,
 }
 
 impl Default for Policy {
@@ -57,8 +70,23 @@ impl Default for Policy {
         Policy {
             mode: Mode::Off,
             network: true,
+            mechanism: Preference::Auto,
         }
     }
+}
+
+/// The mechanism a policy asks for. A named one that is not available here leaves the command
+/// unconfined with the reason, never held by the other: the user chose it for what it holds.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Deserialize, serde::Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Preference {
+    /// Bubblewrap where it works, else Landlock.
+    #[default]
+    Auto,
+    /// Bubblewrap only.
+    Bubblewrap,
+    /// Landlock (with the seccomp filter) only.
+    Landlock,
 }
 
 /// Names that make a workspace path protected (a nested repository's `.git` runs hooks too):
@@ -88,6 +116,12 @@ pub const SECRETS: &[&str] = &[".ssh", ".gnupg", ".aws", ".config/agent-lsp"];
 pub enum Mechanism {
     /// Bubblewrap, at this path.
     Bubblewrap(PathBuf),
+    /// Landlock and a seccomp filter, applied in the child before `exec`.
+    Landlock {
+        /// The Landlock ABI version the kernel offers: below the one the rules are written for
+        /// (6), they are only partly enforced.
+        abi: i32,
+    },
     /// Nothing holds it: the policy is `off`, or no mechanism is available (the reason).
     Unconfined(String),
 }
@@ -99,22 +133,41 @@ pub struct Sandbox {
     mechanism: Mechanism,
     workspace: PathBuf,
     home: Option<PathBuf>,
+    /// Under Landlock, the private temporary folder (`TMPDIR`) of this sandbox's commands:
+    /// Landlock cannot mount a private `/tmp` as bubblewrap does. Removed when the last clone
+    /// of the sandbox goes.
+    temp: Option<Arc<tempfile::TempDir>>,
 }
 
 impl Sandbox {
-    /// The sandbox of `policy` for `workspace`: bubblewrap when it is on `PATH` and works here,
-    /// else unconfined with the reason.
+    /// The sandbox of `policy` for `workspace`: the mechanism the policy asks for when it works
+    /// here (by default bubblewrap, else Landlock), else unconfined with the reason.
     pub fn detect(policy: Policy, workspace: &Path) -> Sandbox {
-        let mechanism = if policy.mode == Mode::Off {
+        let mut mechanism = if policy.mode == Mode::Off {
             Mechanism::Unconfined("the policy is `off`".to_owned())
         } else {
-            available().clone()
+            choose(policy.mechanism, bubblewrap, landlock::available)
         };
+        let mut temp = None;
+        if let Mechanism::Landlock { .. } = mechanism {
+            match tempfile::Builder::new()
+                .prefix("agent-lsp-sandbox-")
+                .tempdir()
+            {
+                Ok(dir) => temp = Some(Arc::new(dir)),
+                Err(error) => {
+                    mechanism = Mechanism::Unconfined(format!(
+                        "Landlock needs a private temporary folder, which cannot be made: {error}"
+                    ));
+                }
+            }
+        }
         Sandbox {
             policy,
             mechanism,
             workspace: workspace.to_owned(),
             home: std::env::var_os("HOME").map(PathBuf::from),
+            temp,
         }
     }
 
@@ -141,8 +194,10 @@ impl Sandbox {
 
     /// `sh -c command` in `root`, inside the sandbox when there is one.
     pub fn sh(&self, root: &Path, command: &str) -> Command {
-        let Mechanism::Bubblewrap(bwrap) = &self.mechanism else {
-            return unconfined_sh(root, command);
+        let bwrap = match &self.mechanism {
+            Mechanism::Bubblewrap(bwrap) => bwrap,
+            Mechanism::Landlock { .. } => return self.landlock_sh(root, command),
+            Mechanism::Unconfined(_) => return unconfined_sh(root, command),
         };
         let mut wrapped = Command::new(bwrap);
         wrapped
@@ -208,18 +263,55 @@ pub fn unconfined_sh(root: &Path, command: &str) -> Command {
     sh
 }
 
-/// The mechanism this machine offers, found once per process: every session and sub-agent
+/// The mechanism for `preference`, from what this machine offers: bubblewrap (its path, or why
+/// not) and Landlock (the kernel's ABI, or why not), each probed only when it is needed.
+fn choose<'a>(
+    preference: Preference,
+    bubblewrap: impl FnOnce() -> Result<&'a PathBuf, &'a String>,
+    landlock: impl FnOnce() -> Result<i32, &'a String>,
+) -> Mechanism {
+    let no_bwrap = match preference {
+        Preference::Landlock => None,
+        Preference::Auto | Preference::Bubblewrap => match bubblewrap() {
+            Ok(bwrap) => return Mechanism::Bubblewrap(bwrap.clone()),
+            Err(why) if preference == Preference::Bubblewrap => {
+                return Mechanism::Unconfined(format!(
+                    "the policy asks for bubblewrap, which is not available: {why}"
+                ));
+            }
+            Err(why) => Some(why),
+        },
+    };
+    match (landlock(), no_bwrap) {
+        (Ok(abi), _) => Mechanism::Landlock { abi },
+        (Err(no_landlock), Some(no_bwrap)) => {
+            Mechanism::Unconfined(format!("{no_bwrap}; {no_landlock}"))
+        }
+        (Err(why), None) => Mechanism::Unconfined(format!(
+            "the policy asks for Landlock, which is not available: {why}"
+        )),
+    }
+}
+
+/// Bubblewrap on `PATH` when it works here, found once per process: every session and sub-agent
 /// of a preset with `[sandbox]` asks, and the answer does not change while agent-lsp runs.
-fn available() -> &'static Mechanism {
-    static AVAILABLE: std::sync::OnceLock<Mechanism> = std::sync::OnceLock::new();
-    AVAILABLE.get_or_init(|| match which("bwrap") {
-        Some(bwrap) if works(&bwrap) => Mechanism::Bubblewrap(bwrap),
-        Some(bwrap) => Mechanism::Unconfined(format!(
+fn bubblewrap() -> Result<&'static PathBuf, &'static String> {
+    static AVAILABLE: std::sync::OnceLock<Result<PathBuf, String>> = std::sync::OnceLock::new();
+    AVAILABLE
+        .get_or_init(|| bubblewrap_at(which("bwrap")))
+        .as_ref()
+}
+
+/// Bubblewrap at `candidate` (where `PATH` has it) when it works here, else why not.
+fn bubblewrap_at(candidate: Option<PathBuf>) -> Result<PathBuf, String> {
+    match candidate {
+        Some(bwrap) if works(&bwrap) => Ok(bwrap),
+        Some(bwrap) => Err(format!(
             "{} cannot make a sandbox here (user namespaces are refused)",
             bwrap.display()
         )),
-        None => Mechanism::Unconfined("bubblewrap (`bwrap`) is not on PATH".to_owned()),
-    })
+        None => Err("bubblewrap (`bwrap`) is not on PATH".to_owned()),
+    }
 }
 
 /// `program` on `PATH`.

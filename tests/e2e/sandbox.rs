@@ -24,6 +24,8 @@ pub(crate) struct World {
     config: PathBuf,
     listener: TcpListener,
     connections: usize,
+    /// A `PATH` of its own for the agent (one without bubblewrap), and the folder behind it.
+    path: Option<(tempfile::TempDir, String)>,
 }
 
 impl World {
@@ -65,7 +67,31 @@ impl World {
             config,
             listener,
             connections: 0,
+            path: None,
         }
+    }
+
+    /// This world on a machine without bubblewrap: the agent's `PATH` has every program of
+    /// this one's but `bwrap`.
+    pub(crate) fn without_bubblewrap(mut self) -> World {
+        let shadow = tempfile::tempdir().unwrap();
+        let mut dirs = Vec::new();
+        for (index, dir) in std::env::split_paths(&std::env::var_os("PATH").unwrap()).enumerate() {
+            let Ok(entries) = std::fs::read_dir(&dir) else {
+                continue;
+            };
+            let copy = shadow.path().join(index.to_string());
+            std::fs::create_dir(&copy).unwrap();
+            for entry in entries.filter_map(Result::ok) {
+                if entry.file_name() != "bwrap" {
+                    let _ = std::os::unix::fs::symlink(entry.path(), copy.join(entry.file_name()));
+                }
+            }
+            dirs.push(copy);
+        }
+        let path = std::env::join_paths(dirs).unwrap().into_string().unwrap();
+        self.path = Some((shadow, path));
+        self
     }
 
     /// A preset `name`: `standard` with `sandbox` as its `[sandbox]` table.
@@ -79,6 +105,9 @@ impl World {
         command
             .env("HOME", self.home.path())
             .env_remove("CARGO_TARGET_DIR");
+        if let Some((_, path)) = &self.path {
+            command.env("PATH", path);
+        }
         command
     }
 
@@ -236,19 +265,21 @@ fn run_suite(world: &mut World, preset: &str) -> Vec<&'static str> {
     harmed
 }
 
-/// `sandbox` refuses every harm of the suite, and `off` lets every one through: each rule
-/// prevents something real.
-fn suite_in(sandbox: &str, mechanism: &str) {
-    let mut boxed = World::new();
+/// `sandbox` refuses every harm of the suite in a world `world` makes, held by a mechanism
+/// whose record starts with `mechanism`; and `off` lets every one through: each rule prevents
+/// something real.
+fn suite_in(world: fn() -> World, sandbox: &str, mechanism: &str) {
+    let mut boxed = world();
     boxed.preset("boxed", sandbox);
     let probe = boxed.shell("boxed", json!({"command": "true"}), false);
     assert_eq!(probe["is_error"], false, "{probe}");
-    assert_eq!(probe["meta"]["sandbox"]["mechanism"], mechanism, "{probe}");
+    let held = probe["meta"]["sandbox"]["mechanism"].as_str().unwrap();
+    assert!(held.starts_with(mechanism), "{probe}");
     let harmed = run_suite(&mut boxed, "boxed");
     assert_eq!(harmed, Vec::<&str>::new(), "harms done inside `{sandbox}`");
     assert_eq!(boxed.connections, 0);
 
-    let mut open = World::new();
+    let mut open = world();
     open.preset("open", "mode = \"off\"");
     let harmed = run_suite(&mut open, "open");
     let all: Vec<&str> = hostile(&open).iter().map(|hostile| hostile.what).collect();
@@ -258,12 +289,12 @@ fn suite_in(sandbox: &str, mechanism: &str) {
 
 #[test]
 fn bubblewrap_workspace_write_refuses_every_hostile_command() {
-    suite_in("mode = \"workspace-write\"", "bubblewrap");
+    suite_in(World::new, "mode = \"workspace-write\"", "bubblewrap");
 }
 
 #[test]
 fn bubblewrap_read_only_refuses_every_hostile_command_and_workspace_writes() {
-    suite_in("mode = \"read-only\"", "bubblewrap");
+    suite_in(World::new, "mode = \"read-only\"", "bubblewrap");
     let world = World::new();
     world.preset("ro", "mode = \"read-only\"");
     let write = world.shell("ro", json!({"command": "echo x > made.txt"}), false);
@@ -287,18 +318,20 @@ fn bubblewrap_read_only_refuses_every_hostile_command_and_workspace_writes() {
 }
 
 /// What a user does all day still works inside `workspace-write`: git status and diff, a
-/// python script writing a file, a cargo build writing `target/` and a test run.
-fn ordinary_work_in(sandbox: &str) {
+/// python script writing a file, a cargo build writing `target/` and a test run, of a crate in
+/// `crate_dir` (`.` for the workspace's root).
+fn ordinary_work_in(sandbox: &str, crate_dir: &str) {
     let world = World::new();
     world.preset("boxed", sandbox);
+    let package = world.root.join(crate_dir);
+    std::fs::create_dir_all(package.join("src")).unwrap();
     std::fs::write(
-        world.root.join("Cargo.toml"),
+        package.join("Cargo.toml"),
         "[package]\nname = \"demo\"\nversion = \"0.1.0\"\nedition = \"2021\"\n",
     )
     .unwrap();
-    std::fs::create_dir_all(world.root.join("src")).unwrap();
     std::fs::write(
-        world.root.join("src/lib.rs"),
+        package.join("src/lib.rs"),
         "pub fn two() -> u32 { 2 }\n#[test]\nfn it_is_two() { assert_eq!(two(), 2); }\n",
     )
     .unwrap();
@@ -314,19 +347,69 @@ fn ordinary_work_in(sandbox: &str) {
     run("echo second >> notes.txt");
     assert!(run("git status --porcelain").contains(" M notes.txt"));
     assert!(run("git diff").contains("+second"));
-    run("python3 -c \"open('src/made.txt', 'w').write('made')\"");
+    run(&format!(
+        "python3 -c \"open('{crate_dir}/src/made.txt', 'w').write('made')\""
+    ));
     assert_eq!(
-        std::fs::read_to_string(world.root.join("src/made.txt")).unwrap(),
+        std::fs::read_to_string(package.join("src/made.txt")).unwrap(),
         "made"
     );
-    run("cargo build --offline -q");
-    assert!(world.root.join("target/debug").is_dir());
-    assert!(run("cargo test --offline -q 2>&1").contains("1 passed"));
+    run(&format!("cd {crate_dir} && cargo build --offline -q"));
+    assert!(package.join("target/debug").is_dir());
+    assert!(run(&format!("cd {crate_dir} && cargo test --offline -q 2>&1")).contains("1 passed"));
 }
 
 #[test]
 fn ordinary_work_passes_inside_bubblewrap() {
-    ordinary_work_in("mode = \"workspace-write\"");
+    ordinary_work_in("mode = \"workspace-write\"", ".");
+}
+
+#[test]
+fn landlock_workspace_write_refuses_every_hostile_command() {
+    suite_in(
+        World::new,
+        "mode = \"workspace-write\"\nmechanism = \"landlock\"",
+        "landlock (ABI ",
+    );
+}
+
+#[test]
+fn landlock_read_only_refuses_every_hostile_command() {
+    suite_in(
+        World::new,
+        "mode = \"read-only\"\nmechanism = \"landlock\"",
+        "landlock (ABI ",
+    );
+}
+
+/// Under Landlock a command cannot make an entry at the workspace's root (`presets/README.md`):
+/// the crate lives in a folder, as in a workspace of several.
+#[test]
+fn ordinary_work_passes_inside_landlock() {
+    ordinary_work_in(
+        "mode = \"workspace-write\"\nmechanism = \"landlock\"",
+        "crates/demo",
+    );
+}
+
+/// Where bubblewrap is not installed, `standard` (`mechanism = "auto"`) holds its commands with
+/// Landlock: `servers` says so, and the hostile suite is refused all the same.
+#[test]
+fn without_bubblewrap_standard_falls_back_to_landlock() {
+    let world = World::new().without_bubblewrap();
+    let servers = world.command(&["servers", "--json"]).output().unwrap();
+    let servers: Value = serde_json::from_slice(&servers.stdout).unwrap();
+    assert!(
+        servers["sandbox"]["mechanism"]
+            .as_str()
+            .is_some_and(|mechanism| mechanism.starts_with("landlock (ABI ")),
+        "{servers}"
+    );
+    suite_in(
+        || World::new().without_bubblewrap(),
+        "mode = \"workspace-write\"",
+        "landlock (ABI ",
+    );
 }
 
 /// `standard` holds commands in its sandbox and runs them without asking, even headless

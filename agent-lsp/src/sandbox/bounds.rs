@@ -25,6 +25,7 @@ impl Policy {
         Policy {
             mode,
             network: self.network && parent.network,
+            ..self.clone()
         }
     }
 
@@ -60,7 +61,11 @@ mod tests {
     use super::*;
 
     fn policy(mode: Mode, network: bool) -> Policy {
-        Policy { mode, network }
+        Policy {
+            mode,
+            network,
+            ..Policy::default()
+        }
     }
 
     #[test]

@@ -158,6 +158,7 @@ impl Sandbox {
     pub(super) fn mechanism_name(&self) -> String {
         match &self.mechanism {
             Mechanism::Bubblewrap(_) => "bubblewrap".to_owned(),
+            Mechanism::Landlock { abi } => super::landlock::describe(*abi),
             Mechanism::Unconfined(why) => format!("none: {why}"),
         }
     }

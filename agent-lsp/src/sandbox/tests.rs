@@ -1,5 +1,5 @@
-//! The policies through real bubblewrap: each rule refuses what it names, and `off` shows what
-//! each would have prevented.
+//! The policies through real bubblewrap and real Landlock: each rule refuses what it names, and
+//! `off` shows what each would have prevented.
 
 use std::io::Read;
 use std::net::TcpListener;
@@ -25,13 +25,36 @@ impl World {
         };
         std::fs::create_dir_all(world.workspace.path().join(".git/hooks")).unwrap();
         std::fs::write(world.workspace.path().join(".git/config"), "[core]\n").unwrap();
+        std::fs::create_dir_all(world.workspace.path().join("src")).unwrap();
+        std::fs::write(world.workspace.path().join("README.md"), "readme\n").unwrap();
         std::fs::create_dir_all(world.home.path().join(".ssh")).unwrap();
         std::fs::write(world.home.path().join(".ssh/id_rsa"), "SECRET KEY").unwrap();
+        std::fs::write(world.home.path().join(".profile"), "PROFILE").unwrap();
         world
     }
 
     fn sandbox(&self, mode: Mode, network: bool) -> Sandbox {
-        Sandbox::detect(Policy { mode, network }, self.workspace.path()).with_home(self.home.path())
+        self.with(Preference::Auto, mode, network)
+    }
+
+    /// The sandbox of `mode` held by Landlock, which this machine's kernel has.
+    fn landlock(&self, mode: Mode, network: bool) -> Sandbox {
+        let sandbox = self.with(Preference::Landlock, mode, network);
+        assert!(
+            matches!(sandbox.mechanism(), Mechanism::Landlock { abi } if *abi >= 6),
+            "the kernel has Landlock ABI 6 or later: {:?}",
+            sandbox.mechanism()
+        );
+        sandbox
+    }
+
+    fn with(&self, mechanism: Preference, mode: Mode, network: bool) -> Sandbox {
+        let policy = Policy {
+            mode,
+            network,
+            mechanism,
+        };
+        Sandbox::detect(policy, self.workspace.path()).with_home(self.home.path())
     }
 
     /// Run `command` in the workspace; whether it succeeded, and what it printed.
@@ -52,6 +75,7 @@ fn bwrap_here() -> Sandbox {
         Policy {
             mode: Mode::WorkspaceWrite,
             network: false,
+            mechanism: Preference::Auto,
         },
         workspace.path(),
     );
@@ -180,3 +204,89 @@ fn off_is_unconfined_and_says_so() {
     let (ok, _) = world.run(&sandbox, &format!("echo x > {}", outside.display()));
     assert!(ok && outside.exists());
 }
+
+#[test]
+fn the_mechanism_is_chosen_from_the_policy_and_a_named_one_is_never_replaced() {
+    let missing = bubblewrap_at(Some(PathBuf::from("/nonexistent/bwrap")));
+    let no_bwrap = bubblewrap_at(None);
+    let no_landlock = "the kernel has no Landlock".to_owned();
+    let bwrap = PathBuf::from("/usr/bin/bwrap");
+    let found = || Ok(&bwrap);
+    let unprobed = || -> Result<&PathBuf, &String> { panic!("bubblewrap is not probed") };
+    // Auto prefers bubblewrap, then Landlock, then says why neither.
+    assert_eq!(
+        choose(Preference::Auto, found, || panic!("Landlock is not probed")),
+        Mechanism::Bubblewrap(bwrap.clone())
+    );
+    assert_eq!(
+        choose(Preference::Auto, || missing.as_ref(), || Ok(7)),
+        Mechanism::Landlock { abi: 7 }
+    );
+    let Mechanism::Unconfined(why) =
+        choose(Preference::Auto, || no_bwrap.as_ref(), || Err(&no_landlock))
+    else {
+        panic!("neither mechanism is available")
+    };
+    assert!(why.contains("`bwrap`") && why.contains("Landlock"), "{why}");
+    // A named mechanism is the only one probed; missing, it leaves the command unconfined and
+    // says so.
+    let Mechanism::Unconfined(why) = choose(
+        Preference::Bubblewrap,
+        || missing.as_ref(),
+        || panic!("Landlock is not probed"),
+    ) else {
+        panic!("bubblewrap was named")
+    };
+    assert!(
+        why.contains("asks for bubblewrap") && why.contains("/nonexistent/bwrap"),
+        "{why}"
+    );
+    let Mechanism::Unconfined(why) = choose(Preference::Landlock, unprobed, || Err(&no_landlock))
+    else {
+        panic!("Landlock was named")
+    };
+    assert!(why.contains("asks for Landlock"), "{why}");
+    assert_eq!(
+        choose(Preference::Landlock, unprobed, || Ok(6)),
+        Mechanism::Landlock { abi: 6 }
+    );
+}
+
+#[test]
+fn the_policy_reads_the_mechanism_and_refuses_an_unknown_one() {
+    let policy: Policy = toml::from_str("mode = \"read-only\"").unwrap();
+    assert_eq!(policy.mechanism, Preference::Auto);
+    let policy: Policy = toml::from_str("mode = \"read-only\"\nmechanism = \"landlock\"").unwrap();
+    assert_eq!(policy.mechanism, Preference::Landlock);
+    let error = toml::from_str::<Policy>("mode = \"read-only\"\nmechanism = \"firejail\"")
+        .unwrap_err()
+        .to_string();
+    assert!(
+        error.contains("unknown variant `firejail`")
+            && error.contains("`auto`, `bubblewrap`, `landlock`"),
+        "{error}"
+    );
+}
+
+/// The one exception to `unsafe_code = "deny"` stays one: the child hook of the Landlock
+/// mechanism.
+#[test]
+fn only_the_landlock_hook_allows_unsafe_code() {
+    let crates = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    let mut allowing = Vec::new();
+    for source in ["agent-lsp/src", "lsp-bridge/src", "tests"] {
+        for entry in ignore::Walk::new(crates.join(source)).flatten() {
+            let path = entry.path();
+            if path.extension().is_some_and(|ext| ext == "rs")
+                && std::fs::read_to_string(path)
+                    .unwrap()
+                    .contains(concat!("allow(", "unsafe_code)"))
+            {
+                allowing.push(path.file_name().unwrap().to_string_lossy().into_owned());
+            }
+        }
+    }
+    assert_eq!(allowing, ["landlock.rs"]);
+}
+
+mod under_landlock;

@@ -60,6 +60,7 @@ mod tests {
             Policy {
                 mode: Mode::WorkspaceWrite,
                 network: false,
+                ..Policy::default()
             },
             root.path(),
         );
