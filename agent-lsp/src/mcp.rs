@@ -35,6 +35,7 @@ use serde::{Deserialize, Serialize};
 use crate::permissions::MCP_TOOL_PREFIX;
 use crate::plugin::registry::{InvalidSetting, Parts, PluginHost, PluginSettings};
 use crate::plugin::tool::Tool;
+use crate::sandbox::Sandbox;
 use config::{Declared, McpOptions, Source};
 use state::CachedTool;
 
@@ -123,7 +124,14 @@ pub fn parts(
     };
     let state_root = crate::session::store::state_root_of(state_dir);
     let options = user_servers()?;
-    let servers = usable(&settings, &options, &host.workspace, state_root)?;
+    // The preset's sandbox holds its servers too when it says so (`mcp_servers`).
+    let sandbox = host
+        .rights
+        .as_ref()
+        .map(|rights| &rights.sandbox)
+        .filter(|policy| policy.mcp_servers && policy.mode != crate::sandbox::Mode::Off)
+        .map(|policy| Arc::new(Sandbox::detect(policy.clone(), &host.workspace)));
+    let servers = usable(&settings, &options, &host.workspace, state_root, sandbox)?;
     Ok(Parts {
         plugin: None,
         tools: catalog(&settings, &servers, state_root),
@@ -152,6 +160,7 @@ pub fn usable(
     options: &McpOptions,
     workspace: &Path,
     state_root: Option<&Path>,
+    sandbox: Option<Arc<Sandbox>>,
 ) -> anyhow::Result<Vec<Usable>> {
     let mut usable = Vec::new();
     // The workspace's file comes with the repository: one that cannot be read (a link out of
@@ -177,6 +186,7 @@ pub fn usable(
             transport,
             workspace.to_owned(),
             state_root.map(Path::to_owned),
+            sandbox.clone(),
         );
         usable.push(Usable {
             declared,
@@ -320,7 +330,8 @@ pub fn report(
     state_root: Option<&Path>,
 ) -> anyhow::Result<Vec<Report>> {
     let settings = McpSettings::defaults();
-    let servers = usable(&settings, options, workspace, state_root)?;
+    // `mcp list` reports the servers as the user started them, outside any preset's sandbox.
+    let servers = usable(&settings, options, workspace, state_root, None)?;
     let timeout = settings.start_timeout();
     let live = servers
         .iter()

@@ -62,6 +62,10 @@ pub struct Policy {
     /// Which mechanism holds the command to it.
     #[serde(default)]
     pub mechanism: Preference,
+    /// Whether the MCP servers the preset starts run in the sandbox too. They are the user's
+    /// own tools, so by default they run with the user's rights, as the language servers do.
+    #[serde(default)]
+    pub mcp_servers: bool,
 }
 
 impl Default for Policy {
@@ -71,6 +75,7 @@ impl Default for Policy {
             mode: Mode::Off,
             network: true,
             mechanism: Preference::Auto,
+            mcp_servers: false,
         }
     }
 }
@@ -194,15 +199,20 @@ impl Sandbox {
 
     /// `sh -c command` in `root`, inside the sandbox when there is one.
     pub fn sh(&self, root: &Path, command: &str) -> Command {
+        self.command(root, "sh", &["-c", command])
+    }
+
+    /// `program args…` in `root`, inside the sandbox when there is one: a shell command, or an
+    /// MCP server a preset runs in it (`mcp_servers`). The caller may set the environment; it
+    /// adds [`Sandbox::private_env`] back if it clears it.
+    pub fn command(&self, root: &Path, program: &str, args: &[&str]) -> Command {
         let bwrap = match &self.mechanism {
             Mechanism::Bubblewrap(bwrap) => bwrap,
-            Mechanism::Landlock { .. } => return self.landlock_sh(root, command),
-            Mechanism::Unconfined(_) => return unconfined_sh(root, command),
+            Mechanism::Landlock { .. } => return self.landlock_command(root, program, args),
+            Mechanism::Unconfined(_) => return unconfined(root, program, args),
         };
         let mut wrapped = Command::new(bwrap);
-        wrapped
-            .args(self.bwrap_args(root))
-            .args(["sh", "-c", command]);
+        wrapped.args(self.bwrap_args(root)).arg(program).args(args);
         wrapped.current_dir(root);
         wrapped
     }
@@ -258,9 +268,14 @@ impl Sandbox {
 
 /// `sh -c command` in `root`, with every right of the user: what runs without a sandbox.
 pub fn unconfined_sh(root: &Path, command: &str) -> Command {
-    let mut sh = Command::new("sh");
-    sh.arg("-c").arg(command).current_dir(root);
-    sh
+    unconfined(root, "sh", &["-c", command])
+}
+
+/// `program args…` in `root`, with every right of the user.
+fn unconfined(root: &Path, program: &str, args: &[&str]) -> Command {
+    let mut command = Command::new(program);
+    command.args(args).current_dir(root);
+    command
 }
 
 /// The mechanism for `preference`, from what this machine offers: bubblewrap (its path, or why

@@ -40,6 +40,8 @@ mod proxy_order;
 mod resolve_routing;
 mod restarts;
 mod sandbox;
+mod sandbox_landlock;
+mod sandbox_servers;
 mod serve;
 mod serve_agent;
 mod serve_unserved;

@@ -21,7 +21,7 @@ pub(crate) struct World {
     outside: tempfile::TempDir,
     home: tempfile::TempDir,
     state: tempfile::TempDir,
-    config: PathBuf,
+    pub(crate) config: PathBuf,
     listener: TcpListener,
     connections: usize,
     /// A `PATH` of its own for the agent (one without bubblewrap), and the folder behind it.
@@ -145,7 +145,7 @@ impl World {
         self.listener.local_addr().unwrap().port()
     }
 
-    fn outside(&self, name: &str) -> PathBuf {
+    pub(crate) fn outside(&self, name: &str) -> PathBuf {
         self.outside.path().join(name)
     }
 }
@@ -268,7 +268,7 @@ fn run_suite(world: &mut World, preset: &str) -> Vec<&'static str> {
 /// `sandbox` refuses every harm of the suite in a world `world` makes, held by a mechanism
 /// whose record starts with `mechanism`; and `off` lets every one through: each rule prevents
 /// something real.
-fn suite_in(world: fn() -> World, sandbox: &str, mechanism: &str) {
+pub(crate) fn suite_in(world: fn() -> World, sandbox: &str, mechanism: &str) {
     let mut boxed = world();
     boxed.preset("boxed", sandbox);
     let probe = boxed.shell("boxed", json!({"command": "true"}), false);
@@ -320,7 +320,7 @@ fn bubblewrap_read_only_refuses_every_hostile_command_and_workspace_writes() {
 /// What a user does all day still works inside `workspace-write`: git status and diff, a
 /// python script writing a file, a cargo build writing `target/` and a test run, of a crate in
 /// `crate_dir` (`.` for the workspace's root).
-fn ordinary_work_in(sandbox: &str, crate_dir: &str) {
+pub(crate) fn ordinary_work_in(sandbox: &str, crate_dir: &str) {
     let world = World::new();
     world.preset("boxed", sandbox);
     let package = world.root.join(crate_dir);
@@ -362,54 +362,6 @@ fn ordinary_work_in(sandbox: &str, crate_dir: &str) {
 #[test]
 fn ordinary_work_passes_inside_bubblewrap() {
     ordinary_work_in("mode = \"workspace-write\"", ".");
-}
-
-#[test]
-fn landlock_workspace_write_refuses_every_hostile_command() {
-    suite_in(
-        World::new,
-        "mode = \"workspace-write\"\nmechanism = \"landlock\"",
-        "landlock (ABI ",
-    );
-}
-
-#[test]
-fn landlock_read_only_refuses_every_hostile_command() {
-    suite_in(
-        World::new,
-        "mode = \"read-only\"\nmechanism = \"landlock\"",
-        "landlock (ABI ",
-    );
-}
-
-/// Under Landlock a command cannot make an entry at the workspace's root (`presets/README.md`):
-/// the crate lives in a folder, as in a workspace of several.
-#[test]
-fn ordinary_work_passes_inside_landlock() {
-    ordinary_work_in(
-        "mode = \"workspace-write\"\nmechanism = \"landlock\"",
-        "crates/demo",
-    );
-}
-
-/// Where bubblewrap is not installed, `standard` (`mechanism = "auto"`) holds its commands with
-/// Landlock: `servers` says so, and the hostile suite is refused all the same.
-#[test]
-fn without_bubblewrap_standard_falls_back_to_landlock() {
-    let world = World::new().without_bubblewrap();
-    let servers = world.command(&["servers", "--json"]).output().unwrap();
-    let servers: Value = serde_json::from_slice(&servers.stdout).unwrap();
-    assert!(
-        servers["sandbox"]["mechanism"]
-            .as_str()
-            .is_some_and(|mechanism| mechanism.starts_with("landlock (ABI ")),
-        "{servers}"
-    );
-    suite_in(
-        || World::new().without_bubblewrap(),
-        "mode = \"workspace-write\"",
-        "landlock (ABI ",
-    );
 }
 
 /// `standard` holds commands in its sandbox and runs them without asking, even headless
@@ -620,37 +572,4 @@ fn a_sandboxed_background_job_is_held_and_ends_with_its_agent() {
     let refused = std::fs::read_to_string(world.root.join("refused.txt")).unwrap();
     assert!(refused.contains("Read-only file system"), "{refused}");
     assert_eq!(sleepers(), 0, "the job's sleep outlived `agent-lsp run`");
-}
-
-/// `agent-lsp servers` says what holds the default preset's commands: the policy and the
-/// mechanism, or that nothing does and why.
-#[test]
-fn servers_says_which_mechanism_holds_the_commands() {
-    let world = World::new();
-    let servers = |config: &str| {
-        std::fs::write(&world.config, config).unwrap();
-        let json = world.command(&["servers", "--json"]).output().unwrap();
-        let json: Value = serde_json::from_slice(&json.stdout).unwrap();
-        let text = world.command(&["servers"]).output().unwrap();
-        (
-            json["sandbox"].clone(),
-            String::from_utf8_lossy(&text.stdout).into_owned(),
-        )
-    };
-    let (json, text) = servers("");
-    assert_eq!(
-        json,
-        json!({"preset": "standard", "mode": "workspace-write", "network": false, "mechanism": "bubblewrap"})
-    );
-    assert!(
-        text.contains("sandbox: commands of preset `standard` run in a sandbox: workspace-write, no network, bubblewrap"),
-        "{text}"
-    );
-    world.preset("open", "mode = \"off\"");
-    let (json, text) = servers("preset = \"open\"\n");
-    assert_eq!(json["mechanism"], "none: the policy is `off`");
-    assert!(
-        text.contains("sandbox: commands of preset `open` run with every right of the user (the policy is `off`)"),
-        "{text}"
-    );
 }

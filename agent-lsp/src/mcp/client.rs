@@ -26,6 +26,7 @@ use rmcp::service::{Peer, RoleClient, RunningService, ServiceError};
 
 use super::config::Transport;
 use super::state::{self, CachedTool};
+use crate::sandbox::Sandbox;
 
 /// Restarts of a server after its first start, in one process; then it is reported as failed.
 pub const MAX_RESTARTS: u32 = 3;
@@ -70,9 +71,9 @@ pub async fn spawn_abortable<T: Send + 'static>(
     task.await.ok()
 }
 
-type Table = Mutex<HashMap<(PathBuf, String), Arc<Server>>>;
+type Table = Mutex<HashMap<(PathBuf, String, Option<String>), Arc<Server>>>;
 
-/// Every server of the process, by (workspace, server digest).
+/// Every server of the process, by (workspace, server digest, sandbox summary).
 static SERVERS: OnceLock<Table> = OnceLock::new();
 
 /// Drop every server's connection, killing its child: `main` calls this before it returns,
@@ -96,20 +97,23 @@ pub fn stop_all() {
 }
 
 /// The server for `transport` in `workspace`, shared by every agent of the process: one
-/// connection per (workspace, server digest).
+/// connection per (workspace, server digest, sandbox), since a preset that runs its servers in
+/// a sandbox (`[sandbox] mcp_servers`) must not share one started outside it.
 pub fn server(
     name: &str,
     digest: &str,
     transport: Transport,
     workspace: PathBuf,
     state_root: Option<PathBuf>,
+    sandbox: Option<Arc<Sandbox>>,
 ) -> Arc<Server> {
     let mut servers = SERVERS
         .get_or_init(Default::default)
         .lock()
         .expect("the server table is never poisoned");
+    let held = sandbox.as_ref().map(|sandbox| sandbox.summary());
     servers
-        .entry((workspace.clone(), digest.to_owned()))
+        .entry((workspace.clone(), digest.to_owned(), held))
         .or_insert_with(|| {
             Arc::new(Server {
                 name: name.to_owned(),
@@ -117,6 +121,7 @@ pub fn server(
                 transport,
                 workspace,
                 state_root,
+                sandbox,
                 state: tokio::sync::Mutex::new(State::default()),
             })
         })
@@ -132,6 +137,9 @@ pub struct Server {
     workspace: PathBuf,
     /// Where its tool list is cached after each start.
     state_root: Option<PathBuf>,
+    /// What holds its process (a stdio server), when the preset runs its servers in the
+    /// sandbox.
+    sandbox: Option<Arc<Sandbox>>,
     state: tokio::sync::Mutex<State>,
 }
 

@@ -25,6 +25,7 @@ impl Policy {
         Policy {
             mode,
             network: self.network && parent.network,
+            mcp_servers: self.mcp_servers || parent.mcp_servers,
             ..self.clone()
         }
     }
@@ -42,6 +43,9 @@ impl Policy {
         }
         if self.network && !other.network {
             more.push("network on (off there)".to_owned());
+        }
+        if other.mcp_servers && !self.mcp_servers && self.mode != Mode::Off {
+            more.push("MCP servers outside the sandbox (inside there)".to_owned());
         }
         (!more.is_empty()).then(|| more.join(", "))
     }

@@ -127,15 +127,11 @@ fn handled(network: bool) -> anyhow::Result<Ruleset> {
 }
 
 impl Sandbox {
-    /// `sh -c command` in `root` that confines itself before `exec`. When the rules cannot be
+    /// `program args…` in `root` that confines itself before `exec`. When the rules cannot be
     /// built, the command fails to start rather than run unconfined.
-    pub(super) fn landlock_sh(&self, root: &Path, command: &str) -> Command {
-        let mut sh = super::unconfined_sh(root, command);
-        if let Some(temp) = &self.temp {
-            for name in ["TMPDIR", "TMP", "TEMP"] {
-                sh.env(name, temp.path());
-            }
-        }
+    pub(super) fn landlock_command(&self, root: &Path, program: &str, args: &[&str]) -> Command {
+        let mut sh = super::unconfined(root, program, args);
+        sh.envs(self.private_env());
         let confinement = self.ruleset().and_then(|ruleset| {
             let filter = if self.policy.network {
                 None
@@ -151,6 +147,18 @@ impl Sandbox {
         });
         apply_in_child(&mut sh, confinement.ok());
         sh
+    }
+
+    /// The variables that point a command at its private temporary folder (Landlock's; under
+    /// bubblewrap `/tmp` itself is private and nothing needs saying).
+    pub fn private_env(&self) -> Vec<(&'static str, PathBuf)> {
+        let Some(temp) = &self.temp else {
+            return Vec::new();
+        };
+        ["TMPDIR", "TMP", "TEMP"]
+            .into_iter()
+            .map(|name| (name, temp.path().to_owned()))
+            .collect()
     }
 
     /// The Landlock ruleset of one command, its rules added (the rules follow the workspace's

@@ -53,6 +53,7 @@ impl World {
             mode,
             network,
             mechanism,
+            ..Policy::default()
         };
         Sandbox::detect(policy, self.workspace.path()).with_home(self.home.path())
     }
@@ -76,6 +77,7 @@ fn bwrap_here() -> Sandbox {
             mode: Mode::WorkspaceWrite,
             network: false,
             mechanism: Preference::Auto,
+            ..Policy::default()
         },
         workspace.path(),
     );

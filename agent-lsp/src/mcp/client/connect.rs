@@ -59,19 +59,30 @@ impl Server {
         args: &[String],
         env: &BTreeMap<String, String>,
     ) -> Result<Connection, String> {
-        let mut child = tokio::process::Command::new(command)
-            .args(args)
-            // Only what a program needs to run, and what the server's config names: not the
-            // model's API key, nor any other secret of the user's environment (a workspace's
-            // `.mcp.json` names programs the repository brings).
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        let mut program = match &self.sandbox {
+            Some(sandbox) => sandbox.command(&self.workspace, command, &args),
+            None => {
+                let mut program = std::process::Command::new(command);
+                program.args(&args).current_dir(&self.workspace);
+                program
+            }
+        };
+        // Only what a program needs to run, and what the server's config names: not the
+        // model's API key, nor any other secret of the user's environment (a workspace's
+        // `.mcp.json` names programs the repository brings).
+        program
             .env_clear()
             .envs(
                 INHERITED_ENV
                     .iter()
                     .filter_map(|name| Some((*name, std::env::var_os(name)?))),
             )
-            .envs(env)
-            .current_dir(&self.workspace)
+            .envs(env);
+        if let Some(sandbox) = &self.sandbox {
+            program.envs(sandbox.private_env());
+        }
+        let mut child = tokio::process::Command::from(program)
             .stdin(std::process::Stdio::piped())
             .stdout(std::process::Stdio::piped())
             .stderr(std::process::Stdio::piped())
