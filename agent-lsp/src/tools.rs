@@ -233,6 +233,11 @@ impl ToolRuntime {
         self
     }
 
+    /// What holds the calls' commands; `None` for a runtime made without one (a test).
+    pub fn sandbox(&self) -> Option<&crate::sandbox::Sandbox> {
+        self.sandbox.as_deref()
+    }
+
     /// Read and change the editor's open buffers instead of the disk for the files it has open.
     pub fn with_buffers(mut self, buffers: Arc<dyn buffers::Buffers>) -> ToolRuntime {
         self.buffers = Some(buffers);

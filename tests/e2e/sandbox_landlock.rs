@@ -53,3 +53,37 @@ fn without_bubblewrap_standard_falls_back_to_landlock() {
         "landlock (ABI ",
     );
 }
+
+/// A preset that names bubblewrap on a machine without it: the editor is told when the session
+/// starts that its commands run with every right of the user, and why; the command is then
+/// asked for as `shell`'s permission says (the editor's plain answer declines it).
+#[test]
+fn the_editor_is_told_when_the_sandbox_the_preset_asks_for_cannot_be_had() {
+    let world = World::new().without_bubblewrap();
+    world.preset(
+        "needs-bwrap",
+        "mode = \"workspace-write\"\nmechanism = \"bubblewrap\"",
+    );
+    std::fs::write(&world.config, "preset = \"needs-bwrap\"\n").unwrap();
+    let mut editor = agent_tests::editor::Editor::start(world.command(&["serve"]));
+    editor.initialize(&world.root);
+    let ran = editor.request(
+        "workspace/executeCommand",
+        serde_json::json!({"command": "agent.tool", "arguments": [{"name": "shell", "arguments": {"command": "touch ran"}}]}),
+    );
+    let shown = editor.wait_for("the sandbox warning", |message| {
+        message["method"] == "window/showMessage"
+            && message["params"]["message"]
+                .as_str()
+                .is_some_and(|text| text.contains("asks for a sandbox"))
+    });
+    let text = shown["params"]["message"].as_str().unwrap();
+    assert!(
+        text.contains("preset `needs-bwrap` asks for a sandbox, but its commands run with every right of the user: the policy asks for bubblewrap, which is not available"),
+        "{text}"
+    );
+    assert_eq!(shown["params"]["type"], 2);
+    assert_eq!(ran["result"]["is_error"], true, "{ran}");
+    assert!(!world.root.join("ran").exists());
+    editor.shutdown();
+}

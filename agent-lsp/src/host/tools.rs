@@ -144,13 +144,8 @@ impl ToolHost {
         // Every runtime carries its sandbox, `off` included, so each command's record says
         // what held it.
         let sandbox = crate::sandbox::Sandbox::detect(preset.file.sandbox.clone(), &self.workspace);
-        if preset.file.sandbox.mode != crate::sandbox::Mode::Off
-            && let crate::sandbox::Mechanism::Unconfined(why) = sandbox.mechanism()
-        {
-            tracing::warn!(
-                "preset {}: commands run without a sandbox: {why}",
-                preset.name
-            );
+        if let Some(unheld) = sandbox.unheld(&preset.name) {
+            warn_once(unheld);
         }
         let runtime = runtime.with_sandbox(Arc::new(sandbox));
         Ok(match &self.buffers {
@@ -183,5 +178,16 @@ impl ToolHost {
         if self.owns_bridge {
             self.bridge.shutdown_all().await;
         }
+    }
+}
+
+/// Log `warning` the first time this process meets it: every session and sub-agent of the
+/// preset would say it again.
+fn warn_once(warning: String) {
+    static SAID: std::sync::Mutex<std::collections::BTreeSet<String>> =
+        std::sync::Mutex::new(std::collections::BTreeSet::new());
+    let mut said = SAID.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+    if said.insert(warning.clone()) {
+        tracing::warn!("{warning}");
     }
 }

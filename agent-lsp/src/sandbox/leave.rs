@@ -81,6 +81,22 @@ impl Sandbox {
         )
     }
 
+    /// What the user must be told when a session starts: the preset asks for a sandbox that
+    /// this machine cannot give, so its commands run with every right of the user (and are
+    /// asked for as the tools' own permissions say). `None` when the sandbox holds, or the
+    /// policy is `off`.
+    pub fn unheld(&self, preset: &str) -> Option<String> {
+        if self.policy.mode == Mode::Off || self.holds() {
+            return None;
+        }
+        let Mechanism::Unconfined(why) = &self.mechanism else {
+            return None;
+        };
+        Some(format!(
+            "preset `{preset}` asks for a sandbox, but its commands run with every right of the user: {why}. Each command is asked for as the preset's `shell` permission says"
+        ))
+    }
+
     /// The policy in a few words: `workspace-write, no network, bubblewrap`.
     pub fn summary(&self) -> String {
         let mode = super::bounds::mode_name(self.policy.mode);

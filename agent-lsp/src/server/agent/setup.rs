@@ -5,6 +5,8 @@
 
 use std::sync::Arc;
 
+use serde_json::json;
+
 use super::buffers::EditorBuffers;
 use super::ui::EditorAsker;
 use super::{Host, State};
@@ -92,6 +94,16 @@ impl Host {
         let conversation = host
             .open(opening, provider.clone(), None)
             .map_err(internal)?;
+        // A sandbox the preset asks for and this machine cannot give is the user's to know
+        // before the first command runs.
+        let unheld = (conversation.tools.sandbox())
+            .and_then(|sandbox| sandbox.unheld(&conversation.preset().name));
+        if let Some(unheld) = unheld {
+            shared.notify_editor(
+                "window/showMessage",
+                json!({"type": 2, "message": format!("agent-lsp: {unheld}")}),
+            );
+        }
         *self.provider.lock().expect("provider") = provider;
         *self.session_id.lock().expect("session id") = Some(conversation.session.id().to_owned());
         Ok(conversation)
