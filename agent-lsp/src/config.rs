@@ -20,6 +20,10 @@
 //! args = ["--stdio"]
 //! settings = { python = { analysis = { typeCheckingMode = "strict" } } }
 //!
+//! # A language server in a sandbox of its own (the keys of a preset's `[sandbox]`).
+//! [server_sandbox.pyright]
+//! mode = "workspace-write"
+//!
 //! # `@path` completion and `agent-lsp files`: paths left out on top of the ignore files,
 //! # and the caps (see `file_index/config.rs`).
 //! [files]
@@ -77,6 +81,12 @@ pub struct Config {
     /// `[server.NAME]` tables: language servers overriding or extending the built-in ones.
     #[serde(default)]
     pub server: std::collections::BTreeMap<String, ServerOptions>,
+    /// `[server_sandbox.NAME]`: language servers that run in a sandbox, with its policy
+    /// (`crate::sandbox::Policy`). One set of servers serves the editor and every agent of the
+    /// workspace, so they are held here rather than by a preset; by default they run with the
+    /// user's rights, as the user's own tools.
+    #[serde(default)]
+    pub server_sandbox: std::collections::BTreeMap<String, crate::sandbox::Policy>,
     /// `[files]`: what `@path` completion indexes (exclude globs, caps).
     #[serde(default)]
     pub files: FilesOptions,
@@ -148,6 +158,19 @@ impl Config {
         })?;
         if let Some(restart) = self.restart.clone() {
             config.restart = restart.resolve(config.restart);
+        }
+        for (name, policy) in &self.server_sandbox {
+            let names = server_names(&config);
+            let server = config
+                .servers
+                .iter_mut()
+                .find(|server| &server.name == name)
+                .ok_or_else(|| {
+                    anyhow::anyhow!(
+                        "config file: [server_sandbox.{name}] names no language server (the servers are {names})"
+                    )
+                })?;
+            server.launcher = Some(crate::sandbox::launcher(policy.clone()));
         }
         Ok(config)
     }
@@ -221,4 +244,14 @@ impl Default for EditorOptions {
             allow_broad_workspace: false,
         }
     }
+}
+
+/// The names of `config`'s servers, for a message.
+fn server_names(config: &BridgeConfig) -> String {
+    let names: Vec<&str> = config
+        .servers
+        .iter()
+        .map(|server| server.name.as_str())
+        .collect();
+    names.join(", ")
 }

@@ -11,7 +11,7 @@
 //! PID and (without network) network namespaces, over a read-only view of `/` with the writable
 //! and hidden paths mounted over it. Where bubblewrap is missing or refused (a container that
 //! forbids user namespaces), the second is Landlock with a seccomp filter, applied in the child
-//! before `exec` ([`landlock`]): it needs no namespaces, but it can only grant rights, never
+//! before `exec` (`sandbox/landlock.rs`): it needs no namespaces, but it can only grant rights, never
 //! mount, so it holds a little less (the module says what). The policy may name one
 //! (`mechanism`); by default the first that works here is used. Where none can be had,
 //! [`Sandbox::detect`] says why and the command runs as with `off`, which the caller must say
@@ -33,9 +33,11 @@ use std::sync::Arc;
 
 mod bounds;
 mod leave;
+mod servers;
 mod watch;
 
 pub use leave::{Confinement, Leave};
+pub use servers::launcher;
 pub use watch::Absent;
 
 /// What a sandboxed command may write.
@@ -62,6 +64,10 @@ pub struct Policy {
     /// Which mechanism holds the command to it.
     #[serde(default)]
     pub mechanism: Preference,
+    /// More of the home directory to hide, besides [`SECRETS`]: paths relative to it
+    /// (`.kube`, `~/.docker/config.json`) or absolute.
+    #[serde(default)]
+    pub hidden: Vec<String>,
     /// Whether the MCP servers the preset starts run in the sandbox too. They are the user's
     /// own tools, so by default they run with the user's rights, as the language servers do.
     #[serde(default)]
@@ -75,6 +81,7 @@ impl Default for Policy {
             mode: Mode::Off,
             network: true,
             mechanism: Preference::Auto,
+            hidden: Vec::new(),
             mcp_servers: false,
         }
     }
@@ -183,6 +190,21 @@ impl Sandbox {
         self
     }
 
+    /// The paths a command may not read: the home's [`SECRETS`] and the policy's `hidden`.
+    pub(crate) fn secrets(&self) -> Vec<PathBuf> {
+        let home = self.home.as_deref();
+        let builtin = SECRETS.iter().filter_map(|secret| Some(home?.join(secret)));
+        let hidden = self.policy.hidden.iter().filter_map(|path| {
+            let path = path.strip_prefix("~/").unwrap_or(path);
+            if Path::new(path).is_absolute() {
+                Some(PathBuf::from(path))
+            } else {
+                Some(home?.join(path))
+            }
+        });
+        builtin.chain(hidden).collect()
+    }
+
     /// The mechanism that holds commands to the policy.
     pub fn mechanism(&self) -> &Mechanism {
         &self.mechanism
@@ -246,9 +268,7 @@ impl Sandbox {
             }
             _ => mount("--ro-bind", &self.workspace, &self.workspace),
         }
-        for secret in SECRETS {
-            let Some(home) = &self.home else { break };
-            let path = home.join(secret);
+        for path in self.secrets() {
             if path.is_dir() {
                 args.extend(["--tmpfs".to_owned(), path.display().to_string()]);
             } else if path.exists() {

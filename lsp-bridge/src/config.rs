@@ -23,6 +23,7 @@
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::time::Duration;
 
 use serde::Deserialize;
@@ -88,6 +89,45 @@ pub struct ServerConfig {
     /// language server has no such flag; a server of unknown arguments); a failed start
     /// reports such a server instead.
     pub probe_args: Option<Vec<String>>,
+    /// What makes the server's process, when the host runs it some way of its own (in a
+    /// sandbox); `None`: the command as it is. The bridge adds its pipes, environment and
+    /// process group to what it returns.
+    pub launcher: Option<Launcher>,
+}
+
+/// Makes the process of a server from its program (found on PATH), its arguments and the
+/// folder it runs in. The host's own: the bridge knows nothing of sandboxes, it only asks.
+#[derive(Clone)]
+pub struct Launcher(Arc<LaunchFn>);
+
+/// The function behind a [`Launcher`].
+type LaunchFn = dyn Fn(&Path, &[String], &Path) -> std::process::Command + Send + Sync;
+
+impl Launcher {
+    /// A launcher that makes each process with `launch`.
+    pub fn new(
+        launch: impl Fn(&Path, &[String], &Path) -> std::process::Command + Send + Sync + 'static,
+    ) -> Launcher {
+        Launcher(Arc::new(launch))
+    }
+
+    /// The process for `program args…` in `root`, not yet started.
+    pub fn command(&self, program: &Path, args: &[String], root: &Path) -> std::process::Command {
+        (self.0)(program, args, root)
+    }
+}
+
+impl PartialEq for Launcher {
+    /// The same launcher, not one that would make the same processes: closures do not compare.
+    fn eq(&self, other: &Launcher) -> bool {
+        Arc::ptr_eq(&self.0, &other.0)
+    }
+}
+
+impl std::fmt::Debug for Launcher {
+    fn fmt(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        formatter.write_str("Launcher")
+    }
 }
 
 impl ServerConfig {
@@ -115,6 +155,7 @@ impl ServerConfig {
             output_thread: false,
             editor_text_document: None,
             probe_args: None,
+            launcher: None,
         }
     }
 

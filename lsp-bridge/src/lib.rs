@@ -29,7 +29,7 @@ pub use child::{
     Child, ChildState, DiagnosticsEntry, DiagnosticsStore, Relay, RequestHandler, SentRequest,
     Undelivered,
 };
-pub use config::{BridgeConfig, RestartPolicy, ServerConfig, language_id};
+pub use config::{BridgeConfig, Launcher, RestartPolicy, ServerConfig, language_id};
 pub use error::{Error, Result};
 pub use registry::{Bridge, ServerHealth};
 pub use transport::FIRST_OWN_ID;

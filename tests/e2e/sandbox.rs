@@ -111,6 +111,17 @@ impl World {
         command
     }
 
+    /// `agent-lsp ARGS…`, which must succeed: what it printed.
+    pub(crate) fn run_ok(&self, args: &[&str]) -> String {
+        let output = self.command(args).output().unwrap();
+        assert!(
+            output.status.success(),
+            "{}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+        String::from_utf8_lossy(&output.stdout).into_owned()
+    }
+
     /// One `shell` call through `agent-lsp tool` under `preset`: the JSON result.
     pub(crate) fn shell(&self, preset: &str, args: Value, yes: bool) -> Value {
         let args = args.to_string();
@@ -464,15 +475,7 @@ fn the_record_of_each_command_names_its_sandbox_and_the_session_replays() {
         ModelTurn::new().reasoning("Done.").content("Done.").into(),
     ]);
     // No --yes: the held command runs, the one leaving the sandbox is declined.
-    let output = world
-        .command(&["run", "--base-url", &endpoint.base_url(), "Do it"])
-        .output()
-        .unwrap();
-    assert!(
-        output.status.success(),
-        "{}",
-        String::from_utf8_lossy(&output.stderr)
-    );
+    world.run_ok(&["run", "--base-url", &endpoint.base_url(), "Do it"]);
     endpoint.assert_no_violations();
     assert!(world.root.join("held.txt").exists());
 
@@ -557,19 +560,39 @@ fn a_sandboxed_background_job_is_held_and_ends_with_its_agent() {
                 .into()
         }),
     ]);
-    let output = world
-        .command(&["run", "--base-url", &endpoint.base_url(), "Start it"])
-        .output()
-        .unwrap();
-    assert!(
-        output.status.success(),
-        "{}",
-        String::from_utf8_lossy(&output.stderr)
-    );
+    world.run_ok(&["run", "--base-url", &endpoint.base_url(), "Start it"]);
     endpoint.assert_no_violations();
     assert_eq!(endpoint.remaining_replies(), 0);
     assert!(!out.exists());
     let refused = std::fs::read_to_string(world.root.join("refused.txt")).unwrap();
     assert!(refused.contains("Read-only file system"), "{refused}");
     assert_eq!(sleepers(), 0, "the job's sleep outlived `agent-lsp run`");
+}
+
+/// `hidden` adds to the home's secrets: a preset hides `~/.kube` under either mechanism, and
+/// `standard`, which does not name it, reads it.
+#[test]
+fn a_preset_hides_more_of_the_home_than_the_built_in_secrets() {
+    let world = World::new();
+    std::fs::create_dir_all(world.home.path().join(".kube")).unwrap();
+    std::fs::write(world.home.path().join(".kube/config"), "KUBE TOKEN\n").unwrap();
+    let read = json!({"command": "cat ~/.kube/config"});
+    for mechanism in ["bubblewrap", "landlock"] {
+        world.preset(
+            mechanism,
+            &format!(
+                "mode = \"workspace-write\"\nmechanism = \"{mechanism}\"\nhidden = [\"~/.kube\"]"
+            ),
+        );
+        let hidden = world.shell(mechanism, read.clone(), false);
+        assert!(
+            !hidden["text"].as_str().unwrap().contains("KUBE TOKEN"),
+            "{mechanism}: {hidden}"
+        );
+    }
+    let seen = world.shell("standard", read, false);
+    assert!(
+        seen["text"].as_str().unwrap().contains("KUBE TOKEN"),
+        "{seen}"
+    );
 }

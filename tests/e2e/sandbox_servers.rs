@@ -76,25 +76,17 @@ fn a_preset_may_run_its_mcp_servers_in_the_sandbox() {
             ),
             Reply::from_fn(|request| Reply::text(request.tool_result_text())),
         ]);
-        let output = world
-            .command(&[
-                "run",
-                "--yes",
-                "--preset",
-                preset,
-                "--base-url",
-                &endpoint.base_url(),
-                "Write",
-            ])
-            .output()
-            .unwrap();
-        assert!(
-            output.status.success(),
-            "{}",
-            String::from_utf8_lossy(&output.stderr)
-        );
+        let printed = world.run_ok(&[
+            "run",
+            "--yes",
+            "--preset",
+            preset,
+            "--base-url",
+            &endpoint.base_url(),
+            "Write",
+        ]);
         endpoint.assert_no_violations();
-        String::from_utf8_lossy(&output.stdout).into_owned()
+        printed
     };
 
     let held = write("boxed", "held.txt");
@@ -109,4 +101,88 @@ fn a_preset_may_run_its_mcp_servers_in_the_sandbox() {
         "written",
         "{free}"
     );
+}
+
+/// The pid namespaces `pid` is in, as `/proc` counts them (2 inside bubblewrap's).
+fn pid_namespaces(pid: &str) -> usize {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+    status
+        .lines()
+        .find_map(|line| line.strip_prefix("NSpid:"))
+        .map_or(0, |pids| pids.split_whitespace().count())
+}
+
+/// The live `pyright-langserver` processes below the process `ancestor` (not bubblewrap's,
+/// which names the server in its arguments).
+fn pyright_below(ancestor: u32) -> Vec<String> {
+    let parent_of = |pid: &str| -> Option<String> {
+        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+        let after_name = stat.rsplit_once(')')?.1;
+        after_name.split_whitespace().nth(1).map(str::to_owned)
+    };
+    let below = |pid: &str| {
+        let mut at = pid.to_owned();
+        for _ in 0..32 {
+            match parent_of(&at) {
+                Some(parent) if parent == ancestor.to_string() => return true,
+                Some(parent) if parent != "0" => at = parent,
+                _ => return false,
+            }
+        }
+        false
+    };
+    std::fs::read_dir("/proc")
+        .unwrap()
+        .filter_map(Result::ok)
+        .map(|entry| entry.file_name().to_string_lossy().into_owned())
+        .filter(|pid| {
+            let argv = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
+            let argv = String::from_utf8_lossy(&argv);
+            !argv
+                .split('\0')
+                .next()
+                .unwrap_or_default()
+                .ends_with("bwrap")
+                && argv.contains("pyright-langserver")
+                && below(pid)
+        })
+        .collect()
+}
+
+/// A language server named under `[server_sandbox.NAME]` in the config file starts inside the
+/// sandbox (pyright in bubblewrap's PID namespace) and still answers the editor; without the
+/// table it runs as the user's own process.
+#[test]
+fn the_config_file_may_run_a_language_server_in_the_sandbox() {
+    use agent_tests::editor::Editor;
+
+    for (config, namespaces) in [
+        ("[server_sandbox.pyright]\nmode = \"workspace-write\"\n", 2),
+        ("", 1),
+    ] {
+        let workspace = tempfile::tempdir().unwrap();
+        let root = workspace.path().canonicalize().unwrap();
+        let file = root.join("app.py");
+        std::fs::write(
+            &file,
+            "def greet(name: str) -> str:\n    return name\n\ngreet('x')\n",
+        )
+        .unwrap();
+        let state = tempfile::tempdir().unwrap();
+        let mut editor = Editor::start(agent_tests::serve_command(&root, state.path(), config));
+        editor.initialize(&root);
+        editor.open(&file, "python");
+        let hover = editor.request(
+            "textDocument/hover",
+            json!({"textDocument": {"uri": agent_tests::editor::url(&file)}, "position": {"line": 3, "character": 1}}),
+        );
+        let text = hover["result"]["contents"].to_string();
+        assert!(text.contains("greet"), "{config:?}: {hover}");
+        let servers = pyright_below(editor.pid());
+        assert!(!servers.is_empty(), "{config:?}: pyright runs");
+        for pid in &servers {
+            assert_eq!(pid_namespaces(pid), namespaces, "{config:?}: pyright {pid}");
+        }
+        editor.shutdown();
+    }
 }

@@ -42,7 +42,7 @@ use landlock::{
 };
 use rustix::fs::{FileType, Mode as FileMode, OFlags};
 
-use super::{Mode, PROTECTED_NAMES, SECRETS, Sandbox};
+use super::{Mode, PROTECTED_NAMES, Sandbox};
 
 /// The Landlock ABI whose rights the rules handle: 6 adds the signal and abstract-socket scopes
 /// to 5's device ioctls, 4's TCP rules, 3's truncation and 2's renames across folders. On an
@@ -166,7 +166,7 @@ impl Sandbox {
     fn ruleset(&self) -> anyhow::Result<RulesetCreated> {
         let read = AccessFs::from_read(TARGET_ABI);
         let write = AccessFs::from_write(TARGET_ABI);
-        let secrets = self.secrets();
+        let secrets = self.existing_secrets();
         let mut rules: Vec<(OwnedFd, BitFlags<AccessFs>)> = Vec::new();
         let mut grant = |path: &Path, access: BitFlags<AccessFs>| {
             if let Some(rule) = rule(path, access) {
@@ -222,13 +222,10 @@ impl Sandbox {
 
     /// The home's secrets that exist, where they really are (a secret reached through a link
     /// is hidden at its target).
-    fn secrets(&self) -> Vec<PathBuf> {
-        let Some(home) = &self.home else {
-            return Vec::new();
-        };
-        SECRETS
+    fn existing_secrets(&self) -> Vec<PathBuf> {
+        self.secrets()
             .iter()
-            .filter_map(|secret| home.join(secret).canonicalize().ok())
+            .filter_map(|secret| secret.canonicalize().ok())
             .collect()
     }
 }

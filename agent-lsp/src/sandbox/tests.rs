@@ -168,11 +168,16 @@ fn without_network_a_loopback_listener_sees_no_connection() {
 
     let (ok, text) = world.run(&world.sandbox(Mode::WorkspaceWrite, true), &connect);
     assert!(ok, "{text}");
+    assert_eq!(received(&listener), "hi");
+}
+
+/// What the next connection to `listener` sent, waiting for it.
+fn received(listener: &TcpListener) -> String {
     listener.set_nonblocking(false).unwrap();
     let (mut stream, _) = listener.accept().unwrap();
     let mut got = String::new();
     stream.read_to_string(&mut got).unwrap();
-    assert_eq!(got, "hi");
+    got
 }
 
 #[test]

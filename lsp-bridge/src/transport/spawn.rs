@@ -27,11 +27,18 @@ impl Transport {
     ) -> Result<(Transport, mpsc::Receiver<Incoming>)> {
         let program =
             find_program(&config.command).unwrap_or_else(|| config.command.clone().into());
-        let mut command = tokio::process::Command::new(&program);
+        let mut command = match &config.launcher {
+            Some(launcher) => {
+                tokio::process::Command::from(launcher.command(&program, &config.args, root))
+            }
+            None => {
+                let mut command = tokio::process::Command::new(&program);
+                command.args(&config.args).current_dir(root);
+                command
+            }
+        };
         command
-            .args(&config.args)
             .envs(&config.env)
-            .current_dir(root)
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
