@@ -234,14 +234,18 @@ impl Sandbox {
             Mechanism::Unconfined(_) => return unconfined(root, program, args),
         };
         let mut wrapped = Command::new(bwrap);
-        wrapped.args(self.bwrap_args(root)).arg(program).args(args);
+        wrapped
+            .args(self.bwrap_args(root, Path::new(program)))
+            .arg(program)
+            .args(args);
         wrapped.current_dir(root);
         wrapped
     }
 
     /// bubblewrap's arguments up to the command: the read-only root, the writable and hidden
-    /// paths over it, the namespaces.
-    fn bwrap_args(&self, root: &Path) -> Vec<String> {
+    /// paths over it, the namespaces. `program` is what runs: a server installed under `/tmp`
+    /// (which the private `/tmp` would hide) is seen there, read-only.
+    fn bwrap_args(&self, root: &Path, program: &Path) -> Vec<String> {
         let mut args: Vec<String> = ["--die-with-parent", "--unshare-user", "--unshare-pid"]
             .map(str::to_owned)
             .to_vec();
@@ -256,6 +260,9 @@ impl Sandbox {
             args.push(from.display().to_string());
             args.push(to.display().to_string());
         };
+        for installed in under_tmp(program) {
+            mount("--ro-bind", &installed, &installed);
+        }
         match self.policy.mode {
             Mode::WorkspaceWrite => {
                 mount("--bind", &self.workspace, &self.workspace);
@@ -284,6 +291,30 @@ impl Sandbox {
         args.push("--".to_owned());
         args
     }
+}
+
+/// The folders right under `/tmp` that `program` (an absolute path) is in, as given and with
+/// its links followed: what a private `/tmp` must show again for it to run. Empty for a
+/// program elsewhere, or a bare name found on `PATH`.
+fn under_tmp(program: &Path) -> Vec<PathBuf> {
+    let mut folders: Vec<PathBuf> = Vec::new();
+    for path in [Some(program.to_owned()), program.canonicalize().ok()]
+        .into_iter()
+        .flatten()
+    {
+        let Some(first) = path
+            .strip_prefix("/tmp")
+            .ok()
+            .and_then(|inside| inside.components().next())
+        else {
+            continue;
+        };
+        let folder = Path::new("/tmp").join(first);
+        if folder.is_dir() && !folders.contains(&folder) {
+            folders.push(folder);
+        }
+    }
+    folders
 }
 
 /// `sh -c command` in `root`, with every right of the user: what runs without a sandbox.

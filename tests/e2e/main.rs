@@ -42,6 +42,7 @@ mod restarts;
 mod sandbox;
 mod sandbox_landlock;
 mod sandbox_servers;
+mod sandbox_sessions;
 mod serve;
 mod serve_agent;
 mod serve_unserved;

@@ -20,7 +20,7 @@ pub(crate) struct World {
     pub(crate) root: PathBuf,
     outside: tempfile::TempDir,
     home: tempfile::TempDir,
-    state: tempfile::TempDir,
+    pub(crate) state: tempfile::TempDir,
     pub(crate) config: PathBuf,
     listener: TcpListener,
     connections: usize,
@@ -453,120 +453,6 @@ fn standard_runs_held_commands_without_asking_and_asks_to_leave() {
         text.contains("the command created `.envrc` (direnv runs it)"),
         "{text}"
     );
-}
-
-/// A session under `standard`: each command's `tool/call` record names the policy and the
-/// mechanism (and what the call asked beyond them), the result records the question and the
-/// answer, and every request still replays byte-identically.
-#[test]
-fn the_record_of_each_command_names_its_sandbox_and_the_session_replays() {
-    use agent_lsp::session::event::EventBody;
-    use agent_tests::model_endpoint::{EndpointConfig, ModelEndpoint, ModelTurn, Reply};
-
-    let world = World::new();
-    let endpoint = ModelEndpoint::start(EndpointConfig::default()).unwrap();
-    endpoint.push_all::<Reply>([
-        ModelTurn::thinking_call("shell", json!({"command": "echo held > held.txt"})).into(),
-        ModelTurn::thinking_call(
-            "shell",
-            json!({"command": "echo out", "leave_sandbox": "network"}),
-        )
-        .into(),
-        ModelTurn::new().reasoning("Done.").content("Done.").into(),
-    ]);
-    // No --yes: the held command runs, the one leaving the sandbox is declined.
-    world.run_ok(&["run", "--base-url", &endpoint.base_url(), "Do it"]);
-    endpoint.assert_no_violations();
-    assert!(world.root.join("held.txt").exists());
-
-    let store = agent_lsp::session::store::Store::for_workspace_in(world.state.path(), &world.root)
-        .unwrap();
-    let session = store.resolve("last").unwrap();
-    let history = store.load(&session).unwrap();
-    let calls: Vec<Value> = history
-        .events()
-        .iter()
-        .filter_map(|event| match &event.body {
-            EventBody::ToolCall(call) => Some(call.sandbox.clone().unwrap_or_default()),
-            _ => None,
-        })
-        .collect();
-    let held = json!({"mode": "workspace-write", "network": false, "mechanism": "bubblewrap"});
-    let mut leaving = held.clone();
-    leaving["leave"] = json!("network");
-    assert_eq!(calls, [held, leaving]);
-    let asked: Vec<Value> = history
-        .events()
-        .iter()
-        .filter_map(|event| match &event.body {
-            EventBody::ToolResult(result) => Some(result.meta["asked"].clone()),
-            _ => None,
-        })
-        .collect();
-    assert_eq!(asked[0], Value::Null, "the held command was not asked for");
-    assert_eq!(asked[1]["answer"], "declined");
-
-    let requests = endpoint.chat_requests();
-    assert_eq!(requests.len(), 3);
-    for (index, request) in requests.iter().enumerate() {
-        let n = (index + 1).to_string();
-        let replayed = world
-            .command(&["session", "replay", &session, "--request", &n])
-            .output()
-            .unwrap();
-        assert!(replayed.status.success());
-        assert_eq!(
-            String::from_utf8_lossy(&replayed.stdout),
-            String::from_utf8_lossy(&request.raw),
-            "request {n} does not replay byte-identically"
-        );
-    }
-}
-
-/// A background job runs in the sandbox too (its write outside the workspace refused), and
-/// nothing of it outlives `agent-lsp run`.
-#[test]
-fn a_sandboxed_background_job_is_held_and_ends_with_its_agent() {
-    use agent_tests::model_endpoint::{EndpointConfig, ModelEndpoint, ModelTurn, Reply};
-
-    fn sleepers() -> usize {
-        std::fs::read_dir("/proc")
-            .unwrap()
-            .filter_map(Result::ok)
-            .filter(|entry| {
-                std::fs::read(entry.path().join("cmdline"))
-                    .is_ok_and(|argv| argv == b"sleep\x004321\x00")
-            })
-            .count()
-    }
-    let world = World::new();
-    let endpoint = ModelEndpoint::start(EndpointConfig::default()).unwrap();
-    let out = world.outside("job");
-    let command = format!(
-        "{{ echo x > {}; }} 2> refused.txt; sleep 4321",
-        out.display()
-    );
-    endpoint.push_all::<Reply>([
-        ModelTurn::thinking_call("shell", json!({"command": command, "background": true})).into(),
-        Reply::from_fn(|_| {
-            let deadline = Instant::now() + Duration::from_secs(20);
-            while sleepers() != 1 {
-                assert!(Instant::now() < deadline, "the job's sleep never ran");
-                std::thread::sleep(Duration::from_millis(20));
-            }
-            ModelTurn::new()
-                .reasoning("Done.")
-                .content("It runs.")
-                .into()
-        }),
-    ]);
-    world.run_ok(&["run", "--base-url", &endpoint.base_url(), "Start it"]);
-    endpoint.assert_no_violations();
-    assert_eq!(endpoint.remaining_replies(), 0);
-    assert!(!out.exists());
-    let refused = std::fs::read_to_string(world.root.join("refused.txt")).unwrap();
-    assert!(refused.contains("Read-only file system"), "{refused}");
-    assert_eq!(sleepers(), 0, "the job's sleep outlived `agent-lsp run`");
 }
 
 /// `hidden` adds to the home's secrets: a preset hides `~/.kube` under either mechanism, and

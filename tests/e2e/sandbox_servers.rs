@@ -54,6 +54,12 @@ fn a_preset_may_run_its_mcp_servers_in_the_sandbox() {
         "{} is missing: run .ci/tools.sh",
         server.display()
     );
+    // Started through a link under /tmp, which the sandbox's private /tmp must show again
+    // (as in a checkout under /tmp).
+    let installed = tempfile::tempdir_in("/tmp").unwrap();
+    let link = installed.path().join("mcp-server-filesystem");
+    std::os::unix::fs::symlink(server.canonicalize().unwrap(), &link).unwrap();
+    let server = link;
     let world = World::new();
     let outside = world.outside("");
     std::fs::write(

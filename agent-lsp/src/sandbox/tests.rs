@@ -297,3 +297,20 @@ fn only_the_landlock_hook_allows_unsafe_code() {
 }
 
 mod under_landlock;
+
+/// A server installed under `/tmp` (a checkout there) is seen again through the private
+/// `/tmp`, read-only, as given and where its link leads; a bare name or a program elsewhere
+/// binds nothing.
+#[test]
+fn a_program_under_tmp_is_shown_through_the_private_tmp() {
+    let installed = tempfile::tempdir_in("/tmp").unwrap();
+    let elsewhere = tempfile::tempdir_in("/var/tmp").unwrap();
+    let real = elsewhere.path().join("server");
+    std::fs::write(&real, "").unwrap();
+    let link = installed.path().join("bin/server");
+    std::fs::create_dir_all(link.parent().unwrap()).unwrap();
+    std::os::unix::fs::symlink(&real, &link).unwrap();
+    assert_eq!(under_tmp(&link), [installed.path().to_owned()]);
+    assert!(under_tmp(&real).is_empty());
+    assert!(under_tmp(Path::new("sh")).is_empty());
+}
