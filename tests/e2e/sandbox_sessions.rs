@@ -122,3 +122,56 @@ fn a_sandboxed_background_job_is_held_and_ends_with_its_agent() {
     assert!(refused.contains("Read-only file system"), "{refused}");
     assert_eq!(sleepers(), 0, "the job's sleep outlived `agent-lsp run`");
 }
+
+/// A `run_code` program's commands run in the session's sandbox too, and each `subtool/call`
+/// record names what held it, as a `tool/call` does.
+#[test]
+fn a_programs_commands_are_held_and_recorded_like_the_models() {
+    use agent_lsp::session::event::EventBody;
+    use agent_tests::model_endpoint::{EndpointConfig, ModelEndpoint, ModelTurn, Reply};
+
+    let world = World::new();
+    world.preset("coded", "mode = \"workspace-write\"");
+    let path = world.root.join(".agent-lsp/presets/coded.toml");
+    let preset = std::fs::read_to_string(&path).unwrap().replacen(
+        "\"read\", \"list\",",
+        "\"run_code\", \"read\", \"list\",",
+        1,
+    ) + "\n[plugins.code_mode]\nenabled = true\n";
+    std::fs::write(&path, preset).unwrap();
+    let out = world.outside("from-code");
+    let program = format!(
+        "await tools.shell({{command: \"echo held > from-code.txt\"}});\nawait tools.shell({{command: \"echo x > {}\"}});\nreturn 2;",
+        out.display()
+    );
+    let endpoint = ModelEndpoint::start(EndpointConfig::default()).unwrap();
+    endpoint.push_all::<Reply>([
+        ModelTurn::thinking_call("run_code", json!({"code": program})).into(),
+        ModelTurn::new().reasoning("Done.").content("Done.").into(),
+    ]);
+    world.run_ok(&[
+        "run",
+        "--preset",
+        "coded",
+        "--base-url",
+        &endpoint.base_url(),
+        "Go",
+    ]);
+    endpoint.assert_no_violations();
+    assert!(world.root.join("from-code.txt").exists());
+    assert!(!out.exists());
+
+    let store = agent_lsp::session::store::Store::for_workspace_in(world.state.path(), &world.root)
+        .unwrap();
+    let history = store.load("last").unwrap();
+    let records: Vec<Value> = history
+        .events()
+        .iter()
+        .filter_map(|event| match &event.body {
+            EventBody::SubtoolCall(call) => Some(call.sandbox.clone().unwrap_or_default()),
+            _ => None,
+        })
+        .collect();
+    let held = json!({"mode": "workspace-write", "network": false, "mechanism": "bubblewrap"});
+    assert_eq!(records, [held.clone(), held]);
+}

@@ -83,6 +83,7 @@ impl NestedCalls for Nested {
                 call_id: call.id.clone(),
                 name: call.name.clone(),
                 arguments: call.arguments.clone(),
+                sandbox: runtime.sandbox_record(&call),
             }));
             // A tool that calls tools is not one of them: a program cannot start a program.
             let prepared = match runtime.registry.get(&call.name) {

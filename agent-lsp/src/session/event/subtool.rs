@@ -23,6 +23,9 @@ pub struct SubtoolCall {
     pub name: String,
     /// The arguments as the program passed them, a JSON text.
     pub arguments: String,
+    /// For a command, what held it, as in `tool/call` (`ToolCallEvent::sandbox`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sandbox: Option<serde_json::Value>,
 }
 
 /// `subtool/result`: what that call returned to the tool, capped as any result is.
