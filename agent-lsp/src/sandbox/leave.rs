@@ -52,6 +52,15 @@ impl Sandbox {
         !matches!(self.mechanism, Mechanism::Unconfined(_))
     }
 
+    /// Whether the policy already allows what a call asking to `leave` wants (the network, in a
+    /// sandbox whose network is on): such a call is held like any other, and nobody is asked.
+    pub fn allows(&self, leave: Leave) -> bool {
+        match leave {
+            Leave::Network => self.policy.network,
+            Leave::All => !self.holds(),
+        }
+    }
+
     /// The sandbox one call's command runs in, once the user allowed it to `leave` this one:
     /// the same, with the network on, or none.
     pub fn for_call(self: &Arc<Sandbox>, leave: Option<Leave>) -> Option<Arc<Sandbox>> {
@@ -177,5 +186,32 @@ impl Sandbox {
             Mechanism::Landlock { abi } => super::landlock::describe(*abi),
             Mechanism::Unconfined(why) => format!("none: {why}"),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::sandbox::Policy;
+    use std::path::Path;
+
+    fn sandbox(network: bool) -> Sandbox {
+        let mut sandbox = Sandbox::detect(
+            Policy {
+                mode: Mode::WorkspaceWrite,
+                network,
+                ..Policy::default()
+            },
+            Path::new("/w"),
+        );
+        sandbox.mechanism = Mechanism::Bubblewrap("/usr/bin/bwrap".into());
+        sandbox
+    }
+
+    #[test]
+    fn asking_for_what_the_policy_already_allows_is_no_leaving() {
+        assert!(sandbox(true).allows(Leave::Network));
+        assert!(!sandbox(false).allows(Leave::Network));
+        assert!(!sandbox(true).allows(Leave::All));
     }
 }

@@ -51,8 +51,13 @@ impl ToolRuntime {
         let mut permission = self.policy.permission(&call.name);
         // A command the sandbox holds gets the preset's `sandboxed` permission in place of its
         // tool's (a denied tool stays denied); one that asks to leave it is asked for.
-        let confinement = tool.confinement(&args);
         let holding = self.sandbox.as_ref().filter(|sandbox| sandbox.holds());
+        let confinement = match (tool.confinement(&args), holding) {
+            (Confinement::Leaves(leave), Some(sandbox)) if sandbox.allows(leave) => {
+                Confinement::Held
+            }
+            (confinement, _) => confinement,
+        };
         let mut leave_reason = None;
         match (confinement, holding) {
             (Confinement::Held, Some(_)) => {
