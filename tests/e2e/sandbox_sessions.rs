@@ -60,6 +60,20 @@ fn the_record_of_each_command_names_its_sandbox_and_the_session_replays() {
     assert_eq!(asked[0], Value::Null, "the held command was not asked for");
     assert_eq!(asked[1]["answer"], "declined");
 
+    // `session show` puts what held each command beside it, and the answer beside its result.
+    let shown = world.run_ok(&["session", "show", &session]);
+    assert!(
+        shown.contains(
+            "shell {\"command\":\"echo held > held.txt\"} [workspace-write, no network, bubblewrap]"
+        ),
+        "{shown}"
+    );
+    assert!(
+        shown.contains("[workspace-write, no network, bubblewrap; asks to leave: network]"),
+        "{shown}"
+    );
+    assert!(shown.contains("(asked: declined)"), "{shown}");
+
     let requests = endpoint.chat_requests();
     assert_eq!(requests.len(), 3);
     for (index, request) in requests.iter().enumerate() {

@@ -20,16 +20,21 @@ pub(super) fn describe(event: &Event) -> String {
             text
         }
         EventBody::ToolCall(call) => format!(
-            "{} {} {}",
+            "{} {} {}{}",
             call.call_id,
             call.name,
-            preview(&call.arguments, 80)
+            preview(&call.arguments, 80),
+            call.sandbox.as_ref().map(held).unwrap_or_default()
         ),
         EventBody::ToolResult(result) => format!(
-            "{} {} → {}",
+            "{} {} → {}{}",
             result.call_id,
             result.name,
-            preview(&result.text, 80)
+            preview(&result.text, 80),
+            result.meta["asked"]["answer"]
+                .as_str()
+                .map(|answer| format!(" (asked: {answer})"))
+                .unwrap_or_default()
         ),
         EventBody::RuntimeContext(context) => {
             let keys = context
@@ -167,4 +172,24 @@ pub fn preview(text: &str, max: usize) -> String {
         Some((cut, _)) => format!("{}…", &flat[..cut]),
         None => flat,
     }
+}
+
+/// What held a command, as its `tool/call` record says, in brackets: `[workspace-write, no
+/// network, bubblewrap; asks to leave: network]`. A reviewer reads it beside the command.
+fn held(sandbox: &serde_json::Value) -> String {
+    let network = if sandbox["network"] == true {
+        "network"
+    } else {
+        "no network"
+    };
+    let mut line = format!(
+        " [{}, {network}, {}",
+        sandbox["mode"].as_str().unwrap_or("?"),
+        sandbox["mechanism"].as_str().unwrap_or("?")
+    );
+    if let Some(leave) = sandbox["leave"].as_str() {
+        line.push_str(&format!("; asks to leave: {leave}"));
+    }
+    line.push(']');
+    line
 }
