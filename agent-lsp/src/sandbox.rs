@@ -27,6 +27,7 @@
 
 mod landlock;
 
+use std::ffi::OsStr;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::Arc;
@@ -50,6 +51,17 @@ pub enum Mode {
     WorkspaceWrite,
     /// No sandbox: the command runs with every right of the user.
     Off,
+}
+
+impl Mode {
+    /// The mode as presets write it (its serde name), for messages.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Mode::ReadOnly => "read-only",
+            Mode::WorkspaceWrite => "workspace-write",
+            Mode::Off => "off",
+        }
+    }
 }
 
 /// What a command may do, as a preset's `[sandbox]` states it.
@@ -227,7 +239,7 @@ impl Sandbox {
     /// `program args…` in `root`, inside the sandbox when there is one: a shell command, or an
     /// MCP server a preset runs in it (`mcp_servers`). The caller may set the environment; it
     /// adds [`Sandbox::private_env`] back if it clears it.
-    pub fn command(&self, root: &Path, program: &str, args: &[&str]) -> Command {
+    pub fn command<A: AsRef<OsStr>>(&self, root: &Path, program: &str, args: &[A]) -> Command {
         let bwrap = match &self.mechanism {
             Mechanism::Bubblewrap(bwrap) => bwrap,
             Mechanism::Landlock { .. } => return self.landlock_command(root, program, args),
@@ -298,6 +310,9 @@ impl Sandbox {
 /// program elsewhere, or a bare name found on `PATH`.
 fn under_tmp(program: &Path) -> Vec<PathBuf> {
     let mut folders: Vec<PathBuf> = Vec::new();
+    if !program.is_absolute() {
+        return folders;
+    }
     for path in [Some(program.to_owned()), program.canonicalize().ok()]
         .into_iter()
         .flatten()
@@ -323,7 +338,7 @@ pub fn unconfined_sh(root: &Path, command: &str) -> Command {
 }
 
 /// `program args…` in `root`, with every right of the user.
-fn unconfined(root: &Path, program: &str, args: &[&str]) -> Command {
+pub fn unconfined<A: AsRef<OsStr>>(root: &Path, program: &str, args: &[A]) -> Command {
     let mut command = Command::new(program);
     command.args(args).current_dir(root);
     command
@@ -364,7 +379,7 @@ fn choose<'a>(
 fn bubblewrap() -> Result<&'static PathBuf, &'static String> {
     static AVAILABLE: std::sync::OnceLock<Result<PathBuf, String>> = std::sync::OnceLock::new();
     AVAILABLE
-        .get_or_init(|| bubblewrap_at(which("bwrap")))
+        .get_or_init(|| bubblewrap_at(lsp_bridge::config::find_program("bwrap")))
         .as_ref()
 }
 
@@ -378,13 +393,6 @@ fn bubblewrap_at(candidate: Option<PathBuf>) -> Result<PathBuf, String> {
         )),
         None => Err("bubblewrap (`bwrap`) is not on PATH".to_owned()),
     }
-}
-
-/// `program` on `PATH`.
-fn which(program: &str) -> Option<PathBuf> {
-    std::env::split_paths(&std::env::var_os("PATH")?)
-        .map(|dir| dir.join(program))
-        .find(|candidate| candidate.is_file())
 }
 
 /// Whether bubblewrap can make a sandbox here (a container may refuse user namespaces).

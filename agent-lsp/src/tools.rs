@@ -359,10 +359,12 @@ impl ToolRuntime {
         origin: Option<&str>,
     ) -> anyhow::Result<Vec<ToolCallOutcome>> {
         let mut call_seqs = Vec::with_capacity(calls.len());
+        let mut resolved = Vec::with_capacity(calls.len());
         for call in calls {
             for observer in &self.observers {
                 observer.before_call(call);
             }
+            let found = self.resolve(call);
             let event = session.append(NewEvent::new(
                 turn,
                 step,
@@ -370,18 +372,19 @@ impl ToolRuntime {
                     call_id: call.id.clone(),
                     name: call.name.clone(),
                     arguments: call.arguments.clone(),
-                    sandbox: self.sandbox_record(call),
+                    sandbox: self.sandbox_record(&found),
                 }),
             ))?;
             call_seqs.push(event.seq);
+            resolved.push(found);
         }
 
         // Permission questions are asked one at a time, in call order, before anything runs.
         let mut prepared = Vec::with_capacity(calls.len());
-        for call in calls {
+        for (call, found) in calls.iter().zip(resolved) {
             prepared.push(match not_run.get(&call.id) {
                 Some(output) => Prepared::Done(output.clone()),
-                None => self.prepare(call, cancel).await,
+                None => self.prepare(call, found, cancel).await,
             });
         }
 

@@ -494,7 +494,7 @@ pub fn language_id(path: &Path) -> Option<&'static str> {
 
 /// Resolve a command the way `exec` would: a name with a `/` is a path, anything else is looked
 /// up in PATH (executable regular files only).
-pub(crate) fn find_program(command: &str) -> Option<PathBuf> {
+pub fn find_program(command: &str) -> Option<PathBuf> {
     let is_executable = |path: &Path| {
         use std::os::unix::fs::PermissionsExt;
         path.metadata()

@@ -37,8 +37,8 @@ impl Policy {
         if openness(self.mode) > openness(other.mode) {
             more.push(format!(
                 "mode {} ({} there)",
-                mode_name(self.mode),
-                mode_name(other.mode)
+                self.mode.as_str(),
+                other.mode.as_str()
             ));
         }
         if self.network && !other.network {
@@ -48,15 +48,6 @@ impl Policy {
             more.push("MCP servers outside the sandbox (inside there)".to_owned());
         }
         (!more.is_empty()).then(|| more.join(", "))
-    }
-}
-
-/// The mode as presets write it.
-pub(super) fn mode_name(mode: Mode) -> &'static str {
-    match mode {
-        Mode::ReadOnly => "read-only",
-        Mode::WorkspaceWrite => "workspace-write",
-        Mode::Off => "off",
     }
 }
 

@@ -129,7 +129,12 @@ fn handled(network: bool) -> anyhow::Result<Ruleset> {
 impl Sandbox {
     /// `program args…` in `root` that confines itself before `exec`. When the rules cannot be
     /// built, the command fails to start rather than run unconfined.
-    pub(super) fn landlock_command(&self, root: &Path, program: &str, args: &[&str]) -> Command {
+    pub(super) fn landlock_command<A: AsRef<std::ffi::OsStr>>(
+        &self,
+        root: &Path,
+        program: &str,
+        args: &[A],
+    ) -> Command {
         let mut sh = super::unconfined(root, program, args);
         sh.envs(self.private_env());
         let confinement = self.ruleset().and_then(|ruleset| {

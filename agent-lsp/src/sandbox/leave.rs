@@ -108,7 +108,7 @@ impl Sandbox {
 
     /// The policy in a few words: `workspace-write, no network, bubblewrap`.
     pub fn summary(&self) -> String {
-        let mode = super::bounds::mode_name(self.policy.mode);
+        let mode = self.policy.mode.as_str();
         let network = if self.policy.network {
             "network on"
         } else {
@@ -143,23 +143,23 @@ impl Sandbox {
         .any(|sign| output.contains(sign));
         let mut rules = Vec::new();
         if wrote {
-            rules.push(match self.policy.mode {
+            let writable = match self.policy.mode {
                 Mode::ReadOnly => {
-                    format!(
-                    "nothing but a private /tmp may be written (the policy is read-only); the home's secrets ({}) cannot be read",
-                    super::SECRETS.join(", ")
-                )
+                    "nothing but a private /tmp may be written (the policy is read-only)".to_owned()
                 }
                 _ => format!(
-                    "only the workspace and a private /tmp may be written, and not its protected paths ({}); the home's secrets ({}) cannot be read",
+                    "only the workspace and a private /tmp may be written, and not its protected paths ({})",
                     super::PROTECTED_NAMES
                         .iter()
                         .map(|(name, _)| *name)
                         .collect::<Vec<_>>()
-                        .join(", "),
-                    super::SECRETS.join(", ")
+                        .join(", ")
                 ),
-            });
+            };
+            rules.push(format!(
+                "{writable}; the home's secrets ({}) cannot be read",
+                super::SECRETS.join(", ")
+            ));
         }
         if network && !self.policy.network {
             rules.push("the network is off".to_owned());

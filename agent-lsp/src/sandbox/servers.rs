@@ -28,7 +28,6 @@ pub fn launcher(policy: Policy) -> Launcher {
                 program.display()
             );
         }
-        let args: Vec<&str> = args.iter().map(String::as_str).collect();
-        sandbox.command(root, &program.to_string_lossy(), &args)
+        sandbox.command(root, &program.to_string_lossy(), args)
     })
 }

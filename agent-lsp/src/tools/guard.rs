@@ -10,6 +10,9 @@ use super::{
     Grant, Permission, Prepared, ToolRuntime, cancelled_before_start, parse_raw_arguments,
     protected,
 };
+
+/// A call's tool and its parsed arguments.
+pub(super) type Resolved = (std::sync::Arc<dyn crate::plugin::tool::Tool>, CallArgs);
 use crate::plugin::outcomes::ToolOutput;
 use crate::plugin::tool::CallArgs;
 use crate::sandbox::Confinement;
@@ -32,21 +35,33 @@ impl ToolRuntime {
         Some((self.workspace.display(&path), why))
     }
 
-    /// Parse the arguments, find the tool, apply the permission policy.
-    pub(super) async fn prepare(&self, call: &ToolCallRef, cancel: &CancellationToken) -> Prepared {
-        let args = match parse_raw_arguments(&call.arguments) {
-            Ok(args) => CallArgs::from(args),
-            Err(output) => return Prepared::Done(output),
-        };
+    /// The call's tool and its parsed arguments, or the result of a call that cannot run (its
+    /// arguments do not parse, its tool does not exist). Done once per call: the `tool/call`
+    /// record ([`ToolRuntime::sandbox_record`]) and the guard ([`ToolRuntime::prepare`]) share
+    /// it, and so does the tool's typed parse.
+    pub(super) fn resolve(&self, call: &ToolCallRef) -> Result<Resolved, ToolOutput> {
+        let args = CallArgs::from(parse_raw_arguments(&call.arguments)?);
         let Some(tool) = self.registry.get(&call.name) else {
-            return Prepared::Done(
-                ToolOutput::error(format!(
-                    "there is no tool named `{}`; the tools are {}",
-                    call.name,
-                    self.registry.names().collect::<Vec<_>>().join(", ")
-                ))
-                .with_meta("unknown_tool", true),
-            );
+            return Err(ToolOutput::error(format!(
+                "there is no tool named `{}`; the tools are {}",
+                call.name,
+                self.registry.names().collect::<Vec<_>>().join(", ")
+            ))
+            .with_meta("unknown_tool", true));
+        };
+        Ok((tool.clone(), args))
+    }
+
+    /// Apply the permission policy to a resolved call.
+    pub(super) async fn prepare(
+        &self,
+        call: &ToolCallRef,
+        resolved: Result<Resolved, ToolOutput>,
+        cancel: &CancellationToken,
+    ) -> Prepared {
+        let (tool, args) = match resolved {
+            Ok(resolved) => resolved,
+            Err(output) => return Prepared::Done(output),
         };
         let mut permission = self.policy.permission(&call.name);
         // A command the sandbox holds gets the preset's `sandboxed` permission in place of its
@@ -152,7 +167,7 @@ impl ToolRuntime {
             _ => None,
         };
         Prepared::Run {
-            tool: tool.clone(),
+            tool,
             args,
             grant: Grant {
                 sandbox: self
@@ -164,15 +179,14 @@ impl ToolRuntime {
         }
     }
 
-    /// What the `tool/call` record of `call` says of the sandbox: for a command, the policy
-    /// and mechanism that hold it and what it asks beyond them; `None` for a call that runs no
-    /// command (or whose arguments do not parse, which runs nothing).
-    pub(super) fn sandbox_record(&self, call: &ToolCallRef) -> Option<Value> {
+    /// What the `tool/call` record of a resolved call says of the sandbox: for a command, the
+    /// policy and mechanism that hold it and what it asks beyond them; `None` for a call that
+    /// runs no command (one that does not resolve runs nothing).
+    pub(super) fn sandbox_record(&self, resolved: &Result<Resolved, ToolOutput>) -> Option<Value> {
         let sandbox = self.sandbox.as_ref()?;
-        let tool = self.registry.get(&call.name)?;
-        let args = CallArgs::from(parse_raw_arguments(&call.arguments).ok()?);
+        let (tool, args) = resolved.as_ref().ok()?;
         let mut record = sandbox.describe();
-        match tool.confinement(&args) {
+        match tool.confinement(args) {
             Confinement::NotACommand => return None,
             Confinement::Held => {}
             Confinement::Leaves(leave) => record["leave"] = json!(leave.as_str()),

@@ -78,12 +78,13 @@ impl NestedCalls for Nested {
         );
         let (events, cancel) = (self.events.clone(), self.cancel.clone());
         Box::pin(async move {
+            let found = runtime.resolve(&call);
             events.record(EventBody::SubtoolCall(SubtoolCall {
                 parent_call_id: parent.clone(),
                 call_id: call.id.clone(),
                 name: call.name.clone(),
                 arguments: call.arguments.clone(),
-                sandbox: runtime.sandbox_record(&call),
+                sandbox: runtime.sandbox_record(&found),
             }));
             // A tool that calls tools is not one of them: a program cannot start a program.
             let prepared = match runtime.registry.get(&call.name) {
@@ -91,7 +92,7 @@ impl NestedCalls for Nested {
                     "`{}` cannot be called from inside `{}`",
                     call.name, parent
                 ))),
-                _ => runtime.prepare(&call, &cancel).await,
+                _ => runtime.prepare(&call, found, &cancel).await,
             };
             let (output, duration) = match prepared {
                 Prepared::Done(output) => (output, std::time::Duration::ZERO),

@@ -59,14 +59,9 @@ impl Server {
         args: &[String],
         env: &BTreeMap<String, String>,
     ) -> Result<Connection, String> {
-        let args: Vec<&str> = args.iter().map(String::as_str).collect();
         let mut program = match &self.sandbox {
-            Some(sandbox) => sandbox.command(&self.workspace, command, &args),
-            None => {
-                let mut program = std::process::Command::new(command);
-                program.args(&args).current_dir(&self.workspace);
-                program
-            }
+            Some(sandbox) => sandbox.command(&self.workspace, command, args),
+            None => crate::sandbox::unconfined(&self.workspace, command, args),
         };
         // Only what a program needs to run, and what the server's config names: not the
         // model's API key, nor any other secret of the user's environment (a workspace's
