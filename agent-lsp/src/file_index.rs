@@ -56,6 +56,7 @@ mod query;
 pub(crate) mod rank;
 mod store;
 mod walk;
+pub(crate) use walk::workspace_walker;
 mod watch;
 
 pub use changes::{ChangeKind, FileChange};

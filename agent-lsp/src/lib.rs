@@ -64,6 +64,7 @@ pub mod plans;
 pub mod plugin;
 pub mod preset;
 pub mod sandbox;
+pub mod snapshots;
 pub(crate) mod server;
 pub mod session;
 pub(crate) mod session_report;

@@ -112,6 +112,16 @@ impl WalkRules {
     }
 }
 
+/// A walker over `root` under the index's rules without exclude globs: what the checkpoints
+/// of `snapshots` capture is exactly what the ignore files admit, as the index sees it.
+pub(crate) fn workspace_walker(root: &Path) -> WalkBuilder {
+    WalkRules {
+        root: root.to_owned(),
+        excludes: Arc::new(Excludes::default()),
+    }
+    .builder(root)
+}
+
 /// Why the walk visitor did not index an entry (counted in the status).
 pub(super) enum Skip {
     RefusedSymlink,

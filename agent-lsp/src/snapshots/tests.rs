@@ -1,0 +1,150 @@
+use std::os::unix::fs::PermissionsExt;
+use std::path::Path;
+
+use super::*;
+
+struct World {
+    _dir: tempfile::TempDir,
+    root: PathBuf,
+    snapshots: Arc<Snapshots>,
+}
+
+fn world(options: Options) -> World {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().join("ws");
+    std::fs::create_dir(&root).unwrap();
+    let root = root.canonicalize().unwrap();
+    let snapshots = Snapshots::new(&root, dir.path().join("state/checkpoints"), options);
+    World {
+        _dir: dir,
+        root,
+        snapshots,
+    }
+}
+
+fn write(root: &Path, path: &str, text: &str) {
+    let full = root.join(path);
+    std::fs::create_dir_all(full.parent().unwrap()).unwrap();
+    std::fs::write(full, text).unwrap();
+}
+
+/// Makes the next capture's stat differ even within the same second as the last write.
+fn settle() {
+    std::thread::sleep(std::time::Duration::from_millis(5));
+}
+
+#[test]
+fn a_capture_names_what_changed_and_a_restore_puts_back_every_kind_of_file() {
+    let w = world(Options::default());
+    write(&w.root, "src/a.rs", "fn a() {}\n");
+    write(&w.root, "empty.txt", "");
+    write(&w.root, "run.sh", "#!/bin/sh\necho hi\n");
+    std::fs::set_permissions(w.root.join("run.sh"), std::fs::Permissions::from_mode(0o755))
+        .unwrap();
+    std::os::unix::fs::symlink("src/a.rs", w.root.join("link")).unwrap();
+    write(&w.root, ".gitignore", "target/\n");
+    write(&w.root, "target/big.o", "ignored");
+    write(&w.root, "notes.agent.md", "# a conversation\n");
+
+    let first = w.snapshots.capture("s1", None, &[]).unwrap();
+    assert_eq!(
+        first.changed,
+        [".gitignore", "empty.txt", "link", "run.sh", "src/a.rs"],
+        "ignored files and prompt documents are not captured"
+    );
+
+    settle();
+    write(&w.root, "src/a.rs", "fn a() { changed }\n");
+    std::fs::remove_file(w.root.join("run.sh")).unwrap();
+    std::fs::remove_file(w.root.join("link")).unwrap();
+    write(&w.root, "src/new/b.rs", "new\n");
+    let second = w.snapshots.capture("s1", Some(&first.id), &[]).unwrap();
+    assert_eq!(second.changed, ["link", "run.sh", "src/a.rs", "src/new/b.rs"]);
+    assert_eq!(w.snapshots.changes(&first.id, &second.id).unwrap(), second.changed);
+
+    let before = w.snapshots.files_of(&first.id).unwrap();
+    for path in &second.changed {
+        w.snapshots.restore(path, before.effective(path)).unwrap();
+    }
+    assert_eq!(std::fs::read_to_string(w.root.join("src/a.rs")).unwrap(), "fn a() {}\n");
+    let mode = std::fs::metadata(w.root.join("run.sh")).unwrap().permissions().mode();
+    assert_eq!(mode & 0o111, 0o111, "the executable bit comes back");
+    assert_eq!(std::fs::read_link(w.root.join("link")).unwrap(), Path::new("src/a.rs"));
+    assert!(!w.root.join("src/new").exists(), "a folder the change brought goes with it");
+    assert_eq!(std::fs::read(w.root.join("empty.txt")).unwrap(), b"");
+
+    settle();
+    let third = w.snapshots.capture("s1", Some(&second.id), &[]).unwrap();
+    assert!(w.snapshots.changes(&first.id, &third.id).unwrap().is_empty());
+}
+
+#[test]
+fn a_file_over_the_cap_is_named_not_captured() {
+    let w = world(Options {
+        max_file_bytes: 8,
+        ..Options::default()
+    });
+    write(&w.root, "small", "1234");
+    write(&w.root, "large", "123456789");
+    let checkpoint = w.snapshots.capture("s1", None, &[]).unwrap();
+    assert_eq!(checkpoint.changed, ["small"]);
+    assert_eq!(
+        checkpoint.uncaptured,
+        [Uncaptured {
+            path: "large".into(),
+            bytes: 9
+        }]
+    );
+}
+
+#[test]
+fn a_new_process_trusts_the_saved_stat_cache_and_still_sees_a_change() {
+    let w = world(Options::default());
+    write(&w.root, "a", "one\n");
+    write(&w.root, "b", "two\n");
+    let first = w.snapshots.capture("s1", None, &[]).unwrap();
+    settle();
+    // A second instance reads the cache the first one saved.
+    let again = Snapshots::new(&w.root, w.snapshots.dir().to_owned(), Options::default());
+    write(&w.root, "b", "TWO\n");
+    let second = again.capture("s1", Some(&first.id), &[]).unwrap();
+    assert_eq!(second.changed, ["b"]);
+    let third = again.capture("s1", Some(&second.id), &[]).unwrap();
+    assert!(third.changed.is_empty());
+}
+
+#[test]
+fn a_buffer_that_differs_from_the_disk_is_what_the_user_saw() {
+    let w = world(Options::default());
+    write(&w.root, "a.rs", "disk\n");
+    let first = w.snapshots.capture("s1", None, &[]).unwrap();
+    let second = w
+        .snapshots
+        .capture("s1", Some(&first.id), &[("a.rs".into(), "unsaved\n".into())])
+        .unwrap();
+    assert_eq!(second.changed, ["a.rs"]);
+    let files = w.snapshots.files_of(&second.id).unwrap();
+    let shown = files.effective("a.rs").unwrap();
+    assert_eq!(w.snapshots.blob(&shown.id).unwrap(), b"unsaved\n");
+    assert_eq!(files.disk["a.rs"].id, Snapshots::hash(b"disk\n"));
+}
+
+#[test]
+fn a_restore_never_leaves_the_workspace() {
+    let w = world(Options::default());
+    let outside = w.root.parent().unwrap().join("outside");
+    std::fs::create_dir(&outside).unwrap();
+    std::os::unix::fs::symlink(&outside, w.root.join("out")).unwrap();
+    write(&w.root, "e", "");
+    let checkpoint = w.snapshots.capture("s1", None, &[]).unwrap();
+    let files = w.snapshots.files_of(&checkpoint.id).unwrap();
+    let entry = files.effective("e").unwrap();
+    for path in ["../escape", "/etc/passwd", "out/file"] {
+        let error = w.snapshots.restore(path, Some(entry));
+        assert!(
+            matches!(error, Err(RestoreError::Refused(_))),
+            "{path}: {error:?}"
+        );
+    }
+    assert!(std::fs::read_dir(&outside).unwrap().next().is_none());
+}
