@@ -44,7 +44,7 @@ use crate::plugin::compaction_seam::Trigger;
 use crate::plugin::outcomes::CompactionOutcome;
 use crate::plugin::outcomes::ToolOutput;
 use crate::preset::Preset;
-use crate::session::event::{EventBody, RequestError, UserMessage};
+use crate::session::event::{CheckpointReason, EventBody, RequestError, UserMessage};
 use crate::session::{NewEvent, Session};
 use crate::tools::ToolRuntime;
 use bounds::MessageBounds;
@@ -179,6 +179,10 @@ impl Agent {
         let text = self.prompt_text(prompt)?;
         let assembled = self.assemble_prompt(session, turn)?;
         self.emit(&AgentEvent::SessionStart { turn }, session, ui)?;
+        // What the files held before the turn: what a rewind of it puts back.
+        self.tools
+            .checkpoint(session, turn, 0, CheckpointReason::TurnStart, Vec::new())
+            .await?;
         session.append(NewEvent::new(
             turn,
             0,
@@ -188,6 +192,11 @@ impl Agent {
             }),
         ))?;
         let result = self.steps(session, &assembled, turn, cancel, ui).await;
+        session.flush()?;
+        // Whatever the outcome, what the turn left is the baseline of the user's next changes.
+        self.tools
+            .checkpoint(session, turn, 0, CheckpointReason::TurnEnd, Vec::new())
+            .await?;
         session.flush()?;
         let outcome = result?;
         self.emit(

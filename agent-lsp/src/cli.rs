@@ -8,6 +8,7 @@ mod mcp;
 mod mcp_serve;
 mod memory;
 mod preset;
+mod rewind;
 pub(crate) mod run;
 mod servers;
 pub(crate) mod session;
@@ -85,6 +86,9 @@ enum Command {
     /// See and edit what the model sees: segments, fold, pin, delete, replace, rollback.
     #[command(subcommand)]
     Context(context::ContextCommand),
+    /// Take back what a session's turns did: the files they changed (edits, writes and what
+    /// commands changed), the conversation, or both; and give it back with --undo.
+    Rewind(rewind::RewindArgs),
     /// List presets, print one, or copy one under a new name to change it.
     #[command(subcommand)]
     Preset(preset::PresetCommand),
@@ -150,6 +154,7 @@ pub fn run() -> anyhow::Result<ExitCode> {
         Command::Files(args) => files::run(&workspace, args),
         Command::Context(command) => context::run(&Store::for_workspace(&workspace)?, command),
         Command::Preset(command) => preset::run(&workspace, command),
+        Command::Rewind(args) => rewind::run(&Store::for_workspace(&workspace)?, args),
         Command::Memory(command) => memory::run(&Store::for_workspace(&workspace)?, command),
         Command::Skills(command) => skills::run(&workspace, command),
         Command::Mcp(command) => mcp::run(&workspace, command),

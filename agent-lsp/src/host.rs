@@ -249,7 +249,16 @@ impl Host {
             }));
         }
         let assembly = assembly::assemble(preset, &host)?;
-        let tools = self.tools.runtime(preset, &assembly, &self.activity)?;
+        let mut tools = self.tools.runtime(preset, &assembly, &self.activity)?;
+        // A front end's agent takes the file checkpoints; a sub-agent's changes fall inside
+        // the window its parent's `task` call opened.
+        if self.depth == 0 {
+            tools = tools.with_checkpoints(crate::snapshots::Snapshots::for_state_dir(
+                self.store.workspace(),
+                self.store.workspace_dir(),
+                crate::snapshots::Options::default(),
+            ));
+        }
         Ok(Parts {
             plugins: assembly.plugins,
             tools,

@@ -63,6 +63,7 @@ pub(crate) mod permissions;
 pub mod plans;
 pub mod plugin;
 pub mod preset;
+pub mod rewind;
 pub mod sandbox;
 pub mod snapshots;
 pub(crate) mod server;

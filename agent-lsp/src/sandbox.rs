@@ -222,6 +222,12 @@ impl Sandbox {
         &self.mechanism
     }
 
+    /// Whether commands held here cannot write the workspace at all: they need no file
+    /// checkpoints around them.
+    pub fn keeps_workspace_read_only(&self) -> bool {
+        self.holds() && self.policy.mode == Mode::ReadOnly
+    }
+
     /// What the record of a command says of its sandbox: the policy and the mechanism.
     pub fn describe(&self) -> serde_json::Value {
         serde_json::json!({

@@ -28,6 +28,7 @@ mod asker;
 pub mod buffers;
 mod call;
 mod cap;
+pub mod checkpoints;
 pub mod edit;
 pub mod fs;
 mod guard;
@@ -57,7 +58,9 @@ use crate::llm::ToolDef;
 pub use crate::permissions::{POLICY_KEYS, Permission, PermissionPolicy};
 use crate::plugin::outcomes::{ToolCallOutcome, ToolOutput};
 use crate::plugin::tool::{CallArgs, EventSink, Tool};
-use crate::session::event::{AssistantMessage, EventBody, ToolCallEvent, ToolCallRef, ToolResult};
+use crate::session::event::{
+    AssistantMessage, CheckpointReason, EventBody, ToolCallEvent, ToolCallRef, ToolResult,
+};
 use crate::session::{NewEvent, Session};
 use crate::workspace::Workspace;
 pub use asker::{Asker, HeadlessAsker};
@@ -164,6 +167,8 @@ pub struct ToolRuntime {
     buffers: Option<Arc<dyn buffers::Buffers>>,
     /// What the commands of the calls may touch; `None`: no sandbox.
     sandbox: Option<Arc<crate::sandbox::Sandbox>>,
+    /// Where the file checkpoints go (`checkpoints.rs`); `None`: none are taken.
+    checkpoints: Option<Arc<crate::snapshots::Snapshots>>,
     limits: Limits,
 }
 
@@ -198,6 +203,7 @@ impl ToolRuntime {
             write_observer: None,
             buffers: None,
             sandbox: None,
+            checkpoints: None,
             limits: Limits::default(),
         }
     }
@@ -324,6 +330,13 @@ impl ToolRuntime {
             name: name.to_owned(),
             arguments: arguments.to_owned(),
         };
+        // A call that may write is a turn of its own for a rewind: what the files held before
+        // it, and after.
+        let writes = self.registry.get(name).is_some_and(|tool| !tool.read_only());
+        if writes {
+            self.checkpoint(session, turn, 0, CheckpointReason::TurnStart, Vec::new())
+                .await?;
+        }
         session.append(NewEvent::new(
             turn,
             0,
@@ -344,6 +357,10 @@ impl ToolRuntime {
                 Some("user"),
             )
             .await?;
+        if writes {
+            self.checkpoint(session, turn, 0, CheckpointReason::TurnEnd, Vec::new())
+                .await?;
+        }
         Ok(outcomes.pop().expect("one call, one outcome"))
     }
 
@@ -395,6 +412,12 @@ impl ToolRuntime {
         let mut index = 0;
         while index < calls.len() {
             let batch_end = batch_end(&prepared, calls, index);
+            let ids: Vec<&str> = calls[index..batch_end].iter().map(|c| c.id.as_str()).collect();
+            let windowed = self.windowed(&prepared[index..batch_end], &ids);
+            if !windowed.is_empty() {
+                self.checkpoint(session, turn, step, CheckpointReason::BeforeCall, windowed.clone())
+                    .await?;
+            }
             let (session_path, session_id, call_seqs) = (&session_path, &session_id, &call_seqs);
             let sink = &sink;
             let runs = (index..batch_end).map(|i| {
@@ -435,6 +458,10 @@ impl ToolRuntime {
             }
             for (offset, result) in results.into_iter().enumerate() {
                 outputs[index + offset] = Some(result);
+            }
+            if !windowed.is_empty() {
+                self.checkpoint(session, turn, step, CheckpointReason::AfterCall, windowed)
+                    .await?;
             }
             index = batch_end;
         }

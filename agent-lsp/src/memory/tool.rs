@@ -85,6 +85,11 @@ impl TypedTool for MemoryTool {
         false
     }
 
+    fn writes_unnamed(&self) -> bool {
+        // Memories live in the state directory, not in the workspace.
+        false
+    }
+
     fn run(&self, ctx: ToolContext, args: MemoryArgs) -> BoxFuture<'static, ToolOutput> {
         let memories = self.memories.clone();
         Box::pin(blocking(move || {

@@ -253,6 +253,15 @@ pub trait Tool: Send + Sync + 'static {
         crate::sandbox::Confinement::NotACommand
     }
 
+    /// Whether a call may change workspace files it does not name in its result's
+    /// `meta.source` (a command, a sub-agent, a program): the runtime then takes a file
+    /// checkpoint right before and right after it, so a rewind knows what it changed. The
+    /// file tools, which name what they write, and tools that write nothing in the workspace
+    /// say `false`.
+    fn writes_unnamed(&self) -> bool {
+        !self.read_only()
+    }
+
     /// Run one call. Failures are outputs with `is_error`, never panics: the model reads them.
     fn run(&self, ctx: ToolContext, args: CallArgs) -> BoxFuture<'static, ToolOutput>;
 }
@@ -262,6 +271,12 @@ pub trait Buffers: Send + Sync + std::fmt::Debug {
     /// The editor's current text of `path`, unsaved changes included, when it has the file
     /// open; `None` means "read the disk".
     fn text(&self, path: &Path) -> Option<String>;
+
+    /// Every document the editor has open, with its current text: what a file checkpoint
+    /// keeps beside the disk, so a rewind knows what the user saw.
+    fn open(&self) -> Vec<(std::path::PathBuf, String)> {
+        Vec::new()
+    }
 
     /// Replace the buffer of `path` (open in the editor, with text `before`) by `after`.
     /// Resolves once the editor applied the change and the buffer shows it, or with the reason

@@ -73,6 +73,11 @@ pub trait TypedTool: Send + Sync + 'static {
         Confinement::NotACommand
     }
 
+    /// See [`Tool::writes_unnamed`].
+    fn writes_unnamed(&self) -> bool {
+        !TypedTool::read_only(self)
+    }
+
     /// Run one call with its arguments. Failures are outputs with `is_error`, never panics.
     fn run(&self, ctx: ToolContext, args: Self::Args) -> BoxFuture<'static, ToolOutput>;
 }
@@ -96,6 +101,10 @@ impl<T: TypedTool> Tool for T {
 
     fn calls_tools(&self) -> bool {
         TypedTool::calls_tools(self)
+    }
+
+    fn writes_unnamed(&self) -> bool {
+        TypedTool::writes_unnamed(self)
     }
 
     fn timeout(&self, args: &CallArgs) -> Option<Duration> {

@@ -14,6 +14,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 mod compaction;
+mod files;
 mod kind;
 mod request;
 mod subagent;
@@ -21,6 +22,10 @@ mod subtool;
 pub use compaction::{
     CompactionEnd, CompactionStart, CompactionSummary, ContextEditBegin, ContextEditEnd,
     ContextEditOp, ContextEditResult,
+};
+pub use files::{
+    CheckpointReason, Conflict, FileCheckpoint, MAX_CHANGED_LISTED, PlannedPath, Restored,
+    RewindBegin, RewindEnd, RewindScope, last_checkpoint,
 };
 pub use kind::EventKind;
 pub use request::{RequestContext, RequestError, RequestHeader, SectionRecord};
@@ -142,6 +147,12 @@ pub enum EventBody {
     SubtoolCall(SubtoolCall),
     /// The payload of `subtool/result`.
     SubtoolResult(SubtoolResult),
+    /// The payload of `files/checkpoint`.
+    FileCheckpoint(FileCheckpoint),
+    /// The payload of `rewind/begin`.
+    RewindBegin(RewindBegin),
+    /// The payload of `rewind/end`.
+    RewindEnd(RewindEnd),
 }
 
 impl EventBody {
@@ -169,6 +180,9 @@ impl EventBody {
             EventBody::SubagentEnd(_) => EventKind::SubagentEnd,
             EventBody::SubtoolCall(_) => EventKind::SubtoolCall,
             EventBody::SubtoolResult(_) => EventKind::SubtoolResult,
+            EventBody::FileCheckpoint(_) => EventKind::FileCheckpoint,
+            EventBody::RewindBegin(_) => EventKind::RewindBegin,
+            EventBody::RewindEnd(_) => EventKind::RewindEnd,
         }
     }
 
@@ -195,6 +209,9 @@ impl EventBody {
             EventBody::SubagentEnd(p) => serde_json::to_value(p),
             EventBody::SubtoolCall(p) => serde_json::to_value(p),
             EventBody::SubtoolResult(p) => serde_json::to_value(p),
+            EventBody::FileCheckpoint(p) => serde_json::to_value(p),
+            EventBody::RewindBegin(p) => serde_json::to_value(p),
+            EventBody::RewindEnd(p) => serde_json::to_value(p),
         }
     }
 
@@ -235,6 +252,11 @@ impl EventBody {
             EventKind::SubagentEnd => EventBody::SubagentEnd(serde_json::from_value(payload)?),
             EventKind::SubtoolCall => EventBody::SubtoolCall(serde_json::from_value(payload)?),
             EventKind::SubtoolResult => EventBody::SubtoolResult(serde_json::from_value(payload)?),
+            EventKind::FileCheckpoint => {
+                EventBody::FileCheckpoint(serde_json::from_value(payload)?)
+            }
+            EventKind::RewindBegin => EventBody::RewindBegin(serde_json::from_value(payload)?),
+            EventKind::RewindEnd => EventBody::RewindEnd(serde_json::from_value(payload)?),
         })
     }
 }

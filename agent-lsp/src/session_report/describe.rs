@@ -82,6 +82,48 @@ pub(super) fn describe(event: &Event) -> String {
             result.name,
             preview(&result.text, 80)
         ),
+        EventBody::FileCheckpoint(checkpoint) => match &checkpoint.error {
+            Some(error) => format!("{} failed: {error}", checkpoint.reason.as_str()),
+            None => format!(
+                "{} {}: {}{}",
+                checkpoint.reason.as_str(),
+                checkpoint.id.as_deref().map_or("", |id| &id[..id.len().min(10)]),
+                match checkpoint.changed_total {
+                    0 => "nothing changed".to_owned(),
+                    n => format!("{n} changed ({})", preview(&checkpoint.changed.join(", "), 80)),
+                },
+                match checkpoint.uncaptured.len() {
+                    0 => String::new(),
+                    n => format!("; {n} over the size cap"),
+                }
+            ),
+        },
+        EventBody::RewindBegin(begin) => format!(
+            "{} of turns {}–{} ({:?}){}: {} to restore, {} conflicts{}",
+            begin.rewind_id,
+            begin.turn,
+            begin.last_turn,
+            begin.scope,
+            begin
+                .undo_of
+                .as_deref()
+                .map(|undone| format!(", undoing {undone}"))
+                .unwrap_or_default(),
+            begin.plan.len(),
+            begin.conflicts.len(),
+            if begin.force { ", forced" } else { "" }
+        ),
+        EventBody::RewindEnd(end) => format!(
+            "{} {}: {} restored, {} kept{}",
+            end.rewind_id,
+            end.outcome,
+            end.restored.len(),
+            end.kept.len(),
+            end.reason
+                .as_deref()
+                .map(|reason| format!(" ({reason})"))
+                .unwrap_or_default()
+        ),
         EventBody::PluginState(state) => {
             format!("{}: {}", state.plugin, preview(&state.data.to_string(), 80))
         }

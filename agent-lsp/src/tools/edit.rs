@@ -59,6 +59,11 @@ impl TypedTool for Edit {
         false
     }
 
+    fn writes_unnamed(&self) -> bool {
+        // It names the file it changed in `meta.source`.
+        false
+    }
+
     fn run(&self, ctx: ToolContext, args: EditArgs) -> BoxFuture<'static, ToolOutput> {
         Box::pin(async move {
             // A file open in the editor is changed in its buffer (see `buffers`).

@@ -165,6 +165,11 @@ impl TypedTool for Write {
         false
     }
 
+    fn writes_unnamed(&self) -> bool {
+        // It names the file it wrote in `meta.source`.
+        false
+    }
+
     fn run(&self, ctx: ToolContext, args: WriteArgs) -> BoxFuture<'static, ToolOutput> {
         Box::pin(async move {
             // A file open in the editor is replaced in its buffer (see `buffers`).

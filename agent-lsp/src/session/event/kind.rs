@@ -78,11 +78,21 @@ pub enum EventKind {
     /// The result of a `run_code` program's tool call (log only).
     #[serde(rename = "subtool/result")]
     SubtoolResult,
+    /// What the workspace's files held at a moment of a turn: a checkpoint in the workspace's
+    /// store (log only).
+    #[serde(rename = "files/checkpoint")]
+    FileCheckpoint,
+    /// A rewind's plan, before any file changed (log only).
+    #[serde(rename = "rewind/begin")]
+    RewindBegin,
+    /// What a rewind did (log only).
+    #[serde(rename = "rewind/end")]
+    RewindEnd,
 }
 
 impl EventKind {
     /// Every kind, in declaration order: for tests and views that must cover them all.
-    pub const ALL: [EventKind; 21] = [
+    pub const ALL: [EventKind; 24] = [
         EventKind::SessionHeader,
         EventKind::UserMessage,
         EventKind::AssistantMessage,
@@ -104,6 +114,9 @@ impl EventKind {
         EventKind::SubagentEnd,
         EventKind::SubtoolCall,
         EventKind::SubtoolResult,
+        EventKind::FileCheckpoint,
+        EventKind::RewindBegin,
+        EventKind::RewindEnd,
     ];
 
     /// The `kind` string written to disk; the inverse of the serde rename.
@@ -130,6 +143,9 @@ impl EventKind {
             EventKind::SubagentEnd => "subagent/end",
             EventKind::SubtoolCall => "subtool/call",
             EventKind::SubtoolResult => "subtool/result",
+            EventKind::FileCheckpoint => "files/checkpoint",
+            EventKind::RewindBegin => "rewind/begin",
+            EventKind::RewindEnd => "rewind/end",
         }
     }
 

@@ -1,0 +1,505 @@
+//! Planning a rewind (or an undo) from the log and the checkpoints, and carrying it out.
+
+use std::collections::BTreeSet;
+use std::sync::Arc;
+
+use anyhow::Context;
+
+use super::attribution::{Checkpoints, Point, Rewinds, owner, rewound_turns};
+use super::{ConflictReport, Report, Request};
+use crate::context_editor::ops::{BatchOptions, EditOp, apply_batch, rollback};
+use crate::plugin::tool::Buffers;
+use crate::session::Session;
+use crate::session::event::{
+    CheckpointReason, Conflict, EventBody, PlannedPath, Restored, RewindBegin, RewindEnd,
+    last_checkpoint,
+};
+use crate::session::NewEvent;
+use crate::snapshots::{Entry, Snapshots};
+use crate::tools::checkpoints::record_checkpoint;
+
+/// Where the files are, and the editor's buffers over them under `serve`.
+pub struct Place<'a> {
+    /// The workspace's checkpoints.
+    pub snapshots: &'a Arc<Snapshots>,
+    /// The editor's open buffers, changed through the editor; `None` on the terminal.
+    pub buffers: Option<&'a dyn Buffers>,
+}
+
+/// One path to change: from what it holds now to what it is put back to.
+struct Write {
+    path: String,
+    current: Option<Entry>,
+    target: Option<Entry>,
+}
+
+/// A path left alone unless forced (`forceable`: a file over the cap cannot be restored at all).
+struct Held {
+    write: Write,
+    why: String,
+    forceable: bool,
+}
+
+#[derive(Default)]
+struct Plan {
+    writes: Vec<Write>,
+    held: Vec<Held>,
+    yours: Vec<String>,
+}
+
+/// Take back turn `request.turn` (or the last one not taken back) and every later turn.
+pub async fn rewind(session: &mut Session, place: Place<'_>, request: &Request) -> anyhow::Result<Report> {
+    let history = session.history();
+    let last_turn = history.next_turn().saturating_sub(1);
+    anyhow::ensure!(last_turn >= 1, "the session has no turn to take back");
+    let checkpoints = Checkpoints::of(history);
+    let rewound = rewound_turns(history);
+    let turn = match request.turn {
+        Some(turn) => {
+            anyhow::ensure!(
+                (1..=last_turn).contains(&turn),
+                "the session has turns 1 to {last_turn}; there is no turn {turn}"
+            );
+            turn
+        }
+        None => (1..=last_turn)
+            .rev()
+            .find(|turn| !rewound.contains(turn))
+            .context("every turn of the session is taken back already (`--undo` gives the last rewind back)")?,
+    };
+    let start = if request.scope.files() {
+        Some(checkpoints.turn_start(turn).with_context(|| {
+            format!("turn {turn} has no checkpoint of its start (it ran before checkpoints were taken, or its capture failed); `--context` still takes back the conversation")
+        })?)
+    } else {
+        None
+    };
+    let context_ops = if request.scope.context() {
+        Some(context_ops(session, turn)?)
+    } else {
+        None
+    };
+
+    let mut report = Report {
+        turn,
+        last_turn,
+        ..Report::default()
+    };
+    let Some(start) = start else {
+        let begin = RewindBegin {
+            rewind_id: String::new(),
+            turn,
+            last_turn,
+            scope: request.scope,
+            undo_of: None,
+            from: None,
+            pre: None,
+            force: request.force,
+            plan: Vec::new(),
+            conflicts: Vec::new(),
+        };
+        let ops = context_ops.map(ContextPart::Delete);
+        return carry_out(session, &place, request.dry_run, request.force, begin, Plan::default(), ops, report).await;
+    };
+    let (pre, recorded_pre) = capture_now(session, &place, request.dry_run).await?;
+    let plan = plan_rewind(session, &place, &checkpoints, start, &pre)?;
+    report.yours = plan.yours.clone();
+    let begin = RewindBegin {
+        rewind_id: String::new(),
+        turn,
+        last_turn,
+        scope: request.scope,
+        undo_of: None,
+        from: Some(checkpoints.points[start].id.clone()),
+        pre: recorded_pre.then(|| pre.clone()),
+        force: request.force,
+        plan: Vec::new(),
+        conflicts: Vec::new(),
+    };
+    carry_out(session, &place, request.dry_run, request.force, begin, plan, context_ops.map(ContextPart::Delete), report).await
+}
+
+/// Give back what the last standing rewind took back: its files as they were before it (under
+/// the same rule: a path must still hold what the rewind wrote) and its conversation.
+pub async fn undo(session: &mut Session, place: Place<'_>, dry_run: bool) -> anyhow::Result<Report> {
+    let history = session.history();
+    let (id, turn, last_turn) = Rewinds::of(history)
+        .standing
+        .last()
+        .cloned()
+        .context("no rewind of this session is left to undo")?;
+    let (begin, end) = rewind_events(history, &id)?;
+    let mut report = Report {
+        turn,
+        last_turn,
+        ..Report::default()
+    };
+    let (now, recorded_now) = capture_now(session, &place, dry_run).await?;
+    let mut plan = Plan::default();
+    if let (Some(before), Some(after)) = (&begin.pre, &end.post) {
+        let (before, after, now_files) = (
+            place.snapshots.files_of(before)?,
+            place.snapshots.files_of(after)?,
+            place.snapshots.files_of(&now)?,
+        );
+        for restored in &end.restored {
+            let path = &restored.path;
+            let write = Write {
+                path: path.clone(),
+                current: now_files.effective(path).cloned(),
+                target: before.effective(path).cloned(),
+            };
+            if write.current == write.target {
+                continue;
+            }
+            if write.current.as_ref() != after.effective(path) {
+                plan.held.push(Held {
+                    write,
+                    why: "changed after the rewind".into(),
+                    forceable: true,
+                });
+            } else {
+                plan.writes.push(write);
+            }
+        }
+    }
+    let begin_record = RewindBegin {
+        rewind_id: String::new(),
+        turn,
+        last_turn,
+        scope: begin.scope,
+        undo_of: Some(id),
+        from: begin.pre.clone(),
+        pre: recorded_now.then(|| now.clone()),
+        force: false,
+        plan: Vec::new(),
+        conflicts: Vec::new(),
+    };
+    let context = end.context_snapshot.map(ContextPart::Rollback);
+    report.turn = turn;
+    carry_out(session, &place, dry_run, false, begin_record, plan, context, report).await
+}
+
+/// What the conversation part of a rewind does.
+enum ContextPart {
+    /// Take these segments off the surface.
+    Delete(Vec<EditOp>),
+    /// Roll the surface back to this generation (an undo).
+    Rollback(u64),
+}
+
+/// The delete that takes turn `turn` and everything after it off the surface, or why it
+/// cannot: a compaction folded the turn's start into a summary.
+fn context_ops(session: &Session, turn: u32) -> anyhow::Result<Vec<EditOp>> {
+    let segments = crate::context_editor::segments(session.history(), 0);
+    // A turn starts with its prompt, or (a tool the user ran) with the call's message; a
+    // compaction's summary of it is recorded later and sits elsewhere, so it never counts.
+    let starts = |segment: &crate::context_editor::Segment| {
+        segment.source == "prompt" || segment.role == "assistant"
+    };
+    let Some(first) = segments.iter().position(|segment| segment.turn == turn && starts(segment)) else {
+        let still = segments
+            .iter()
+            .filter(|segment| segment.turn > turn && starts(segment))
+            .map(|segment| segment.turn)
+            .min();
+        anyhow::bail!(
+            "turn {turn}'s start is no longer in the conversation (a compaction folded it into a summary){}; `--files` still takes back its files",
+            still.map(|still| format!("; the first turn whose start is still there is {still}")).unwrap_or_default()
+        );
+    };
+    let last = segments.last().expect("one found above");
+    Ok(vec![EditOp::Delete {
+        id: segments[first].id,
+        end: Some(last.id),
+    }])
+}
+
+/// The files now (disk, and the editor's buffers): recorded as `before_rewind` unless a dry
+/// run, which writes nothing to the log.
+async fn capture_now(session: &mut Session, place: &Place<'_>, dry_run: bool) -> anyhow::Result<(String, bool)> {
+    if dry_run {
+        let buffers = open_buffers(place);
+        let previous = last_checkpoint(session.history().events()).map(str::to_owned);
+        let id = session.id().to_owned();
+        let snapshots = place.snapshots.clone();
+        let checkpoint = tokio::task::spawn_blocking(move || snapshots.capture(&id, previous.as_deref(), &buffers)).await??;
+        return Ok((checkpoint.id, false));
+    }
+    let turn = session.history().next_turn().saturating_sub(1);
+    let id = record_checkpoint(place.snapshots, place.buffers, session, (turn, 0), CheckpointReason::BeforeRewind, Vec::new())
+        .await?
+        .context("the files could not be captured before the rewind (see the session log); nothing was changed")?;
+    Ok((id, true))
+}
+
+fn open_buffers(place: &Place<'_>) -> Vec<(String, String)> {
+    let root = place.snapshots.workspace();
+    place
+        .buffers
+        .map(|buffers| buffers.open())
+        .unwrap_or_default()
+        .into_iter()
+        .filter_map(|(path, text)| Some((path.strip_prefix(root).ok()?.to_str()?.to_owned(), text)))
+        .collect()
+}
+
+/// Which paths the agent changed from checkpoint `start` on, which of those the user changed
+/// too, and what each goes back to.
+fn plan_rewind(session: &Session, place: &Place<'_>, checkpoints: &Checkpoints, start: usize, pre: &str) -> anyhow::Result<Plan> {
+    let history = session.history();
+    let points = &checkpoints.points[start..];
+    let now = Point {
+        seq: u64::MAX,
+        turn: u32::MAX,
+        reason: CheckpointReason::BeforeRewind,
+        id: pre.to_owned(),
+        changed: Vec::new(),
+        uncaptured: Vec::new(),
+        after_failure: false,
+    };
+    let (mut agent, mut user) = (BTreeSet::new(), BTreeSet::new());
+    for pair in points.iter().chain([&now]).collect::<Vec<_>>().windows(2) {
+        let (a, b) = (pair[0], pair[1]);
+        let owner = owner(history, a, b);
+        for path in place.snapshots.changes(&a.id, &b.id)? {
+            if owner.is_agents(&path) {
+                agent.insert(path);
+            } else {
+                user.insert(path);
+            }
+        }
+    }
+    let uncaptured: BTreeSet<&String> = points.iter().flat_map(|point| &point.uncaptured).collect();
+    let (from, now_files) = (place.snapshots.files_of(&points[0].id)?, place.snapshots.files_of(pre)?);
+    let mut plan = Plan {
+        yours: user.difference(&agent).cloned().collect(),
+        ..Plan::default()
+    };
+    for path in agent {
+        let write = Write {
+            current: now_files.effective(&path).cloned(),
+            target: from.effective(&path).cloned(),
+            path,
+        };
+        if write.current == write.target {
+            continue;
+        }
+        let held = |why: &str, forceable| Held {
+            why: why.to_owned(),
+            forceable,
+            write: Write {
+                path: write.path.clone(),
+                current: write.current.clone(),
+                target: write.target.clone(),
+            },
+        };
+        if uncaptured.contains(&write.path) {
+            plan.held.push(held("over the size cap: it was not captured and cannot be restored", false));
+        } else if user.contains(&write.path) {
+            let why = if now_files.buffers.contains_key(&write.path) {
+                "unsaved changes in the editor"
+            } else {
+                "you changed it too after the turn began"
+            };
+            plan.held.push(held(why, true));
+        } else {
+            plan.writes.push(write);
+        }
+    }
+    Ok(plan)
+}
+
+fn action(write: &Write) -> &'static str {
+    match (&write.current, &write.target) {
+        (None, Some(_)) => "create",
+        (Some(_), None) => "delete",
+        _ => "restore",
+    }
+}
+
+#[allow(clippy::too_many_arguments)]
+async fn carry_out(
+    session: &mut Session,
+    place: &Place<'_>,
+    dry_run: bool,
+    force: bool,
+    mut begin: RewindBegin,
+    plan: Plan,
+    context: Option<ContextPart>,
+    mut report: Report,
+) -> anyhow::Result<Report> {
+    report.plan = plan.writes.iter().chain(plan.held.iter().filter(|held| force && held.forceable).map(|held| &held.write))
+        .map(|write| (write.path.clone(), action(write).to_owned()))
+        .collect();
+    report.conflicts = plan
+        .held
+        .iter()
+        .filter(|held| !(force && held.forceable))
+        .map(|held| ConflictReport {
+            path: held.write.path.clone(),
+            why: held.why.clone(),
+            diff: diff(place.snapshots, &held.write),
+        })
+        .collect();
+    if dry_run {
+        report.outcome = "planned".into();
+        return Ok(report);
+    }
+    let rewind_id = format!("rewind-{}", session.history().last_seq() + 1);
+    begin.rewind_id = rewind_id.clone();
+    begin.plan = plan
+        .writes
+        .iter()
+        .chain(plan.held.iter().filter(|held| force && held.forceable).map(|held| &held.write))
+        .map(|write| PlannedPath {
+            path: write.path.clone(),
+            action: action(write).to_owned(),
+            current: write.current.as_ref().map(|entry| entry.id.clone()),
+            to: write.target.as_ref().map(|entry| entry.id.clone()),
+        })
+        .collect();
+    begin.conflicts = plan
+        .held
+        .iter()
+        .map(|held| Conflict {
+            path: held.write.path.clone(),
+            why: held.why.clone(),
+        })
+        .collect();
+    let turn = session.history().next_turn().saturating_sub(1);
+    session.append(NewEvent::new(turn, 0, EventBody::RewindBegin(begin.clone())))?;
+    session.flush()?;
+    report.rewind_id = Some(rewind_id.clone());
+
+    let mut kept: Vec<Conflict> = plan
+        .held
+        .iter()
+        .filter(|held| !(force && held.forceable))
+        .map(|held| Conflict {
+            path: held.write.path.clone(),
+            why: held.why.clone(),
+        })
+        .collect();
+    let mut restored = Vec::new();
+    let writes = plan
+        .writes
+        .into_iter()
+        .chain(plan.held.into_iter().filter(|held| force && held.forceable).map(|held| held.write));
+    for write in writes {
+        match put_back(place, &write).await {
+            Ok(via) => restored.push(Restored {
+                path: write.path.clone(),
+                via: via.to_owned(),
+            }),
+            Err(why) => kept.push(Conflict {
+                path: write.path.clone(),
+                why,
+            }),
+        }
+    }
+    report.restored = restored.iter().map(|r| (r.path.clone(), r.via.clone())).collect();
+
+    let mut end = RewindEnd {
+        rewind_id,
+        outcome: String::new(),
+        restored,
+        kept: Vec::new(),
+        context_edit: None,
+        context_snapshot: None,
+        post: None,
+        reason: None,
+    };
+    let options = BatchOptions {
+        actor: "rewind".into(),
+        force: true,
+        turn,
+        step: 0,
+    };
+    match context {
+        Some(ContextPart::Delete(ops)) => match apply_batch(session, &ops, &options) {
+            Ok(batch) => {
+                end.context_edit = Some(batch.edit_id.clone());
+                end.context_snapshot = Some(batch.snapshot);
+            }
+            Err(error) => kept.push(Conflict {
+                path: String::new(),
+                why: format!("the conversation was not taken back: {error:#}"),
+            }),
+        },
+        Some(ContextPart::Rollback(snapshot)) => match rollback(session, snapshot, &options) {
+            Ok(batch) => end.context_edit = Some(batch.edit_id.clone()),
+            Err(error) => kept.push(Conflict {
+                path: String::new(),
+                why: format!("the conversation was not given back: {error:#}"),
+            }),
+        },
+        None => {}
+    }
+    report.context_edit = end.context_edit.clone();
+    if begin.pre.is_some() {
+        end.post = record_checkpoint(place.snapshots, place.buffers, session, (turn, 0), CheckpointReason::AfterRewind, Vec::new()).await?;
+    }
+    end.outcome = if kept.is_empty() { "applied" } else { "partial" }.into();
+    end.kept = kept;
+    report.outcome = end.outcome.clone();
+    session.append(NewEvent::new(turn, 0, EventBody::RewindEnd(end)))?;
+    session.flush()?;
+    Ok(report)
+}
+
+/// Write one path back, checking right before that it still holds what the plan saw.
+async fn put_back(place: &Place<'_>, write: &Write) -> Result<&'static str, String> {
+    let full = place.snapshots.workspace().join(&write.path);
+    let buffer = place.buffers.and_then(|buffers| buffers.text(&full));
+    let now = match &buffer {
+        Some(text) => Some(Entry {
+            id: Snapshots::hash(text.as_bytes()),
+            kind: write.current.as_ref().map_or(crate::snapshots::FileKind::File, |entry| entry.kind),
+        }),
+        None => place.snapshots.current(&write.path).map_err(|error| format!("{error:#}"))?,
+    };
+    if now.as_ref().map(|entry| &entry.id) != write.current.as_ref().map(|entry| &entry.id) {
+        return Err("changed during the rewind".into());
+    }
+    if let (Some(before), Some(buffers), Some(target)) = (&buffer, place.buffers, &write.target) {
+        let bytes = place.snapshots.blob(&target.id).map_err(|error| format!("{error:#}"))?;
+        let after = String::from_utf8(bytes).map_err(|_| "the editor has it open, and what it goes back to is not text".to_owned())?;
+        buffers.replace(&full, before, &after).await?;
+        return Ok("editor");
+    }
+    place
+        .snapshots
+        .restore(&write.path, write.target.as_ref())
+        .map_err(|error| error.to_string())?;
+    Ok("disk")
+}
+
+/// What forcing `write` changes, as a unified diff from now to the target.
+fn diff(snapshots: &Snapshots, write: &Write) -> String {
+    let text = |entry: &Option<Entry>| match entry {
+        Some(entry) => snapshots.blob(&entry.id).ok().and_then(|bytes| String::from_utf8(bytes).ok()),
+        None => Some(String::new()),
+    };
+    match (text(&write.current), text(&write.target)) {
+        (Some(now), Some(then)) => similar::TextDiff::from_lines(&now, &then)
+            .unified_diff()
+            .header(&format!("{} (now)", write.path), &format!("{} (after the rewind)", write.path))
+            .to_string(),
+        _ => String::new(),
+    }
+}
+
+/// The `rewind/begin` and `rewind/end` of rewind `id`.
+fn rewind_events(history: &crate::session::History, id: &str) -> anyhow::Result<(RewindBegin, RewindEnd)> {
+    let mut begin = None;
+    let mut end = None;
+    for event in history.events() {
+        match &event.body {
+            EventBody::RewindBegin(b) if b.rewind_id == id => begin = Some(b.clone()),
+            EventBody::RewindEnd(e) if e.rewind_id == id => end = Some(e.clone()),
+            _ => {}
+        }
+    }
+    Ok((begin.context("its rewind/begin is missing")?, end.context("its rewind/end is missing")?))
+}

@@ -1,0 +1,152 @@
+//! The file checkpoints a runtime takes: at the turn's start and end (asked by the loop), and
+//! around each call that may write what it does not name ([`Tool::writes_unnamed`]), so a
+//! rewind can tell what the agent's commands changed from what the user changed meanwhile.
+//!
+//! A capture runs off the async threads and is recorded as `files/checkpoint` once its objects
+//! are written: the event is the commit point, so a process killed during a capture leaves at
+//! most objects nothing names, and the last recorded checkpoint stays whole. A failed capture
+//! never ends a turn: its event records the error.
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use super::{Prepared, ToolRuntime};
+use crate::plugin::tool::Buffers;
+use crate::session::event::{
+    CheckpointReason, EventBody, FileCheckpoint, MAX_CHANGED_LISTED, last_checkpoint,
+};
+use crate::session::{NewEvent, Session};
+use crate::snapshots::Snapshots;
+
+impl ToolRuntime {
+    /// Take file checkpoints in `snapshots` (the workspace's store) at the turn's edges and
+    /// around every call that may write what it does not name.
+    pub fn with_checkpoints(mut self, snapshots: Arc<Snapshots>) -> ToolRuntime {
+        self.checkpoints = Some(snapshots);
+        self
+    }
+
+    /// The store the runtime's checkpoints go to, when it takes them.
+    pub fn checkpoints(&self) -> Option<&Arc<Snapshots>> {
+        self.checkpoints.as_ref()
+    }
+
+    /// Capture the workspace (and the editor's open buffers) and record it in `session`; a
+    /// runtime without checkpoints records nothing.
+    pub async fn checkpoint(
+        &self,
+        session: &mut Session,
+        turn: u32,
+        step: u32,
+        reason: CheckpointReason,
+        calls: Vec<String>,
+    ) -> anyhow::Result<()> {
+        let Some(snapshots) = &self.checkpoints else {
+            return Ok(());
+        };
+        record_checkpoint(
+            snapshots,
+            self.buffers.as_deref(),
+            session,
+            (turn, step),
+            reason,
+            calls,
+        )
+        .await
+        .map(|_| ())
+    }
+
+    /// The ids of the calls of `batch` that need a window of checkpoints around them: they may
+    /// write what they do not name, and no read-only sandbox holds them.
+    pub(super) fn windowed(&self, batch: &[Prepared], ids: &[&str]) -> Vec<String> {
+        if self.checkpoints.is_none() {
+            return Vec::new();
+        }
+        batch
+            .iter()
+            .zip(ids)
+            .filter(|(prepared, _)| match prepared {
+                Prepared::Run { tool, grant, .. } => {
+                    tool.writes_unnamed()
+                        && !grant
+                            .sandbox
+                            .as_ref()
+                            .is_some_and(|sandbox| sandbox.keeps_workspace_read_only())
+                }
+                Prepared::Done(_) => false,
+            })
+            .map(|(_, id)| (*id).to_owned())
+            .collect()
+    }
+}
+
+/// Capture now and append the `files/checkpoint` event; returns the checkpoint's id (`None`
+/// when the capture failed, which the event records).
+pub async fn record_checkpoint(
+    snapshots: &Arc<Snapshots>,
+    buffers: Option<&dyn Buffers>,
+    session: &mut Session,
+    (turn, step): (u32, u32),
+    reason: CheckpointReason,
+    calls: Vec<String>,
+) -> anyhow::Result<Option<String>> {
+    let previous = last_checkpoint(session.history().events()).map(str::to_owned);
+    let root = snapshots.workspace().to_owned();
+    let open = buffers
+        .map(|buffers| {
+            buffers
+                .open()
+                .into_iter()
+                .filter_map(|(path, text)| {
+                    let relative = path.strip_prefix(&root).ok()?.to_str()?.to_owned();
+                    Some((relative, text))
+                })
+                .collect::<Vec<_>>()
+        })
+        .unwrap_or_default();
+    let started = Instant::now();
+    let store = snapshots.clone();
+    let session_id = session.id().to_owned();
+    let captured = tokio::task::spawn_blocking(move || {
+        store.capture(&session_id, previous.as_deref(), &open)
+    })
+    .await
+    .map_err(|error| anyhow::anyhow!("the capture failed unexpectedly: {error}"))
+    .and_then(|captured| captured);
+    let duration_ms = started.elapsed().as_millis() as u64;
+    let record = match &captured {
+        Ok(checkpoint) => FileCheckpoint {
+            reason,
+            id: Some(checkpoint.id.clone()),
+            calls,
+            changed: checkpoint
+                .changed
+                .iter()
+                .take(MAX_CHANGED_LISTED)
+                .cloned()
+                .collect(),
+            changed_total: checkpoint.changed.len(),
+            uncaptured: checkpoint.uncaptured.clone(),
+            scan: checkpoint.scan.to_owned(),
+            duration_ms,
+            error: None,
+        },
+        Err(error) => {
+            tracing::warn!("file checkpoint ({}) failed: {error:#}", reason.as_str());
+            FileCheckpoint {
+                reason,
+                id: None,
+                calls,
+                changed: Vec::new(),
+                changed_total: 0,
+                uncaptured: Vec::new(),
+                scan: String::new(),
+                duration_ms,
+                error: Some(format!("{error:#}")),
+            }
+        }
+    };
+    let id = record.id.clone();
+    session.append(NewEvent::new(turn, step, EventBody::FileCheckpoint(record)))?;
+    Ok(id)
+}
