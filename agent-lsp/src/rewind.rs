@@ -28,10 +28,10 @@ mod tests;
 
 use serde::Serialize;
 
-pub use apply::{Place, rewind, undo};
-use attribution::Checkpoints;
 use crate::session::History;
 use crate::session::event::{EventBody, RewindScope};
+pub use apply::{Place, rewind, undo};
+use attribution::Checkpoints;
 
 /// What the user asked for.
 #[derive(Clone, Debug)]

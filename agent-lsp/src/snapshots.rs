@@ -121,7 +121,11 @@ impl Snapshots {
 
     /// The checkpoints of `workspace` kept in the state directory `workspace_dir`, one
     /// instance per directory in this process, so every session shares the stat cache.
-    pub fn for_state_dir(workspace: &Path, workspace_dir: &Path, options: Options) -> Arc<Snapshots> {
+    pub fn for_state_dir(
+        workspace: &Path,
+        workspace_dir: &Path,
+        options: Options,
+    ) -> Arc<Snapshots> {
         static OPEN: Mutex<BTreeMap<PathBuf, std::sync::Weak<Snapshots>>> =
             Mutex::new(BTreeMap::new());
         let dir = workspace_dir.join("checkpoints");
@@ -151,10 +155,20 @@ impl Snapshots {
         &self.workspace
     }
 
-    fn with_store<T>(&self, work: impl FnOnce(&mut store::Store) -> anyhow::Result<T>) -> anyhow::Result<T> {
-        let mut state = self.state.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+    fn with_store<T>(
+        &self,
+        work: impl FnOnce(&mut store::Store) -> anyhow::Result<T>,
+    ) -> anyhow::Result<T> {
+        let mut state = self
+            .state
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
         if state.is_none() {
-            *state = Some(store::Store::open(&self.workspace, &self.dir, &self.options)?);
+            *state = Some(store::Store::open(
+                &self.workspace,
+                &self.dir,
+                &self.options,
+            )?);
         }
         work(state.as_mut().expect("opened above"))
     }

@@ -332,7 +332,10 @@ impl ToolRuntime {
         };
         // A call that may write is a turn of its own for a rewind: what the files held before
         // it, and after.
-        let writes = self.registry.get(name).is_some_and(|tool| !tool.read_only());
+        let writes = self
+            .registry
+            .get(name)
+            .is_some_and(|tool| !tool.read_only());
         if writes {
             self.checkpoint(session, turn, 0, CheckpointReason::TurnStart, Vec::new())
                 .await?;
@@ -412,11 +415,20 @@ impl ToolRuntime {
         let mut index = 0;
         while index < calls.len() {
             let batch_end = batch_end(&prepared, calls, index);
-            let ids: Vec<&str> = calls[index..batch_end].iter().map(|c| c.id.as_str()).collect();
+            let ids: Vec<&str> = calls[index..batch_end]
+                .iter()
+                .map(|c| c.id.as_str())
+                .collect();
             let windowed = self.windowed(&prepared[index..batch_end], &ids);
             if !windowed.is_empty() {
-                self.checkpoint(session, turn, step, CheckpointReason::BeforeCall, windowed.clone())
-                    .await?;
+                self.checkpoint(
+                    session,
+                    turn,
+                    step,
+                    CheckpointReason::BeforeCall,
+                    windowed.clone(),
+                )
+                .await?;
             }
             let (session_path, session_id, call_seqs) = (&session_path, &session_id, &call_seqs);
             let sink = &sink;

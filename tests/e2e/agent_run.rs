@@ -464,7 +464,15 @@ fn an_interrupted_run_leaves_a_consistent_session() {
     let store = fixture.store();
     let session = store.resolve("last").unwrap();
     let mut history = store.load(&session).unwrap();
-    let last = history.events().last().unwrap().clone();
+    // The turn's end is captured whatever its outcome (a rewind's baseline), after the
+    // cancelled request's record.
+    let events = history.events();
+    let (checkpoint, last) = (&events[events.len() - 1], &events[events.len() - 2]);
+    assert!(
+        matches!(&checkpoint.body, EventBody::FileCheckpoint(end) if end.reason == agent_lsp::session::event::CheckpointReason::TurnEnd),
+        "{checkpoint:?}"
+    );
+    let last = last.clone();
     assert!(
         matches!(&last.body, EventBody::RequestError(error) if error.class == "cancelled"),
         "{last:?}"

@@ -39,6 +39,7 @@ mod proxy_lanes;
 mod proxy_order;
 mod resolve_routing;
 mod restarts;
+mod rewind;
 mod sandbox;
 mod sandbox_landlock;
 mod sandbox_servers;

@@ -89,7 +89,7 @@ pub fn run(store: &Store, args: RewindArgs) -> anyhow::Result<ExitCode> {
         serde_json::to_writer_pretty(&mut out, &report)?;
         writeln!(out)?;
     } else {
-        print_report(&mut out, &report, args.undo)?;
+        print_report(&mut out, &report, &id, args.undo)?;
     }
     Ok(if report.kept_conflicts() {
         ExitCode::from(EXIT_CONFLICTS_KEPT)
@@ -98,8 +98,17 @@ pub fn run(store: &Store, args: RewindArgs) -> anyhow::Result<ExitCode> {
     })
 }
 
-fn print_report(out: &mut impl Write, report: &Report, undo: bool) -> anyhow::Result<()> {
-    let what = if undo { "undo of the rewind of" } else { "rewind of" };
+fn print_report(
+    out: &mut impl Write,
+    report: &Report,
+    session: &str,
+    undo: bool,
+) -> anyhow::Result<()> {
+    let what = if undo {
+        "undo of the rewind of"
+    } else {
+        "rewind of"
+    };
     let turns = if report.turn == report.last_turn {
         format!("turn {}", report.turn)
     } else {
@@ -109,7 +118,11 @@ fn print_report(out: &mut impl Write, report: &Report, undo: bool) -> anyhow::Re
         Some(id) => writeln!(out, "{id}: {what} {turns}: {}", report.outcome)?,
         None => writeln!(out, "dry run: {what} {turns}; nothing was changed")?,
     }
-    let verb = if report.rewind_id.is_some() { "restored" } else { "would restore" };
+    let verb = if report.rewind_id.is_some() {
+        "restored"
+    } else {
+        "would restore"
+    };
     for (path, action) in &report.plan {
         let via = report
             .restored
@@ -140,7 +153,7 @@ fn print_report(out: &mut impl Write, report: &Report, undo: bool) -> anyhow::Re
             report.conflicts.len()
         )?;
     } else if report.rewind_id.is_some() && !undo {
-        writeln!(out, "`agent-lsp rewind {} --undo` gives it back", "last")?;
+        writeln!(out, "`agent-lsp rewind {session} --undo` gives it back")?;
     }
     Ok(())
 }

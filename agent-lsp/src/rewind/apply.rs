@@ -9,12 +9,12 @@ use super::attribution::{Checkpoints, Point, Rewinds, owner, rewound_turns};
 use super::{ConflictReport, Report, Request};
 use crate::context_editor::ops::{BatchOptions, EditOp, apply_batch, rollback};
 use crate::plugin::tool::Buffers;
+use crate::session::NewEvent;
 use crate::session::Session;
 use crate::session::event::{
     CheckpointReason, Conflict, EventBody, PlannedPath, Restored, RewindBegin, RewindEnd,
     last_checkpoint,
 };
-use crate::session::NewEvent;
 use crate::snapshots::{Entry, Snapshots};
 use crate::tools::checkpoints::record_checkpoint;
 
@@ -48,7 +48,11 @@ struct Plan {
 }
 
 /// Take back turn `request.turn` (or the last one not taken back) and every later turn.
-pub async fn rewind(session: &mut Session, place: Place<'_>, request: &Request) -> anyhow::Result<Report> {
+pub async fn rewind(
+    session: &mut Session,
+    place: Place<'_>,
+    request: &Request,
+) -> anyhow::Result<Report> {
     let history = session.history();
     let last_turn = history.next_turn().saturating_sub(1);
     anyhow::ensure!(last_turn >= 1, "the session has no turn to take back");
@@ -99,7 +103,17 @@ pub async fn rewind(session: &mut Session, place: Place<'_>, request: &Request) 
             conflicts: Vec::new(),
         };
         let ops = context_ops.map(ContextPart::Delete);
-        return carry_out(session, &place, request.dry_run, request.force, begin, Plan::default(), ops, report).await;
+        return carry_out(
+            session,
+            &place,
+            request.dry_run,
+            request.force,
+            begin,
+            Plan::default(),
+            ops,
+            report,
+        )
+        .await;
     };
     let (pre, recorded_pre) = capture_now(session, &place, request.dry_run).await?;
     let plan = plan_rewind(session, &place, &checkpoints, start, &pre)?;
@@ -116,12 +130,26 @@ pub async fn rewind(session: &mut Session, place: Place<'_>, request: &Request) 
         plan: Vec::new(),
         conflicts: Vec::new(),
     };
-    carry_out(session, &place, request.dry_run, request.force, begin, plan, context_ops.map(ContextPart::Delete), report).await
+    carry_out(
+        session,
+        &place,
+        request.dry_run,
+        request.force,
+        begin,
+        plan,
+        context_ops.map(ContextPart::Delete),
+        report,
+    )
+    .await
 }
 
 /// Give back what the last standing rewind took back: its files as they were before it (under
 /// the same rule: a path must still hold what the rewind wrote) and its conversation.
-pub async fn undo(session: &mut Session, place: Place<'_>, dry_run: bool) -> anyhow::Result<Report> {
+pub async fn undo(
+    session: &mut Session,
+    place: Place<'_>,
+    dry_run: bool,
+) -> anyhow::Result<Report> {
     let history = session.history();
     let (id, turn, last_turn) = Rewinds::of(history)
         .standing
@@ -177,7 +205,17 @@ pub async fn undo(session: &mut Session, place: Place<'_>, dry_run: bool) -> any
     };
     let context = end.context_snapshot.map(ContextPart::Rollback);
     report.turn = turn;
-    carry_out(session, &place, dry_run, false, begin_record, plan, context, report).await
+    carry_out(
+        session,
+        &place,
+        dry_run,
+        false,
+        begin_record,
+        plan,
+        context,
+        report,
+    )
+    .await
 }
 
 /// What the conversation part of a rewind does.
@@ -197,7 +235,10 @@ fn context_ops(session: &Session, turn: u32) -> anyhow::Result<Vec<EditOp>> {
     let starts = |segment: &crate::context_editor::Segment| {
         segment.source == "prompt" || segment.role == "assistant"
     };
-    let Some(first) = segments.iter().position(|segment| segment.turn == turn && starts(segment)) else {
+    let Some(first) = segments
+        .iter()
+        .position(|segment| segment.turn == turn && starts(segment))
+    else {
         let still = segments
             .iter()
             .filter(|segment| segment.turn > turn && starts(segment))
@@ -205,7 +246,9 @@ fn context_ops(session: &Session, turn: u32) -> anyhow::Result<Vec<EditOp>> {
             .min();
         anyhow::bail!(
             "turn {turn}'s start is no longer in the conversation (a compaction folded it into a summary){}; `--files` still takes back its files",
-            still.map(|still| format!("; the first turn whose start is still there is {still}")).unwrap_or_default()
+            still
+                .map(|still| format!("; the first turn whose start is still there is {still}"))
+                .unwrap_or_default()
         );
     };
     let last = segments.last().expect("one found above");
@@ -217,13 +260,20 @@ fn context_ops(session: &Session, turn: u32) -> anyhow::Result<Vec<EditOp>> {
 
 /// The files now (disk, and the editor's buffers): recorded as `before_rewind` unless a dry
 /// run, which writes nothing to the log.
-async fn capture_now(session: &mut Session, place: &Place<'_>, dry_run: bool) -> anyhow::Result<(String, bool)> {
+async fn capture_now(
+    session: &mut Session,
+    place: &Place<'_>,
+    dry_run: bool,
+) -> anyhow::Result<(String, bool)> {
     if dry_run {
         let buffers = open_buffers(place);
         let previous = last_checkpoint(session.history().events()).map(str::to_owned);
         let id = session.id().to_owned();
         let snapshots = place.snapshots.clone();
-        let checkpoint = tokio::task::spawn_blocking(move || snapshots.capture(&id, previous.as_deref(), &buffers)).await??;
+        let checkpoint = tokio::task::spawn_blocking(move || {
+            snapshots.capture(&id, previous.as_deref(), &buffers)
+        })
+        .await??;
         return Ok((checkpoint.id, false));
     }
     let turn = session.history().next_turn().saturating_sub(1);
@@ -246,7 +296,13 @@ fn open_buffers(place: &Place<'_>) -> Vec<(String, String)> {
 
 /// Which paths the agent changed from checkpoint `start` on, which of those the user changed
 /// too, and what each goes back to.
-fn plan_rewind(session: &Session, place: &Place<'_>, checkpoints: &Checkpoints, start: usize, pre: &str) -> anyhow::Result<Plan> {
+fn plan_rewind(
+    session: &Session,
+    place: &Place<'_>,
+    checkpoints: &Checkpoints,
+    start: usize,
+    pre: &str,
+) -> anyhow::Result<Plan> {
     let history = session.history();
     let points = &checkpoints.points[start..];
     let now = Point {
@@ -271,7 +327,10 @@ fn plan_rewind(session: &Session, place: &Place<'_>, checkpoints: &Checkpoints, 
         }
     }
     let uncaptured: BTreeSet<&String> = points.iter().flat_map(|point| &point.uncaptured).collect();
-    let (from, now_files) = (place.snapshots.files_of(&points[0].id)?, place.snapshots.files_of(pre)?);
+    let (from, now_files) = (
+        place.snapshots.files_of(&points[0].id)?,
+        place.snapshots.files_of(pre)?,
+    );
     let mut plan = Plan {
         yours: user.difference(&agent).cloned().collect(),
         ..Plan::default()
@@ -295,7 +354,10 @@ fn plan_rewind(session: &Session, place: &Place<'_>, checkpoints: &Checkpoints, 
             },
         };
         if uncaptured.contains(&write.path) {
-            plan.held.push(held("over the size cap: it was not captured and cannot be restored", false));
+            plan.held.push(held(
+                "over the size cap: it was not captured and cannot be restored",
+                false,
+            ));
         } else if user.contains(&write.path) {
             let why = if now_files.buffers.contains_key(&write.path) {
                 "unsaved changes in the editor"
@@ -329,7 +391,15 @@ async fn carry_out(
     context: Option<ContextPart>,
     mut report: Report,
 ) -> anyhow::Result<Report> {
-    report.plan = plan.writes.iter().chain(plan.held.iter().filter(|held| force && held.forceable).map(|held| &held.write))
+    report.plan = plan
+        .writes
+        .iter()
+        .chain(
+            plan.held
+                .iter()
+                .filter(|held| force && held.forceable)
+                .map(|held| &held.write),
+        )
         .map(|write| (write.path.clone(), action(write).to_owned()))
         .collect();
     report.conflicts = plan
@@ -351,7 +421,12 @@ async fn carry_out(
     begin.plan = plan
         .writes
         .iter()
-        .chain(plan.held.iter().filter(|held| force && held.forceable).map(|held| &held.write))
+        .chain(
+            plan.held
+                .iter()
+                .filter(|held| force && held.forceable)
+                .map(|held| &held.write),
+        )
         .map(|write| PlannedPath {
             path: write.path.clone(),
             action: action(write).to_owned(),
@@ -368,7 +443,11 @@ async fn carry_out(
         })
         .collect();
     let turn = session.history().next_turn().saturating_sub(1);
-    session.append(NewEvent::new(turn, 0, EventBody::RewindBegin(begin.clone())))?;
+    session.append(NewEvent::new(
+        turn,
+        0,
+        EventBody::RewindBegin(begin.clone()),
+    ))?;
     session.flush()?;
     report.rewind_id = Some(rewind_id.clone());
 
@@ -382,10 +461,12 @@ async fn carry_out(
         })
         .collect();
     let mut restored = Vec::new();
-    let writes = plan
-        .writes
-        .into_iter()
-        .chain(plan.held.into_iter().filter(|held| force && held.forceable).map(|held| held.write));
+    let writes = plan.writes.into_iter().chain(
+        plan.held
+            .into_iter()
+            .filter(|held| force && held.forceable)
+            .map(|held| held.write),
+    );
     for write in writes {
         match put_back(place, &write).await {
             Ok(via) => restored.push(Restored {
@@ -398,7 +479,10 @@ async fn carry_out(
             }),
         }
     }
-    report.restored = restored.iter().map(|r| (r.path.clone(), r.via.clone())).collect();
+    report.restored = restored
+        .iter()
+        .map(|r| (r.path.clone(), r.via.clone()))
+        .collect();
 
     let mut end = RewindEnd {
         rewind_id,
@@ -438,9 +522,22 @@ async fn carry_out(
     }
     report.context_edit = end.context_edit.clone();
     if begin.pre.is_some() {
-        end.post = record_checkpoint(place.snapshots, place.buffers, session, (turn, 0), CheckpointReason::AfterRewind, Vec::new()).await?;
+        end.post = record_checkpoint(
+            place.snapshots,
+            place.buffers,
+            session,
+            (turn, 0),
+            CheckpointReason::AfterRewind,
+            Vec::new(),
+        )
+        .await?;
     }
-    end.outcome = if kept.is_empty() { "applied" } else { "partial" }.into();
+    end.outcome = if kept.is_empty() {
+        "applied"
+    } else {
+        "partial"
+    }
+    .into();
     end.kept = kept;
     report.outcome = end.outcome.clone();
     session.append(NewEvent::new(turn, 0, EventBody::RewindEnd(end)))?;
@@ -455,16 +552,27 @@ async fn put_back(place: &Place<'_>, write: &Write) -> Result<&'static str, Stri
     let now = match &buffer {
         Some(text) => Some(Entry {
             id: Snapshots::hash(text.as_bytes()),
-            kind: write.current.as_ref().map_or(crate::snapshots::FileKind::File, |entry| entry.kind),
+            kind: write
+                .current
+                .as_ref()
+                .map_or(crate::snapshots::FileKind::File, |entry| entry.kind),
         }),
-        None => place.snapshots.current(&write.path).map_err(|error| format!("{error:#}"))?,
+        None => place
+            .snapshots
+            .current(&write.path)
+            .map_err(|error| format!("{error:#}"))?,
     };
     if now.as_ref().map(|entry| &entry.id) != write.current.as_ref().map(|entry| &entry.id) {
         return Err("changed during the rewind".into());
     }
     if let (Some(before), Some(buffers), Some(target)) = (&buffer, place.buffers, &write.target) {
-        let bytes = place.snapshots.blob(&target.id).map_err(|error| format!("{error:#}"))?;
-        let after = String::from_utf8(bytes).map_err(|_| "the editor has it open, and what it goes back to is not text".to_owned())?;
+        let bytes = place
+            .snapshots
+            .blob(&target.id)
+            .map_err(|error| format!("{error:#}"))?;
+        let after = String::from_utf8(bytes).map_err(|_| {
+            "the editor has it open, and what it goes back to is not text".to_owned()
+        })?;
         buffers.replace(&full, before, &after).await?;
         return Ok("editor");
     }
@@ -478,20 +586,29 @@ async fn put_back(place: &Place<'_>, write: &Write) -> Result<&'static str, Stri
 /// What forcing `write` changes, as a unified diff from now to the target.
 fn diff(snapshots: &Snapshots, write: &Write) -> String {
     let text = |entry: &Option<Entry>| match entry {
-        Some(entry) => snapshots.blob(&entry.id).ok().and_then(|bytes| String::from_utf8(bytes).ok()),
+        Some(entry) => snapshots
+            .blob(&entry.id)
+            .ok()
+            .and_then(|bytes| String::from_utf8(bytes).ok()),
         None => Some(String::new()),
     };
     match (text(&write.current), text(&write.target)) {
         (Some(now), Some(then)) => similar::TextDiff::from_lines(&now, &then)
             .unified_diff()
-            .header(&format!("{} (now)", write.path), &format!("{} (after the rewind)", write.path))
+            .header(
+                &format!("{} (now)", write.path),
+                &format!("{} (after the rewind)", write.path),
+            )
             .to_string(),
         _ => String::new(),
     }
 }
 
 /// The `rewind/begin` and `rewind/end` of rewind `id`.
-fn rewind_events(history: &crate::session::History, id: &str) -> anyhow::Result<(RewindBegin, RewindEnd)> {
+fn rewind_events(
+    history: &crate::session::History,
+    id: &str,
+) -> anyhow::Result<(RewindBegin, RewindEnd)> {
     let mut begin = None;
     let mut end = None;
     for event in history.events() {
@@ -501,5 +618,8 @@ fn rewind_events(history: &crate::session::History, id: &str) -> anyhow::Result<
             _ => {}
         }
     }
-    Ok((begin.context("its rewind/begin is missing")?, end.context("its rewind/end is missing")?))
+    Ok((
+        begin.context("its rewind/begin is missing")?,
+        end.context("its rewind/end is missing")?,
+    ))
 }

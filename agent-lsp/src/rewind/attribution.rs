@@ -110,7 +110,9 @@ impl Checkpoints {
             match owner(history, a, b) {
                 Owner::Agent => {
                     for path in &b.changed {
-                        files.entry(path.clone()).or_insert_with(|| "command".into());
+                        files
+                            .entry(path.clone())
+                            .or_insert_with(|| "command".into());
                     }
                 }
                 Owner::FileTools(named) => {
@@ -177,13 +179,17 @@ impl Rewinds {
                 EventBody::RewindBegin(begin) => {
                     begins.insert(begin.rewind_id.clone(), begin.clone());
                 }
-                EventBody::RewindEnd(end) if matches!(end.outcome.as_str(), "applied" | "partial") => {
+                EventBody::RewindEnd(end)
+                    if matches!(end.outcome.as_str(), "applied" | "partial") =>
+                {
                     let Some(begin) = begins.get(&end.rewind_id) else {
                         continue;
                     };
                     match &begin.undo_of {
                         Some(undone) => standing.retain(|(id, ..)| id != undone),
-                        None => standing.push((begin.rewind_id.clone(), begin.turn, begin.last_turn)),
+                        None => {
+                            standing.push((begin.rewind_id.clone(), begin.turn, begin.last_turn))
+                        }
                     }
                 }
                 _ => {}

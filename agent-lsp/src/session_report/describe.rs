@@ -87,10 +87,16 @@ pub(super) fn describe(event: &Event) -> String {
             None => format!(
                 "{} {}: {}{}",
                 checkpoint.reason.as_str(),
-                checkpoint.id.as_deref().map_or("", |id| &id[..id.len().min(10)]),
+                checkpoint
+                    .id
+                    .as_deref()
+                    .map_or("", |id| &id[..id.len().min(10)]),
                 match checkpoint.changed_total {
                     0 => "nothing changed".to_owned(),
-                    n => format!("{n} changed ({})", preview(&checkpoint.changed.join(", "), 80)),
+                    n => format!(
+                        "{n} changed ({})",
+                        preview(&checkpoint.changed.join(", "), 80)
+                    ),
                 },
                 match checkpoint.uncaptured.len() {
                     0 => String::new(),

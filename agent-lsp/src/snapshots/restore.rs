@@ -125,7 +125,8 @@ pub(super) fn write(
             let target = std::ffi::OsStr::from_bytes(bytes);
             let temporary = full.with_file_name(format!(
                 ".{}.agent-lsp-restore.{}",
-                full.file_name().map_or("".into(), |name| name.to_string_lossy()),
+                full.file_name()
+                    .map_or("".into(), |name| name.to_string_lossy()),
                 std::process::id()
             ));
             let _ = std::fs::remove_file(&temporary);
@@ -134,7 +135,9 @@ pub(super) fn write(
         }
         FileKind::File | FileKind::Executable => {
             use std::os::unix::fs::PermissionsExt;
-            if std::fs::symlink_metadata(&full).is_ok_and(|metadata| metadata.file_type().is_symlink()) {
+            if std::fs::symlink_metadata(&full)
+                .is_ok_and(|metadata| metadata.file_type().is_symlink())
+            {
                 std::fs::remove_file(&full).map_err(io)?;
             }
             workspace.write_atomically(&full, bytes).map_err(io)?;

@@ -194,6 +194,12 @@ pub(super) fn private_dir(dir: &Path) -> std::io::Result<()> {
 pub(super) fn ref_safe(session: &str) -> String {
     session
         .chars()
-        .map(|c| if c.is_ascii_alphanumeric() || c == '-' { c } else { '_' })
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '-' {
+                c
+            } else {
+                '_'
+            }
+        })
         .collect()
 }

@@ -94,9 +94,11 @@ const STAT_OPTIONS: gix::index::entry::stat::Options = gix::index::entry::stat::
 };
 
 pub(super) fn hash_blob(bytes: &[u8]) -> String {
-    gix::objs::compute_hash(gix::hash::Kind::Sha1, gix::objs::Kind::Blob, bytes)
-        .map(|id| id.to_string())
-        .unwrap_or_default()
+    blob_id(bytes).map(|id| id.to_string()).unwrap_or_default()
+}
+
+fn blob_id(bytes: &[u8]) -> Option<ObjectId> {
+    gix::objs::compute_hash(gix::hash::Kind::Sha1, gix::objs::Kind::Blob, bytes).ok()
 }
 
 impl Store {
@@ -192,14 +194,18 @@ impl Store {
             taken: Some(taken),
             entries,
         };
-        if read > 0 {
-            if let Err(error) = self.save_cache() {
-                tracing::warn!("checkpoints: the stat cache was not saved: {error:#}");
-            }
+        if read > 0
+            && let Err(error) = self.save_cache()
+        {
+            tracing::warn!("checkpoints: the stat cache was not saved: {error:#}");
         }
         let changed = match previous {
             Some(previous) => self.changes(previous, &commit.to_string())?,
-            None => self.files_of(&commit.to_string())?.disk.into_keys().collect(),
+            None => self
+                .files_of(&commit.to_string())?
+                .disk
+                .into_keys()
+                .collect(),
         };
         Ok(Checkpoint {
             id: commit.to_string(),
@@ -246,9 +252,9 @@ impl Store {
         }
         for path in self.cache.entries.keys() {
             if !entries.contains_key(path) {
-                editor
-                    .remove(path.as_str())
-                    .map_err(|error| anyhow::anyhow!("cannot take {path} out of the tree: {error}"))?;
+                editor.remove(path.as_str()).map_err(|error| {
+                    anyhow::anyhow!("cannot take {path} out of the tree: {error}")
+                })?;
                 edits += 1;
             }
         }
@@ -269,10 +275,10 @@ impl Store {
     ) -> anyhow::Result<Option<ObjectId>> {
         let mut editor = None;
         for (path, text) in buffers {
-            let id = hash_blob(text.as_bytes());
+            let id = blob_id(text.as_bytes());
             if disk
                 .get(path)
-                .is_some_and(|cached| cached.id.to_string() == id && cached.kind != FileKind::Link)
+                .is_some_and(|cached| Some(cached.id) == id && cached.kind != FileKind::Link)
             {
                 continue;
             }
@@ -362,7 +368,8 @@ impl Store {
 
     /// The `files` and `buffers` trees of checkpoint `id`.
     fn trees_of(&self, id: &str) -> anyhow::Result<(ObjectId, Option<ObjectId>)> {
-        let id = ObjectId::from_hex(id.as_bytes()).with_context(|| format!("`{id}` is no checkpoint id"))?;
+        let id = ObjectId::from_hex(id.as_bytes())
+            .with_context(|| format!("`{id}` is no checkpoint id"))?;
         let commit = self
             .repo
             .find_commit(id)
@@ -383,7 +390,10 @@ impl Store {
         Ok((files, buffers))
     }
 
-    fn find_tree_entries(&self, id: ObjectId) -> anyhow::Result<Vec<(String, ObjectId, EntryKind)>> {
+    fn find_tree_entries(
+        &self,
+        id: ObjectId,
+    ) -> anyhow::Result<Vec<(String, ObjectId, EntryKind)>> {
         let tree = self
             .repo
             .find_tree(id)
@@ -405,7 +415,12 @@ impl Store {
     }
 
     /// Every file under tree `id`, with `prefix` before its path.
-    fn flatten(&self, id: ObjectId, prefix: &str, out: &mut BTreeMap<String, Entry>) -> anyhow::Result<()> {
+    fn flatten(
+        &self,
+        id: ObjectId,
+        prefix: &str,
+        out: &mut BTreeMap<String, Entry>,
+    ) -> anyhow::Result<()> {
         for (name, oid, kind) in self.find_tree_entries(id)? {
             let path = format!("{prefix}{name}");
             match FileKind::of_entry(kind) {
@@ -437,20 +452,27 @@ impl Store {
 
     /// The paths that differ between trees `a` and `b` (either may be absent), skipping equal
     /// subtrees: a one-file change costs the trees on its path.
-    fn diff(&self, a: Option<ObjectId>, b: Option<ObjectId>, prefix: &str, out: &mut Vec<String>) -> anyhow::Result<()> {
+    fn diff(
+        &self,
+        a: Option<ObjectId>,
+        b: Option<ObjectId>,
+        prefix: &str,
+        out: &mut Vec<String>,
+    ) -> anyhow::Result<()> {
         if a == b {
             return Ok(());
         }
-        let list = |id: Option<ObjectId>| -> anyhow::Result<BTreeMap<String, (ObjectId, EntryKind)>> {
-            Ok(match id {
-                Some(id) => self
-                    .find_tree_entries(id)?
-                    .into_iter()
-                    .map(|(name, oid, kind)| (name, (oid, kind)))
-                    .collect(),
-                None => BTreeMap::new(),
-            })
-        };
+        let list =
+            |id: Option<ObjectId>| -> anyhow::Result<BTreeMap<String, (ObjectId, EntryKind)>> {
+                Ok(match id {
+                    Some(id) => self
+                        .find_tree_entries(id)?
+                        .into_iter()
+                        .map(|(name, oid, kind)| (name, (oid, kind)))
+                        .collect(),
+                    None => BTreeMap::new(),
+                })
+            };
         let (left, right) = (list(a)?, list(b)?);
         let names: std::collections::BTreeSet<&String> = left.keys().chain(right.keys()).collect();
         for name in names {
@@ -460,13 +482,16 @@ impl Store {
             }
             let path = format!("{prefix}{name}");
             let tree = |side: Option<&(ObjectId, EntryKind)>| {
-                side.filter(|(_, kind)| *kind == EntryKind::Tree).map(|(id, _)| *id)
+                side.filter(|(_, kind)| *kind == EntryKind::Tree)
+                    .map(|(id, _)| *id)
             };
             let (lt, rt) = (tree(l), tree(r));
             if lt.is_some() || rt.is_some() {
                 self.diff(lt, rt, &format!("{path}/"), out)?;
             }
-            let blob = |side: Option<&(ObjectId, EntryKind)>| side.filter(|(_, kind)| *kind != EntryKind::Tree).copied();
+            let blob = |side: Option<&(ObjectId, EntryKind)>| {
+                side.filter(|(_, kind)| *kind != EntryKind::Tree).copied()
+            };
             if blob(l) != blob(r) {
                 out.push(path);
             }
@@ -493,11 +518,11 @@ impl Store {
     }
 
     pub(super) fn blob(&self, id: &str) -> anyhow::Result<Vec<u8>> {
-        let oid = ObjectId::from_hex(id.as_bytes()).with_context(|| format!("`{id}` is no blob id"))?;
-        let blob = self
-            .repo
-            .find_blob(oid)
-            .map_err(|error| anyhow::anyhow!("blob {id} is not in the checkpoint store: {error}"))?;
+        let oid =
+            ObjectId::from_hex(id.as_bytes()).with_context(|| format!("`{id}` is no blob id"))?;
+        let blob = self.repo.find_blob(oid).map_err(|error| {
+            anyhow::anyhow!("blob {id} is not in the checkpoint store: {error}")
+        })?;
         Ok(blob.data.clone())
     }
 
@@ -521,10 +546,18 @@ impl Store {
                 FileKind::Executable => Mode::FILE_EXECUTABLE,
                 FileKind::Link => Mode::SYMLINK,
             };
-            state.dangerously_push_entry(cached.stat, cached.id, Flags::empty(), mode, path.as_bytes().as_bstr());
+            state.dangerously_push_entry(
+                cached.stat,
+                cached.id,
+                Flags::empty(),
+                mode,
+                path.as_bytes().as_bstr(),
+            );
         }
         state.sort_entries();
-        let temporary = self.dir.join(format!("stat-index.{}.tmp", std::process::id()));
+        let temporary = self
+            .dir
+            .join(format!("stat-index.{}.tmp", std::process::id()));
         let mut bytes = Vec::new();
         state
             .write_to(&mut bytes, Default::default())
@@ -539,10 +572,15 @@ impl Store {
     fn load_cache(&self) -> anyhow::Result<StatCache> {
         let bytes = match std::fs::read(self.cache_path()) {
             Ok(bytes) => bytes,
-            Err(error) if error.kind() == std::io::ErrorKind::NotFound => return Ok(StatCache::default()),
+            Err(error) if error.kind() == std::io::ErrorKind::NotFound => {
+                return Ok(StatCache::default());
+            }
             Err(error) => return Err(error.into()),
         };
-        let newline = bytes.iter().position(|byte| *byte == b'\n').context("no first line")?;
+        let newline = bytes
+            .iter()
+            .position(|byte| *byte == b'\n')
+            .context("no first line")?;
         let first = std::str::from_utf8(&bytes[..newline])?;
         let mut fields = first.split(' ');
         let mut field = || fields.next().context("a short first line");
@@ -551,7 +589,10 @@ impl Store {
             secs: field()?.parse()?,
             nsecs: field()?.parse()?,
         };
-        anyhow::ensure!(self.repo.has_object(tree), "its tree {tree} is not in the store");
+        anyhow::ensure!(
+            self.repo.has_object(tree),
+            "its tree {tree} is not in the store"
+        );
         let (state, _) = gix::index::State::from_bytes(
             &bytes[newline + 1..],
             filetime::FileTime::zero(),

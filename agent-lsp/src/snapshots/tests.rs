@@ -39,8 +39,11 @@ fn a_capture_names_what_changed_and_a_restore_puts_back_every_kind_of_file() {
     write(&w.root, "src/a.rs", "fn a() {}\n");
     write(&w.root, "empty.txt", "");
     write(&w.root, "run.sh", "#!/bin/sh\necho hi\n");
-    std::fs::set_permissions(w.root.join("run.sh"), std::fs::Permissions::from_mode(0o755))
-        .unwrap();
+    std::fs::set_permissions(
+        w.root.join("run.sh"),
+        std::fs::Permissions::from_mode(0o755),
+    )
+    .unwrap();
     std::os::unix::fs::symlink("src/a.rs", w.root.join("link")).unwrap();
     write(&w.root, ".gitignore", "target/\n");
     write(&w.root, "target/big.o", "ignored");
@@ -59,23 +62,46 @@ fn a_capture_names_what_changed_and_a_restore_puts_back_every_kind_of_file() {
     std::fs::remove_file(w.root.join("link")).unwrap();
     write(&w.root, "src/new/b.rs", "new\n");
     let second = w.snapshots.capture("s1", Some(&first.id), &[]).unwrap();
-    assert_eq!(second.changed, ["link", "run.sh", "src/a.rs", "src/new/b.rs"]);
-    assert_eq!(w.snapshots.changes(&first.id, &second.id).unwrap(), second.changed);
+    assert_eq!(
+        second.changed,
+        ["link", "run.sh", "src/a.rs", "src/new/b.rs"]
+    );
+    assert_eq!(
+        w.snapshots.changes(&first.id, &second.id).unwrap(),
+        second.changed
+    );
 
     let before = w.snapshots.files_of(&first.id).unwrap();
     for path in &second.changed {
         w.snapshots.restore(path, before.effective(path)).unwrap();
     }
-    assert_eq!(std::fs::read_to_string(w.root.join("src/a.rs")).unwrap(), "fn a() {}\n");
-    let mode = std::fs::metadata(w.root.join("run.sh")).unwrap().permissions().mode();
+    assert_eq!(
+        std::fs::read_to_string(w.root.join("src/a.rs")).unwrap(),
+        "fn a() {}\n"
+    );
+    let mode = std::fs::metadata(w.root.join("run.sh"))
+        .unwrap()
+        .permissions()
+        .mode();
     assert_eq!(mode & 0o111, 0o111, "the executable bit comes back");
-    assert_eq!(std::fs::read_link(w.root.join("link")).unwrap(), Path::new("src/a.rs"));
-    assert!(!w.root.join("src/new").exists(), "a folder the change brought goes with it");
+    assert_eq!(
+        std::fs::read_link(w.root.join("link")).unwrap(),
+        Path::new("src/a.rs")
+    );
+    assert!(
+        !w.root.join("src/new").exists(),
+        "a folder the change brought goes with it"
+    );
     assert_eq!(std::fs::read(w.root.join("empty.txt")).unwrap(), b"");
 
     settle();
     let third = w.snapshots.capture("s1", Some(&second.id), &[]).unwrap();
-    assert!(w.snapshots.changes(&first.id, &third.id).unwrap().is_empty());
+    assert!(
+        w.snapshots
+            .changes(&first.id, &third.id)
+            .unwrap()
+            .is_empty()
+    );
 }
 
 #[test]
@@ -120,7 +146,11 @@ fn a_buffer_that_differs_from_the_disk_is_what_the_user_saw() {
     let first = w.snapshots.capture("s1", None, &[]).unwrap();
     let second = w
         .snapshots
-        .capture("s1", Some(&first.id), &[("a.rs".into(), "unsaved\n".into())])
+        .capture(
+            "s1",
+            Some(&first.id),
+            &[("a.rs".into(), "unsaved\n".into())],
+        )
         .unwrap();
     assert_eq!(second.changed, ["a.rs"]);
     let files = w.snapshots.files_of(&second.id).unwrap();

@@ -107,12 +107,11 @@ pub async fn record_checkpoint(
     let started = Instant::now();
     let store = snapshots.clone();
     let session_id = session.id().to_owned();
-    let captured = tokio::task::spawn_blocking(move || {
-        store.capture(&session_id, previous.as_deref(), &open)
-    })
-    .await
-    .map_err(|error| anyhow::anyhow!("the capture failed unexpectedly: {error}"))
-    .and_then(|captured| captured);
+    let captured =
+        tokio::task::spawn_blocking(move || store.capture(&session_id, previous.as_deref(), &open))
+            .await
+            .map_err(|error| anyhow::anyhow!("the capture failed unexpectedly: {error}"))
+            .and_then(|captured| captured);
     let duration_ms = started.elapsed().as_millis() as u64;
     let record = match &captured {
         Ok(checkpoint) => FileCheckpoint {

@@ -1,0 +1,255 @@
+//! Rewind through the real binary and the loopback model: a turn that edits, writes and runs
+//! commands is taken back byte for byte, the user's own changes are kept (or, forced, kept in
+//! the store for `--undo`), a rewind and its undo are in the log, and every request of the
+//! session still replays byte-identically.
+
+use std::os::unix::fs::PermissionsExt;
+use std::path::Path;
+
+use agent_lsp::session::event::{CheckpointReason, EventBody};
+use agent_tests::model_endpoint::{EndpointConfig, ModelEndpoint, ModelTurn, Reply};
+use serde_json::json;
+
+use crate::sandbox::World;
+
+const FILES: [(&str, &str); 6] = [
+    ("a.txt", "alpha old\n"),
+    ("b.txt", "beta old\n"),
+    ("d.txt", "delta old\n"),
+    ("e.sh", "#!/bin/sh\necho epsilon\n"),
+    ("f.txt", "the user's own\n"),
+    ("g.bin", "\u{0}\u{1}binary\u{ff}"),
+];
+
+fn seed(root: &Path) {
+    for (path, text) in FILES {
+        std::fs::write(root.join(path), text).unwrap();
+    }
+    std::fs::set_permissions(root.join("e.sh"), std::fs::Permissions::from_mode(0o755)).unwrap();
+}
+
+fn read(root: &Path, path: &str) -> Option<String> {
+    std::fs::read(root.join(path))
+        .ok()
+        .map(|bytes| String::from_utf8_lossy(&bytes).into_owned())
+}
+
+/// One turn: `edit` a.txt and b.txt, `write` c.txt, and one `shell` that `sed -i`s d.txt and
+/// removes e.sh.
+fn one_turn(world: &World, endpoint: &ModelEndpoint, prompt: &str) {
+    endpoint.push_all::<Reply>([
+        ModelTurn::thinking_call(
+            "edit",
+            json!({"path": "a.txt", "old_string": "alpha old", "new_string": "alpha NEW"}),
+        )
+        .into(),
+        ModelTurn::thinking_call(
+            "edit",
+            json!({"path": "b.txt", "old_string": "beta old", "new_string": "beta NEW"}),
+        )
+        .into(),
+        ModelTurn::thinking_call("write", json!({"path": "c.txt", "content": "gamma\n"})).into(),
+        ModelTurn::thinking_call(
+            "shell",
+            json!({"command": "sed -i 's/delta old/delta NEW/' d.txt && rm e.sh"}),
+        )
+        .into(),
+        ModelTurn::new().reasoning("Done.").content("Done.").into(),
+    ]);
+    world.run_ok(&["run", "--yes", "--base-url", &endpoint.base_url(), prompt]);
+}
+
+fn rewind(world: &World, args: &[&str]) -> (i32, String) {
+    let mut all = vec!["rewind", "last"];
+    all.extend_from_slice(args);
+    let output = world.command(&all).output().unwrap();
+    let stdout = String::from_utf8_lossy(&output.stdout).into_owned();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        matches!(output.status.code(), Some(0 | 3)),
+        "{all:?}: {stdout}{stderr}"
+    );
+    (output.status.code().unwrap(), stdout)
+}
+
+#[test]
+fn a_turns_edits_writes_and_commands_are_taken_back_and_the_users_work_is_kept() {
+    let world = World::new();
+    seed(&world.root);
+    let endpoint = ModelEndpoint::start(EndpointConfig::default()).unwrap();
+    one_turn(&world, &endpoint, "Change the files");
+    endpoint.assert_no_violations();
+    assert_eq!(read(&world.root, "a.txt").unwrap(), "alpha NEW\n");
+    assert_eq!(read(&world.root, "d.txt").unwrap(), "delta NEW\n");
+    assert!(read(&world.root, "e.sh").is_none());
+
+    // The user changes a file the agent did not touch, and one it did.
+    std::fs::write(world.root.join("f.txt"), "the user's own, changed\n").unwrap();
+    std::fs::write(world.root.join("b.txt"), "beta by the user\n").unwrap();
+
+    // A dry run lists the conflict with what forcing it would lose, and changes nothing.
+    let (code, shown) = rewind(&world, &["--files", "--dry-run"]);
+    assert_eq!(code, 0);
+    assert!(
+        shown.contains("kept b.txt: you changed it too after the turn began"),
+        "{shown}"
+    );
+    assert!(shown.contains("-beta by the user"), "{shown}");
+    assert!(shown.contains("left f.txt: yours, untouched"), "{shown}");
+    assert_eq!(read(&world.root, "a.txt").unwrap(), "alpha NEW\n");
+
+    // Without --force the conflict is kept and the rest goes back byte for byte.
+    let (code, shown) = rewind(&world, &["--files"]);
+    assert_eq!(code, 3, "{shown}");
+    assert_eq!(read(&world.root, "a.txt").unwrap(), "alpha old\n");
+    assert_eq!(read(&world.root, "b.txt").unwrap(), "beta by the user\n");
+    assert!(
+        read(&world.root, "c.txt").is_none(),
+        "the written file is gone"
+    );
+    assert_eq!(read(&world.root, "d.txt").unwrap(), "delta old\n");
+    assert_eq!(
+        read(&world.root, "e.sh").unwrap(),
+        "#!/bin/sh\necho epsilon\n"
+    );
+    let mode = std::fs::metadata(world.root.join("e.sh"))
+        .unwrap()
+        .permissions()
+        .mode();
+    assert_eq!(
+        mode & 0o111,
+        0o111,
+        "the removed script comes back executable"
+    );
+    assert_eq!(
+        read(&world.root, "f.txt").unwrap(),
+        "the user's own, changed\n"
+    );
+
+    // The undo gives back exactly the files of before the rewind.
+    rewind(&world, &["--undo"]);
+    assert_eq!(read(&world.root, "a.txt").unwrap(), "alpha NEW\n");
+    assert_eq!(read(&world.root, "c.txt").unwrap(), "gamma\n");
+    assert_eq!(read(&world.root, "d.txt").unwrap(), "delta NEW\n");
+    assert!(read(&world.root, "e.sh").is_none());
+    assert_eq!(read(&world.root, "b.txt").unwrap(), "beta by the user\n");
+
+    // Forced, the user's change goes too; its text is in the store, and the undo brings it back.
+    let (code, _) = rewind(&world, &["--files", "--force"]);
+    assert_eq!(code, 0);
+    for (path, text) in FILES {
+        if path != "f.txt" {
+            assert_eq!(
+                read(&world.root, path).unwrap(),
+                String::from_utf8_lossy(text.as_bytes()),
+                "{path}"
+            );
+        }
+    }
+    rewind(&world, &["--undo"]);
+    assert_eq!(read(&world.root, "b.txt").unwrap(), "beta by the user\n");
+    assert_eq!(
+        read(&world.root, "f.txt").unwrap(),
+        "the user's own, changed\n"
+    );
+
+    // The log holds the checkpoints around the command, the rewinds and their undos, and every
+    // request still replays byte for byte.
+    let store = agent_lsp::session::store::Store::for_workspace_in(world.state.path(), &world.root)
+        .unwrap();
+    let session = store.resolve("last").unwrap();
+    let history = store.load(&session).unwrap();
+    let reasons: Vec<CheckpointReason> = history
+        .events()
+        .iter()
+        .filter_map(|event| match &event.body {
+            EventBody::FileCheckpoint(checkpoint) if event.turn == 1 => Some(checkpoint.reason),
+            _ => None,
+        })
+        .take(4)
+        .collect();
+    use CheckpointReason::*;
+    assert_eq!(reasons, [TurnStart, BeforeCall, AfterCall, TurnEnd]);
+    let outcomes: Vec<(bool, String)> = history
+        .events()
+        .iter()
+        .filter_map(|event| match &event.body {
+            EventBody::RewindEnd(end) => Some((end.kept.is_empty(), end.outcome.clone())),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(
+        outcomes,
+        [
+            (false, "partial".to_owned()),
+            (true, "applied".to_owned()),
+            (true, "applied".to_owned()),
+            (true, "applied".to_owned())
+        ]
+    );
+    let requests = endpoint.chat_requests();
+    assert_eq!(requests.len(), 5);
+    for (index, request) in requests.iter().enumerate() {
+        let n = (index + 1).to_string();
+        let replayed = world
+            .command(&["session", "replay", &session, "--request", &n])
+            .output()
+            .unwrap();
+        assert!(replayed.status.success());
+        assert_eq!(
+            String::from_utf8_lossy(&replayed.stdout),
+            String::from_utf8_lossy(&request.raw),
+            "request {n} does not replay byte-identically"
+        );
+    }
+}
+
+/// Four turns: a rewind of turn 2 takes back what turns 2 to 4 changed, to the files of before
+/// turn 2, and the conversation with them; a third turn's change of turn 1's file is kept out.
+#[test]
+fn a_rewind_of_turn_two_of_four_takes_back_every_later_turn_and_the_conversation() {
+    let world = World::new();
+    std::fs::write(world.root.join("log.txt"), "0\n").unwrap();
+    let endpoint = ModelEndpoint::start(EndpointConfig::default()).unwrap();
+    for turn in 1..=4 {
+        endpoint.push_all::<Reply>([
+            ModelTurn::thinking_call(
+                "shell",
+                json!({"command": format!("echo {turn} >> log.txt && echo {turn} > turn{turn}.txt")}),
+            )
+            .into(),
+            ModelTurn::new().reasoning("Done.").content(format!("turn {turn} done")).into(),
+        ]);
+        let base = endpoint.base_url();
+        let prompt = format!("Turn {turn}");
+        let mut args = vec!["run", "--yes", "--base-url", &base];
+        if turn > 1 {
+            args.extend(["--session", "last"]);
+        }
+        args.push(&prompt);
+        world.run_ok(&args);
+    }
+    assert_eq!(read(&world.root, "log.txt").unwrap(), "0\n1\n2\n3\n4\n");
+
+    let (code, shown) = rewind(&world, &["--turn", "2"]);
+    assert_eq!(code, 0, "{shown}");
+    assert_eq!(read(&world.root, "log.txt").unwrap(), "0\n1\n");
+    assert!(read(&world.root, "turn1.txt").is_some());
+    for turn in 2..=4 {
+        assert!(
+            read(&world.root, &format!("turn{turn}.txt")).is_none(),
+            "turn {turn}"
+        );
+    }
+    let context = world.run_ok(&["context", "show", "last"]);
+    assert!(context.contains("Turn 1"), "{context}");
+    assert!(!context.contains("Turn 2"), "{context}");
+
+    // The turns list says which were taken back; the undo gives back files and conversation.
+    let shown = world.run_ok(&["session", "show", "last"]);
+    assert!(shown.contains("rewind/begin"), "{shown}");
+    rewind(&world, &["--undo"]);
+    assert_eq!(read(&world.root, "log.txt").unwrap(), "0\n1\n2\n3\n4\n");
+    let context = world.run_ok(&["context", "show", "last"]);
+    assert!(context.contains("Turn 4"), "{context}");
+}
