@@ -1,5 +1,5 @@
 //! The file checkpoints a runtime takes: at the turn's start and end (asked by the loop), and
-//! around each call that may write what it does not name ([`Tool::writes_unnamed`]), so a
+//! around each call that may write what it does not name ([`Tool::writes_unnamed`](crate::plugin::tool::Tool::writes_unnamed)), so a
 //! rewind can tell what the agent's commands changed from what the user changed meanwhile.
 //!
 //! A capture runs off the async threads and is recorded as `files/checkpoint` once its objects
