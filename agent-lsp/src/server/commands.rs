@@ -50,6 +50,7 @@ mod chat;
 mod context;
 mod fix;
 mod memory;
+mod rewind;
 mod session;
 
 use std::path::{Path, PathBuf};
@@ -66,7 +67,7 @@ use super::{Reply, ResponseError, Shared, codes, internal};
 use lsp_bridge::jsonrpc::decode_params as decode;
 
 /// The commands this server owns, announced in `executeCommandProvider`.
-pub const COMMANDS: [&str; 20] = [
+pub const COMMANDS: [&str; 23] = [
     "agent.ask",
     "agent.explain",
     "agent.send",
@@ -87,6 +88,9 @@ pub const COMMANDS: [&str; 20] = [
     "agent.memory.edit",
     "agent.activity.cancel",
     "agent.mcp.approve",
+    "agent.rewind.turns",
+    "agent.rewind",
+    "agent.rewind.undo",
 ];
 
 /// One of our commands with its argument, as the editor sent it.
@@ -108,6 +112,9 @@ enum Command {
     Memory(memory::MemoryCommand),
     ActivityCancel(session::ActivityArgument),
     McpApprove,
+    RewindTurns(rewind::TurnsArgument),
+    Rewind(rewind::RewindArgument),
+    RewindUndo(rewind::UndoArgument),
 }
 
 /// `workspace/executeCommand`'s params, as far as the envelope goes.
@@ -169,6 +176,9 @@ impl Command {
             "agent.goal.set" => Command::GoalSet(decode(name, argument)?),
             "agent.activity.cancel" => Command::ActivityCancel(decode(name, argument)?),
             "agent.context.show" => Command::ContextShow(decode(name, argument)?),
+            "agent.rewind.turns" => Command::RewindTurns(decode(name, argument)?),
+            "agent.rewind" => Command::Rewind(decode(name, argument)?),
+            "agent.rewind.undo" => Command::RewindUndo(decode(name, argument)?),
             "agent.context.edit" => Command::ContextEdit(decode(name, argument)?),
             "agent.context.rollback" => Command::ContextRollback(decode(name, argument)?),
             "agent.memory.list" => {
@@ -224,6 +234,9 @@ pub(super) async fn execute(
         Command::Memory(command) => memory::run(shared, command).await,
         Command::ActivityCancel(argument) => session::cancel_activity(shared, argument),
         Command::McpApprove => host.approve_mcp(shared).await,
+        Command::RewindTurns(argument) => rewind::turns(shared, argument).await,
+        Command::Rewind(argument) => rewind::rewind(shared, argument).await,
+        Command::RewindUndo(argument) => rewind::undo(shared, argument).await,
     }
 }
 

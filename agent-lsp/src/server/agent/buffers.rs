@@ -41,6 +41,21 @@ impl Buffers for EditorBuffers {
         self.shared.upgrade()?.editor_text(path)
     }
 
+    fn open(&self) -> Vec<(std::path::PathBuf, String)> {
+        let Some(shared) = self.shared.upgrade() else {
+            return Vec::new();
+        };
+        shared
+            .documents()
+            .editor_open_paths()
+            .into_iter()
+            .filter_map(|path| {
+                let text = shared.editor_text(&path)?;
+                Some((path, text))
+            })
+            .collect()
+    }
+
     fn replace(
         &self,
         path: &Path,
