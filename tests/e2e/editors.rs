@@ -706,3 +706,92 @@ fn editor_plugins_mirror_the_servers_commands() {
         assert!(vscode.contains(&quoted), "protocol.ts lacks {command}");
     }
 }
+
+/// `:AgentRewind` in a real Neovim: the user picks the turn and "Files only" in the menus; the
+/// agent's edit of the open buffer goes back through the editor (so `u` gives it back) and what
+/// its command changed on disk is restored.
+#[test]
+fn nvim_agent_rewind_takes_back_a_turn_through_the_buffer_and_the_disk() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().canonicalize().unwrap();
+    agent_tests::write_tree(&root, &[("notes.txt", "one\n"), ("script.txt", "alpha\n")]);
+    assert!(
+        Command::new("git")
+            .args(["init", "-q"])
+            .current_dir(&root)
+            .status()
+            .unwrap()
+            .success()
+    );
+    let state = tempfile::tempdir().unwrap();
+    let config = state.path().join("config.toml");
+    std::fs::write(&config, "").unwrap();
+    let home = tempfile::tempdir().unwrap();
+    let results = home.path().join("results.json");
+    let endpoint = ModelEndpoint::start(EndpointConfig::default()).unwrap();
+    endpoint.push_all::<Reply>([
+        ModelTurn::new()
+            .tool_call(
+                "edit",
+                r#"{"path":"notes.txt","old_string":"one","new_string":"ONE"}"#,
+            )
+            .into(),
+        ModelTurn::new()
+            .tool_call("shell", r#"{"command":"echo beta > script.txt"}"#)
+            .into(),
+        Reply::text("Changed both."),
+    ]);
+    let mut nvim = nvim_command(
+        &repo().join("editors/nvim/tests/rewind.lua"),
+        home.path(),
+        true,
+    )
+    .current_dir(&root)
+    .env("PATH", agent_tests::tools_path())
+    .env("AGENT_LSP_STATE_DIR", state.path())
+    .env("AGENT_LSP_CONFIG", &config)
+    .env_remove("DEEPSEEK_API_KEY")
+    .env("AGENT_TEST_SERVER", agent_tests::workspace_bin("agent-lsp"))
+    .env("AGENT_TEST_ROOT", &root)
+    .env("AGENT_TEST_BASE_URL", endpoint.base_url())
+    .env("AGENT_TEST_RESULTS", &results)
+    .stdout(Stdio::null())
+    .stderr(Stdio::inherit())
+    .spawn()
+    .unwrap();
+    let status = wait_bounded(&mut nvim, Duration::from_secs(120));
+    let text = std::fs::read_to_string(&results)
+        .unwrap_or_else(|error| panic!("no results from nvim ({status}): {error}"));
+    let results: Value = serde_json::from_str(&text).unwrap();
+    let show = serde_json::to_string_pretty(&results).unwrap();
+    assert!(results.get("error").is_none(), "{show}");
+    assert_eq!(
+        results["steps"].as_array().unwrap().last().unwrap(),
+        "done",
+        "{show}"
+    );
+    assert_eq!(results["after_turn"], serde_json::json!(["ONE"]), "{show}");
+    assert_eq!(results["script_after_turn"], "beta\n", "{show}");
+    // The menus the user saw: the turn with what it changed, then what to take back.
+    assert_eq!(
+        results["prompts"][0]["items"][0],
+        "turn 1: Change the notes — notes.txt (edit), script.txt (command)",
+        "{show}"
+    );
+    assert_eq!(results["report"]["outcome"], "applied", "{show}");
+    assert_eq!(
+        results["after_rewind"],
+        serde_json::json!(["one"]),
+        "{show}"
+    );
+    assert_eq!(results["script_after_rewind"], "alpha\n", "{show}");
+    assert_eq!(
+        results["notes_on_disk"], "one\n",
+        "the buffer's edits stay unsaved: {show}"
+    );
+    assert_eq!(
+        results["after_undo_key"],
+        serde_json::json!(["ONE"]),
+        "`u` gives the agent's text back: {show}"
+    );
+}

@@ -27,3 +27,4 @@ command("AgentPlan", "plan", { desc = "Show the session's goal and the agent's p
 command("AgentActivity", "activity", { desc = "Show the agent's background jobs and sub-agents" })
 command("AgentGoal", "goal", { nargs = "*", desc = "Set the session's goal" })
 command("AgentMemory", "memory", { nargs = "*", desc = "List, remember, forget or edit the agent's memories" })
+command("AgentRewind", "rewind", { nargs = "*", desc = "Take back turns: [N|last] [files|context|both] [force], or undo" })

@@ -25,6 +25,9 @@ M.commands = {
   memory_edit = "agent.memory.edit",
   activity_cancel = "agent.activity.cancel",
   mcp_approve = "agent.mcp.approve",
+  rewind_turns = "agent.rewind.turns",
+  rewind = "agent.rewind",
+  rewind_undo = "agent.rewind.undo",
 }
 
 --- Commands that run an agent turn (their answer comes when the turn ends).
@@ -234,6 +237,40 @@ function M.format_status(status)
     table.insert(parts, string.format("plan %d/%d", #plan.items - (plan.open or 0), #plan.items))
   end
   return table.concat(parts, " ")
+end
+
+--- One line of the rewind menu for a turn of `agent.rewind.turns`: its number, its prompt and
+--- what the agent changed in it.
+function M.rewind_turn_label(turn)
+  local files = {}
+  for _, file in ipairs(turn.files or {}) do
+    files[#files + 1] = file[1] .. " (" .. file[2] .. ")"
+  end
+  local changed = #files > 0 and table.concat(files, ", ") or "no files"
+  local mark = turn.rewound and " [taken back]" or ""
+  return string.format("turn %d: %s — %s%s", turn.turn, turn.prompt or "", changed, mark)
+end
+
+--- What a rewind's report says, in one message.
+function M.describe_rewind(report)
+  if type(report) ~= "table" then
+    return "rewind: no answer"
+  end
+  local lines = {}
+  local done = report.outcome == "planned" and "would restore" or "restored"
+  local head = report.turn == report.last_turn and ("turn " .. report.turn)
+    or string.format("turns %d–%d", report.turn, report.last_turn)
+  lines[#lines + 1] = string.format("rewind of %s: %s", head, report.outcome)
+  for _, entry in ipairs(report.plan or {}) do
+    lines[#lines + 1] = string.format("  %s %s (%s)", done, entry[1], entry[2])
+  end
+  for _, conflict in ipairs(report.conflicts or {}) do
+    lines[#lines + 1] = string.format("  kept %s: %s", conflict.path, conflict.why)
+  end
+  if report.context_edit then
+    lines[#lines + 1] = "  conversation taken back"
+  end
+  return table.concat(lines, "\n")
 end
 
 return M

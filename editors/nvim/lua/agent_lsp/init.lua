@@ -436,6 +436,11 @@ end
 
 --- `:AgentActivity`: the agent's background jobs and sub-agents, running and recently ended, in
 --- a float; `x` stops the one under the cursor (see `agent_lsp.activity`).
+--- `:AgentRewind [N|last] [files|context|both] [force]`, `:AgentRewind undo`: see rewind.lua.
+function M.rewind(opts)
+  return require("agent_lsp.rewind").open(M, opts or {})
+end
+
 function M.activity(opts)
   return require("agent_lsp.activity").open(M, opts or {})
 end
