@@ -403,6 +403,11 @@ impl Session {
             .map(|header| header.session_id.clone())
             .with_context(|| format!("session log {} has no session/header", path.display()))?;
         let mut session = Session { id, history, log };
+        if let Some(end) = recovery::interrupted_rewind(&session.history) {
+            tracing::warn!(path = %path.display(), "closing a rewind left unfinished by a process that ended mid-rewind");
+            session.append(end)?;
+            session.flush()?;
+        }
         let interrupted = recovery::interrupted_results(&session.history);
         if !interrupted.is_empty() {
             tracing::warn!(

@@ -35,6 +35,14 @@ use serde::{Deserialize, Serialize};
 pub use restore::RestoreError;
 pub use store::{Entry, FileKind};
 
+/// Failure injection for the crash tests (`tests/e2e/rewind_crash.rs`): the process aborts here
+/// when `AGENT_LSP_CRASH_AT` names this point, as a SIGKILL at that moment would end it.
+pub fn crash_point(at: &str) {
+    if std::env::var_os("AGENT_LSP_CRASH_AT").is_some_and(|named| named == at) {
+        std::process::abort();
+    }
+}
+
 /// The largest file a capture keeps by default (5 MiB): bigger files are named as uncaptured,
 /// and a rewind says it cannot restore them.
 pub const DEFAULT_MAX_FILE_BYTES: u64 = 5 * 1024 * 1024;

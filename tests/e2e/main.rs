@@ -40,6 +40,7 @@ mod proxy_order;
 mod resolve_routing;
 mod restarts;
 mod rewind;
+mod rewind_crash;
 mod rewind_serve;
 mod sandbox;
 mod sandbox_landlock;

@@ -86,6 +86,38 @@ fn a_rewind_in_the_editor_changes_open_buffers_through_apply_edit_and_keeps_the_
     );
     assert_eq!(std::fs::read_to_string(&script).unwrap(), "beta\n");
 
+    // The answer's heading in the chat document offers the rewind as a code action.
+    let chat = root.join(".agent-lsp/chat.agent.md");
+    let text = match editor.buffers.get(&url(&chat)) {
+        Some((text, _)) => text.clone(),
+        None => std::fs::read_to_string(&chat).unwrap(),
+    };
+    let line = text
+        .lines()
+        .position(|line| line == "## agent (turn 1)")
+        .unwrap_or_else(|| panic!("no answer heading in {text}"));
+    if !editor.buffers.contains_key(&url(&chat)) {
+        editor.open(&chat, "markdown");
+    }
+    let actions = editor.request(
+        "textDocument/codeAction",
+        json!({"textDocument": {"uri": url(&chat)},
+               "range": {"start": {"line": line, "character": 0}, "end": {"line": line, "character": 0}},
+               "context": {"diagnostics": []}}),
+    );
+    let rewind_action = actions["result"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|action| action["kind"] == "agent.rewind")
+        .unwrap_or_else(|| panic!("no rewind action in {actions}"))
+        .clone();
+    assert_eq!(rewind_action["title"], "Rewind to before turn 1");
+    assert_eq!(
+        rewind_action["command"],
+        json!({"title": "Rewind to before turn 1", "command": "agent.rewind", "arguments": [{"turn": 1}]})
+    );
+
     let turns = command(&mut editor, "agent.rewind.turns", json!({}));
     assert_eq!(
         turns["turns"][0]["files"],

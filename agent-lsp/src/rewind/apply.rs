@@ -164,7 +164,36 @@ pub async fn undo(
     };
     let (now, recorded_now) = capture_now(session, &place, dry_run).await?;
     let mut plan = Plan::default();
-    if let (Some(before), Some(after)) = (&begin.pre, &end.post) {
+    if end.outcome == "interrupted"
+        && let Some(before) = &begin.pre
+    {
+        // Which planned paths were written before the process ended is not known: each goes
+        // back when it holds what the rewind was to write, and is left when it holds anything
+        // else than that or what it held before.
+        let (before, now_files) = (
+            place.snapshots.files_of(before)?,
+            place.snapshots.files_of(&now)?,
+        );
+        for planned in &begin.plan {
+            let write = Write {
+                path: planned.path.clone(),
+                current: now_files.effective(&planned.path).cloned(),
+                target: before.effective(&planned.path).cloned(),
+            };
+            if write.current == write.target {
+                continue;
+            }
+            if write.current.as_ref().map(|entry| &entry.id) == planned.to.as_ref() {
+                plan.writes.push(write);
+            } else {
+                plan.held.push(Held {
+                    write,
+                    why: "changed after the rewind".into(),
+                    forceable: true,
+                });
+            }
+        }
+    } else if let (Some(before), Some(after)) = (&begin.pre, &end.post) {
         let (before, after, now_files) = (
             place.snapshots.files_of(before)?,
             place.snapshots.files_of(after)?,
@@ -468,7 +497,9 @@ async fn carry_out(
             .map(|held| held.write),
     );
     for write in writes {
-        match put_back(place, &write).await {
+        let result = put_back(place, &write).await;
+        crate::snapshots::crash_point("rewind-write");
+        match result {
             Ok(via) => restored.push(Restored {
                 path: write.path.clone(),
                 via: via.to_owned(),

@@ -179,8 +179,10 @@ impl Rewinds {
                 EventBody::RewindBegin(begin) => {
                     begins.insert(begin.rewind_id.clone(), begin.clone());
                 }
+                // An interrupted rewind may have changed some of its paths: it stands until an
+                // undo gives them back.
                 EventBody::RewindEnd(end)
-                    if matches!(end.outcome.as_str(), "applied" | "partial") =>
+                    if matches!(end.outcome.as_str(), "applied" | "partial" | "interrupted") =>
                 {
                     let Some(begin) = begins.get(&end.rewind_id) else {
                         continue;

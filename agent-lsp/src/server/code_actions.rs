@@ -1,6 +1,7 @@
 //! The agent's code actions, added after the child's: "Fix with agent" per diagnostic, "Explain
 //! with agent" and "Ask agent about selection" on a selection, "Send to agent" in a prompt
-//! document. Each is a command of ours (see `commands`), so it resolves to itself.
+//! document, and "Rewind to before turn N" on a prompt document's `## agent (turn N)` heading.
+//! Each is a command of ours (see `commands`), so it resolves to itself.
 
 use std::sync::Arc;
 
@@ -10,7 +11,12 @@ use serde_json::{Value, json};
 use super::{Reply, Shared};
 
 /// The code action kinds the agent offers (announced in `codeActionProvider`).
-pub(super) const KINDS: [&str; 3] = ["quickfix.agent", "agent.explain", "agent.send"];
+pub(super) const KINDS: [&str; 4] = [
+    "quickfix.agent",
+    "agent.explain",
+    "agent.send",
+    "agent.rewind",
+];
 
 /// The child's code actions for the document (asked for by the dispatch), then the agent's: "Fix with
 /// agent" per diagnostic in the request's context, "Explain with agent" and "Ask agent about
@@ -45,6 +51,21 @@ pub(super) fn code_actions(
                 "kind": "agent.send",
                 "command": {"title": "Send to agent", "command": "agent.send",
                             "arguments": [{"uri": uri, "position": range.start}]},
+            }));
+        }
+        if wanted("agent.rewind")
+            && let Some(turn) = uri
+                .to_file_path()
+                .ok()
+                .and_then(|path| shared.text_or_disk(&path).ok())
+                .and_then(|text| heading_turn(text.lines().nth(range.start.line as usize)?))
+        {
+            let title = format!("Rewind to before turn {turn}");
+            actions.push(json!({
+                "title": title,
+                "kind": "agent.rewind",
+                "command": {"title": title, "command": "agent.rewind",
+                            "arguments": [{"turn": turn}]},
             }));
         }
         return Ok(Value::Array(actions));
@@ -83,4 +104,30 @@ pub(super) fn code_actions(
         }
     }
     Ok(Value::Array(actions))
+}
+
+/// The turn an answer heading of a prompt document names: `## agent (turn 3)` → 3.
+fn heading_turn(line: &str) -> Option<u32> {
+    line.trim_end()
+        .strip_prefix("## agent (turn ")?
+        .strip_suffix(')')?
+        .parse()
+        .ok()
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn an_answer_heading_names_its_turn() {
+        assert_eq!(super::heading_turn("## agent (turn 12)"), Some(12));
+        assert_eq!(super::heading_turn("## agent (turn 3)  "), Some(3));
+        for other in [
+            "## you",
+            "## agent (turn x)",
+            "text ## agent (turn 1)",
+            "## agent",
+        ] {
+            assert_eq!(super::heading_turn(other), None, "{other}");
+        }
+    }
 }

@@ -112,6 +112,10 @@ pub async fn record_checkpoint(
             .await
             .map_err(|error| anyhow::anyhow!("the capture failed unexpectedly: {error}"))
             .and_then(|captured| captured);
+    if captured.is_ok() {
+        // Its objects and ref are written; the event, the commit point, is not.
+        crate::snapshots::crash_point(reason.as_str());
+    }
     let duration_ms = started.elapsed().as_millis() as u64;
     let record = match &captured {
         Ok(checkpoint) => FileCheckpoint {

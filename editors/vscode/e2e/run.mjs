@@ -26,6 +26,7 @@ const checks = [
   ["Send to agent streams the answer in", send],
   ["Fix with agent changes the buffer, unsaved, and the problem goes", fix],
   ["the plan the agent wrote is in the status bar and the Agent Plan view", plan],
+  ["Agent: Rewind Last Turn… takes the fix back out of the buffer, through the editor", rewind],
   ["a background job is in the Agent Activity view, and its stop button kills it", activity],
   ["opening a README or a prompt document shows no error", noErrors],
   ["inline completion: no ghost text while the setting is off, then the server's suggestion as ghost text, taken with Tab", inlineCompletion],
@@ -191,6 +192,29 @@ async function plan(ui) {
   }
   await ui.page.locator(".monaco-list-row", { hasText: "Goal" }).first().waitFor({ timeout: WAIT });
   await ui.screenshot("plan");
+}
+
+async function rewind(ui, run) {
+  await ui.open("typos.py");
+  await ui.command("Agent: Rewind Last Turn…");
+  // The newest turn first, with the files it changed: the fix's edit of typos.py.
+  const row = ui.page.locator(".quick-input-widget .monaco-list-row.focused", { hasText: "typos.py (edit)" });
+  await row.first().waitFor({ timeout: WAIT });
+  await ui.screenshot("rewind-turns");
+  await ui.page.keyboard.press("Enter");
+  const input = ui.page.locator(".quick-input-widget .quick-input-box input");
+  await ui.page.locator(".quick-input-widget .monaco-list-row", { hasText: "Files Only" }).first().waitFor({ timeout: WAIT });
+  await input.fill("Files Only");
+  await ui.page.locator(".quick-input-widget .monaco-list-row.focused", { hasText: "Files Only" }).first().waitFor({ timeout: WAIT });
+  await ui.page.keyboard.press("Enter");
+  await ui.waitForEditorText({ contains: ['anzahl: int = "drei"'] }, "the buffer without the fix");
+  await ui.page.locator(".notifications-toasts", { hasText: "Rewind of turn" }).first().waitFor({ timeout: WAIT });
+  await ui.screenshot("rewound");
+  assert.ok(fs.readFileSync(path.join(run.workspace, "typos.py"), "utf8").includes('anzahl: int = "drei"'), "the disk was never written");
+  // The rewind is one edit of the buffer: Undo in the editor brings the fix back.
+  await ui.page.locator(".editor-group-container.active .monaco-editor").first().click();
+  await ui.page.keyboard.press("Control+Z");
+  await ui.waitForEditorText({ contains: ["anzahl: int = 3"], lacks: ['"drei"'] }, "the fix back after Undo");
 }
 
 /** The live `sleep 30` processes started in the test's workspace (a job's). */

@@ -30,6 +30,7 @@ import {
   toolArgument,
 } from "./logic/protocol";
 import { Settings, RESTART_SETTINGS, inlineCompletionEnabled, initializationOptions } from "./logic/settings";
+import { rewindLastTurn, undoRewind } from "./rewind";
 import { ServerController } from "./server";
 
 const SECRET_KEY = "agentLsp.apiKey";
@@ -373,6 +374,8 @@ export async function activate(context: vscode.ExtensionContext): Promise<void> 
       await vscode.window.showTextDocument(document, { preview: true });
     }
   });
+  register("agentLsp.rewind", () => rewindLastTurn(execute));
+  register("agentLsp.rewindUndo", () => undoRewind(execute));
   register("agentLsp.showContext", async () => {
     contextView.refresh();
     await vscode.commands.executeCommand("agentLsp.context.focus");

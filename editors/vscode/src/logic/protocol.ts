@@ -44,6 +44,9 @@ export const SERVER_COMMANDS = {
   memoryEdit: "agent.memory.edit",
   activityCancel: "agent.activity.cancel",
   mcpApprove: "agent.mcp.approve",
+  rewindTurns: "agent.rewind.turns",
+  rewind: "agent.rewind",
+  rewindUndo: "agent.rewind.undo",
 } as const;
 
 /** Commands that run an agent turn: the status bar is refreshed after each of them. */
