@@ -134,11 +134,21 @@ const MAX_DEPTH: usize = 8;
 /// The rows of `history`'s timeline, each `subagent/start` with its child's timeline, read from
 /// the child's log, down to the deepest sub-agent.
 fn timeline(history: &History, store: &Store, depth: usize) -> Vec<Value> {
+    let rewound = crate::rewind::attribution::rewound_by(history);
     history
         .events()
         .iter()
         .map(|event| {
             let mut row = timeline_json(event);
+            // A turn a rewind took back is marked on its prompt, until an undo gives it back.
+            if let EventBody::UserMessage(message) = &event.body
+                && message.origin == "prompt"
+                && let Some(rewind) = rewound.get(&event.turn)
+            {
+                row["rewound"] = json!(rewind);
+                let summary = row["summary"].as_str().unwrap_or_default();
+                row["summary"] = json!(format!("{summary} [taken back by {rewind}]"));
+            }
             if let EventBody::SubagentStart(start) = &event.body
                 && depth < MAX_DEPTH
             {

@@ -378,7 +378,45 @@ pub fn build_with(history: &History, load: &dyn Fn(&str) -> Option<History>) -> 
                     cells.push(goal);
                 }
             }
+            EventBody::FileCheckpoint(checkpoint)
+                if checkpoint.changed_total > 0 || checkpoint.error.is_some() =>
+            {
+                let title = match &checkpoint.error {
+                    Some(_) => format!("file checkpoint ({}) failed", checkpoint.reason.as_str()),
+                    None => format!(
+                        "file checkpoint ({}): {} changed",
+                        checkpoint.reason.as_str(),
+                        checkpoint.changed_total
+                    ),
+                };
+                let text = checkpoint
+                    .error
+                    .clone()
+                    .unwrap_or_else(|| checkpoint.changed.join("\n"));
+                cells.push(cell("files", title, Some(text)));
+            }
+            EventBody::RewindEnd(end) => {
+                let title = format!("{}: {}", end.rewind_id, end.outcome);
+                let mut lines: Vec<String> = end
+                    .restored
+                    .iter()
+                    .map(|restored| format!("restored {} ({})", restored.path, restored.via))
+                    .collect();
+                lines.extend(
+                    end.kept
+                        .iter()
+                        .map(|kept| format!("kept {}: {}", kept.path, kept.why)),
+                );
+                cells.push(cell("rewind", title, Some(lines.join("\n"))));
+            }
             _ => {}
+        }
+    }
+    // The prompts of turns a standing rewind took back say so (an undo clears the mark).
+    let rewound = crate::rewind::attribution::rewound_by(history);
+    for cell in cells.iter_mut().filter(|cell| cell.kind == "user") {
+        if let Some(rewind) = rewound.get(&cell.turn) {
+            cell.title = format!("{} — taken back by {rewind}", cell.title);
         }
     }
     let mut totals = Totals {

@@ -572,6 +572,8 @@ fn the_html_trajectory_renders_every_cell_kind_in_headless_chromium() {
         "--summary",
         "alpha x300",
     ]);
+    // A rewind of the files (nothing of the agent's to take back: a rewind cell all the same).
+    fixture.ok(&["rewind", session, "--files"]);
     endpoint.assert_no_violations();
 
     let trajectory = fixture.json(&["session", "trajectory", session, "--format", "json"]);
@@ -586,7 +588,9 @@ fn the_html_trajectory_renders_every_cell_kind_in_headless_chromium() {
         [
             "compacted",
             "context",
+            "files",
             "message",
+            "rewind",
             "subtool",
             "system",
             "tool",
@@ -645,6 +649,8 @@ fn the_html_trajectory_renders_every_cell_kind_in_headless_chromium() {
         "message",
         "tool",
         "subtool",
+        "files",
+        "rewind",
     ] {
         assert!(
             summary["kinds"][kind].as_u64().unwrap() > 0,

@@ -247,8 +247,23 @@ fn a_rewind_of_turn_two_of_four_takes_back_every_later_turn_and_the_conversation
 
     // The turns list says which were taken back; the undo gives back files and conversation.
     let shown = world.run_ok(&["session", "show", "last"]);
-    assert!(shown.contains("rewind/begin"), "{shown}");
+    let marked: Vec<&str> = shown
+        .lines()
+        .filter(|line| line.contains("[taken back by rewind-"))
+        .collect();
+    assert_eq!(marked.len(), 3, "turns 2 to 4 are marked: {shown}");
+    assert!(marked[0].contains("Turn 2"), "{shown}");
+    let trajectory = world.run_ok(&["session", "trajectory", "last", "--format", "json"]);
+    assert!(
+        trajectory.contains("prompt (turn 3) — taken back by rewind-"),
+        "{trajectory}"
+    );
     rewind(&world, &["--undo"]);
+    let shown = world.run_ok(&["session", "show", "last"]);
+    assert!(
+        !shown.contains("[taken back by"),
+        "the undo clears the marks: {shown}"
+    );
     assert_eq!(read(&world.root, "log.txt").unwrap(), "0\n1\n2\n3\n4\n");
     let context = world.run_ok(&["context", "show", "last"]);
     assert!(context.contains("Turn 4"), "{context}");

@@ -36,7 +36,8 @@ pub enum SessionCommand {
         request: u64,
     },
     /// Export the session as a trajectory: cells (system, user, context, compacted, message,
-    /// tool, subtool) with raw tool payloads, results, and token and cache figures per request.
+    /// tool, subtool, files, rewind) with raw tool payloads, results, and token and cache
+    /// figures per request; the prompts of turns a rewind took back say so.
     Trajectory {
         session: String,
         #[arg(long, value_parser = ["json", "html"], default_value = "html")]

@@ -66,8 +66,11 @@ pub async fn rewind(
             );
             turn
         }
+        // The last turn not taken back yet; for the files, one whose start was captured (a
+        // read-only call run by hand is a turn without checkpoints: it changed nothing).
         None => (1..=last_turn)
             .rev()
+            .filter(|turn| !request.scope.files() || checkpoints.turn_start(*turn).is_some())
             .find(|turn| !rewound.contains(turn))
             .context("every turn of the session is taken back already (`--undo` gives the last rewind back)")?,
     };

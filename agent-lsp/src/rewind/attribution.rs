@@ -203,9 +203,17 @@ impl Rewinds {
 
 /// The turns a standing rewind took back.
 pub fn rewound_turns(history: &History) -> BTreeSet<u32> {
-    Rewinds::of(history)
-        .standing
-        .iter()
-        .flat_map(|(_, first, last)| *first..=*last)
-        .collect()
+    rewound_by(history).into_keys().collect()
+}
+
+/// Each turn a standing rewind took back, with that rewind's id (the latest, when several
+/// did): what `session show` and the trajectory mark, and an undo clears.
+pub fn rewound_by(history: &History) -> BTreeMap<u32, String> {
+    let mut turns = BTreeMap::new();
+    for (id, first, last) in Rewinds::of(history).standing {
+        for turn in first..=last {
+            turns.insert(turn, id.clone());
+        }
+    }
+    turns
 }
