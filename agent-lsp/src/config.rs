@@ -44,6 +44,11 @@
 //! [web.searxng]
 //! url = "http://127.0.0.1:8888"
 //!
+//! # The file checkpoints `agent-lsp rewind` restores from (docs/decisions/0009-rewind.md).
+//! [checkpoints]
+//! max_file_bytes = 5242880
+//! exclude = ["*.sqlite", "data/"]
+//!
 //! # Inline completion in the editor (see `completion.rs`): off without a model.
 //! [completion]
 //! model = "deepseek-v4-flash"
@@ -99,6 +104,11 @@ pub struct Config {
     /// `[mcp.servers.NAME]`: the user's MCP servers (`crate::mcp`).
     #[serde(default)]
     pub mcp: crate::mcp::config::McpOptions,
+    /// `[checkpoints]`: the file checkpoints a rewind restores from (`crate::snapshots`): on
+    /// by default, files over `max_file_bytes` left out, and `exclude` globs beside the ignore
+    /// files.
+    #[serde(default)]
+    pub checkpoints: crate::snapshots::Options,
     /// `[completion]`: inline completion in the editor (`crate::completion`); off without a
     /// model.
     #[serde(default)]

@@ -252,11 +252,11 @@ impl Host {
         let mut tools = self.tools.runtime(preset, &assembly, &self.activity)?;
         // A front end's agent takes the file checkpoints; a sub-agent's changes fall inside
         // the window its parent's `task` call opened.
-        if self.depth == 0 {
+        if self.depth == 0 && self.tools.checkpoints.enabled {
             tools = tools.with_checkpoints(crate::snapshots::Snapshots::for_state_dir(
                 self.store.workspace(),
                 self.store.workspace_dir(),
-                crate::snapshots::Options::default(),
+                self.tools.checkpoints.clone(),
             ));
         }
         Ok(Parts {

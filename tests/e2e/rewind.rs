@@ -268,3 +268,55 @@ fn a_rewind_of_turn_two_of_four_takes_back_every_later_turn_and_the_conversation
     let context = world.run_ok(&["context", "show", "last"]);
     assert!(context.contains("Turn 4"), "{context}");
 }
+
+/// `[checkpoints]` in the user's configuration: a file over `max_file_bytes` is not captured,
+/// and a rewind names it rather than guess; `enabled = false` takes no checkpoints at all.
+#[test]
+fn the_configured_size_cap_and_switch_are_honoured() {
+    let world = World::new();
+    std::fs::write(&world.config, "[checkpoints]\nmax_file_bytes = 16\n").unwrap();
+    std::fs::write(world.root.join("big.txt"), "twenty bytes, more.\n").unwrap();
+    let endpoint = ModelEndpoint::start(EndpointConfig::default()).unwrap();
+    endpoint.push_all::<Reply>([
+        ModelTurn::thinking_call(
+            "shell",
+            json!({"command": "echo more >> big.txt && echo small > s.txt"}),
+        )
+        .into(),
+        ModelTurn::new().reasoning("Done.").content("Done.").into(),
+    ]);
+    world.run_ok(&[
+        "run",
+        "--yes",
+        "--base-url",
+        &endpoint.base_url(),
+        "Grow it",
+    ]);
+    let (code, shown) = rewind(&world, &["--files"]);
+    assert_eq!(code, 3, "{shown}");
+    assert!(read(&world.root, "s.txt").is_none(), "{shown}");
+    assert!(
+        shown.contains(
+            "kept big.txt: over the size cap: it was not captured and cannot be restored"
+        ),
+        "{shown}"
+    );
+    assert_eq!(
+        read(&world.root, "big.txt").unwrap(),
+        "twenty bytes, more.\nmore\n"
+    );
+
+    std::fs::write(&world.config, "[checkpoints]\nenabled = false\n").unwrap();
+    endpoint.push_all::<Reply>([ModelTurn::new().reasoning("Done.").content("Done.").into()]);
+    world.run_ok(&["run", "--base-url", &endpoint.base_url(), "Nothing"]);
+    let store = agent_lsp::session::store::Store::for_workspace_in(world.state.path(), &world.root)
+        .unwrap();
+    let history = store.load("last").unwrap();
+    assert!(
+        !history
+            .events()
+            .iter()
+            .any(|event| matches!(event.body, EventBody::FileCheckpoint(_))),
+        "no checkpoint with enabled = false"
+    );
+}

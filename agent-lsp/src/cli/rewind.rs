@@ -57,7 +57,7 @@ pub fn run(store: &Store, args: RewindArgs) -> anyhow::Result<ExitCode> {
     let snapshots = Snapshots::for_state_dir(
         store.workspace(),
         store.workspace_dir(),
-        crate::snapshots::Options::default(),
+        crate::config::Config::load()?.checkpoints,
     );
     let place = Place {
         snapshots: &snapshots,

@@ -45,6 +45,8 @@ pub struct ToolHost {
     /// Tools the front end adds to every catalog whatever the preset enables (`mcp serve`'s
     /// `files`, `session_list` and `session_show`).
     pub front_end: Vec<Arc<dyn Tool>>,
+    /// The user's `[checkpoints]`: whether and how a front end's agent captures the files.
+    pub checkpoints: crate::snapshots::Options,
     /// Whether [`ToolHost::shutdown`] stops the bridge's servers: not under `serve`, whose
     /// editor keeps using them.
     owns_bridge: bool,
@@ -70,6 +72,7 @@ impl ToolHost {
             buffers: None,
             shared: Some(SharedBridge::new(store, role)),
             front_end: Vec::new(),
+            checkpoints: config.checkpoints.clone(),
             owns_bridge: true,
         })
     }
@@ -94,6 +97,7 @@ impl ToolHost {
             buffers: Some(buffers),
             shared: None,
             front_end: Vec::new(),
+            checkpoints: Default::default(),
             owns_bridge: false,
         }
     }
@@ -115,6 +119,7 @@ impl ToolHost {
             buffers: None,
             shared: None,
             front_end: Vec::new(),
+            checkpoints: Default::default(),
             owns_bridge: true,
         })
     }

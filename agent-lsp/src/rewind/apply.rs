@@ -1,11 +1,11 @@
 //! Planning a rewind (or an undo) from the log and the checkpoints, and carrying it out.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
 use anyhow::Context;
 
-use super::attribution::{Checkpoints, Point, Rewinds, owner, rewound_turns};
+use super::attribution::{Checkpoints, Point, Rewinds, owner, rewound_turns, uncaptured_changes};
 use super::{ConflictReport, Report, Request};
 use crate::context_editor::ops::{BatchOptions, EditOp, apply_batch, rollback};
 use crate::plugin::tool::Buffers;
@@ -118,8 +118,12 @@ pub async fn rewind(
         )
         .await;
     };
-    let (pre, recorded_pre) = capture_now(session, &place, request.dry_run).await?;
-    let plan = plan_rewind(session, &place, &checkpoints, start, &pre)?;
+    let Now {
+        id: pre,
+        recorded: recorded_pre,
+        uncaptured,
+    } = capture_now(session, &place, request.dry_run).await?;
+    let plan = plan_rewind(session, &place, &checkpoints, start, (&pre, uncaptured))?;
     report.yours = plan.yours.clone();
     let begin = RewindBegin {
         rewind_id: String::new(),
@@ -165,7 +169,11 @@ pub async fn undo(
         last_turn,
         ..Report::default()
     };
-    let (now, recorded_now) = capture_now(session, &place, dry_run).await?;
+    let Now {
+        id: now,
+        recorded: recorded_now,
+        ..
+    } = capture_now(session, &place, dry_run).await?;
     let mut plan = Plan::default();
     if end.outcome == "interrupted"
         && let Some(before) = &begin.pre
@@ -290,13 +298,29 @@ fn context_ops(session: &Session, turn: u32) -> anyhow::Result<Vec<EditOp>> {
     }])
 }
 
+/// The files as a rewind finds them.
+struct Now {
+    /// The checkpoint's id.
+    id: String,
+    /// Whether it is in the log (`before_rewind`); a dry run records nothing.
+    recorded: bool,
+    /// Files over the size cap, with their sizes.
+    uncaptured: BTreeMap<String, u64>,
+}
+
 /// The files now (disk, and the editor's buffers): recorded as `before_rewind` unless a dry
 /// run, which writes nothing to the log.
 async fn capture_now(
     session: &mut Session,
     place: &Place<'_>,
     dry_run: bool,
-) -> anyhow::Result<(String, bool)> {
+) -> anyhow::Result<Now> {
+    let sizes = |uncaptured: &[crate::snapshots::Uncaptured]| {
+        uncaptured
+            .iter()
+            .map(|file| (file.path.clone(), file.bytes))
+            .collect()
+    };
     if dry_run {
         let buffers = open_buffers(place);
         let previous = last_checkpoint(session.history().events()).map(str::to_owned);
@@ -306,13 +330,32 @@ async fn capture_now(
             snapshots.capture(&id, previous.as_deref(), &buffers)
         })
         .await??;
-        return Ok((checkpoint.id, false));
+        return Ok(Now {
+            uncaptured: sizes(&checkpoint.uncaptured),
+            id: checkpoint.id,
+            recorded: false,
+        });
     }
     let turn = session.history().next_turn().saturating_sub(1);
-    let id = record_checkpoint(place.snapshots, place.buffers, session, (turn, 0), CheckpointReason::BeforeRewind, Vec::new())
-        .await?
-        .context("the files could not be captured before the rewind (see the session log); nothing was changed")?;
-    Ok((id, true))
+    let id = record_checkpoint(
+        place.snapshots,
+        place.buffers,
+        session,
+        (turn, 0),
+        CheckpointReason::BeforeRewind,
+        Vec::new(),
+    )
+    .await?
+    .context("the files could not be captured before the rewind (see the session log); nothing was changed")?;
+    let uncaptured = match session.history().events().last().map(|event| &event.body) {
+        Some(EventBody::FileCheckpoint(checkpoint)) => sizes(&checkpoint.uncaptured),
+        _ => BTreeMap::new(),
+    };
+    Ok(Now {
+        id,
+        recorded: true,
+        uncaptured,
+    })
 }
 
 fn open_buffers(place: &Place<'_>) -> Vec<(String, String)> {
@@ -333,7 +376,7 @@ fn plan_rewind(
     place: &Place<'_>,
     checkpoints: &Checkpoints,
     start: usize,
-    pre: &str,
+    (pre, pre_uncaptured): (&str, BTreeMap<String, u64>),
 ) -> anyhow::Result<Plan> {
     let history = session.history();
     let points = &checkpoints.points[start..];
@@ -343,14 +386,16 @@ fn plan_rewind(
         reason: CheckpointReason::BeforeRewind,
         id: pre.to_owned(),
         changed: Vec::new(),
-        uncaptured: Vec::new(),
+        uncaptured: pre_uncaptured,
         after_failure: false,
     };
     let (mut agent, mut user) = (BTreeSet::new(), BTreeSet::new());
     for pair in points.iter().chain([&now]).collect::<Vec<_>>().windows(2) {
         let (a, b) = (pair[0], pair[1]);
         let owner = owner(history, a, b);
-        for path in place.snapshots.changes(&a.id, &b.id)? {
+        let mut changed = place.snapshots.changes(&a.id, &b.id)?;
+        changed.extend(uncaptured_changes(a, b));
+        for path in changed {
             if owner.is_agents(&path) {
                 agent.insert(path);
             } else {
@@ -358,7 +403,11 @@ fn plan_rewind(
             }
         }
     }
-    let uncaptured: BTreeSet<&String> = points.iter().flat_map(|point| &point.uncaptured).collect();
+    let uncaptured: BTreeSet<&String> = points
+        .iter()
+        .chain([&now])
+        .flat_map(|point| point.uncaptured.keys())
+        .collect();
     let (from, now_files) = (
         place.snapshots.files_of(&points[0].id)?,
         place.snapshots.files_of(pre)?,
@@ -373,7 +422,8 @@ fn plan_rewind(
             target: from.effective(&path).cloned(),
             path,
         };
-        if write.current == write.target {
+        // A file over the cap holds no entry on either side: equal entries say nothing of it.
+        if write.current == write.target && !uncaptured.contains(&write.path) {
             continue;
         }
         let held = |why: &str, forceable| Held {

@@ -24,8 +24,8 @@ pub struct Point {
     pub id: String,
     /// The changed paths the event lists (at most 100).
     pub changed: Vec<String>,
-    /// Files over the size cap at that moment.
-    pub uncaptured: Vec<String>,
+    /// Files over the size cap at that moment, with their sizes.
+    pub uncaptured: BTreeMap<String, u64>,
     /// A capture failed between the previous point and this one: nothing is known of who
     /// changed what in between.
     pub after_failure: bool,
@@ -83,7 +83,7 @@ impl Checkpoints {
                 uncaptured: checkpoint
                     .uncaptured
                     .iter()
-                    .map(|uncaptured| uncaptured.path.clone())
+                    .map(|uncaptured| (uncaptured.path.clone(), uncaptured.bytes))
                     .collect(),
                 after_failure: std::mem::take(&mut failed),
             });
@@ -127,6 +127,16 @@ impl Checkpoints {
         }
         files.into_iter().collect()
     }
+}
+
+/// The files over the size cap at both `a` and `b` whose size changed between them: changes
+/// the trees cannot show (a change that keeps the size goes unseen).
+pub fn uncaptured_changes(a: &Point, b: &Point) -> Vec<String> {
+    a.uncaptured
+        .iter()
+        .filter(|(path, bytes)| b.uncaptured.get(*path).is_some_and(|after| after != *bytes))
+        .map(|(path, _)| path.clone())
+        .collect()
 }
 
 /// Whose changes the interval from `a` to `b` (consecutive points) holds.

@@ -79,7 +79,7 @@ impl Host {
             crate::config::Config::path().as_deref(),
         )
         .map_err(internal)?;
-        let tools = ToolHost::editor(
+        let mut tools = ToolHost::editor(
             workspace,
             shared.bridge()?.clone(),
             shared.documents().clone(),
@@ -89,6 +89,7 @@ impl Host {
             }),
             Arc::new(EditorBuffers::new(shared)),
         );
+        tools.checkpoints = shared.config.checkpoints.clone();
         let host = crate::host::Host::new(store, self.activity.clone(), tools);
         let opening = host.choose(Start::New(preset)).map_err(internal)?;
         let conversation = host

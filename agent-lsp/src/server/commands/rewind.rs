@@ -93,7 +93,7 @@ where
     let snapshots = Snapshots::for_state_dir(
         store.workspace(),
         store.workspace_dir(),
-        crate::snapshots::Options::default(),
+        shared.config.checkpoints.clone(),
     );
     let buffers = EditorBuffers::new(shared);
     let place = Place {
