@@ -27,7 +27,7 @@ mkdir -p "$state/presets"
 "$agent" preset show standard | sed 's/^mode = "workspace-write"/mode = "off"/' > "$state/presets/unboxed.toml"
 shell() { # flags, turn
   "$agent" tool shell --yes $1 \
-    --args "{\"command\": \"echo turn $2 >> .rewind-bench\"}" > /dev/null
+    --args "{\"command\": \"echo turn $2 >> .rewind-bench\"}" > /dev/null 2>&1
 }
 shell "--preset $state/presets/unboxed.toml" 0
 store=$(ls -d "$state"/workspaces/*/checkpoints)

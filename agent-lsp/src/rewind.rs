@@ -125,3 +125,33 @@ pub fn turns(history: &History) -> Vec<TurnSummary> {
     }
     turns
 }
+
+/// What the model must know after its files were taken back but not the conversation: the
+/// turns it remembers no longer hold for these paths. `None` when no such rewind stands (an
+/// undo gives the files back, and the note goes with it). Derived from the log, so it is the
+/// same in every process and enters the context once, as runtime context.
+pub fn files_note(history: &History) -> Option<String> {
+    let (id, first, last) = attribution::Rewinds::of(history).standing.pop()?;
+    let (mut scope, mut restored) = (None, Vec::new());
+    for event in history.events() {
+        match &event.body {
+            EventBody::RewindBegin(begin) if begin.rewind_id == id => scope = Some(begin.scope),
+            EventBody::RewindEnd(end) if end.rewind_id == id => {
+                restored = end.restored.iter().map(|r| r.path.clone()).collect();
+            }
+            _ => {}
+        }
+    }
+    if scope != Some(RewindScope::Files) || restored.is_empty() {
+        return None;
+    }
+    let turns = if first == last {
+        format!("turn {first}")
+    } else {
+        format!("turns {first}–{last}")
+    };
+    Some(format!(
+        "the user took back what {turns} did to these files, which are as they were before turn {first}: {}",
+        restored.join(", ")
+    ))
+}

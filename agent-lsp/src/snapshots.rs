@@ -95,6 +95,8 @@ pub struct Checkpoint {
     pub uncaptured: Vec<Uncaptured>,
     /// `walk`: the whole workspace was listed and stat'ed.
     pub scan: &'static str,
+    /// How many files were read because the stat cache could not vouch for them.
+    pub read: usize,
 }
 
 /// The checkpoints of one workspace, shared by every session of the process that works in it.

@@ -320,3 +320,52 @@ fn the_configured_size_cap_and_switch_are_honoured() {
         "no checkpoint with enabled = false"
     );
 }
+
+/// After a files-only rewind the model keeps the conversation, so it is told which files went
+/// back (runtime context, once); an undo takes the note away again.
+#[test]
+fn after_a_files_only_rewind_the_model_is_told_which_files_went_back() {
+    let world = World::new();
+    std::fs::write(world.root.join("a.txt"), "a old\n").unwrap();
+    let endpoint = ModelEndpoint::start(EndpointConfig::default()).unwrap();
+    let base = endpoint.base_url();
+    endpoint.push_all::<Reply>([
+        ModelTurn::thinking_call("shell", json!({"command": "echo a NEW > a.txt"})).into(),
+        ModelTurn::new().reasoning("Done.").content("Done.").into(),
+        ModelTurn::new().reasoning("Ok.").content("Ok.").into(),
+        ModelTurn::new().reasoning("Ok.").content("Ok.").into(),
+    ]);
+    world.run_ok(&["run", "--yes", "--base-url", &base, "Change a"]);
+    rewind(&world, &["--files"]);
+    world.run_ok(&["run", "--base-url", &base, "--session", "last", "What now?"]);
+    rewind(&world, &["--undo"]);
+    world.run_ok(&["run", "--base-url", &base, "--session", "last", "And now?"]);
+    // The runtime contexts of request `index`, as its body carries them.
+    let contexts = |index: usize| -> String {
+        let raw = String::from_utf8_lossy(&endpoint.chat_requests()[index].raw).into_owned();
+        raw.split("<runtime-context>")
+            .skip(1)
+            .collect::<Vec<_>>()
+            .join("\n---\n")
+    };
+    let note = "files_rewound: the user took back what turn 1 did to these files, which are as they were before turn 1: a.txt";
+    assert!(!contexts(1).contains("files_rewound"), "{}", contexts(1));
+    assert!(contexts(2).contains(note), "{}", contexts(2));
+    // After the undo the latest runtime context has no note (the earlier one stays in history).
+    let last = contexts(3);
+    let latest = last.rsplit("---").next().unwrap();
+    assert!(!latest.contains("files_rewound"), "{last}");
+    endpoint.assert_no_violations();
+    // Every request still replays byte for byte.
+    for n in 1..=4 {
+        let replayed = world
+            .command(&["session", "replay", "last", "--request", &n.to_string()])
+            .output()
+            .unwrap();
+        assert_eq!(
+            String::from_utf8_lossy(&replayed.stdout),
+            String::from_utf8_lossy(&endpoint.chat_requests()[n - 1].raw),
+            "request {n}"
+        );
+    }
+}

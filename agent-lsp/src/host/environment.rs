@@ -52,9 +52,12 @@ impl Plugin for Environment {
 
     fn runtime_context(
         &mut self,
-        _history: &History,
+        history: &History,
     ) -> anyhow::Result<Option<RuntimeContribution>> {
-        let snapshot = RuntimeSnapshot::collect(&self.workspace, &[]);
+        let mut snapshot = RuntimeSnapshot::collect(&self.workspace, &[]);
+        if let Some(note) = crate::rewind::files_note(history) {
+            snapshot.0.insert("files_rewound".to_owned(), note);
+        }
         Ok(Some(RuntimeContribution {
             source: None,
             text: snapshot.render(),

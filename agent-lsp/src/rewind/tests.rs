@@ -15,6 +15,7 @@ fn checkpoint(reason: CheckpointReason, id: Option<&str>) -> EventBody {
         changed: Vec::new(),
         changed_total: 0,
         uncaptured: Vec::new(),
+        read: 0,
         scan: "walk".into(),
         duration_ms: 0,
         error: id.is_none().then(|| "disk full".to_owned()),

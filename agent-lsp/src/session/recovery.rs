@@ -81,6 +81,44 @@ pub(super) fn interrupted_results(history: &History) -> Vec<NewEvent> {
         .collect()
 }
 
+/// The `rewind/end` of a rewind whose writer died after its `rewind/begin`: `interrupted`, so
+/// a reader knows some of its planned paths may have been restored and others not, and the
+/// next rewind or undo starts from the files as they are (its own capture). `None` when every
+/// rewind ended.
+pub(super) fn interrupted_rewind(history: &History) -> Option<NewEvent> {
+    use super::event::RewindEnd;
+    let (turn, begin) = history
+        .events()
+        .iter()
+        .rev()
+        .find_map(|event| match &event.body {
+            EventBody::RewindBegin(begin) => Some((event.turn, begin)),
+            _ => None,
+        })?;
+    let ended = history.events().iter().any(
+        |event| matches!(&event.body, EventBody::RewindEnd(end) if end.rewind_id == begin.rewind_id),
+    );
+    (!ended).then(|| {
+        NewEvent::new(
+            turn,
+            0,
+            EventBody::RewindEnd(RewindEnd {
+                rewind_id: begin.rewind_id.clone(),
+                outcome: "interrupted".into(),
+                restored: Vec::new(),
+                kept: Vec::new(),
+                context_edit: None,
+                context_snapshot: None,
+                post: None,
+                reason: Some(
+                    "the agent-lsp process ended during the rewind; some planned paths may be restored"
+                        .into(),
+                ),
+            }),
+        )
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use crate::session::event::{AssistantMessage, SessionHeader, ToolCallEvent, ToolCallRef};
@@ -154,42 +192,4 @@ mod tests {
             "a second open appends nothing"
         );
     }
-}
-
-/// The `rewind/end` of a rewind whose writer died after its `rewind/begin`: `interrupted`, so
-/// a reader knows some of its planned paths may have been restored and others not, and the
-/// next rewind or undo starts from the files as they are (its own capture). `None` when every
-/// rewind ended.
-pub(super) fn interrupted_rewind(history: &History) -> Option<NewEvent> {
-    use super::event::RewindEnd;
-    let (turn, begin) = history
-        .events()
-        .iter()
-        .rev()
-        .find_map(|event| match &event.body {
-            EventBody::RewindBegin(begin) => Some((event.turn, begin)),
-            _ => None,
-        })?;
-    let ended = history.events().iter().any(
-        |event| matches!(&event.body, EventBody::RewindEnd(end) if end.rewind_id == begin.rewind_id),
-    );
-    (!ended).then(|| {
-        NewEvent::new(
-            turn,
-            0,
-            EventBody::RewindEnd(RewindEnd {
-                rewind_id: begin.rewind_id.clone(),
-                outcome: "interrupted".into(),
-                restored: Vec::new(),
-                kept: Vec::new(),
-                context_edit: None,
-                context_snapshot: None,
-                post: None,
-                reason: Some(
-                    "the agent-lsp process ended during the rewind; some planned paths may be restored"
-                        .into(),
-                ),
-            }),
-        )
-    })
 }

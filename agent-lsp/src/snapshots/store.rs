@@ -122,7 +122,7 @@ impl Store {
             cache: StatCache::default(),
         };
         store.cache = store.load_cache().unwrap_or_else(|error| {
-            tracing::debug!("checkpoints: starting without a stat cache: {error:#}");
+            tracing::warn!("checkpoints: starting without a stat cache: {error:#}");
             StatCache::default()
         });
         Ok(store)
@@ -214,6 +214,7 @@ impl Store {
             changed,
             uncaptured,
             scan: "walk",
+            read,
         })
     }
 
@@ -564,6 +565,9 @@ impl Store {
             .map_err(|error| anyhow::anyhow!("{error}"))?;
         let mut framed = format!("{tree} {} {}\n", taken.secs, taken.nsecs).into_bytes();
         framed.extend_from_slice(&bytes);
+        // `State::write_to` leaves the trailing checksum to the file writer; an all-zero one is
+        // git's "not computed" (index.skipHash), which the reader accepts.
+        framed.extend_from_slice(&[0; 20]);
         std::fs::write(&temporary, framed)?;
         std::fs::rename(&temporary, self.cache_path())?;
         Ok(())

@@ -128,13 +128,20 @@ fn a_new_process_trusts_the_saved_stat_cache_and_still_sees_a_change() {
     let w = world(Options::default());
     write(&w.root, "a", "one\n");
     write(&w.root, "b", "two\n");
+    // Modified well before the capture, so no entry is racy.
+    let past = filetime::FileTime::from_unix_time(1_700_000_000, 0);
+    for name in ["a", "b"] {
+        filetime::set_file_mtime(w.root.join(name), past).unwrap();
+    }
     let first = w.snapshots.capture("s1", None, &[]).unwrap();
-    settle();
-    // A second instance reads the cache the first one saved.
+    assert_eq!(first.read, 2);
+    // A second instance reads the cache the first one saved: only the changed file is read.
     let again = Snapshots::new(&w.root, w.snapshots.dir().to_owned(), Options::default());
     write(&w.root, "b", "TWO\n");
     let second = again.capture("s1", Some(&first.id), &[]).unwrap();
     assert_eq!(second.changed, ["b"]);
+    assert_eq!(second.read, 1, "`a` is vouched for by the saved stat cache");
+    settle();
     let third = again.capture("s1", Some(&second.id), &[]).unwrap();
     assert!(third.changed.is_empty());
 }

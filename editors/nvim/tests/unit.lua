@@ -10,6 +10,7 @@ local plan_view = require("agent_lsp.plan")
 local memory_view = require("agent_lsp.memory")
 local activity_view = require("agent_lsp.activity")
 local inline = require("agent_lsp.inline")
+local rewind = require("agent_lsp.rewind")
 
 local passed, failed = 0, 0
 local function test(name, fn)
@@ -257,6 +258,30 @@ test("ghost text leaves out what is typed and what the range keeps after the cur
   eq(inline.ghost("def f():", item("\n    return 1", 8, 8), 8), { first = "", more = { "    return 1" } })
   -- Text that does not continue what was typed is not shown.
   eq(inline.ghost("x = g", item("f()", 4, 4), 5), nil)
+end)
+
+test(":AgentRewind's arguments and messages", function()
+  eq(rewind.parse(""), { force = false, undo = false })
+  eq(rewind.parse("2 files force"), { turn = 2, scope = "files", force = true, undo = false })
+  eq(rewind.parse("undo"), { force = false, undo = true })
+  eq(rewind.parse("last both"), { scope = "both", last = true, force = false, undo = false })
+  eq(select(2, rewind.parse("sideways")), "usage: :AgentRewind [N|last] [files|context|both] [force] | :AgentRewind undo")
+  eq(
+    ext.rewind_turn_label({ turn = 3, prompt = "Fix it", files = { { "a.py", "edit" }, { "b", "command" } } }),
+    "turn 3: Fix it — a.py (edit), b (command)"
+  )
+  eq(ext.rewind_turn_label({ turn = 1, prompt = "Hi", files = {}, rewound = true }), "turn 1: Hi — no files [taken back]")
+  eq(
+    ext.describe_rewind({
+      turn = 2,
+      last_turn = 3,
+      outcome = "partial",
+      plan = { { "a.py", "restore" } },
+      conflicts = { { path = "b.py", why = "unsaved changes in the editor" } },
+      context_edit = "edit-9",
+    }),
+    "rewind of turns 2–3: partial\n  restored a.py (restore)\n  kept b.py: unsaved changes in the editor\n  conversation taken back"
+  )
 end)
 
 io.stdout:write(string.format("%d passed, %d failed\n", passed, failed))

@@ -58,6 +58,9 @@ pub struct FileCheckpoint {
     /// Files over the size cap, which a rewind cannot restore.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub uncaptured: Vec<crate::snapshots::Uncaptured>,
+    /// How many files the capture read: those the stat cache could not vouch for.
+    #[serde(default)]
+    pub read: usize,
     /// How the changes were found (`walk`).
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub scan: String,
