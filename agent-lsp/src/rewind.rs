@@ -23,6 +23,7 @@
 
 mod apply;
 pub mod attribution;
+mod carry;
 #[cfg(test)]
 mod tests;
 

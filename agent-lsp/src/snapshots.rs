@@ -20,11 +20,14 @@
 //! checkpoint (`files/checkpoint`), and the `rewind` module decides from the log what to put
 //! back, through [`Snapshots::files_of`], [`Snapshots::changes`] and [`Snapshots::restore`].
 
+mod cache;
+mod journal;
 mod restore;
 mod scan;
 mod store;
 #[cfg(test)]
 mod tests;
+mod trees;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -93,7 +96,8 @@ pub struct Checkpoint {
     pub changed: Vec<String>,
     /// Files over the size cap.
     pub uncaptured: Vec<Uncaptured>,
-    /// `walk`: the whole workspace was listed and stat'ed.
+    /// `walk`: the whole workspace was listed and stat'ed; `journal`: only the folders the
+    /// file watcher named since the last capture.
     pub scan: &'static str,
     /// How many files were read because the stat cache could not vouch for them.
     pub read: usize,
@@ -193,6 +197,12 @@ impl Snapshots {
         buffers: &[(String, String)],
     ) -> anyhow::Result<Checkpoint> {
         self.with_store(|store| store.capture(session, previous, buffers))
+    }
+
+    /// Save the stat cache if captures changed it since (the end of a turn: the next process
+    /// starts warm).
+    pub fn save(&self) -> anyhow::Result<()> {
+        self.with_store(|store| store.save())
     }
 
     /// Every file of checkpoint `id`, with what the editor's buffers held over them

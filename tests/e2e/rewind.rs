@@ -369,3 +369,97 @@ fn after_a_files_only_rewind_the_model_is_told_which_files_went_back() {
         );
     }
 }
+
+/// The loose objects of the checkpoint store.
+fn objects(state: &Path) -> usize {
+    let mut count = 0;
+    for store in std::fs::read_dir(state.join("workspaces")).unwrap() {
+        let objects = store.unwrap().path().join("checkpoints/git/objects");
+        for fan in std::fs::read_dir(objects).unwrap() {
+            let fan = fan.unwrap();
+            if fan.file_name().len() == 2 {
+                count += std::fs::read_dir(fan.path()).unwrap().count();
+            }
+        }
+    }
+    count
+}
+
+/// A generated tree of 20,000 files (`bench/files/gen.py`): after the first walk, a capture
+/// after a one-file change comes from the file watcher's journal, reads that one file, and
+/// writes only its blob, the trees on its path and the checkpoint's commit.
+#[test]
+fn a_checkpoint_after_a_one_file_change_in_a_big_tree_writes_only_what_changed() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().join("tree");
+    let repo = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    let generated = std::process::Command::new("python3")
+        .arg(repo.join("bench/files/gen.py"))
+        .arg(&root)
+        .args(["--files", "20000", "--ignored", "2000"])
+        .output()
+        .unwrap();
+    assert!(generated.status.success(), "{generated:?}");
+    let root = root.canonicalize().unwrap();
+    let state = tempfile::tempdir().unwrap();
+    let config = state.path().join("config.toml");
+    std::fs::write(&config, "").unwrap();
+    // A file four folders down, and its folders.
+    let deep = ignore::WalkBuilder::new(&root)
+        .build()
+        .filter_map(Result::ok)
+        .map(|entry| entry.into_path())
+        .find(|path| path.is_file() && path.strip_prefix(&root).unwrap().components().count() == 5)
+        .expect("a file four folders down");
+    let relative = deep
+        .strip_prefix(&root)
+        .unwrap()
+        .to_str()
+        .unwrap()
+        .to_owned();
+    let run = |command: &str| {
+        let output = agent_tests::agent_lsp_command(
+            state.path(),
+            &config,
+            &root,
+            &[
+                "tool",
+                "shell",
+                "--yes",
+                "--args",
+                &json!({"command": command}).to_string(),
+            ],
+        )
+        .output()
+        .unwrap();
+        assert!(
+            output.status.success(),
+            "{}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+    };
+    run("true");
+    let before = objects(state.path());
+    run(&format!("echo changed >> '{relative}'"));
+    let store = agent_lsp::session::store::Store::for_workspace_in(state.path(), &root).unwrap();
+    let history = store.load("last").unwrap();
+    let checkpoints: Vec<_> = history
+        .events()
+        .iter()
+        .filter_map(|event| match &event.body {
+            EventBody::FileCheckpoint(checkpoint) => Some(checkpoint.clone()),
+            _ => None,
+        })
+        .collect();
+    let after_call = checkpoints
+        .iter()
+        .rev()
+        .find(|c| c.reason == CheckpointReason::AfterCall)
+        .unwrap();
+    assert_eq!(after_call.scan, "journal");
+    assert_eq!(after_call.changed, std::slice::from_ref(&relative));
+    assert_eq!(after_call.read, 1, "only the changed file is read");
+    // The process's four captures write four commits and, for the change, its blob, the four
+    // folders' trees and the workspace's tree, and the checkpoint's own root tree.
+    assert_eq!(objects(state.path()) - before, 4 + 1 + 5 + 1);
+}

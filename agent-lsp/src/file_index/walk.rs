@@ -112,14 +112,15 @@ impl WalkRules {
     }
 }
 
-/// A walker over `root` under the index's rules without exclude globs: what the checkpoints
-/// of `snapshots` capture is exactly what the ignore files admit, as the index sees it.
-pub(crate) fn workspace_walker(root: &Path) -> WalkBuilder {
+/// A walker over `start` (`root` or a folder in it) under the index's rules without exclude
+/// globs: what the checkpoints of `snapshots` capture is exactly what the ignore files admit,
+/// as the index sees it (the ignore files of `start`'s parents apply too).
+pub(crate) fn workspace_walker(root: &Path, start: &Path) -> WalkBuilder {
     WalkRules {
         root: root.to_owned(),
         excludes: Arc::new(Excludes::default()),
     }
-    .builder(root)
+    .builder(start)
 }
 
 /// Why the walk visitor did not index an entry (counted in the status).

@@ -6,15 +6,12 @@ use std::sync::Arc;
 use anyhow::Context;
 
 use super::attribution::{Checkpoints, Point, Rewinds, owner, rewound_turns, uncaptured_changes};
-use super::{ConflictReport, Report, Request};
-use crate::context_editor::ops::{BatchOptions, EditOp, apply_batch, rollback};
+use super::carry::carry_out;
+use super::{Report, Request};
+use crate::context_editor::ops::EditOp;
 use crate::plugin::tool::Buffers;
-use crate::session::NewEvent;
 use crate::session::Session;
-use crate::session::event::{
-    CheckpointReason, Conflict, EventBody, PlannedPath, Restored, RewindBegin, RewindEnd,
-    last_checkpoint,
-};
+use crate::session::event::{CheckpointReason, EventBody, RewindBegin, RewindEnd, last_checkpoint};
 use crate::snapshots::{Entry, Snapshots};
 use crate::tools::checkpoints::record_checkpoint;
 
@@ -27,24 +24,24 @@ pub struct Place<'a> {
 }
 
 /// One path to change: from what it holds now to what it is put back to.
-struct Write {
-    path: String,
-    current: Option<Entry>,
-    target: Option<Entry>,
+pub(super) struct Write {
+    pub(super) path: String,
+    pub(super) current: Option<Entry>,
+    pub(super) target: Option<Entry>,
 }
 
 /// A path left alone unless forced (`forceable`: a file over the cap cannot be restored at all).
-struct Held {
-    write: Write,
-    why: String,
-    forceable: bool,
+pub(super) struct Held {
+    pub(super) write: Write,
+    pub(super) why: String,
+    pub(super) forceable: bool,
 }
 
 #[derive(Default)]
-struct Plan {
-    writes: Vec<Write>,
-    held: Vec<Held>,
-    yours: Vec<String>,
+pub(super) struct Plan {
+    pub(super) writes: Vec<Write>,
+    pub(super) held: Vec<Held>,
+    pub(super) yours: Vec<String>,
 }
 
 /// Take back turn `request.turn` (or the last one not taken back) and every later turn.
@@ -259,7 +256,7 @@ pub async fn undo(
 }
 
 /// What the conversation part of a rewind does.
-enum ContextPart {
+pub(super) enum ContextPart {
     /// Take these segments off the surface.
     Delete(Vec<EditOp>),
     /// Roll the surface back to this generation (an undo).
@@ -452,240 +449,6 @@ fn plan_rewind(
         }
     }
     Ok(plan)
-}
-
-fn action(write: &Write) -> &'static str {
-    match (&write.current, &write.target) {
-        (None, Some(_)) => "create",
-        (Some(_), None) => "delete",
-        _ => "restore",
-    }
-}
-
-#[allow(clippy::too_many_arguments)]
-async fn carry_out(
-    session: &mut Session,
-    place: &Place<'_>,
-    dry_run: bool,
-    force: bool,
-    mut begin: RewindBegin,
-    plan: Plan,
-    context: Option<ContextPart>,
-    mut report: Report,
-) -> anyhow::Result<Report> {
-    report.plan = plan
-        .writes
-        .iter()
-        .chain(
-            plan.held
-                .iter()
-                .filter(|held| force && held.forceable)
-                .map(|held| &held.write),
-        )
-        .map(|write| (write.path.clone(), action(write).to_owned()))
-        .collect();
-    report.conflicts = plan
-        .held
-        .iter()
-        .filter(|held| !(force && held.forceable))
-        .map(|held| ConflictReport {
-            path: held.write.path.clone(),
-            why: held.why.clone(),
-            diff: diff(place.snapshots, &held.write),
-        })
-        .collect();
-    if dry_run {
-        report.outcome = "planned".into();
-        return Ok(report);
-    }
-    let rewind_id = format!("rewind-{}", session.history().last_seq() + 1);
-    begin.rewind_id = rewind_id.clone();
-    begin.plan = plan
-        .writes
-        .iter()
-        .chain(
-            plan.held
-                .iter()
-                .filter(|held| force && held.forceable)
-                .map(|held| &held.write),
-        )
-        .map(|write| PlannedPath {
-            path: write.path.clone(),
-            action: action(write).to_owned(),
-            current: write.current.as_ref().map(|entry| entry.id.clone()),
-            to: write.target.as_ref().map(|entry| entry.id.clone()),
-        })
-        .collect();
-    begin.conflicts = plan
-        .held
-        .iter()
-        .map(|held| Conflict {
-            path: held.write.path.clone(),
-            why: held.why.clone(),
-        })
-        .collect();
-    let turn = session.history().next_turn().saturating_sub(1);
-    session.append(NewEvent::new(
-        turn,
-        0,
-        EventBody::RewindBegin(begin.clone()),
-    ))?;
-    session.flush()?;
-    report.rewind_id = Some(rewind_id.clone());
-
-    let mut kept: Vec<Conflict> = plan
-        .held
-        .iter()
-        .filter(|held| !(force && held.forceable))
-        .map(|held| Conflict {
-            path: held.write.path.clone(),
-            why: held.why.clone(),
-        })
-        .collect();
-    let mut restored = Vec::new();
-    let writes = plan.writes.into_iter().chain(
-        plan.held
-            .into_iter()
-            .filter(|held| force && held.forceable)
-            .map(|held| held.write),
-    );
-    for write in writes {
-        let result = put_back(place, &write).await;
-        crate::snapshots::crash_point("rewind-write");
-        match result {
-            Ok(via) => restored.push(Restored {
-                path: write.path.clone(),
-                via: via.to_owned(),
-            }),
-            Err(why) => kept.push(Conflict {
-                path: write.path.clone(),
-                why,
-            }),
-        }
-    }
-    report.restored = restored
-        .iter()
-        .map(|r| (r.path.clone(), r.via.clone()))
-        .collect();
-
-    let mut end = RewindEnd {
-        rewind_id,
-        outcome: String::new(),
-        restored,
-        kept: Vec::new(),
-        context_edit: None,
-        context_snapshot: None,
-        post: None,
-        reason: None,
-    };
-    let options = BatchOptions {
-        actor: "rewind".into(),
-        force: true,
-        turn,
-        step: 0,
-    };
-    match context {
-        Some(ContextPart::Delete(ops)) => match apply_batch(session, &ops, &options) {
-            Ok(batch) => {
-                end.context_edit = Some(batch.edit_id.clone());
-                end.context_snapshot = Some(batch.snapshot);
-            }
-            Err(error) => kept.push(Conflict {
-                path: String::new(),
-                why: format!("the conversation was not taken back: {error:#}"),
-            }),
-        },
-        Some(ContextPart::Rollback(snapshot)) => match rollback(session, snapshot, &options) {
-            Ok(batch) => end.context_edit = Some(batch.edit_id.clone()),
-            Err(error) => kept.push(Conflict {
-                path: String::new(),
-                why: format!("the conversation was not given back: {error:#}"),
-            }),
-        },
-        None => {}
-    }
-    report.context_edit = end.context_edit.clone();
-    if begin.pre.is_some() {
-        end.post = record_checkpoint(
-            place.snapshots,
-            place.buffers,
-            session,
-            (turn, 0),
-            CheckpointReason::AfterRewind,
-            Vec::new(),
-        )
-        .await?;
-    }
-    end.outcome = if kept.is_empty() {
-        "applied"
-    } else {
-        "partial"
-    }
-    .into();
-    end.kept = kept;
-    report.outcome = end.outcome.clone();
-    session.append(NewEvent::new(turn, 0, EventBody::RewindEnd(end)))?;
-    session.flush()?;
-    Ok(report)
-}
-
-/// Write one path back, checking right before that it still holds what the plan saw.
-async fn put_back(place: &Place<'_>, write: &Write) -> Result<&'static str, String> {
-    let full = place.snapshots.workspace().join(&write.path);
-    let buffer = place.buffers.and_then(|buffers| buffers.text(&full));
-    let now = match &buffer {
-        Some(text) => Some(Entry {
-            id: Snapshots::hash(text.as_bytes()),
-            kind: write
-                .current
-                .as_ref()
-                .map_or(crate::snapshots::FileKind::File, |entry| entry.kind),
-        }),
-        None => place
-            .snapshots
-            .current(&write.path)
-            .map_err(|error| format!("{error:#}"))?,
-    };
-    if now.as_ref().map(|entry| &entry.id) != write.current.as_ref().map(|entry| &entry.id) {
-        return Err("changed during the rewind".into());
-    }
-    if let (Some(before), Some(buffers), Some(target)) = (&buffer, place.buffers, &write.target) {
-        let bytes = place
-            .snapshots
-            .blob(&target.id)
-            .map_err(|error| format!("{error:#}"))?;
-        let after = String::from_utf8(bytes).map_err(|_| {
-            "the editor has it open, and what it goes back to is not text".to_owned()
-        })?;
-        buffers.replace(&full, before, &after).await?;
-        return Ok("editor");
-    }
-    place
-        .snapshots
-        .restore(&write.path, write.target.as_ref())
-        .map_err(|error| error.to_string())?;
-    Ok("disk")
-}
-
-/// What forcing `write` changes, as a unified diff from now to the target.
-fn diff(snapshots: &Snapshots, write: &Write) -> String {
-    let text = |entry: &Option<Entry>| match entry {
-        Some(entry) => snapshots
-            .blob(&entry.id)
-            .ok()
-            .and_then(|bytes| String::from_utf8(bytes).ok()),
-        None => Some(String::new()),
-    };
-    match (text(&write.current), text(&write.target)) {
-        (Some(now), Some(then)) => similar::TextDiff::from_lines(&now, &then)
-            .unified_diff()
-            .header(
-                &format!("{} (now)", write.path),
-                &format!("{} (after the rewind)", write.path),
-            )
-            .to_string(),
-        _ => String::new(),
-    }
 }
 
 /// The `rewind/begin` and `rewind/end` of rewind `id`.

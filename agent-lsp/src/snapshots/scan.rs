@@ -43,14 +43,24 @@ pub(super) struct Seen {
 }
 
 /// What one walk found.
+#[derive(Default)]
 pub(super) struct Walked {
     pub(super) seen: Vec<Seen>,
+    /// The folders it listed (absolute): what the journal watches.
+    pub(super) folders: Vec<std::path::PathBuf>,
 }
 
-/// Every admitted file and symlink of the workspace (directories are not captured: a git tree
-/// cannot hold an empty one), walked in parallel.
-pub(super) fn walk(root: &Path, excludes: &Excludes) -> anyhow::Result<Walked> {
+/// Every admitted file and symlink under `start` (the workspace `root` or a folder in it),
+/// `depth` levels down at most, walked in parallel. Directories are not captured (a git tree
+/// cannot hold an empty one), but the ones listed are returned for the journal to watch.
+pub(super) fn walk(
+    root: &Path,
+    excludes: &Excludes,
+    start: &Path,
+    depth: Option<usize>,
+) -> anyhow::Result<Walked> {
     let found: Mutex<Vec<Vec<Seen>>> = Mutex::new(Vec::new());
+    let folders: Mutex<Vec<std::path::PathBuf>> = Mutex::new(Vec::new());
     let failed: Mutex<Option<String>> = Mutex::new(None);
     struct Batch<'a> {
         seen: Vec<Seen>,
@@ -65,7 +75,8 @@ pub(super) fn walk(root: &Path, excludes: &Excludes) -> anyhow::Result<Walked> {
                 .push(seen);
         }
     }
-    let mut builder = crate::file_index::workspace_walker(root);
+    let mut builder = crate::file_index::workspace_walker(root, start);
+    builder.max_depth(depth);
     builder.filter_entry({
         let root = root.to_owned();
         let excludes = Excludes(excludes.0.clone());
@@ -82,7 +93,7 @@ pub(super) fn walk(root: &Path, excludes: &Excludes) -> anyhow::Result<Walked> {
             seen: Vec::new(),
             sink: &found,
         };
-        let failed = &failed;
+        let (failed, folders) = (&failed, &folders);
         Box::new(move |entry| {
             let entry = match entry {
                 Ok(entry) => entry,
@@ -95,6 +106,10 @@ pub(super) fn walk(root: &Path, excludes: &Excludes) -> anyhow::Result<Walked> {
                 return WalkState::Continue;
             };
             if file_type.is_dir() {
+                folders
+                    .lock()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .push(entry.path().to_owned());
                 return WalkState::Continue;
             }
             let Some(relative) = entry
@@ -147,7 +162,18 @@ pub(super) fn walk(root: &Path, excludes: &Excludes) -> anyhow::Result<Walked> {
         .into_iter()
         .flatten()
         .collect();
-    Ok(Walked { seen })
+    Ok(Walked {
+        seen,
+        folders: folders.into_inner().unwrap_or_else(|p| p.into_inner()),
+    })
+}
+
+impl Walked {
+    /// Add what another walk found.
+    pub(super) fn extend(&mut self, other: Walked) {
+        self.seen.extend(other.seen);
+        self.folders.extend(other.folders);
+    }
 }
 
 /// The bytes of `path` as a blob holds them: a file's content or a link's target. `None`:

@@ -1,17 +1,17 @@
 //! The object database under `checkpoints/git` and the capture itself: which files changed
 //! since the stat cache, their blobs, the edited tree and the commit.
 
-use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
 
 use anyhow::Context;
 use gix::ObjectId;
-use gix::bstr::ByteSlice;
 use gix::objs::tree::EntryKind;
 use serde::{Deserialize, Serialize};
 
-use super::scan::{self, Seen};
+use super::cache::{Delta, Read, Scope, StatCache};
+use super::journal::{Journal, Taken};
 use super::{Checkpoint, Files, Options, Uncaptured};
+use super::{scan, trees};
 use crate::workspace::Workspace;
 
 /// What kind of file an entry is, as git's tree modes say it.
@@ -35,7 +35,7 @@ impl FileKind {
         }
     }
 
-    fn of_entry(kind: EntryKind) -> Option<FileKind> {
+    pub(super) fn of_entry(kind: EntryKind) -> Option<FileKind> {
         match kind {
             EntryKind::Blob => Some(FileKind::File),
             EntryKind::BlobExecutable => Some(FileKind::Executable),
@@ -54,26 +54,6 @@ pub struct Entry {
     pub kind: FileKind,
 }
 
-/// What the stat cache knows of one path: its `lstat` when it was last read, and what it held.
-#[derive(Clone, Debug)]
-struct Cached {
-    stat: gix::index::entry::Stat,
-    id: ObjectId,
-    kind: FileKind,
-}
-
-/// The files of the tree `tree` with the stats they had when it was captured. Every version
-/// that was once written is self-consistent (its entries are exactly its tree's), so any of
-/// them is safe to start from: a stale stat only makes a file be read again.
-#[derive(Default)]
-struct StatCache {
-    tree: Option<ObjectId>,
-    /// When the stats were taken: a file modified at or after it may have changed again within
-    /// the same timestamp, so it is read again (git's "racy" entries).
-    taken: Option<gix::index::entry::stat::Time>,
-    entries: HashMap<String, Cached>,
-}
-
 pub(super) struct Store {
     workspace: Workspace,
     dir: PathBuf,
@@ -81,17 +61,13 @@ pub(super) struct Store {
     options: Options,
     excludes: scan::Excludes,
     cache: StatCache,
+    /// Started after the first walk; `None` before, or where the kernel refused the watches.
+    journal: Option<Journal>,
+    /// Captures changed the cache since it was last saved.
+    unsaved: bool,
 }
 
 const COMMITTER: &str = "agent-lsp";
-
-/// Every field of the stat counts, nanoseconds included: the cache is this machine's own.
-const STAT_OPTIONS: gix::index::entry::stat::Options = gix::index::entry::stat::Options {
-    trust_ctime: true,
-    check_stat: true,
-    use_nsec: true,
-    use_stdev: true,
-};
 
 pub(super) fn hash_blob(bytes: &[u8]) -> String {
     blob_id(bytes).map(|id| id.to_string()).unwrap_or_default()
@@ -120,11 +96,14 @@ impl Store {
             options: options.clone(),
             excludes: scan::Excludes::new(workspace, &options.exclude)?,
             cache: StatCache::default(),
+            journal: None,
+            unsaved: false,
         };
-        store.cache = store.load_cache().unwrap_or_else(|error| {
-            tracing::warn!("checkpoints: starting without a stat cache: {error:#}");
-            StatCache::default()
-        });
+        store.cache = StatCache::load(&store.cache_path(), |tree| store.repo.has_object(tree))
+            .unwrap_or_else(|error| {
+                tracing::warn!("checkpoints: starting without a stat cache: {error:#}");
+                StatCache::default()
+            });
         Ok(store)
     }
 
@@ -140,65 +119,34 @@ impl Store {
     ) -> anyhow::Result<Checkpoint> {
         let _lock = scan::lock(&self.dir.join("capture.lock"))?;
         let taken = gix::index::entry::stat::Time::try_from(std::time::SystemTime::now())?;
-        let walked = scan::walk(self.workspace.root(), &self.excludes)?;
-        let mut entries = HashMap::with_capacity(walked.seen.len());
-        let mut uncaptured = Vec::new();
-        let mut read = 0usize;
-        for Seen { path, stat, kind } in walked.seen {
-            // Trusted only when the stat matches to the nanosecond and the file was last
-            // modified in a second before the one the stats were taken in: a change within
-            // that second may not show in the stat (git's racy entries).
-            let cached = self.cache.entries.get(&path).filter(|cached| {
-                cached.kind == kind
-                    && cached.stat.matches(&stat, STAT_OPTIONS)
-                    && self
-                        .cache
-                        .taken
-                        .is_some_and(|taken| cached.stat.mtime.secs < taken.secs)
-            });
-            let id = match cached {
-                Some(cached) => cached.id,
-                None if u64::from(stat.size) > self.options.max_file_bytes
-                    && kind != FileKind::Link =>
-                {
-                    uncaptured.push(Uncaptured {
-                        path,
-                        bytes: u64::from(stat.size),
-                    });
-                    continue;
-                }
-                None => {
-                    read += 1;
-                    let Some(bytes) = scan::read(self.workspace.root(), &path, kind)? else {
-                        continue;
-                    };
-                    if bytes.len() as u64 > self.options.max_file_bytes {
-                        uncaptured.push(Uncaptured {
-                            path,
-                            bytes: bytes.len() as u64,
-                        });
-                        continue;
-                    }
-                    self.write_blob(&bytes)?
-                }
-            };
-            entries.insert(path, Cached { stat, id, kind });
+        let root = self.workspace.root().to_owned();
+        let (scope, walked, how) = self.scan(&root)?;
+        let base = self.cache.tree;
+        let (cache, repo, max) = (&mut self.cache, &self.repo, self.options.max_file_bytes);
+        let delta = cache.reconcile(&scope, walked.seen, max, |path, kind| {
+            Ok(match scan::read(&root, path, kind)? {
+                None => Read::Gone,
+                Some(bytes) if bytes.len() as u64 > max => Read::TooBig(bytes.len() as u64),
+                Some(bytes) => Read::Blob(write_blob(repo, &bytes)?),
+            })
+        })?;
+        if scope.full {
+            cache.taken = Some(taken);
         }
-        uncaptured.sort_by(|a, b| a.path.cmp(&b.path));
-
-        let files = self.edit_tree(&entries)?;
-        let buffers = self.buffers_tree(&entries, buffers)?;
+        let files = edit_tree(repo, base, &delta)?;
+        cache.tree = Some(files);
+        self.unsaved |= delta.read > 0;
+        let uncaptured = self
+            .cache
+            .uncaptured
+            .iter()
+            .map(|(path, bytes)| Uncaptured {
+                path: path.clone(),
+                bytes: *bytes,
+            })
+            .collect();
+        let buffers = self.buffers_tree(buffers)?;
         let commit = self.commit(session, previous, files, buffers)?;
-        self.cache = StatCache {
-            tree: Some(files),
-            taken: Some(taken),
-            entries,
-        };
-        if read > 0
-            && let Err(error) = self.save_cache()
-        {
-            tracing::warn!("checkpoints: the stat cache was not saved: {error:#}");
-        }
         let changed = match previous {
             Some(previous) => self.changes(previous, &commit.to_string())?,
             None => self
@@ -213,67 +161,76 @@ impl Store {
             buffers: buffers.map(|id| id.to_string()),
             changed,
             uncaptured,
-            scan: "walk",
-            read,
+            scan: how,
+            read: delta.read,
         })
     }
 
-    fn write_blob(&self, bytes: &[u8]) -> anyhow::Result<ObjectId> {
-        Ok(self
-            .repo
-            .write_blob(bytes)
-            .map_err(|error| anyhow::anyhow!("cannot write a blob: {error}"))?
-            .detach())
+    /// What to look at: the folders the journal names, or the whole workspace (the first
+    /// capture of the process, and whenever the journal cannot vouch for what it missed).
+    fn scan(&mut self, root: &Path) -> anyhow::Result<(Scope, scan::Walked, &'static str)> {
+        if let Some(journal) = &self.journal
+            && let Taken::Paths(paths) = journal.take(root)
+        {
+            let mut scope = Scope::default();
+            for path in &paths {
+                let parent = path.rfind('/').map_or("", |slash| &path[..slash]);
+                scope.folders.insert(parent.to_owned());
+                scope.subtrees.insert(path.clone());
+            }
+            let mut walked = scan::Walked::default();
+            for folder in &scope.folders {
+                walked.extend(scan::walk(
+                    root,
+                    &self.excludes,
+                    &root.join(folder),
+                    Some(1),
+                )?);
+            }
+            // A folder that appeared (or moved in) is walked whole, when its parent admits it;
+            // the ones the folders' listings show are the admitted ones.
+            let admitted: std::collections::BTreeSet<PathBuf> =
+                walked.folders.iter().cloned().collect();
+            for tree in &scope.subtrees {
+                let full = root.join(tree);
+                if admitted.contains(&full) && !scope.folders.contains(tree) {
+                    walked.extend(scan::walk(root, &self.excludes, &full, None)?);
+                }
+            }
+            journal.watch(walked.folders.iter().cloned())?;
+            return Ok((scope, walked, "journal"));
+        }
+        let walked = scan::walk(root, &self.excludes, root, None)?;
+        match &self.journal {
+            Some(journal) => journal.watch(walked.folders.iter().cloned())?,
+            None => match Journal::start(&walked.folders, &self.dir) {
+                Ok(journal) => self.journal = Some(journal),
+                Err(error) => {
+                    tracing::warn!(
+                        "checkpoints: no file watcher ({error:#}); every capture walks the workspace"
+                    );
+                }
+            },
+        }
+        let scope = Scope {
+            full: true,
+            ..Scope::default()
+        };
+        Ok((scope, walked, "walk"))
     }
 
-    /// The cache's tree edited to hold exactly `entries`: only the paths that differ are
-    /// touched, so only the trees on their paths are written.
-    fn edit_tree(&self, entries: &HashMap<String, Cached>) -> anyhow::Result<ObjectId> {
-        let base = self
-            .cache
-            .tree
-            .unwrap_or_else(|| ObjectId::empty_tree(gix::hash::Kind::Sha1));
-        let mut editor = self
-            .repo
-            .edit_tree(base)
-            .map_err(|error| anyhow::anyhow!("cannot edit the tree {base}: {error}"))?;
-        let mut edits = 0;
-        for (path, cached) in entries {
-            let same = self
-                .cache
-                .entries
-                .get(path)
-                .is_some_and(|old| old.id == cached.id && old.kind == cached.kind);
-            if !same || self.cache.tree.is_none() {
-                editor
-                    .upsert(path.as_str(), cached.kind.entry_kind(), cached.id)
-                    .map_err(|error| anyhow::anyhow!("cannot put {path} in the tree: {error}"))?;
-                edits += 1;
-            }
+    /// Save the stat cache when captures changed it, so the next process starts warm.
+    pub(super) fn save(&mut self) -> anyhow::Result<()> {
+        if self.unsaved {
+            self.cache.save(&self.cache_path())?;
+            self.unsaved = false;
         }
-        for path in self.cache.entries.keys() {
-            if !entries.contains_key(path) {
-                editor.remove(path.as_str()).map_err(|error| {
-                    anyhow::anyhow!("cannot take {path} out of the tree: {error}")
-                })?;
-                edits += 1;
-            }
-        }
-        if edits == 0 {
-            return Ok(base);
-        }
-        Ok(editor
-            .write()
-            .map_err(|error| anyhow::anyhow!("cannot write the tree: {error}"))?
-            .detach())
+        Ok(())
     }
 
     /// The tree of the buffers whose text differs from what the disk holds, or `None`.
-    fn buffers_tree(
-        &self,
-        disk: &HashMap<String, Cached>,
-        buffers: &[(String, String)],
-    ) -> anyhow::Result<Option<ObjectId>> {
+    fn buffers_tree(&self, buffers: &[(String, String)]) -> anyhow::Result<Option<ObjectId>> {
+        let disk = &self.cache.entries;
         let mut editor = None;
         for (path, text) in buffers {
             let id = blob_id(text.as_bytes());
@@ -283,7 +240,7 @@ impl Store {
             {
                 continue;
             }
-            let blob = self.write_blob(text.as_bytes())?;
+            let blob = write_blob(&self.repo, text.as_bytes())?;
             if editor.is_none() {
                 editor = Some(
                     self.repo
@@ -367,264 +324,56 @@ impl Store {
         Ok(id)
     }
 
-    /// The `files` and `buffers` trees of checkpoint `id`.
-    fn trees_of(&self, id: &str) -> anyhow::Result<(ObjectId, Option<ObjectId>)> {
-        let id = ObjectId::from_hex(id.as_bytes())
-            .with_context(|| format!("`{id}` is no checkpoint id"))?;
-        let commit = self
-            .repo
-            .find_commit(id)
-            .map_err(|error| anyhow::anyhow!("checkpoint {id} is not in the store: {error}"))?;
-        let root = commit
-            .tree_id()
-            .map_err(|error| anyhow::anyhow!("checkpoint {id} is damaged: {error}"))?;
-        let root = self.find_tree_entries(root.detach())?;
-        let files = root
-            .iter()
-            .find(|(name, ..)| name == "files")
-            .map(|(_, id, _)| *id)
-            .with_context(|| format!("checkpoint {id} has no files"))?;
-        let buffers = root
-            .iter()
-            .find(|(name, ..)| name == "buffers")
-            .map(|(_, id, _)| *id);
-        Ok((files, buffers))
-    }
-
-    fn find_tree_entries(
-        &self,
-        id: ObjectId,
-    ) -> anyhow::Result<Vec<(String, ObjectId, EntryKind)>> {
-        let tree = self
-            .repo
-            .find_tree(id)
-            .map_err(|error| anyhow::anyhow!("tree {id} is not in the store: {error}"))?;
-        let decoded = tree
-            .decode()
-            .map_err(|error| anyhow::anyhow!("tree {id} is damaged: {error}"))?;
-        Ok(decoded
-            .entries
-            .iter()
-            .map(|entry| {
-                (
-                    entry.filename.to_str_lossy().into_owned(),
-                    entry.oid.to_owned(),
-                    entry.mode.kind(),
-                )
-            })
-            .collect())
-    }
-
-    /// Every file under tree `id`, with `prefix` before its path.
-    fn flatten(
-        &self,
-        id: ObjectId,
-        prefix: &str,
-        out: &mut BTreeMap<String, Entry>,
-    ) -> anyhow::Result<()> {
-        for (name, oid, kind) in self.find_tree_entries(id)? {
-            let path = format!("{prefix}{name}");
-            match FileKind::of_entry(kind) {
-                Some(kind) => {
-                    out.insert(
-                        path,
-                        Entry {
-                            id: oid.to_string(),
-                            kind,
-                        },
-                    );
-                }
-                None if kind == EntryKind::Tree => self.flatten(oid, &format!("{path}/"), out)?,
-                None => {}
-            }
-        }
-        Ok(())
-    }
-
     pub(super) fn files_of(&self, id: &str) -> anyhow::Result<Files> {
-        let (files, buffers) = self.trees_of(id)?;
-        let mut out = Files::default();
-        self.flatten(files, "", &mut out.disk)?;
-        if let Some(buffers) = buffers {
-            self.flatten(buffers, "", &mut out.buffers)?;
-        }
-        Ok(out)
-    }
-
-    /// The paths that differ between trees `a` and `b` (either may be absent), skipping equal
-    /// subtrees: a one-file change costs the trees on its path.
-    fn diff(
-        &self,
-        a: Option<ObjectId>,
-        b: Option<ObjectId>,
-        prefix: &str,
-        out: &mut Vec<String>,
-    ) -> anyhow::Result<()> {
-        if a == b {
-            return Ok(());
-        }
-        let list =
-            |id: Option<ObjectId>| -> anyhow::Result<BTreeMap<String, (ObjectId, EntryKind)>> {
-                Ok(match id {
-                    Some(id) => self
-                        .find_tree_entries(id)?
-                        .into_iter()
-                        .map(|(name, oid, kind)| (name, (oid, kind)))
-                        .collect(),
-                    None => BTreeMap::new(),
-                })
-            };
-        let (left, right) = (list(a)?, list(b)?);
-        let names: std::collections::BTreeSet<&String> = left.keys().chain(right.keys()).collect();
-        for name in names {
-            let (l, r) = (left.get(name), right.get(name));
-            if l == r {
-                continue;
-            }
-            let path = format!("{prefix}{name}");
-            let tree = |side: Option<&(ObjectId, EntryKind)>| {
-                side.filter(|(_, kind)| *kind == EntryKind::Tree)
-                    .map(|(id, _)| *id)
-            };
-            let (lt, rt) = (tree(l), tree(r));
-            if lt.is_some() || rt.is_some() {
-                self.diff(lt, rt, &format!("{path}/"), out)?;
-            }
-            let blob = |side: Option<&(ObjectId, EntryKind)>| {
-                side.filter(|(_, kind)| *kind != EntryKind::Tree).copied()
-            };
-            if blob(l) != blob(r) {
-                out.push(path);
-            }
-        }
-        Ok(())
+        trees::files_of(&self.repo, id)
     }
 
     pub(super) fn changes(&self, from: &str, to: &str) -> anyhow::Result<Vec<String>> {
-        let ((from_files, from_buffers), (to_files, to_buffers)) =
-            (self.trees_of(from)?, self.trees_of(to)?);
-        let mut candidates = Vec::new();
-        self.diff(Some(from_files), Some(to_files), "", &mut candidates)?;
-        self.diff(from_buffers, to_buffers, "", &mut candidates)?;
-        candidates.sort();
-        candidates.dedup();
-        if from_buffers.is_none() && to_buffers.is_none() {
-            return Ok(candidates);
-        }
-        // A path whose buffer hid a change on disk (or the other way) is a change only when
-        // what the user saw differs.
-        let (before, after) = (self.files_of(from)?, self.files_of(to)?);
-        candidates.retain(|path| before.effective(path) != after.effective(path));
-        Ok(candidates)
+        trees::changes(&self.repo, from, to)
     }
 
     pub(super) fn blob(&self, id: &str) -> anyhow::Result<Vec<u8>> {
-        let oid =
-            ObjectId::from_hex(id.as_bytes()).with_context(|| format!("`{id}` is no blob id"))?;
-        let blob = self.repo.find_blob(oid).map_err(|error| {
-            anyhow::anyhow!("blob {id} is not in the checkpoint store: {error}")
-        })?;
-        Ok(blob.data.clone())
+        trees::blob(&self.repo, id)
     }
 
     fn cache_path(&self) -> PathBuf {
         self.dir.join("stat-index")
     }
+}
 
-    /// The stat cache: a first line with the tree it describes and when its stats were taken,
-    /// then a git index of each entry's stat, blob and mode. Written to a temporary file and
-    /// renamed into place, so a reader sees a whole version or the one before.
-    fn save_cache(&self) -> anyhow::Result<()> {
-        use gix::index::entry::{Flags, Mode};
-        let Some(tree) = self.cache.tree else {
-            return Ok(());
-        };
-        let mut state = gix::index::State::new(gix::hash::Kind::Sha1);
-        let taken = self.cache.taken.unwrap_or_default();
-        for (path, cached) in &self.cache.entries {
-            let mode = match cached.kind {
-                FileKind::File => Mode::FILE,
-                FileKind::Executable => Mode::FILE_EXECUTABLE,
-                FileKind::Link => Mode::SYMLINK,
-            };
-            state.dangerously_push_entry(
-                cached.stat,
-                cached.id,
-                Flags::empty(),
-                mode,
-                path.as_bytes().as_bstr(),
-            );
-        }
-        state.sort_entries();
-        let temporary = self
-            .dir
-            .join(format!("stat-index.{}.tmp", std::process::id()));
-        let mut bytes = Vec::new();
-        state
-            .write_to(&mut bytes, Default::default())
-            .map_err(|error| anyhow::anyhow!("{error}"))?;
-        let mut framed = format!("{tree} {} {}\n", taken.secs, taken.nsecs).into_bytes();
-        framed.extend_from_slice(&bytes);
-        // `State::write_to` leaves the trailing checksum to the file writer; an all-zero one is
-        // git's "not computed" (index.skipHash), which the reader accepts.
-        framed.extend_from_slice(&[0; 20]);
-        std::fs::write(&temporary, framed)?;
-        std::fs::rename(&temporary, self.cache_path())?;
-        Ok(())
-    }
+fn write_blob(repo: &gix::Repository, bytes: &[u8]) -> anyhow::Result<ObjectId> {
+    Ok(repo
+        .write_blob(bytes)
+        .map_err(|error| anyhow::anyhow!("cannot write a blob: {error}"))?
+        .detach())
+}
 
-    fn load_cache(&self) -> anyhow::Result<StatCache> {
-        let bytes = match std::fs::read(self.cache_path()) {
-            Ok(bytes) => bytes,
-            Err(error) if error.kind() == std::io::ErrorKind::NotFound => {
-                return Ok(StatCache::default());
-            }
-            Err(error) => return Err(error.into()),
-        };
-        let newline = bytes
-            .iter()
-            .position(|byte| *byte == b'\n')
-            .context("no first line")?;
-        let first = std::str::from_utf8(&bytes[..newline])?;
-        let mut fields = first.split(' ');
-        let mut field = || fields.next().context("a short first line");
-        let tree = ObjectId::from_hex(field()?.as_bytes())?;
-        let taken = gix::index::entry::stat::Time {
-            secs: field()?.parse()?,
-            nsecs: field()?.parse()?,
-        };
-        anyhow::ensure!(
-            self.repo.has_object(tree),
-            "its tree {tree} is not in the store"
-        );
-        let (state, _) = gix::index::State::from_bytes(
-            &bytes[newline + 1..],
-            filetime::FileTime::zero(),
-            gix::hash::Kind::Sha1,
-            Default::default(),
-        )
-        .map_err(|error| anyhow::anyhow!("{error}"))?;
-        let mut entries = HashMap::with_capacity(state.entries().len());
-        for entry in state.entries() {
-            let kind = match entry.mode {
-                mode if mode == gix::index::entry::Mode::FILE_EXECUTABLE => FileKind::Executable,
-                mode if mode == gix::index::entry::Mode::SYMLINK => FileKind::Link,
-                _ => FileKind::File,
-            };
-            let path = entry.path(&state).to_str_lossy().into_owned();
-            entries.insert(
-                path,
-                Cached {
-                    stat: entry.stat,
-                    id: entry.id,
-                    kind,
-                },
-            );
-        }
-        Ok(StatCache {
-            tree: Some(tree),
-            taken: Some(taken),
-            entries,
-        })
+/// `base` (the cache's last tree) edited by `delta`: only the trees on the changed paths are
+/// written.
+fn edit_tree(
+    repo: &gix::Repository,
+    base: Option<ObjectId>,
+    delta: &Delta,
+) -> anyhow::Result<ObjectId> {
+    let base = base.unwrap_or_else(|| ObjectId::empty_tree(gix::hash::Kind::Sha1));
+    if delta.upserts.is_empty() && delta.removals.is_empty() {
+        return Ok(base);
     }
+    let mut editor = repo
+        .edit_tree(base)
+        .map_err(|error| anyhow::anyhow!("cannot edit the tree {base}: {error}"))?;
+    for (path, id, kind) in &delta.upserts {
+        editor
+            .upsert(path.as_str(), kind.entry_kind(), *id)
+            .map_err(|error| anyhow::anyhow!("cannot put {path} in the tree: {error}"))?;
+    }
+    for path in &delta.removals {
+        editor
+            .remove(path.as_str())
+            .map_err(|error| anyhow::anyhow!("cannot take {path} out of the tree: {error}"))?;
+    }
+    Ok(editor
+        .write()
+        .map_err(|error| anyhow::anyhow!("cannot write the tree: {error}"))?
+        .detach())
 }

@@ -135,7 +135,8 @@ fn a_new_process_trusts_the_saved_stat_cache_and_still_sees_a_change() {
     }
     let first = w.snapshots.capture("s1", None, &[]).unwrap();
     assert_eq!(first.read, 2);
-    // A second instance reads the cache the first one saved: only the changed file is read.
+    // Saved at the turn's end; a second instance reads it: only the changed file is read.
+    w.snapshots.save().unwrap();
     let again = Snapshots::new(&w.root, w.snapshots.dir().to_owned(), Options::default());
     write(&w.root, "b", "TWO\n");
     let second = again.capture("s1", Some(&first.id), &[]).unwrap();
@@ -184,4 +185,61 @@ fn a_restore_never_leaves_the_workspace() {
         );
     }
     assert!(std::fs::read_dir(&outside).unwrap().next().is_none());
+}
+
+#[test]
+fn after_the_first_walk_the_journal_names_what_changed_and_nothing_is_missed() {
+    let w = world(Options::default());
+    write(&w.root, "src/a.rs", "a\n");
+    write(&w.root, "src/deep/b.rs", "b\n");
+    write(&w.root, "gone/c.rs", "c\n");
+    write(&w.root, ".gitignore", "*.o\n");
+    let first = w.snapshots.capture("s1", None, &[]).unwrap();
+    assert_eq!(first.scan, "walk");
+
+    // One changed file: the journal names its folder, and nothing else is read.
+    settle();
+    write(&w.root, "src/a.rs", "a changed\n");
+    let second = w.snapshots.capture("s1", Some(&first.id), &[]).unwrap();
+    assert_eq!(
+        (second.scan, second.changed.clone(), second.read),
+        ("journal", vec!["src/a.rs".to_owned()], 1)
+    );
+
+    // A new folder tree, a removed one and an ignored file.
+    std::fs::create_dir_all(w.root.join("new/inner")).unwrap();
+    write(&w.root, "new/inner/d.rs", "d\n");
+    write(&w.root, "new/e.rs", "e\n");
+    std::fs::remove_dir_all(w.root.join("gone")).unwrap();
+    write(&w.root, "src/x.o", "object\n");
+    let third = w.snapshots.capture("s1", Some(&second.id), &[]).unwrap();
+    assert_eq!(third.scan, "journal");
+    assert_eq!(third.changed, ["gone/c.rs", "new/e.rs", "new/inner/d.rs"]);
+
+    // The new folders are watched: a change inside one is seen.
+    settle();
+    write(&w.root, "new/inner/d.rs", "d changed\n");
+    let fourth = w.snapshots.capture("s1", Some(&third.id), &[]).unwrap();
+    assert_eq!(
+        (fourth.scan, fourth.changed.clone()),
+        ("journal", vec!["new/inner/d.rs".to_owned()])
+    );
+
+    // An ignore file changes what is admitted anywhere: the capture walks.
+    write(&w.root, ".gitignore", "*.o\nsrc/\n");
+    let fifth = w.snapshots.capture("s1", Some(&fourth.id), &[]).unwrap();
+    assert_eq!(fifth.scan, "walk");
+    assert_eq!(fifth.changed, [".gitignore", "src/a.rs", "src/deep/b.rs"]);
+
+    // What the journal built is what a walk of a fresh store finds.
+    let fresh = Snapshots::new(
+        &w.root,
+        w.snapshots.dir().join("../fresh"),
+        Options::default(),
+    );
+    let walked = fresh.capture("s2", None, &[]).unwrap();
+    assert_eq!(
+        w.snapshots.files_of(&fifth.id).unwrap().disk,
+        fresh.files_of(&walked.id).unwrap().disk
+    );
 }

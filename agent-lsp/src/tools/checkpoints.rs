@@ -153,5 +153,20 @@ pub async fn record_checkpoint(
     };
     let id = record.id.clone();
     session.append(NewEvent::new(turn, step, EventBody::FileCheckpoint(record)))?;
+    // At a turn's end the stat cache is saved (off the capture's clock), so the next process
+    // starts warm; a crash before only costs that process a reread.
+    if matches!(
+        reason,
+        CheckpointReason::TurnEnd | CheckpointReason::AfterRewind
+    ) {
+        let store = snapshots.clone();
+        match tokio::task::spawn_blocking(move || store.save()).await {
+            Ok(Ok(())) => {}
+            Ok(Err(error)) => {
+                tracing::warn!("the checkpoints' stat cache was not saved: {error:#}")
+            }
+            Err(error) => tracing::warn!("the checkpoints' stat cache was not saved: {error}"),
+        }
+    }
     Ok(id)
 }
