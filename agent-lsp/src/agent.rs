@@ -193,12 +193,15 @@ impl Agent {
         ))?;
         let result = self.steps(session, &assembled, turn, cancel, ui).await;
         session.flush()?;
-        // Whatever the outcome, what the turn left is the baseline of the user's next changes.
-        self.tools
+        // Whatever the outcome, what the turn left is the baseline of the user's next changes
+        // (the turn's own error, if any, is the one reported).
+        let ended = self
+            .tools
             .checkpoint(session, turn, 0, CheckpointReason::TurnEnd, Vec::new())
-            .await?;
-        session.flush()?;
+            .await;
         let outcome = result?;
+        ended?;
+        session.flush()?;
         self.emit(
             &AgentEvent::SessionEnd {
                 turn,

@@ -24,6 +24,7 @@
 mod apply;
 pub mod attribution;
 mod carry;
+mod plan;
 #[cfg(test)]
 mod tests;
 
@@ -31,8 +32,9 @@ use serde::Serialize;
 
 use crate::session::History;
 use crate::session::event::{EventBody, RewindScope};
-pub use apply::{Place, rewind, undo};
+pub use apply::{rewind, undo};
 use attribution::Checkpoints;
+pub use plan::Place;
 
 /// What the user asked for.
 #[derive(Clone, Debug)]

@@ -26,6 +26,7 @@
 
 mod asker;
 pub mod buffers;
+mod by_hand;
 mod call;
 mod cap;
 pub mod checkpoints;
@@ -58,9 +59,7 @@ use crate::llm::ToolDef;
 pub use crate::permissions::{POLICY_KEYS, Permission, PermissionPolicy};
 use crate::plugin::outcomes::{ToolCallOutcome, ToolOutput};
 use crate::plugin::tool::{CallArgs, EventSink, Tool};
-use crate::session::event::{
-    AssistantMessage, CheckpointReason, EventBody, ToolCallEvent, ToolCallRef, ToolResult,
-};
+use crate::session::event::{EventBody, ToolCallEvent, ToolCallRef, ToolResult};
 use crate::session::{NewEvent, Session};
 use crate::workspace::Workspace;
 pub use asker::{Asker, HeadlessAsker};
@@ -308,65 +307,6 @@ impl ToolRuntime {
             .await
     }
 
-    /// Run one tool outside a model turn (`agent-lsp tool NAME --args JSON`) and record it.
-    ///
-    /// The session only accepts a tool result that answers a call on its surface, so the run is
-    /// recorded as a turn of its own (the last turn + 1, step 0, "outside of model steps"): an
-    /// `assistant/message` with empty text carrying the one call (id `user-<seq>`), then the
-    /// `tool/call` and `tool/result` events as [`ToolRuntime::execute`] writes them. The result's
-    /// meta has `"origin": "user"`, saying the call came from the user rather than the model.
-    /// The pair stays on the surface, so the model later sees what the user ran.
-    pub async fn run_one(
-        &self,
-        session: &mut Session,
-        name: &str,
-        arguments: &str,
-        cancel: &CancellationToken,
-    ) -> anyhow::Result<ToolCallOutcome> {
-        let history = session.history();
-        let turn = history.next_turn();
-        let call = ToolCallRef {
-            id: format!("user-{}", history.last_seq() + 1),
-            name: name.to_owned(),
-            arguments: arguments.to_owned(),
-        };
-        // A call that may write is a turn of its own for a rewind: what the files held before
-        // it, and after.
-        let writes = self
-            .registry
-            .get(name)
-            .is_some_and(|tool| !tool.read_only());
-        if writes {
-            self.checkpoint(session, turn, 0, CheckpointReason::TurnStart, Vec::new())
-                .await?;
-        }
-        session.append(NewEvent::new(
-            turn,
-            0,
-            EventBody::AssistantMessage(AssistantMessage {
-                text: String::new(),
-                reasoning: None,
-                tool_calls: vec![call.clone()],
-            }),
-        ))?;
-        let mut outcomes = self
-            .execute_inner(
-                session,
-                turn,
-                0,
-                &[call],
-                &HashMap::new(),
-                cancel,
-                Some("user"),
-            )
-            .await?;
-        if writes {
-            self.checkpoint(session, turn, 0, CheckpointReason::TurnEnd, Vec::new())
-                .await?;
-        }
-        Ok(outcomes.pop().expect("one call, one outcome"))
-    }
-
     #[allow(clippy::too_many_arguments)]
     async fn execute_inner(
         &self,
@@ -415,21 +355,14 @@ impl ToolRuntime {
         let mut index = 0;
         while index < calls.len() {
             let batch_end = batch_end(&prepared, calls, index);
-            let ids: Vec<&str> = calls[index..batch_end]
-                .iter()
-                .map(|c| c.id.as_str())
-                .collect();
-            let windowed = self.windowed(&prepared[index..batch_end], &ids);
-            if !windowed.is_empty() {
-                self.checkpoint(
+            let window = self
+                .open_window(
                     session,
-                    turn,
-                    step,
-                    CheckpointReason::BeforeCall,
-                    windowed.clone(),
+                    (turn, step),
+                    &prepared[index..batch_end],
+                    &calls[index..batch_end],
                 )
                 .await?;
-            }
             let (session_path, session_id, call_seqs) = (&session_path, &session_id, &call_seqs);
             let sink = &sink;
             let runs = (index..batch_end).map(|i| {
@@ -471,10 +404,7 @@ impl ToolRuntime {
             for (offset, result) in results.into_iter().enumerate() {
                 outputs[index + offset] = Some(result);
             }
-            if !windowed.is_empty() {
-                self.checkpoint(session, turn, step, CheckpointReason::AfterCall, windowed)
-                    .await?;
-            }
+            self.close_window(session, (turn, step), window).await?;
             index = batch_end;
         }
 

@@ -187,21 +187,8 @@ fn a_turns_edits_writes_and_commands_are_taken_back_and_the_users_work_is_kept()
             (true, "applied".to_owned())
         ]
     );
-    let requests = endpoint.chat_requests();
-    assert_eq!(requests.len(), 5);
-    for (index, request) in requests.iter().enumerate() {
-        let n = (index + 1).to_string();
-        let replayed = world
-            .command(&["session", "replay", &session, "--request", &n])
-            .output()
-            .unwrap();
-        assert!(replayed.status.success());
-        assert_eq!(
-            String::from_utf8_lossy(&replayed.stdout),
-            String::from_utf8_lossy(&request.raw),
-            "request {n} does not replay byte-identically"
-        );
-    }
+    assert_eq!(endpoint.chat_requests().len(), 5);
+    world.assert_every_request_replays(&session, &endpoint);
 }
 
 /// Four turns: a rewind of turn 2 takes back what turns 2 to 4 changed, to the files of before
@@ -357,17 +344,7 @@ fn after_a_files_only_rewind_the_model_is_told_which_files_went_back() {
     assert!(!latest.contains("files_rewound"), "{last}");
     endpoint.assert_no_violations();
     // Every request still replays byte for byte.
-    for n in 1..=4 {
-        let replayed = world
-            .command(&["session", "replay", "last", "--request", &n.to_string()])
-            .output()
-            .unwrap();
-        assert_eq!(
-            String::from_utf8_lossy(&replayed.stdout),
-            String::from_utf8_lossy(&endpoint.chat_requests()[n - 1].raw),
-            "request {n}"
-        );
-    }
+    world.assert_every_request_replays("last", &endpoint);
 }
 
 /// The loose objects of the checkpoint store.

@@ -111,6 +111,27 @@ impl World {
         command
     }
 
+    /// Every request `endpoint` received replays byte for byte from `session`'s log.
+    pub(crate) fn assert_every_request_replays(
+        &self,
+        session: &str,
+        endpoint: &agent_tests::model_endpoint::ModelEndpoint,
+    ) {
+        for (index, request) in endpoint.chat_requests().iter().enumerate() {
+            let n = (index + 1).to_string();
+            let replayed = self
+                .command(&["session", "replay", session, "--request", &n])
+                .output()
+                .unwrap();
+            assert!(replayed.status.success(), "request {n}: {replayed:?}");
+            assert_eq!(
+                String::from_utf8_lossy(&replayed.stdout),
+                String::from_utf8_lossy(&request.raw),
+                "request {n} does not replay byte-identically"
+            );
+        }
+    }
+
     /// `agent-lsp ARGS…`, which must succeed: what it printed.
     pub(crate) fn run_ok(&self, args: &[&str]) -> String {
         let output = self.command(args).output().unwrap();

@@ -74,21 +74,8 @@ fn the_record_of_each_command_names_its_sandbox_and_the_session_replays() {
     );
     assert!(shown.contains("(asked: declined)"), "{shown}");
 
-    let requests = endpoint.chat_requests();
-    assert_eq!(requests.len(), 3);
-    for (index, request) in requests.iter().enumerate() {
-        let n = (index + 1).to_string();
-        let replayed = world
-            .command(&["session", "replay", &session, "--request", &n])
-            .output()
-            .unwrap();
-        assert!(replayed.status.success());
-        assert_eq!(
-            String::from_utf8_lossy(&replayed.stdout),
-            String::from_utf8_lossy(&request.raw),
-            "request {n} does not replay byte-identically"
-        );
-    }
+    assert_eq!(endpoint.chat_requests().len(), 3);
+    world.assert_every_request_replays(&session, &endpoint);
 }
 
 /// A background job runs in the sandbox too (its write outside the workspace refused), and

@@ -1,48 +1,17 @@
 //! Planning a rewind (or an undo) from the log and the checkpoints, and carrying it out.
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::sync::Arc;
 
 use anyhow::Context;
 
 use super::attribution::{Checkpoints, Point, Rewinds, owner, rewound_turns, uncaptured_changes};
 use super::carry::carry_out;
+use super::plan::{ContextPart, Held, Place, Plan, Write};
 use super::{Report, Request};
 use crate::context_editor::ops::EditOp;
-use crate::plugin::tool::Buffers;
 use crate::session::Session;
 use crate::session::event::{CheckpointReason, EventBody, RewindBegin, RewindEnd, last_checkpoint};
-use crate::snapshots::{Entry, Snapshots};
 use crate::tools::checkpoints::record_checkpoint;
-
-/// Where the files are, and the editor's buffers over them under `serve`.
-pub struct Place<'a> {
-    /// The workspace's checkpoints.
-    pub snapshots: &'a Arc<Snapshots>,
-    /// The editor's open buffers, changed through the editor; `None` on the terminal.
-    pub buffers: Option<&'a dyn Buffers>,
-}
-
-/// One path to change: from what it holds now to what it is put back to.
-pub(super) struct Write {
-    pub(super) path: String,
-    pub(super) current: Option<Entry>,
-    pub(super) target: Option<Entry>,
-}
-
-/// A path left alone unless forced (`forceable`: a file over the cap cannot be restored at all).
-pub(super) struct Held {
-    pub(super) write: Write,
-    pub(super) why: String,
-    pub(super) forceable: bool,
-}
-
-#[derive(Default)]
-pub(super) struct Plan {
-    pub(super) writes: Vec<Write>,
-    pub(super) held: Vec<Held>,
-    pub(super) yours: Vec<String>,
-}
 
 /// Take back turn `request.turn` (or the last one not taken back) and every later turn.
 pub async fn rewind(
@@ -89,20 +58,20 @@ pub async fn rewind(
         last_turn,
         ..Report::default()
     };
+    let mut begin = RewindBegin {
+        rewind_id: String::new(),
+        turn,
+        last_turn,
+        scope: request.scope,
+        undo_of: None,
+        from: None,
+        pre: None,
+        force: request.force,
+        plan: Vec::new(),
+        conflicts: Vec::new(),
+    };
+    let context = context_ops.map(ContextPart::Delete);
     let Some(start) = start else {
-        let begin = RewindBegin {
-            rewind_id: String::new(),
-            turn,
-            last_turn,
-            scope: request.scope,
-            undo_of: None,
-            from: None,
-            pre: None,
-            force: request.force,
-            plan: Vec::new(),
-            conflicts: Vec::new(),
-        };
-        let ops = context_ops.map(ContextPart::Delete);
         return carry_out(
             session,
             &place,
@@ -110,7 +79,7 @@ pub async fn rewind(
             request.force,
             begin,
             Plan::default(),
-            ops,
+            context,
             report,
         )
         .await;
@@ -122,18 +91,8 @@ pub async fn rewind(
     } = capture_now(session, &place, request.dry_run).await?;
     let plan = plan_rewind(session, &place, &checkpoints, start, (&pre, uncaptured))?;
     report.yours = plan.yours.clone();
-    let begin = RewindBegin {
-        rewind_id: String::new(),
-        turn,
-        last_turn,
-        scope: request.scope,
-        undo_of: None,
-        from: Some(checkpoints.points[start].id.clone()),
-        pre: recorded_pre.then(|| pre.clone()),
-        force: request.force,
-        plan: Vec::new(),
-        conflicts: Vec::new(),
-    };
+    begin.from = Some(checkpoints.points[start].id.clone());
+    begin.pre = recorded_pre.then_some(pre);
     carry_out(
         session,
         &place,
@@ -141,7 +100,7 @@ pub async fn rewind(
         request.force,
         begin,
         plan,
-        context_ops.map(ContextPart::Delete),
+        context,
         report,
     )
     .await
@@ -253,14 +212,6 @@ pub async fn undo(
         report,
     )
     .await
-}
-
-/// What the conversation part of a rewind does.
-pub(super) enum ContextPart {
-    /// Take these segments off the surface.
-    Delete(Vec<EditOp>),
-    /// Roll the surface back to this generation (an undo).
-    Rollback(u64),
 }
 
 /// The delete that takes turn `turn` and everything after it off the surface, or why it

@@ -3,7 +3,7 @@
 //! keystroke meanwhile makes a conflict, not a loss), the conversation, the `after_rewind`
 //! checkpoint, and the `rewind/end`.
 
-use super::apply::{ContextPart, Place, Plan, Write};
+use super::plan::{ContextPart, Held, Place, Plan, Write};
 use super::{ConflictReport, Report};
 use crate::context_editor::ops::{BatchOptions, apply_batch, rollback};
 use crate::session::event::{
@@ -32,21 +32,31 @@ pub(super) async fn carry_out(
     context: Option<ContextPart>,
     mut report: Report,
 ) -> anyhow::Result<Report> {
-    report.plan = plan
-        .writes
-        .iter()
-        .chain(
-            plan.held
-                .iter()
-                .filter(|held| force && held.forceable)
-                .map(|held| &held.write),
-        )
-        .map(|write| (write.path.clone(), action(write).to_owned()))
-        .collect();
-    report.conflicts = plan
+    // What is written: the plan's paths, and the conflicts `force` overwrites (a file over
+    // the cap cannot be forced back); the rest is kept.
+    let conflicts: Vec<Conflict> = plan
         .held
         .iter()
-        .filter(|held| !(force && held.forceable))
+        .map(|held| Conflict {
+            path: held.write.path.clone(),
+            why: held.why.clone(),
+        })
+        .collect();
+    let (forced, held): (Vec<Held>, Vec<Held>) = plan
+        .held
+        .into_iter()
+        .partition(|held| force && held.forceable);
+    let writes: Vec<Write> = plan
+        .writes
+        .into_iter()
+        .chain(forced.into_iter().map(|held| held.write))
+        .collect();
+    report.plan = writes
+        .iter()
+        .map(|write| (write.path.clone(), action(write).to_owned()))
+        .collect();
+    report.conflicts = held
+        .iter()
         .map(|held| ConflictReport {
             path: held.write.path.clone(),
             why: held.why.clone(),
@@ -59,15 +69,8 @@ pub(super) async fn carry_out(
     }
     let rewind_id = format!("rewind-{}", session.history().last_seq() + 1);
     begin.rewind_id = rewind_id.clone();
-    begin.plan = plan
-        .writes
+    begin.plan = writes
         .iter()
-        .chain(
-            plan.held
-                .iter()
-                .filter(|held| force && held.forceable)
-                .map(|held| &held.write),
-        )
         .map(|write| PlannedPath {
             path: write.path.clone(),
             action: action(write).to_owned(),
@@ -75,14 +78,7 @@ pub(super) async fn carry_out(
             to: write.target.as_ref().map(|entry| entry.id.clone()),
         })
         .collect();
-    begin.conflicts = plan
-        .held
-        .iter()
-        .map(|held| Conflict {
-            path: held.write.path.clone(),
-            why: held.why.clone(),
-        })
-        .collect();
+    begin.conflicts = conflicts;
     let turn = session.history().next_turn().saturating_sub(1);
     session.append(NewEvent::new(
         turn,
@@ -92,22 +88,14 @@ pub(super) async fn carry_out(
     session.flush()?;
     report.rewind_id = Some(rewind_id.clone());
 
-    let mut kept: Vec<Conflict> = plan
-        .held
+    let mut kept: Vec<Conflict> = held
         .iter()
-        .filter(|held| !(force && held.forceable))
         .map(|held| Conflict {
             path: held.write.path.clone(),
             why: held.why.clone(),
         })
         .collect();
     let mut restored = Vec::new();
-    let writes = plan.writes.into_iter().chain(
-        plan.held
-            .into_iter()
-            .filter(|held| force && held.forceable)
-            .map(|held| held.write),
-    );
     for write in writes {
         let result = put_back(place, &write).await;
         crate::snapshots::crash_point("rewind-write");

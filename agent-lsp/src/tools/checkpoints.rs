@@ -13,7 +13,7 @@ use std::time::Instant;
 use super::{Prepared, ToolRuntime};
 use crate::plugin::tool::Buffers;
 use crate::session::event::{
-    CheckpointReason, EventBody, FileCheckpoint, MAX_CHANGED_LISTED, last_checkpoint,
+    CheckpointReason, EventBody, FileCheckpoint, MAX_CHANGED_LISTED, ToolCallRef, last_checkpoint,
 };
 use crate::session::{NewEvent, Session};
 use crate::snapshots::Snapshots;
@@ -56,15 +56,22 @@ impl ToolRuntime {
         .map(|_| ())
     }
 
-    /// The ids of the calls of `batch` that need a window of checkpoints around them: they may
-    /// write what they do not name, and no read-only sandbox holds them.
-    pub(super) fn windowed(&self, batch: &[Prepared], ids: &[&str]) -> Vec<String> {
+    /// Before a batch runs: a `before_call` checkpoint when a call of it may write what it does
+    /// not name and no read-only sandbox holds it; the ids of those calls (the window), empty
+    /// when none needs one.
+    pub(super) async fn open_window(
+        &self,
+        session: &mut Session,
+        (turn, step): (u32, u32),
+        batch: &[Prepared],
+        calls: &[ToolCallRef],
+    ) -> anyhow::Result<Vec<String>> {
         if self.checkpoints.is_none() {
-            return Vec::new();
+            return Ok(Vec::new());
         }
-        batch
+        let window: Vec<String> = batch
             .iter()
-            .zip(ids)
+            .zip(calls)
             .filter(|(prepared, _)| match prepared {
                 Prepared::Run { tool, grant, .. } => {
                     tool.writes_unnamed()
@@ -75,8 +82,33 @@ impl ToolRuntime {
                 }
                 Prepared::Done(_) => false,
             })
-            .map(|(_, id)| (*id).to_owned())
-            .collect()
+            .map(|(_, call)| call.id.clone())
+            .collect();
+        if !window.is_empty() {
+            self.checkpoint(
+                session,
+                turn,
+                step,
+                CheckpointReason::BeforeCall,
+                window.clone(),
+            )
+            .await?;
+        }
+        Ok(window)
+    }
+
+    /// After the batch: the `after_call` checkpoint that closes its window, if it has one.
+    pub(super) async fn close_window(
+        &self,
+        session: &mut Session,
+        (turn, step): (u32, u32),
+        window: Vec<String>,
+    ) -> anyhow::Result<()> {
+        if window.is_empty() {
+            return Ok(());
+        }
+        self.checkpoint(session, turn, step, CheckpointReason::AfterCall, window)
+            .await
     }
 }
 

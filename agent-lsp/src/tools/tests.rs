@@ -11,6 +11,7 @@ use super::testing::{Fixture, run};
 use super::*;
 use crate::canonical::canonical_json;
 use crate::plugin::tool::ToolContext;
+use crate::session::event::AssistantMessage;
 use crate::session::event::{EventKind, UserMessage};
 use crate::session::log::Durability;
 
