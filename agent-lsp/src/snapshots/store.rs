@@ -197,26 +197,35 @@ impl Store {
                     walked.extend(scan::walk(root, &self.excludes, &full, None)?);
                 }
             }
-            journal.watch(walked.folders.iter().cloned())?;
+            if let Err(error) = journal.watch(walked.folders.iter().cloned()) {
+                self.lose_journal(&error);
+            }
             return Ok((scope, walked, "journal"));
         }
         let walked = scan::walk(root, &self.excludes, root, None)?;
-        match &self.journal {
-            Some(journal) => journal.watch(walked.folders.iter().cloned())?,
-            None => match Journal::start(&walked.folders, &self.dir) {
-                Ok(journal) => self.journal = Some(journal),
-                Err(error) => {
-                    tracing::warn!(
-                        "checkpoints: no file watcher ({error:#}); every capture walks the workspace"
-                    );
-                }
-            },
+        let watched = match &self.journal {
+            Some(journal) => journal.watch(walked.folders.iter().cloned()),
+            None => Journal::start(&walked.folders, &self.dir).map(|journal| {
+                self.journal = Some(journal);
+            }),
+        };
+        if let Err(error) = watched {
+            self.lose_journal(&error);
         }
         let scope = Scope {
             full: true,
             ..Scope::default()
         };
         Ok((scope, walked, "walk"))
+    }
+
+    /// A folder could not be watched (the kernel's watch limit, most often): the journal
+    /// would miss what changes there, so every capture walks from now on.
+    fn lose_journal(&mut self, error: &anyhow::Error) {
+        tracing::warn!(
+            "checkpoints: no file watcher ({error:#}); every capture walks the workspace"
+        );
+        self.journal = None;
     }
 
     /// Save the stat cache when captures changed it, so the next process starts warm.
