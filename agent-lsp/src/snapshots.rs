@@ -7,10 +7,11 @@
 //! blob is the file's exact bytes. Commands the sandbox holds cannot write the state directory,
 //! so the model cannot alter its own checkpoints.
 //!
-//! A capture ([`Snapshots::capture`]) walks the workspace with the file index's rules
-//! (`.gitignore`, `.ignore`, git's excludes, `.git/` pruned), and reads only the files whose
-//! `lstat` differs from the stat cache of the last capture (or is racy: changed within the
-//! timestamp granularity of that capture), as git's own index does. The new tree is the previous
+//! A process's first capture ([`Snapshots::capture`]) walks the workspace with the file index's
+//! rules (`.gitignore`, `.ignore`, git's excludes, `.git/` pruned); every later one lists only
+//! the folders the journal (`journal.rs`, a file watcher) says changed since. Either reads only
+//! the files whose `lstat` differs from the stat cache (`cache.rs`; or is racy: changed within
+//! the timestamp granularity of the last walk), as git's own index does. The new tree is the previous
 //! one edited on the changed paths, so a capture writes one blob per changed file, the trees on
 //! their paths and a commit: the store grows with what changed, not with the tree. The commit
 //! hangs under `refs/agent-lsp/sessions/<session>`, so every checkpoint of a session stays
