@@ -28,6 +28,23 @@ fn seed(root: &Path) {
     std::fs::set_permissions(root.join("e.sh"), std::fs::Permissions::from_mode(0o755)).unwrap();
 }
 
+/// Every file under the user's `.git`, with its bytes and modification time.
+fn git_dir(root: &Path) -> Vec<(std::path::PathBuf, Vec<u8>, std::time::SystemTime)> {
+    let mut files: Vec<_> = ignore::WalkBuilder::new(root.join(".git"))
+        .standard_filters(false)
+        .build()
+        .filter_map(Result::ok)
+        .filter(|entry| entry.file_type().is_some_and(|kind| kind.is_file()))
+        .map(|entry| {
+            let path = entry.into_path();
+            let modified = std::fs::metadata(&path).unwrap().modified().unwrap();
+            (path.clone(), std::fs::read(&path).unwrap(), modified)
+        })
+        .collect();
+    files.sort_by(|a, b| a.0.cmp(&b.0));
+    files
+}
+
 fn read(root: &Path, path: &str) -> Option<String> {
     std::fs::read(root.join(path))
         .ok()
@@ -76,6 +93,7 @@ fn rewind(world: &World, args: &[&str]) -> (i32, String) {
 fn a_turns_edits_writes_and_commands_are_taken_back_and_the_users_work_is_kept() {
     let world = World::new();
     seed(&world.root);
+    let git_before = git_dir(&world.root);
     let endpoint = ModelEndpoint::start(EndpointConfig::default()).unwrap();
     one_turn(&world, &endpoint, "Change the files");
     endpoint.assert_no_violations();
@@ -189,6 +207,12 @@ fn a_turns_edits_writes_and_commands_are_taken_back_and_the_users_work_is_kept()
     );
     assert_eq!(endpoint.chat_requests().len(), 5);
     world.assert_every_request_replays(&session, &endpoint);
+    // The checkpoints live in a store of their own: the user's `.git` is as it was, byte for
+    // byte and to the modification time.
+    assert!(
+        git_dir(&world.root) == git_before,
+        "the user's .git changed"
+    );
 }
 
 /// Four turns: a rewind of turn 2 takes back what turns 2 to 4 changed, to the files of before

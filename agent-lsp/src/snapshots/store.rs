@@ -118,24 +118,7 @@ impl Store {
         buffers: &[(String, String)],
     ) -> anyhow::Result<Checkpoint> {
         let _lock = scan::lock(&self.dir.join("capture.lock"))?;
-        let taken = gix::index::entry::stat::Time::try_from(std::time::SystemTime::now())?;
-        let root = self.workspace.root().to_owned();
-        let (scope, walked, how) = self.scan(&root)?;
-        let base = self.cache.tree;
-        let (cache, repo, max) = (&mut self.cache, &self.repo, self.options.max_file_bytes);
-        let delta = cache.reconcile(&scope, walked.seen, max, |path, kind| {
-            Ok(match scan::read(&root, path, kind)? {
-                None => Read::Gone,
-                Some(bytes) if bytes.len() as u64 > max => Read::TooBig(bytes.len() as u64),
-                Some(bytes) => Read::Blob(write_blob(repo, &bytes)?),
-            })
-        })?;
-        if scope.full {
-            cache.taken = Some(taken);
-        }
-        let files = edit_tree(repo, base, &delta)?;
-        cache.tree = Some(files);
-        self.unsaved |= delta.read > 0;
+        let (files, delta, how) = self.update()?;
         let uncaptured = self
             .cache
             .uncaptured
@@ -164,6 +147,30 @@ impl Store {
             scan: how,
             read: delta.read,
         })
+    }
+
+    /// Bring the stat cache and its tree up to date with the workspace: the files tree, what
+    /// changed, and how it was found (`walk` or `journal`). The caller holds the lock file.
+    fn update(&mut self) -> anyhow::Result<(ObjectId, Delta, &'static str)> {
+        let taken = gix::index::entry::stat::Time::try_from(std::time::SystemTime::now())?;
+        let root = self.workspace.root().to_owned();
+        let (scope, walked, how) = self.scan(&root)?;
+        let base = self.cache.tree;
+        let (cache, repo, max) = (&mut self.cache, &self.repo, self.options.max_file_bytes);
+        let delta = cache.reconcile(&scope, walked.seen, max, |path, kind| {
+            Ok(match scan::read(&root, path, kind)? {
+                None => Read::Gone,
+                Some(bytes) if bytes.len() as u64 > max => Read::TooBig(bytes.len() as u64),
+                Some(bytes) => Read::Blob(write_blob(repo, &bytes)?),
+            })
+        })?;
+        if scope.full {
+            cache.taken = Some(taken);
+        }
+        let files = edit_tree(repo, base, &delta)?;
+        cache.tree = Some(files);
+        self.unsaved |= delta.read > 0;
+        Ok((files, delta, how))
     }
 
     /// What to look at: the folders the journal names, or the whole workspace (the first
