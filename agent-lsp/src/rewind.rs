@@ -134,20 +134,12 @@ pub fn turns(history: &History) -> Vec<TurnSummary> {
 /// undo gives the files back, and the note goes with it). Derived from the log, so it is the
 /// same in every process and enters the context once, as runtime context.
 pub fn files_note(history: &History) -> Option<String> {
-    let (id, first, last) = attribution::Rewinds::of(history).standing.pop()?;
-    let (mut scope, mut restored) = (None, Vec::new());
-    for event in history.events() {
-        match &event.body {
-            EventBody::RewindBegin(begin) if begin.rewind_id == id => scope = Some(begin.scope),
-            EventBody::RewindEnd(end) if end.rewind_id == id => {
-                restored = end.restored.iter().map(|r| r.path.clone()).collect();
-            }
-            _ => {}
-        }
-    }
-    if scope != Some(RewindScope::Files) || restored.is_empty() {
+    let (begin, end) = attribution::Rewinds::of(history).standing.pop()?;
+    let restored: Vec<&str> = end.restored.iter().map(|r| r.path.as_str()).collect();
+    if begin.scope != RewindScope::Files || restored.is_empty() {
         return None;
     }
+    let (first, last) = (begin.turn, begin.last_turn);
     let turns = if first == last {
         format!("turn {first}")
     } else {

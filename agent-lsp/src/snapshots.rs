@@ -88,10 +88,6 @@ pub struct Uncaptured {
 pub struct Checkpoint {
     /// The commit: the checkpoint's id in the log.
     pub id: String,
-    /// Its tree of the workspace's files.
-    pub tree: String,
-    /// The tree of the editor's open documents whose text differs from the disk, when any.
-    pub buffers: Option<String>,
     /// The paths that differ from the previous checkpoint of the session (all of them for the
     /// first), sorted.
     pub changed: Vec<String>,
@@ -153,11 +149,6 @@ impl Snapshots {
         let made = Snapshots::new(workspace, dir.clone(), options);
         open.insert(dir, Arc::downgrade(&made));
         made
-    }
-
-    /// The options the captures follow.
-    pub fn options(&self) -> &Options {
-        &self.options
     }
 
     /// The folder of the store.

@@ -10,8 +10,8 @@ use super::plan::{ContextPart, Held, Place, Plan, Write};
 use super::{Report, Request};
 use crate::context_editor::ops::EditOp;
 use crate::session::Session;
-use crate::session::event::{CheckpointReason, EventBody, RewindBegin, RewindEnd, last_checkpoint};
-use crate::tools::checkpoints::record_checkpoint;
+use crate::session::event::{CheckpointReason, RewindBegin};
+use crate::tools::checkpoints::{capture, record_checkpoint};
 
 /// Take back turn `request.turn` (or the last one not taken back) and every later turn.
 pub async fn rewind(
@@ -114,12 +114,11 @@ pub async fn undo(
     dry_run: bool,
 ) -> anyhow::Result<Report> {
     let history = session.history();
-    let (id, turn, last_turn) = Rewinds::of(history)
+    let (begin, end) = Rewinds::of(history)
         .standing
-        .last()
-        .cloned()
+        .pop()
         .context("no rewind of this session is left to undo")?;
-    let (begin, end) = rewind_events(history, &id)?;
+    let (id, turn, last_turn) = (begin.rewind_id.clone(), begin.turn, begin.last_turn);
     let mut report = Report {
         turn,
         last_turn,
@@ -263,58 +262,30 @@ async fn capture_now(
     place: &Place<'_>,
     dry_run: bool,
 ) -> anyhow::Result<Now> {
-    let sizes = |uncaptured: &[crate::snapshots::Uncaptured]| {
-        uncaptured
-            .iter()
-            .map(|file| (file.path.clone(), file.bytes))
-            .collect()
-    };
-    if dry_run {
-        let buffers = open_buffers(place);
-        let previous = last_checkpoint(session.history().events()).map(str::to_owned);
-        let id = session.id().to_owned();
-        let snapshots = place.snapshots.clone();
-        let checkpoint = tokio::task::spawn_blocking(move || {
-            snapshots.capture(&id, previous.as_deref(), &buffers)
-        })
-        .await??;
-        return Ok(Now {
-            uncaptured: sizes(&checkpoint.uncaptured),
-            id: checkpoint.id,
-            recorded: false,
-        });
-    }
-    let turn = session.history().next_turn().saturating_sub(1);
-    let id = record_checkpoint(
-        place.snapshots,
-        place.buffers,
-        session,
-        (turn, 0),
-        CheckpointReason::BeforeRewind,
-        Vec::new(),
-    )
-    .await?
-    .context("the files could not be captured before the rewind (see the session log); nothing was changed")?;
-    let uncaptured = match session.history().events().last().map(|event| &event.body) {
-        Some(EventBody::FileCheckpoint(checkpoint)) => sizes(&checkpoint.uncaptured),
-        _ => BTreeMap::new(),
+    let checkpoint = if dry_run {
+        capture(place.snapshots, place.buffers, session).await?
+    } else {
+        let turn = session.history().next_turn().saturating_sub(1);
+        record_checkpoint(
+            place.snapshots,
+            place.buffers,
+            session,
+            (turn, 0),
+            CheckpointReason::BeforeRewind,
+            Vec::new(),
+        )
+        .await?
+        .context("the files could not be captured before the rewind (see the session log); nothing was changed")?
     };
     Ok(Now {
-        id,
-        recorded: true,
-        uncaptured,
+        uncaptured: checkpoint
+            .uncaptured
+            .iter()
+            .map(|file| (file.path.clone(), file.bytes))
+            .collect(),
+        id: checkpoint.id,
+        recorded: !dry_run,
     })
-}
-
-fn open_buffers(place: &Place<'_>) -> Vec<(String, String)> {
-    let root = place.snapshots.workspace();
-    place
-        .buffers
-        .map(|buffers| buffers.open())
-        .unwrap_or_default()
-        .into_iter()
-        .filter_map(|(path, text)| Some((path.strip_prefix(root).ok()?.to_str()?.to_owned(), text)))
-        .collect()
 }
 
 /// Which paths the agent changed from checkpoint `start` on, which of those the user changed
@@ -400,24 +371,4 @@ fn plan_rewind(
         }
     }
     Ok(plan)
-}
-
-/// The `rewind/begin` and `rewind/end` of rewind `id`.
-fn rewind_events(
-    history: &crate::session::History,
-    id: &str,
-) -> anyhow::Result<(RewindBegin, RewindEnd)> {
-    let mut begin = None;
-    let mut end = None;
-    for event in history.events() {
-        match &event.body {
-            EventBody::RewindBegin(b) if b.rewind_id == id => begin = Some(b.clone()),
-            EventBody::RewindEnd(e) if e.rewind_id == id => end = Some(e.clone()),
-            _ => {}
-        }
-    }
-    Ok((
-        begin.context("its rewind/begin is missing")?,
-        end.context("its rewind/end is missing")?,
-    ))
 }

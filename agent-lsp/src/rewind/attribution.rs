@@ -4,7 +4,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use crate::session::History;
-use crate::session::event::{CheckpointReason, EventBody};
+use crate::session::event::{CheckpointReason, EventBody, RewindBegin, RewindEnd};
 
 /// The file tools, whose results name the one file they changed in `meta.source`: a change
 /// to that path between two checkpoints around them is the agent's. (`read` names its file
@@ -173,35 +173,32 @@ fn named_by_file_tools(history: &History, after: u64, before: u64) -> BTreeMap<S
         .collect()
 }
 
-/// The rewinds of `history` that took effect, by id, with the turns they took back, and the
-/// undos that gave them back.
+/// The rewinds of `history` that took effect and no undo gave back.
 pub(crate) struct Rewinds {
-    /// Applied rewinds not undone, oldest first: id, first and last turn.
-    pub(crate) standing: Vec<(String, u32, u32)>,
+    /// Applied rewinds not undone, oldest first, each with its `rewind/begin` and `rewind/end`.
+    pub(crate) standing: Vec<(RewindBegin, RewindEnd)>,
 }
 
 impl Rewinds {
     pub(crate) fn of(history: &History) -> Rewinds {
-        let mut begins = BTreeMap::new();
-        let mut standing: Vec<(String, u32, u32)> = Vec::new();
+        let mut begins: BTreeMap<&str, &RewindBegin> = BTreeMap::new();
+        let mut standing: Vec<(RewindBegin, RewindEnd)> = Vec::new();
         for event in history.events() {
             match &event.body {
                 EventBody::RewindBegin(begin) => {
-                    begins.insert(begin.rewind_id.clone(), begin.clone());
+                    begins.insert(&begin.rewind_id, begin);
                 }
                 // An interrupted rewind may have changed some of its paths: it stands until an
                 // undo gives them back.
                 EventBody::RewindEnd(end)
                     if matches!(end.outcome.as_str(), "applied" | "partial" | "interrupted") =>
                 {
-                    let Some(begin) = begins.get(&end.rewind_id) else {
+                    let Some(begin) = begins.get(end.rewind_id.as_str()) else {
                         continue;
                     };
                     match &begin.undo_of {
-                        Some(undone) => standing.retain(|(id, ..)| id != undone),
-                        None => {
-                            standing.push((begin.rewind_id.clone(), begin.turn, begin.last_turn))
-                        }
+                        Some(undone) => standing.retain(|(done, _)| &done.rewind_id != undone),
+                        None => standing.push(((*begin).clone(), end.clone())),
                     }
                 }
                 _ => {}
@@ -220,9 +217,9 @@ pub fn rewound_turns(history: &History) -> BTreeSet<u32> {
 /// did): what `session show` and the trajectory mark, and an undo clears.
 pub fn rewound_by(history: &History) -> BTreeMap<u32, String> {
     let mut turns = BTreeMap::new();
-    for (id, first, last) in Rewinds::of(history).standing {
-        for turn in first..=last {
-            turns.insert(turn, id.clone());
+    for (begin, _) in Rewinds::of(history).standing {
+        for turn in begin.turn..=begin.last_turn {
+            turns.insert(turn, begin.rewind_id.clone());
         }
     }
     turns

@@ -161,7 +161,8 @@ pub(super) async fn carry_out(
             CheckpointReason::AfterRewind,
             Vec::new(),
         )
-        .await?;
+        .await?
+        .map(|checkpoint| checkpoint.id);
     }
     end.outcome = if kept.is_empty() {
         "applied"

@@ -15,8 +15,9 @@ use super::FileKind;
 const PROMPT_DOCUMENTS: &str = "*.agent.md";
 
 /// The `[checkpoints] exclude` globs, in gitignore syntax from the workspace root, and the
-/// prompt documents.
-pub(super) struct Excludes(Gitignore);
+/// prompt documents; shared, since every walk's entry filter holds it.
+#[derive(Clone)]
+pub(super) struct Excludes(std::sync::Arc<Gitignore>);
 
 impl Excludes {
     pub(super) fn new(root: &Path, globs: &[String]) -> anyhow::Result<Excludes> {
@@ -26,7 +27,7 @@ impl Excludes {
                 .add_line(None, glob)
                 .with_context(|| format!("[checkpoints] exclude: invalid glob `{glob}`"))?;
         }
-        Ok(Excludes(builder.build()?))
+        Ok(Excludes(std::sync::Arc::new(builder.build()?)))
     }
 
     fn excludes(&self, path: &Path, is_dir: bool) -> bool {
@@ -79,7 +80,7 @@ pub(super) fn walk(
     builder.max_depth(depth);
     builder.filter_entry({
         let root = root.to_owned();
-        let excludes = Excludes(excludes.0.clone());
+        let excludes = excludes.clone();
         move |entry| {
             entry.depth() == 0
                 || entry.file_name() != ".git"

@@ -130,18 +130,17 @@ impl Store {
             .collect();
         let buffers = self.buffers_tree(buffers)?;
         let commit = self.commit(session, previous, files, buffers)?;
+        // A session's first checkpoint changes every file, which the cache lists already.
         let changed = match previous {
             Some(previous) => self.changes(previous, &commit.to_string())?,
-            None => self
-                .files_of(&commit.to_string())?
-                .disk
-                .into_keys()
-                .collect(),
+            None => {
+                let mut all: Vec<String> = self.cache.entries.keys().cloned().collect();
+                all.sort();
+                all
+            }
         };
         Ok(Checkpoint {
             id: commit.to_string(),
-            tree: files.to_string(),
-            buffers: buffers.map(|id| id.to_string()),
             changed,
             uncaptured,
             scan: how,

@@ -16,7 +16,7 @@ use crate::session::event::{
     CheckpointReason, EventBody, FileCheckpoint, MAX_CHANGED_LISTED, ToolCallRef, last_checkpoint,
 };
 use crate::session::{NewEvent, Session};
-use crate::snapshots::Snapshots;
+use crate::snapshots::{Checkpoint, Snapshots};
 
 impl ToolRuntime {
     /// Take file checkpoints in `snapshots` (the workspace's store) at the turn's edges and
@@ -112,8 +112,32 @@ impl ToolRuntime {
     }
 }
 
-/// Capture now and append the `files/checkpoint` event; returns the checkpoint's id (`None`
-/// when the capture failed, which the event records).
+/// Capture the workspace now as `session`'s next checkpoint, with the editor's open buffers
+/// (paths from the root), off the async threads; nothing is recorded (a dry run's capture).
+pub async fn capture(
+    snapshots: &Arc<Snapshots>,
+    buffers: Option<&dyn Buffers>,
+    session: &Session,
+) -> anyhow::Result<Checkpoint> {
+    let previous = last_checkpoint(session.history().events()).map(str::to_owned);
+    let root = snapshots.workspace().to_owned();
+    let open: Vec<(String, String)> = buffers
+        .map(|buffers| buffers.open())
+        .unwrap_or_default()
+        .into_iter()
+        .filter_map(|(path, text)| {
+            Some((path.strip_prefix(&root).ok()?.to_str()?.to_owned(), text))
+        })
+        .collect();
+    let store = snapshots.clone();
+    let session_id = session.id().to_owned();
+    tokio::task::spawn_blocking(move || store.capture(&session_id, previous.as_deref(), &open))
+        .await
+        .map_err(|error| anyhow::anyhow!("the capture failed unexpectedly: {error}"))?
+}
+
+/// Capture now and append the `files/checkpoint` event; returns the checkpoint (`None` when
+/// the capture failed, which the event records).
 pub async fn record_checkpoint(
     snapshots: &Arc<Snapshots>,
     buffers: Option<&dyn Buffers>,
@@ -121,29 +145,9 @@ pub async fn record_checkpoint(
     (turn, step): (u32, u32),
     reason: CheckpointReason,
     calls: Vec<String>,
-) -> anyhow::Result<Option<String>> {
-    let previous = last_checkpoint(session.history().events()).map(str::to_owned);
-    let root = snapshots.workspace().to_owned();
-    let open = buffers
-        .map(|buffers| {
-            buffers
-                .open()
-                .into_iter()
-                .filter_map(|(path, text)| {
-                    let relative = path.strip_prefix(&root).ok()?.to_str()?.to_owned();
-                    Some((relative, text))
-                })
-                .collect::<Vec<_>>()
-        })
-        .unwrap_or_default();
+) -> anyhow::Result<Option<Checkpoint>> {
     let started = Instant::now();
-    let store = snapshots.clone();
-    let session_id = session.id().to_owned();
-    let captured =
-        tokio::task::spawn_blocking(move || store.capture(&session_id, previous.as_deref(), &open))
-            .await
-            .map_err(|error| anyhow::anyhow!("the capture failed unexpectedly: {error}"))
-            .and_then(|captured| captured);
+    let captured = capture(snapshots, buffers, session).await;
     if captured.is_ok() {
         // Its objects and ref are written; the event, the commit point, is not.
         crate::snapshots::crash_point(reason.as_str());
@@ -183,7 +187,6 @@ pub async fn record_checkpoint(
             }
         }
     };
-    let id = record.id.clone();
     session.append(NewEvent::new(turn, step, EventBody::FileCheckpoint(record)))?;
     // At a turn's end the stat cache is saved (off the capture's clock), so the next process
     // starts warm; a crash before only costs that process a reread.
@@ -200,5 +203,5 @@ pub async fn record_checkpoint(
             Err(error) => tracing::warn!("the checkpoints' stat cache was not saved: {error}"),
         }
     }
-    Ok(id)
+    Ok(captured.ok())
 }
