@@ -747,6 +747,38 @@ fn cases(notes: &Path, chat: &Path) -> Vec<Case> {
             json!([{"id": "w1"}]),
             &["text"],
         ),
+        // agent.rewind.turns {session?}, agent.rewind {session?, turn?, scope?, dryRun?,
+        // force?}, agent.rewind.undo {session?, dryRun?}
+        command(
+            "agent.rewind.turns",
+            "session is a boolean",
+            json!([{"session": true}]),
+            &["session"],
+        ),
+        command(
+            "agent.rewind",
+            "turn is a string",
+            json!([{"turn": "2"}]),
+            &["turn"],
+        ),
+        command(
+            "agent.rewind",
+            "scope is not a scope",
+            json!([{"scope": "everything"}]),
+            &["everything"],
+        ),
+        command(
+            "agent.rewind",
+            "an unknown field",
+            json!([{"turn": 1, "hard": true}]),
+            &["hard"],
+        ),
+        command(
+            "agent.rewind.undo",
+            "dryRun is a string",
+            json!([{"dryRun": "yes"}]),
+            &["dryRun"],
+        ),
         // `@path` completion in a prompt document.
         request(
             "textDocument/completion",
