@@ -270,16 +270,32 @@ impl Drop for LogWriter {
     }
 }
 
+/// How long opening a session waits for its lock before calling it in use.
+///
+/// A process killed the moment it forks a command leaves that child holding the log's
+/// descriptor (and so its lock) until the child reaches `exec`, which closes it: Linux has no
+/// way to keep a descriptor out of a fork. A continuation started right after the kill must not
+/// be told the session is in use by a process that is gone, so a held lock is tried again for
+/// this long; a session truly in use by a live process is still refused, just this much later.
+const LOCK_WAIT: std::time::Duration = std::time::Duration::from_secs(2);
+
 fn lock(file: &File, path: &Path) -> anyhow::Result<()> {
-    match file.try_lock() {
-        Ok(()) => Ok(()),
-        Err(TryLockError::WouldBlock) => bail!(
-            "session log {} is in use by another agent-lsp process; \
-             wait for it to finish or start a new session",
-            path.display()
-        ),
-        Err(TryLockError::Error(error)) => {
-            Err(error).with_context(|| format!("failed to lock session log {}", path.display()))
+    let deadline = std::time::Instant::now() + LOCK_WAIT;
+    loop {
+        match file.try_lock() {
+            Ok(()) => return Ok(()),
+            Err(TryLockError::WouldBlock) if std::time::Instant::now() < deadline => {
+                std::thread::sleep(std::time::Duration::from_millis(10));
+            }
+            Err(TryLockError::WouldBlock) => bail!(
+                "session log {} is in use by another agent-lsp process; \
+                 wait for it to finish or start a new session",
+                path.display()
+            ),
+            Err(TryLockError::Error(error)) => {
+                return Err(error)
+                    .with_context(|| format!("failed to lock session log {}", path.display()));
+            }
         }
     }
 }
