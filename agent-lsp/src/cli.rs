@@ -59,6 +59,16 @@ enum Command {
         #[arg(long)]
         stdio: bool,
     },
+    /// Serve the Agent Client Protocol on stdio (Zed, JetBrains, Neovim and Emacs agent
+    /// panels): sessions in the workspace each `session/new` names as its `cwd`.
+    Acp {
+        /// Preset new sessions start in (a session's mode; the config file's or `standard`
+        /// otherwise).
+        #[arg(long)]
+        preset: Option<String>,
+        #[command(flatten)]
+        model: run::ModelArgs,
+    },
     /// Run one agent turn: the answer streams to stdout, progress to stderr.
     Run(run::RunArgs),
     /// Run one tool without a model (recorded in a session), or list a preset's tools.
@@ -122,6 +132,14 @@ pub fn run() -> anyhow::Result<ExitCode> {
         None => std::env::current_dir().context("failed to read the current directory")?,
     };
     match cli.command {
+        Command::Acp { preset, model } => {
+            crate::acp::serve(crate::acp::AcpOptions {
+                preset,
+                base_url: model.base_url,
+                model: model.model,
+            })?;
+            Ok(ExitCode::SUCCESS)
+        }
         Command::Run(args) => run::run(&Store::for_workspace(&workspace)?, args),
         Command::Tool(args) => tool::run(&Store::for_workspace(&workspace)?, args),
         Command::Models { model, json } => run::models(&model, json),

@@ -119,6 +119,19 @@ pub struct Config {
 }
 
 impl Config {
+    /// What to tell someone who has not configured a model yet.
+    pub fn not_configured_message() -> String {
+        let path = Config::path_for_messages();
+        format!(
+            "no model is configured.\n\
+             To use DeepSeek: export DEEPSEEK_API_KEY=sk-... (then `agent-lsp models` lists the models).\n\
+             For another OpenAI-compatible endpoint: pass --base-url URL [--model NAME], or write\n\
+             \n  [provider]\n  base_url = \"http://127.0.0.1:8080/v1\"\n  model = \"my-model\"\n  api_key_env = \"MY_KEY_VAR\"\n\n\
+             into {path}.\n\
+             Everything that needs no model works without one: `agent-lsp tool`, `agent-lsp session`."
+        )
+    }
+
     /// Where the configuration is read from.
     pub fn path() -> Option<PathBuf> {
         match std::env::var_os(CONFIG_ENV) {

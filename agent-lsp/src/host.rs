@@ -67,12 +67,22 @@ pub struct Opening {
     preset: Preset,
     /// The id of the session to continue; `None` for a new one.
     session: Option<String>,
+    /// The id a new session is made under, drawn earlier (`session/new` of ACP); a fresh one
+    /// when `None`.
+    new_id: Option<String>,
 }
 
 impl Opening {
     /// The preset the conversation will run.
     pub fn preset(&self) -> &Preset {
         &self.preset
+    }
+
+    /// Make the new session under `id` (drawn with `session::store::new_session_id`) rather
+    /// than a fresh id; no effect when a session is continued.
+    pub fn with_new_id(mut self, id: String) -> Opening {
+        self.new_id = Some(id);
+        self
     }
 }
 
@@ -137,6 +147,7 @@ impl Host {
             Start::New(preset) => Opening {
                 preset,
                 session: None,
+                new_id: None,
             },
             Start::Continue { session, preset } => {
                 let id = self.store.resolve(session)?;
@@ -153,11 +164,13 @@ impl Host {
                 Opening {
                     preset: Preset::of_session(header)?,
                     session: Some(id),
+                    new_id: None,
                 }
             }
             Start::Record { session, preset } => Opening {
                 preset,
                 session: Some(self.store.resolve(session)?),
+                new_id: None,
             },
         })
     }
@@ -175,15 +188,22 @@ impl Host {
             provider,
             ..self.clone()
         };
-        let Opening { preset, session } = opening;
+        let Opening {
+            preset,
+            session,
+            new_id,
+        } = opening;
         let parts = host.parts(&preset)?;
         let agent = host.agent(&preset, parts, None);
         if let (Some(prompt), Some(agent)) = (first_prompt, &agent.agent) {
             agent.prompt_text(prompt)?;
         }
-        let session = match &session {
-            Some(id) => self.store.open(id, Durability::Sync)?,
-            None => self.store.create_session(&preset, Durability::Sync)?,
+        let session = match (&session, &new_id) {
+            (Some(id), _) => self.store.open(id, Durability::Sync)?,
+            (None, Some(id)) => self
+                .store
+                .create_session_as(id, &preset, Durability::Sync)?,
+            (None, None) => self.store.create_session(&preset, Durability::Sync)?,
         };
         Ok(agent.into_conversation(session, preset))
     }

@@ -39,6 +39,7 @@
 
 #![warn(missing_docs)]
 
+pub mod acp;
 pub(crate) mod activity;
 pub mod agent;
 pub mod canonical;

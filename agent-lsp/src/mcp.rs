@@ -174,11 +174,35 @@ pub fn usable(
         if declared.shadowed || !settings.wanted(&declared.name) {
             continue;
         }
-        let Ok(transport) = declared.transport.clone() else {
-            tracing::warn!(server = %declared.name, "MCP server not used: {}", declared.transport.as_ref().unwrap_err());
-            continue;
+        usable.extend(Usable::new(
+            declared,
+            &config,
+            workspace,
+            state_root,
+            sandbox.clone(),
+        ));
+    }
+    Ok(usable)
+}
+
+impl Usable {
+    /// The server `declared` as `config` writes it, `None` (logged) when its declaration is
+    /// unusable.
+    fn new(
+        declared: Declared,
+        config: &config::ServerConfig,
+        workspace: &Path,
+        state_root: Option<&Path>,
+        sandbox: Option<Arc<Sandbox>>,
+    ) -> Option<Usable> {
+        let transport = match &declared.transport {
+            Ok(transport) => transport.clone(),
+            Err(error) => {
+                tracing::warn!(server = %declared.name, "MCP server not used: {error}");
+                return None;
+            }
         };
-        let digest = declared.digest(&config);
+        let digest = declared.digest(config);
         let blocked = unapproved(&declared, workspace, state_root);
         let server = client::server(
             &declared.name,
@@ -186,16 +210,40 @@ pub fn usable(
             transport,
             workspace.to_owned(),
             state_root.map(Path::to_owned),
-            sandbox.clone(),
+            sandbox,
         );
-        usable.push(Usable {
+        Some(Usable {
             declared,
             server,
             digest,
             blocked,
-        });
+        })
     }
-    Ok(usable)
+}
+
+/// The tools of the MCP servers a front end was handed for a session (an ACP client's
+/// `mcpServers`), trusted as the user's own; a server named like one of the config file's
+/// (`user`) is left out, as a workspace file's is: the config file decides.
+pub fn front_end_tools(
+    servers: &McpOptions,
+    user: &McpOptions,
+    workspace: &Path,
+    state_root: Option<&Path>,
+) -> Vec<Arc<dyn Tool>> {
+    let usable = config::declared_by_user(servers)
+        .into_iter()
+        .filter(|(declared, _)| {
+            let shadowed = user.servers.contains_key(&declared.name);
+            if shadowed {
+                tracing::warn!(server = %declared.name, "the client's MCP server is not used: the config file declares one of the same name");
+            }
+            !shadowed
+        })
+        .filter_map(|(declared, config)| {
+            Usable::new(declared, &config, workspace, state_root, None)
+        })
+        .collect::<Vec<_>>();
+    catalog(&McpSettings::defaults(), &usable, state_root)
 }
 
 /// Why a workspace server may not run, or `None` when it may (a user's server always may).

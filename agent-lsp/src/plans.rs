@@ -242,7 +242,7 @@ pub fn goal(history: &History) -> Option<Goal> {
 }
 
 /// The plan `event` recorded, if it is a successful `todo` result.
-fn plan_of(event: &crate::session::event::Event) -> Option<(u64, Plan)> {
+pub fn plan_of(event: &crate::session::event::Event) -> Option<(u64, Plan)> {
     let EventBody::ToolResult(result) = &event.body else {
         return None;
     };

@@ -1,5 +1,6 @@
 //! End-to-end tests of agent-lsp: real processes, real files, real protocol.
 
+mod acp;
 mod activity;
 mod agent_run;
 mod bridge_faults;

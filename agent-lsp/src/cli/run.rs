@@ -70,19 +70,6 @@ pub fn provider_config(
     config.provider_config(args.base_url.clone(), args.model.clone(), preset_model)
 }
 
-/// What to tell someone who has not configured a model yet.
-pub fn not_configured_message() -> String {
-    let path = Config::path_for_messages();
-    format!(
-        "no model is configured.\n\
-         To use DeepSeek: export DEEPSEEK_API_KEY=sk-... (then `agent-lsp models` lists the models).\n\
-         For another OpenAI-compatible endpoint: pass --base-url URL [--model NAME], or write\n\
-         \n  [provider]\n  base_url = \"http://127.0.0.1:8080/v1\"\n  model = \"my-model\"\n  api_key_env = \"MY_KEY_VAR\"\n\n\
-         into {path}.\n\
-         Everything that needs no model works without one: `agent-lsp tool`, `agent-lsp session`."
-    )
-}
-
 pub fn run(store: &Store, args: RunArgs) -> anyhow::Result<ExitCode> {
     let config = Config::load()?;
     let interactive = std::io::stdin().is_terminal() && std::io::stderr().is_terminal();
@@ -118,7 +105,7 @@ pub fn run(store: &Store, args: RunArgs) -> anyhow::Result<ExitCode> {
         opening.preset().file.model.name.as_deref(),
     )?
     else {
-        eprintln!("agent-lsp: {}", not_configured_message());
+        eprintln!("agent-lsp: {}", Config::not_configured_message());
         return Ok(ExitCode::from(EXIT_NOT_CONFIGURED));
     };
     let provider = Provider::new(provider_config)?;
@@ -274,7 +261,7 @@ impl TerminalAsker {
 pub fn models(args: &ModelArgs, json: bool) -> anyhow::Result<ExitCode> {
     let config = Config::load()?;
     let Some(provider_config) = provider_config(&config, args, None)? else {
-        eprintln!("agent-lsp: {}", not_configured_message());
+        eprintln!("agent-lsp: {}", Config::not_configured_message());
         return Ok(ExitCode::from(EXIT_NOT_CONFIGURED));
     };
     let provider = Provider::new(provider_config)?;

@@ -153,7 +153,10 @@ fn compact(
         // The template summarizer makes no call; the provider only fills the context.
         None if template => Provider::new(ProviderConfig::default())?,
         None => {
-            eprintln!("agent-lsp: {}", super::run::not_configured_message());
+            eprintln!(
+                "agent-lsp: {}",
+                crate::config::Config::not_configured_message()
+            );
             eprintln!("agent-lsp: or compact without a model: --template");
             return Ok(ExitCode::from(super::run::EXIT_NOT_CONFIGURED));
         }

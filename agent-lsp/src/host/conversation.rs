@@ -59,6 +59,15 @@ impl Conversation {
         self.agent.is_some()
     }
 
+    /// Whether `prompt` may be submitted: the error says why not (no model, or it is too long
+    /// to record), before anything is written.
+    pub fn check_prompt(&self, prompt: &str) -> anyhow::Result<()> {
+        let Some(agent) = self.agent.as_ref() else {
+            anyhow::bail!("no model is configured");
+        };
+        agent.prompt_text(prompt).map(drop)
+    }
+
     /// Run one turn for `prompt` to its end: its events go to `ui` as they happen, and
     /// `cancel` stops it cleanly (the session stays consistent). Without a model this is an
     /// error and nothing is recorded; check [`Conversation::has_model`] first to say so in

@@ -269,8 +269,15 @@ pub trait Tool: Send + Sync + 'static {
 /// The editor's open buffers, as the file tools see them.
 pub trait Buffers: Send + Sync + std::fmt::Debug {
     /// The editor's current text of `path`, unsaved changes included, when it has the file
-    /// open; `None` means "read the disk".
-    fn text(&self, path: &Path) -> Option<String>;
+    /// open; `None` means "read the disk". A future because some editors are asked (an ACP
+    /// client's `fs/read_text_file`) where others are read from a mirror.
+    fn text(&self, path: &Path) -> BoxFuture<'static, Option<String>>;
+
+    /// Where a change made with [`Buffers::replace`] lands, as a tool reports it: under
+    /// `serve` the editor's buffer, unsaved; an ACP client writes the file itself.
+    fn lands(&self) -> &'static str {
+        "in the editor's buffer, unsaved"
+    }
 
     /// Every document the editor has open, with its current text: what a file checkpoint
     /// keeps beside the disk, so a rewind knows what the user saw.

@@ -180,7 +180,10 @@ pub(super) async fn carry_out(
 /// Write one path back, checking right before that it still holds what the plan saw.
 async fn put_back(place: &Place<'_>, write: &Write) -> Result<&'static str, String> {
     let full = place.snapshots.workspace().join(&write.path);
-    let buffer = place.buffers.and_then(|buffers| buffers.text(&full));
+    let buffer = match place.buffers {
+        Some(buffers) => buffers.text(&full).await,
+        None => None,
+    };
     let now = match &buffer {
         Some(text) => Some(Entry {
             id: Snapshots::hash(text.as_bytes()),

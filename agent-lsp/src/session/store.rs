@@ -136,29 +136,51 @@ impl Store {
         parent: Option<ParentLink>,
     ) -> anyhow::Result<Session> {
         let preset = preset.into();
-        private_dirs(&self.sessions_dir)
-            .with_context(|| format!("failed to create {}", self.sessions_dir.display()))?;
         // Ids carry 16 random bits per second: two sessions started in the same second (a
         // script running `agent-lsp tool` in a loop) can draw the same one, so a taken id is
         // drawn again; creating the file is exclusive, so no two processes get one id.
         let mut attempts = 0;
         loop {
             let id = new_session_id();
-            let path = self.path_of(&id);
-            let header = SessionHeader {
-                schema: SCHEMA_VERSION,
-                session_id: id.clone(),
-                workspace: self.workspace.to_string_lossy().into_owned(),
-                preset: preset.name.to_owned(),
-                preset_text: Some(preset.text.to_owned()),
-                agent_version: env!("CARGO_PKG_VERSION").to_owned(),
-                parent: parent.clone(),
-            };
-            match Session::create(&path, header, durability) {
-                Err(_) if path.exists() && attempts < 32 => attempts += 1,
+            match self.create_with(&id, &preset, durability, parent.clone()) {
+                Err(_) if self.path_of(&id).exists() && attempts < 32 => attempts += 1,
                 other => return other,
             }
         }
+    }
+
+    /// Start a new session under an id drawn earlier with [`new_session_id`]: an ACP client
+    /// is given its session's id at `session/new`, and the log is made at its first prompt,
+    /// once the preset (its mode) is settled. Fails if the id is taken.
+    pub fn create_session_as<'a>(
+        &self,
+        id: &str,
+        preset: impl Into<PresetRecord<'a>>,
+        durability: Durability,
+    ) -> anyhow::Result<Session> {
+        anyhow::ensure!(valid_id(id), "`{id}` is not a session id");
+        self.create_with(id, &preset.into(), durability, None)
+    }
+
+    fn create_with(
+        &self,
+        id: &str,
+        preset: &PresetRecord<'_>,
+        durability: Durability,
+        parent: Option<ParentLink>,
+    ) -> anyhow::Result<Session> {
+        private_dirs(&self.sessions_dir)
+            .with_context(|| format!("failed to create {}", self.sessions_dir.display()))?;
+        let header = SessionHeader {
+            schema: SCHEMA_VERSION,
+            session_id: id.to_owned(),
+            workspace: self.workspace.to_string_lossy().into_owned(),
+            preset: preset.name.to_owned(),
+            preset_text: Some(preset.text.to_owned()),
+            agent_version: env!("CARGO_PKG_VERSION").to_owned(),
+            parent,
+        };
+        Session::create(&self.path_of(id), header, durability)
     }
 
     /// The file of session `id` (`<sessions dir>/<id>.jsonl`), whether or not it exists.
@@ -284,6 +306,18 @@ impl Store {
         let id = self.resolve(query)?;
         Session::open(&self.path_of(&id), durability)
     }
+}
+
+/// Whether `id` has the shape [`new_session_id`] draws, `YYYYMMDD-HHMMSS-xxxx`: what may name
+/// a session file (no separator, no dot).
+pub fn valid_id(id: &str) -> bool {
+    let bytes = id.as_bytes();
+    bytes.len() == 20
+        && bytes.iter().enumerate().all(|(at, byte)| match at {
+            8 | 15 => *byte == b'-',
+            16.. => byte.is_ascii_hexdigit(),
+            _ => byte.is_ascii_digit(),
+        })
 }
 
 /// `YYYYMMDD-HHMMSS-xxxx`: sorts by creation time, and the random tail makes a short handle.

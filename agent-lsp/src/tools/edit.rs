@@ -67,10 +67,12 @@ impl TypedTool for Edit {
     fn run(&self, ctx: ToolContext, args: EditArgs) -> BoxFuture<'static, ToolOutput> {
         Box::pin(async move {
             // A file open in the editor is changed in its buffer (see `buffers`).
-            let open = ctx.buffers.clone().and_then(|buffers| {
-                let path = ctx.workspace.resolve(&args.path).ok()?;
-                Some((buffers.text(&path)?, buffers, path))
-            });
+            let open = match (ctx.buffers.clone(), ctx.workspace.resolve(&args.path)) {
+                (Some(buffers), Ok(path)) => {
+                    buffers.text(&path).await.map(|text| (text, buffers, path))
+                }
+                _ => None,
+            };
             match open {
                 Some((text, buffers, path)) => {
                     let planned = match plan(&ctx, &args, &path, text) {
@@ -81,7 +83,7 @@ impl TypedTool for Edit {
                         .replace(&path, &planned.content, &planned.updated)
                         .await
                     {
-                        Ok(()) => planned.report("in the editor's buffer, unsaved"),
+                        Ok(()) => planned.report(buffers.lands()),
                         Err(reason) => planned.source(ToolOutput::error(format!(
                             "the editor refused the change to `{}`: {reason}",
                             planned.shown

@@ -173,10 +173,12 @@ impl TypedTool for Write {
     fn run(&self, ctx: ToolContext, args: WriteArgs) -> BoxFuture<'static, ToolOutput> {
         Box::pin(async move {
             // A file open in the editor is replaced in its buffer (see `buffers`).
-            let open = ctx.buffers.clone().and_then(|buffers| {
-                let path = ctx.workspace.resolve(&args.path).ok()?;
-                Some((buffers.text(&path)?, buffers, path))
-            });
+            let open = match (ctx.buffers.clone(), ctx.workspace.resolve(&args.path)) {
+                (Some(buffers), Ok(path)) => {
+                    buffers.text(&path).await.map(|text| (text, buffers, path))
+                }
+                _ => None,
+            };
             let Some((before, buffers, path)) = open else {
                 return blocking(move || write(&ctx, &args).unwrap_or_else(|output| output)).await;
             };
@@ -185,7 +187,8 @@ impl TypedTool for Write {
             let n_lines = args.content.lines().count();
             let output = match buffers.replace(&path, &before, &args.content).await {
                 Ok(()) => ToolOutput::ok(format!(
-                    "replaced the editor's buffer of `{shown}` ({n_bytes} bytes, {n_lines} lines; it had {} bytes; unsaved)",
+                    "replaced `{shown}` {} ({n_bytes} bytes, {n_lines} lines; it had {} bytes)",
+                    buffers.lands(),
                     before.len()
                 ))
                 .with_meta("bytes", n_bytes)

@@ -34,11 +34,17 @@ impl EditorBuffers {
             shared: Arc::downgrade(shared),
         }
     }
+
+    /// The editor's text of `path` when it has the document open, read from the mirror now.
+    pub(crate) fn editor_text(&self, path: &Path) -> Option<String> {
+        self.shared.upgrade()?.editor_text(path)
+    }
 }
 
 impl Buffers for EditorBuffers {
-    fn text(&self, path: &Path) -> Option<String> {
-        self.shared.upgrade()?.editor_text(path)
+    fn text(&self, path: &Path) -> BoxFuture<'static, Option<String>> {
+        let text = self.editor_text(path);
+        Box::pin(std::future::ready(text))
     }
 
     fn open(&self) -> Vec<(std::path::PathBuf, String)> {

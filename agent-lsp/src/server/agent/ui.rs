@@ -15,7 +15,6 @@ use crate::server::Shared;
 use crate::server::prompts::answer_heading;
 use crate::session::event::ToolCallRef;
 use crate::tools::Asker;
-use crate::tools::buffers::Buffers;
 
 /// Permission questions (`ask` in the preset) go to the programmer as a
 /// `window/showMessageRequest` with Allow / Deny; no answer (or an editor without the request)
@@ -219,7 +218,7 @@ pub(super) struct AnswerWriter {
 impl AnswerWriter {
     pub(super) fn new(shared: &Arc<Shared>, target: AnswerTarget, turn: u32) -> AnswerWriter {
         let buffers = EditorBuffers::new(shared);
-        let open = buffers.text(&target.path).is_some();
+        let open = buffers.editor_text(&target.path).is_some();
         AnswerWriter {
             buffers,
             target,
@@ -285,7 +284,7 @@ impl AnswerWriter {
         }
         let text = self
             .buffers
-            .text(&self.target.path)
+            .editor_text(&self.target.path)
             .ok_or("the prompt document was closed")?;
         let at = self.target.insert_at.min(text.len());
         let opening = Self::opening(&text, at);
@@ -321,7 +320,7 @@ impl AnswerWriter {
     pub(super) async fn insert(&mut self, more: &str) -> Result<(), String> {
         let text = self
             .buffers
-            .text(&self.target.path)
+            .editor_text(&self.target.path)
             .ok_or("the prompt document was closed")?;
         let headings = text
             .match_indices(&self.heading)

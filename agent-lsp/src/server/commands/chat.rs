@@ -17,7 +17,6 @@ use crate::agent::TurnOutcome;
 use crate::server::agent::{AnswerTarget, TurnReport, TurnRequest};
 use crate::server::prompts::{PROMPT_HEADING, prompt_at};
 use crate::server::{Reply, ResponseError, Shared, codes};
-use crate::tools::buffers::Buffers;
 
 /// How long to wait for the editor to open the chat document it was asked to show.
 const SHOW_WAIT: Duration = Duration::from_secs(3);
@@ -145,7 +144,9 @@ async fn chat_document(shared: &Arc<Shared>) -> Result<PathBuf, ResponseError> {
         })?;
     }
     let buffers = EditorBuffers::new(shared);
-    if buffers.text(&path).is_none() && shared.client_supports("/window/showDocument/support") {
+    if buffers.editor_text(&path).is_none()
+        && shared.client_supports("/window/showDocument/support")
+    {
         let uri = Url::from_file_path(&path).map_err(|()| {
             ResponseError::new(
                 codes::INTERNAL_ERROR,
@@ -160,7 +161,7 @@ async fn chat_document(shared: &Arc<Shared>) -> Result<PathBuf, ResponseError> {
             .await;
         if shown.is_ok() {
             let deadline = tokio::time::Instant::now() + SHOW_WAIT;
-            while buffers.text(&path).is_none() && tokio::time::Instant::now() < deadline {
+            while buffers.editor_text(&path).is_none() && tokio::time::Instant::now() < deadline {
                 tokio::time::sleep(Duration::from_millis(20)).await;
             }
         }
@@ -176,7 +177,7 @@ async fn append_prompt(
     prompt: &str,
 ) -> Result<usize, ResponseError> {
     let buffers = EditorBuffers::new(shared);
-    let open = buffers.text(path);
+    let open = buffers.editor_text(path);
     let text = match &open {
         Some(text) => text.clone(),
         None => std::fs::read_to_string(path).unwrap_or_default(),

@@ -69,13 +69,24 @@ impl TypedTool for Read {
     }
 
     fn run(&self, ctx: ToolContext, args: ReadArgs) -> BoxFuture<'static, ToolOutput> {
-        Box::pin(blocking(move || {
-            read(&ctx, &args).unwrap_or_else(|output| output)
-        }))
+        Box::pin(async move {
+            // A file open in the editor is read from its buffer, unsaved changes included.
+            let buffer = match (&ctx.buffers, ctx.resolve_read(&args.path)) {
+                (Some(buffers), Ok(path)) => buffers.text(&path).await,
+                _ => None,
+            };
+            blocking(move || read(&ctx, &args, buffer).unwrap_or_else(|output| output)).await
+        })
     }
 }
 
-fn read(ctx: &ToolContext, args: &ReadArgs) -> Result<ToolOutput, ToolOutput> {
+/// Read what `args` names: from `buffer`, the editor's text of the file when it has it open,
+/// else from the disk.
+fn read(
+    ctx: &ToolContext,
+    args: &ReadArgs,
+    buffer: Option<String>,
+) -> Result<ToolOutput, ToolOutput> {
     let offset = args.offset.unwrap_or(1);
     let limit = args.limit.unwrap_or(READ_DEFAULT_LINES);
     if offset == 0 {
@@ -90,8 +101,6 @@ fn read(ctx: &ToolContext, args: &ReadArgs) -> Result<ToolOutput, ToolOutput> {
     let path = ctx.resolve_read(&args.path)?;
     let shown = ctx.workspace.display(&path);
     let source = |output: ToolOutput| output.with_meta("source", shown.as_str());
-    // A file open in the editor is read from its buffer, unsaved changes included.
-    let buffer = ctx.buffers.as_ref().and_then(|buffers| buffers.text(&path));
     if let Some(text) = buffer {
         let length = text.len() as u64;
         let reader = std::io::Cursor::new(text.into_bytes());

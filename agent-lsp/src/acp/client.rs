@@ -1,0 +1,162 @@
+//! The ACP client as the agent's tools meet it: who answers a call whose permission is `ask`
+//! (`session/request_permission`), and the editor's view of the files (`fs/read_text_file`,
+//! `fs/write_text_file`), so the file tools read unsaved text and write through the editor.
+//!
+//! Both are asked from a running turn, a task outside the connection's dispatch loop, so
+//! waiting for the client's answer holds nothing else up.
+
+use std::collections::BTreeSet;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+
+use agent_client_protocol::Client;
+use agent_client_protocol::v1::ConnectionTo;
+use agent_client_protocol::v1::schema::{
+    PermissionOption, PermissionOptionKind, ReadTextFileRequest, RequestPermissionOutcome,
+    RequestPermissionRequest, SessionId, ToolCallUpdate, ToolCallUpdateFields,
+    WriteTextFileRequest,
+};
+use futures_util::future::BoxFuture;
+
+use crate::session::event::ToolCallRef;
+use crate::tools::Asker;
+use crate::tools::buffers::Buffers;
+
+const ALLOW_ONCE: &str = "allow-once";
+const ALLOW_ALWAYS: &str = "allow-always";
+const REJECT: &str = "reject-once";
+
+/// Asks the client's user about each call whose permission is `ask`: allow once, always (for
+/// this tool, for the rest of this session), or reject. The runtime records the answer in the
+/// call's result (`meta.asked`), as it does the editor's and the terminal's.
+pub(super) struct ClientAsker {
+    pub connection: ConnectionTo<Client>,
+    pub session: SessionId,
+    pub workspace: PathBuf,
+    /// The tools the user allowed for the rest of the session.
+    pub always: Arc<Mutex<BTreeSet<String>>>,
+}
+
+impl Asker for ClientAsker {
+    fn ask(&self, call: &ToolCallRef) -> BoxFuture<'static, bool> {
+        self.ask_because(call, "its permission is `ask`")
+    }
+
+    fn ask_because(&self, call: &ToolCallRef, reason: &str) -> BoxFuture<'static, bool> {
+        let always = self.always.clone();
+        if lock(&always).contains(&call.name) {
+            return Box::pin(std::future::ready(true));
+        }
+        let shown =
+            super::updates::tool_call(&call.id, &call.name, &call.arguments, &self.workspace, None);
+        let fields = ToolCallUpdateFields::new()
+            .title(format!("{} ({reason})", shown.title))
+            .kind(shown.kind)
+            .locations(shown.locations)
+            .content(shown.content)
+            .raw_input(shown.raw_input);
+        let request = RequestPermissionRequest::new(
+            self.session.clone(),
+            ToolCallUpdate::new(call.id.clone(), fields),
+            vec![
+                PermissionOption::new(ALLOW_ONCE, "Allow", PermissionOptionKind::AllowOnce),
+                PermissionOption::new(
+                    ALLOW_ALWAYS,
+                    format!("Always allow `{}` in this session", call.name),
+                    PermissionOptionKind::AllowAlways,
+                ),
+                PermissionOption::new(REJECT, "Reject", PermissionOptionKind::RejectOnce),
+            ],
+        );
+        let sent = self.connection.send_request(request);
+        let name = call.name.clone();
+        Box::pin(async move {
+            let answer = match sent.block_task().await {
+                Ok(answer) => answer,
+                Err(error) => {
+                    tracing::warn!(%error, "the client did not answer a permission request; the call is refused");
+                    return false;
+                }
+            };
+            match answer.outcome {
+                RequestPermissionOutcome::Selected(selected) => match &*selected.option_id.0 {
+                    ALLOW_ONCE => true,
+                    ALLOW_ALWAYS => {
+                        lock(&always).insert(name);
+                        true
+                    }
+                    _ => false,
+                },
+                // The turn was cancelled while the question was open.
+                _ => false,
+            }
+        })
+    }
+
+    fn refusal(&self, call: &ToolCallRef) -> String {
+        format!(
+            "the call to `{}` was refused: its permission is `ask` and the user rejected it in the editor; do not retry the same call, ask the user or take another way",
+            call.name
+        )
+    }
+}
+
+/// The editor's view of the files through an ACP client that offers both `fs` methods.
+pub(super) struct ClientFiles {
+    pub connection: ConnectionTo<Client>,
+    pub session: SessionId,
+}
+
+impl std::fmt::Debug for ClientFiles {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("ClientFiles")
+    }
+}
+
+impl Buffers for ClientFiles {
+    fn text(&self, path: &Path) -> BoxFuture<'static, Option<String>> {
+        let sent = self
+            .connection
+            .send_request(ReadTextFileRequest::new(self.session.clone(), path));
+        let path = path.to_owned();
+        Box::pin(async move {
+            match sent.block_task().await {
+                Ok(read) => Some(read.content),
+                // Not there (a new file), or the client cannot read it: the disk decides.
+                Err(error) => {
+                    tracing::debug!(path = %path.display(), %error, "fs/read_text_file failed; reading the disk");
+                    None
+                }
+            }
+        })
+    }
+
+    fn lands(&self) -> &'static str {
+        "through the editor"
+    }
+
+    fn replace(
+        &self,
+        path: &Path,
+        _before: &str,
+        after: &str,
+    ) -> BoxFuture<'static, Result<(), String>> {
+        let sent = self.connection.send_request(WriteTextFileRequest::new(
+            self.session.clone(),
+            path,
+            after,
+        ));
+        Box::pin(async move {
+            sent.block_task()
+                .await
+                .map(drop)
+                .map_err(|error| error.message.clone())
+        })
+    }
+}
+
+fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    mutex
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
+}

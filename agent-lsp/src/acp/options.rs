@@ -1,0 +1,150 @@
+//! What a session offers the client to choose: its preset as the session's mode, the model as
+//! a config option, and the slash commands (`/compact`, `/memory` and one per skill).
+
+use std::path::Path;
+
+use agent_client_protocol::v1::schema::{
+    AvailableCommand, AvailableCommandInput, SessionConfigOption, SessionConfigOptionCategory,
+    SessionConfigSelectOption, SessionMode, SessionModeState, UnstructuredCommandInput,
+};
+
+use crate::preset::{Preset, PresetDirs};
+
+/// The config option that picks the model.
+pub(super) const MODEL_OPTION: &str = "model";
+
+/// Every preset of `workspace` as a mode, `current` selected. A preset that cannot be read is
+/// left out (`agent-lsp preset list` says why).
+pub(super) fn modes(workspace: &Path, current: &str) -> SessionModeState {
+    let dirs = PresetDirs::for_workspace(workspace);
+    let mut names = crate::preset::catalog::list(&dirs)
+        .map(|listed| {
+            listed
+                .iter()
+                .filter(|listed| listed.shadowed_by.is_none())
+                .map(|listed| listed.name().to_owned())
+                .collect::<Vec<_>>()
+        })
+        .unwrap_or_default();
+    names.dedup();
+    let available = names
+        .iter()
+        .filter_map(|name| Preset::load(name, &dirs).ok())
+        .map(|preset| {
+            SessionMode::new(preset.name.clone(), preset.name.clone())
+                .description(preset.file.description.clone())
+        })
+        .collect();
+    SessionModeState::new(current.to_owned(), available)
+}
+
+/// The model option: the one in use and the others the endpoint offers (`/models`, when it
+/// answered).
+pub(super) fn model_option(current: &str, offered: &[String]) -> SessionConfigOption {
+    let mut values = vec![current.to_owned()];
+    values.extend(offered.iter().filter(|id| *id != current).cloned());
+    SessionConfigOption::select(
+        MODEL_OPTION,
+        "Model",
+        current.to_owned(),
+        values
+            .into_iter()
+            .map(|id| SessionConfigSelectOption::new(id.clone(), id))
+            .collect::<Vec<_>>(),
+    )
+    .category(SessionConfigOptionCategory::Model)
+}
+
+/// A slash command a prompt can start with.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(super) enum Slash {
+    /// `/compact`: compact the session now.
+    Compact,
+    /// `/memory`: list the memories the session starts with.
+    Memory,
+    /// `/NAME rest`: the skill NAME, for what `rest` asks.
+    Skill { name: String, rest: String },
+}
+
+/// The slash command `prompt` starts with, if it names one of `skills` or a built-in command.
+pub(super) fn slash(prompt: &str, skills: &[String]) -> Option<Slash> {
+    let command = prompt.trim_start().strip_prefix('/')?;
+    let (name, rest) = command
+        .split_once(char::is_whitespace)
+        .unwrap_or((command, ""));
+    match name {
+        "compact" => Some(Slash::Compact),
+        "memory" => Some(Slash::Memory),
+        _ if skills.iter().any(|skill| skill == name) => Some(Slash::Skill {
+            name: name.to_owned(),
+            rest: rest.trim().to_owned(),
+        }),
+        _ => None,
+    }
+}
+
+/// The prompt a skill's slash command stands for: what the model is asked, in its own words.
+pub(super) fn skill_prompt(name: &str, rest: &str) -> String {
+    if rest.is_empty() {
+        format!("Load the skill `{name}` with the `skill` tool and follow it.")
+    } else {
+        format!("Load the skill `{name}` with the `skill` tool and follow it for this: {rest}")
+    }
+}
+
+/// The names and descriptions of the skills a session of `preset` in `workspace` loads.
+pub(super) fn skills(workspace: &Path, preset: &Preset) -> Vec<(String, String)> {
+    let Ok(Some(settings)) = crate::skills::settings_of(preset) else {
+        return Vec::new();
+    };
+    let user_dir = crate::config::Config::user_dir();
+    crate::skills::discover(&crate::skills::Roots::new(
+        &settings,
+        workspace,
+        user_dir.as_deref(),
+    ))
+    .skills
+    .into_iter()
+    .map(|skill| (skill.name, skill.description))
+    .collect()
+}
+
+/// The commands of a session: the built-in ones and a skill's each.
+pub(super) fn commands(skills: &[(String, String)]) -> Vec<AvailableCommand> {
+    let mut commands = vec![
+        AvailableCommand::new(
+            "compact",
+            "Compact the conversation now: older turns become a summary",
+        ),
+        AvailableCommand::new("memory", "List what the agent remembers across sessions"),
+    ];
+    commands.extend(skills.iter().map(|(name, description)| {
+        AvailableCommand::new(name.clone(), description.clone()).input(
+            AvailableCommandInput::Unstructured(UnstructuredCommandInput::new(
+                "what the skill is for this time",
+            )),
+        )
+    }));
+    commands
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_prompt_names_a_command_only_at_its_start_and_only_a_known_one() {
+        let skills = vec!["review".to_owned()];
+        assert_eq!(slash("/compact", &skills), Some(Slash::Compact));
+        assert_eq!(slash("  /memory", &skills), Some(Slash::Memory));
+        assert_eq!(
+            slash("/review the parser please", &skills),
+            Some(Slash::Skill {
+                name: "review".into(),
+                rest: "the parser please".into()
+            })
+        );
+        assert_eq!(slash("/usr/bin is odd", &skills), None);
+        assert_eq!(slash("please /compact", &skills), None);
+    }
+}

@@ -1,0 +1,364 @@
+//! `session/prompt`: one turn, streamed to the client as it runs.
+//!
+//! The model's text and thinking go out as they stream; everything else comes from the
+//! session log itself: the log is read from where it stood when the turn began, at each of
+//! the loop's events and every [`TICK`] while a call runs, and each new event becomes its
+//! updates ([`super::updates`]), so what the client sees is what the log holds, and a nested
+//! call (`run_code`'s, a sub-agent's, whose log is followed too) shows up while it runs.
+
+use std::io::{Read, Seek, SeekFrom};
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use agent_client_protocol::Client;
+use agent_client_protocol::v1::ConnectionTo;
+use agent_client_protocol::v1::schema::{
+    ContentBlock, EmbeddedResourceResource, PromptRequest, PromptResponse, SessionId,
+    SessionNotification, SessionUpdate, StopReason,
+};
+use tokio_util::sync::CancellationToken;
+
+use super::options::{self, Slash};
+use super::sessions::{Live, State};
+use super::updates::{self, Nesting, Reading};
+use super::{Acp, AcpError, lock};
+use crate::agent::{AgentEvent, TurnOutcome, TurnUi};
+use crate::llm::provider::StreamDelta;
+use crate::session::event::{Event, EventBody};
+
+/// How often the log is read while a call runs, for the calls nested in it.
+const TICK: Duration = Duration::from_millis(200);
+
+/// Run the prompt's turn and say how it stopped.
+pub(super) async fn prompt(
+    acp: &Acp,
+    request: PromptRequest,
+    connection: &ConnectionTo<Client>,
+) -> Result<PromptResponse, AcpError> {
+    let live = acp.live(&request.session_id)?;
+    let workspace = live.place.store.workspace().to_owned();
+    let mut text = prompt_text(&request.prompt, &workspace)?;
+    let Ok(mut state) = live.state.try_lock() else {
+        return Err(AcpError::params(
+            "a turn is already running in this session; wait for it or cancel it (session/cancel)",
+        ));
+    };
+    let skills = options::skills(&workspace, &state.preset)
+        .into_iter()
+        .map(|(name, _)| name)
+        .collect::<Vec<_>>();
+    match options::slash(&text, &skills) {
+        Some(Slash::Compact) => return compact(acp, &live, &mut state, connection).await,
+        Some(Slash::Memory) => return memory(&live, connection),
+        Some(Slash::Skill { name, rest }) => text = options::skill_prompt(&name, &rest),
+        None => {}
+    }
+    let window = state.preset.file.model.context_window;
+    let conversation = live.conversation(&mut state, acp, &text)?;
+    conversation
+        .check_prompt(&text)
+        .map_err(|error| AcpError::params(format!("{error:#}")))?;
+    let cancel = CancellationToken::new();
+    *lock(&live.cancel) = Some(cancel.clone());
+    let tail = Arc::new(Mutex::new(Tail::new(
+        live.log_path(),
+        workspace,
+        Sender {
+            connection: connection.clone(),
+            session: request.session_id.clone(),
+        },
+        window,
+    )));
+    let ticking = tokio::spawn({
+        let tail = tail.clone();
+        async move {
+            loop {
+                tokio::time::sleep(TICK).await;
+                lock(&tail).pump();
+            }
+        }
+    });
+    let mut ui = StreamUi { tail: tail.clone() };
+    let outcome = conversation.submit(&text, &cancel, &mut ui).await;
+    ticking.abort();
+    lock(&tail).pump();
+    *lock(&live.cancel) = None;
+    let stop = match outcome.map_err(|error| AcpError::failed(format!("{error:#}")))? {
+        TurnOutcome::Answered { .. } => StopReason::EndTurn,
+        TurnOutcome::StepLimit { .. } => StopReason::MaxTurnRequests,
+        TurnOutcome::Cancelled { .. } => StopReason::Cancelled,
+    };
+    Ok(PromptResponse::new(stop))
+}
+
+/// `/compact`: compact the session now, and say what came of it as the agent's message.
+async fn compact(
+    acp: &Acp,
+    live: &Live,
+    state: &mut State,
+    connection: &ConnectionTo<Client>,
+) -> Result<PromptResponse, AcpError> {
+    let settings = state
+        .preset
+        .plugin_settings::<crate::compaction::CompactionSettings>("compaction")
+        .map_err(AcpError::internal)?
+        .unwrap_or_default();
+    let window = state.preset.file.model.context_window;
+    let provider = acp.provider(state.model.as_deref(), &state.preset)?;
+    let message = if !state.recorded {
+        "nothing to compact: the session has no turn yet".to_owned()
+    } else {
+        // The conversation lets go of the log; the next prompt opens it again.
+        state.conversation = None;
+        let mut session = live
+            .place
+            .store
+            .open(&live.id, crate::session::log::Durability::Sync)
+            .map_err(AcpError::internal)?;
+        let outcome = crate::compaction::compact_session(
+            &mut session,
+            settings,
+            window,
+            &provider,
+            None,
+            &CancellationToken::new(),
+        )
+        .await
+        .map_err(|error| AcpError::failed(format!("{error:#}")))?;
+        crate::compaction::describe_outcome(&outcome)
+            .unwrap_or_else(|| "nothing to compact: the session is short enough".to_owned())
+    };
+    say(connection, &live.id, &message);
+    Ok(PromptResponse::new(StopReason::EndTurn))
+}
+
+/// `/memory`: the memories a session of this workspace starts with, as the agent's message.
+fn memory(live: &Live, connection: &ConnectionTo<Client>) -> Result<PromptResponse, AcpError> {
+    let listed = crate::memory::Memories::for_store(&live.place.store)
+        .list()
+        .map_err(AcpError::internal)?;
+    let message = if listed.is_empty() {
+        "no memories yet: the agent saves one with its `memory` tool when you ask it to remember something".to_owned()
+    } else {
+        listed
+            .iter()
+            .map(|memory| format!("- {}", memory.render()))
+            .collect::<Vec<_>>()
+            .join("\n")
+    };
+    say(connection, &live.id, &message);
+    Ok(PromptResponse::new(StopReason::EndTurn))
+}
+
+fn say(connection: &ConnectionTo<Client>, session: &str, text: &str) {
+    let _ = connection.send_notification(SessionNotification::new(
+        SessionId::new(session.to_owned()),
+        SessionUpdate::AgentMessageChunk(updates::text_chunk(text)),
+    ));
+}
+
+/// The prompt's content blocks as one text: text as it is, a link to a workspace file as its
+/// `@path` mention (the model reads it with `read`, recorded and guarded), other links as
+/// Markdown, and an embedded resource's text with its URI.
+fn prompt_text(blocks: &[ContentBlock], workspace: &Path) -> Result<String, AcpError> {
+    let mut parts = Vec::new();
+    for block in blocks {
+        match block {
+            ContentBlock::Text(text) => parts.push(text.text.clone()),
+            ContentBlock::ResourceLink(link) => parts.push(
+                mention(&link.uri, workspace)
+                    .unwrap_or_else(|| format!("[{}]({})", link.name, link.uri)),
+            ),
+            ContentBlock::Resource(resource) => match &resource.resource {
+                EmbeddedResourceResource::TextResourceContents(contents) => {
+                    let name = mention(&contents.uri, workspace).unwrap_or(contents.uri.clone());
+                    parts.push(format!("{name}:\n```\n{}\n```", contents.text));
+                }
+                _ => {
+                    return Err(AcpError::params(
+                        "a binary resource cannot be part of a prompt; attach text",
+                    ));
+                }
+            },
+            _ => {
+                return Err(AcpError::params(
+                    "only text and resources can be part of a prompt (the agent offers no image or audio)",
+                ));
+            }
+        }
+    }
+    let text = parts.join("\n");
+    if text.trim().is_empty() {
+        return Err(AcpError::params("the prompt is empty"));
+    }
+    Ok(text)
+}
+
+/// `@path` for a `file://` URI inside `workspace`.
+fn mention(uri: &str, workspace: &Path) -> Option<String> {
+    let path = url::Url::parse(uri).ok()?.to_file_path().ok()?;
+    let relative = path.strip_prefix(workspace).ok()?;
+    let relative = relative.to_str()?;
+    (!relative.is_empty()).then(|| format!("@{relative}"))
+}
+
+/// Where updates go: one session of the connection.
+struct Sender {
+    connection: ConnectionTo<Client>,
+    session: SessionId,
+}
+
+impl Sender {
+    fn send(&self, update: SessionUpdate) {
+        if let Err(error) = self
+            .connection
+            .send_notification(SessionNotification::new(self.session.clone(), update))
+        {
+            tracing::debug!(%error, "a session/update could not be sent");
+        }
+    }
+}
+
+/// The streamed text, and the log read at each of the loop's events.
+struct StreamUi {
+    tail: Arc<Mutex<Tail>>,
+}
+
+impl TurnUi for StreamUi {
+    fn delta(&mut self, delta: &StreamDelta) {
+        let tail = lock(&self.tail);
+        match delta {
+            StreamDelta::Text(text) => tail
+                .sender
+                .send(SessionUpdate::AgentMessageChunk(updates::text_chunk(text))),
+            StreamDelta::Reasoning(text) => tail
+                .sender
+                .send(SessionUpdate::AgentThoughtChunk(updates::text_chunk(text))),
+            StreamDelta::ToolCallStarted { .. } => {}
+        }
+    }
+
+    fn event(&mut self, _event: &AgentEvent<'_>) {
+        lock(&self.tail).pump();
+    }
+}
+
+/// The logs of a running turn, read from where they stood: the session's, and those of the
+/// sub-agents it starts.
+struct Tail {
+    workspace: PathBuf,
+    sender: Sender,
+    window: u64,
+    followed: Vec<Followed>,
+}
+
+/// One log being read, with what was read of it.
+struct Followed {
+    path: PathBuf,
+    offset: u64,
+    nesting: Nesting,
+}
+
+impl Tail {
+    fn new(path: PathBuf, workspace: PathBuf, sender: Sender, window: u64) -> Tail {
+        let offset = std::fs::metadata(&path).map_or(0, |metadata| metadata.len());
+        Tail {
+            workspace,
+            sender,
+            window,
+            followed: vec![Followed {
+                path,
+                offset,
+                nesting: Nesting::default(),
+            }],
+        }
+    }
+
+    /// Send the updates of every event appended since the last read.
+    fn pump(&mut self) {
+        let mut at = 0;
+        while at < self.followed.len() {
+            let events = read_new(&mut self.followed[at]);
+            let nesting = self.followed[at].nesting.clone();
+            for event in &events {
+                self.show(event, &nesting);
+            }
+            at += 1;
+        }
+    }
+
+    fn show(&mut self, event: &Event, nesting: &Nesting) {
+        for update in updates::of_event(event, &self.workspace, Reading::Live, nesting) {
+            self.sender.send(update);
+        }
+        match &event.body {
+            EventBody::Usage(usage) if nesting.parent.is_none() => self.sender.send(
+                updates::usage(usage.prompt_tokens, usage.completion_tokens, self.window),
+            ),
+            EventBody::SubagentStart(start) => {
+                let parent = Nesting {
+                    parent: Some(match &nesting.parent {
+                        Some(outer) => format!("{outer}/{}", start.call_id),
+                        None => start.call_id.clone(),
+                    }),
+                };
+                let path = self.followed[0]
+                    .path
+                    .with_file_name(format!("{}.jsonl", start.child));
+                self.followed.push(Followed {
+                    path,
+                    offset: 0,
+                    nesting: parent,
+                });
+            }
+            _ => {}
+        }
+    }
+}
+
+/// The whole lines appended to `followed`'s log since the last read, as events; a line still
+/// being written is left for the next read.
+fn read_new(followed: &mut Followed) -> Vec<Event> {
+    let Ok(mut file) = std::fs::File::open(&followed.path) else {
+        return Vec::new();
+    };
+    if file.seek(SeekFrom::Start(followed.offset)).is_err() {
+        return Vec::new();
+    }
+    let mut bytes = Vec::new();
+    if file.read_to_end(&mut bytes).is_err() {
+        return Vec::new();
+    }
+    let Some(end) = bytes.iter().rposition(|&byte| byte == b'\n') else {
+        return Vec::new();
+    };
+    followed.offset += end as u64 + 1;
+    bytes[..end]
+        .split(|&byte| byte == b'\n')
+        .filter_map(|line| std::str::from_utf8(line).ok())
+        .filter_map(|line| Event::from_json_line(line).ok())
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use agent_client_protocol::v1::schema::{ResourceLink, TextContent};
+
+    #[test]
+    fn a_link_to_a_workspace_file_is_its_mention_and_images_are_refused() {
+        let workspace = Path::new("/w");
+        let text = prompt_text(
+            &[
+                ContentBlock::Text(TextContent::new("look at")),
+                ContentBlock::ResourceLink(ResourceLink::new("a.py", "file:///w/src/a.py")),
+                ContentBlock::ResourceLink(ResourceLink::new("b", "file:///elsewhere/b")),
+            ],
+            workspace,
+        )
+        .unwrap();
+        assert_eq!(text, "look at\n@src/a.py\n[b](file:///elsewhere/b)");
+        assert!(prompt_text(&[], workspace).is_err());
+    }
+}

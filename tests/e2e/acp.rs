@@ -1,0 +1,303 @@
+//! `agent-lsp acp` driven by real ACP clients the project does not write: the TypeScript SDK's
+//! `ClientApp` (@agentclientprotocol/sdk 2.4, tests/acp/client.mjs) and its 1.x
+//! `ClientSideConnection` (tests/acp/client_v1.mjs), both installed by .ci/tools.sh, against
+//! the loopback model endpoint: a whole session (an edit through the editor's buffer, an MCP
+//! server the client passed, a call approved and one rejected, a cancel mid-turn, the list,
+//! and a load that shows what the live turns showed), and malformed input.
+
+use std::path::Path;
+use std::process::{Command, Stdio};
+
+use agent_tests::model_endpoint::{EndpointConfig, ModelEndpoint, Reply};
+use serde_json::{Value, json};
+
+/// The environment `agent-lsp acp` runs in: its own state and no config file.
+fn env(state: &Path) -> Value {
+    json!({
+        "PATH": agent_tests::tools_path().to_str().unwrap(),
+        "HOME": state,
+        "AGENT_LSP_STATE_DIR": state,
+        "AGENT_LSP_CONFIG": state.join("none.toml"),
+    })
+}
+
+/// Run an ACP client script (`tests/acp/NAME`) with `request` and return what it saw.
+pub(crate) fn acp_client(script: &str, request: Value) -> Value {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let output = Command::new("node")
+        .arg(root.join("acp").join(script))
+        .arg(root.join("../.ci/tools/node_modules"))
+        .arg(request.to_string())
+        .stdin(Stdio::null())
+        .output()
+        .expect("node runs (installed with .ci/tools.sh)");
+    assert!(
+        output.status.success(),
+        "the ACP client failed: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    serde_json::from_slice(&output.stdout).unwrap_or_else(|error| {
+        panic!(
+            "the client printed no JSON ({error}): {}",
+            String::from_utf8_lossy(&output.stdout)
+        )
+    })
+}
+
+/// The request that starts `agent-lsp acp` for `workspace` on `endpoint`.
+fn request(workspace: &Path, state: &Path, endpoint: &ModelEndpoint, steps: Value) -> Value {
+    json!({
+        "command": agent_tests::workspace_bin("agent-lsp"),
+        "args": ["acp", "--base-url", endpoint.base_url()],
+        "env": env(state),
+        "cwd": workspace,
+        "steps": steps,
+    })
+}
+
+fn npm_bin(name: &str) -> String {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../.ci/tools/node_modules/.bin")
+        .join(name);
+    assert!(
+        path.exists(),
+        "{} is missing: run .ci/tools.sh",
+        path.display()
+    );
+    path.display().to_string()
+}
+
+/// What a client can compare between a live turn and a load: each tool call's id, kind,
+/// title and final status, and the agent's text.
+fn shown(updates: &[&Value]) -> (Vec<(String, String, String, String)>, String) {
+    let mut calls: Vec<(String, String, String, String)> = Vec::new();
+    let mut text = String::new();
+    for update in updates {
+        match update["sessionUpdate"].as_str().unwrap() {
+            "tool_call" => calls.push((
+                update["toolCallId"].as_str().unwrap().to_owned(),
+                update["kind"].as_str().unwrap_or("other").to_owned(),
+                update["title"].as_str().unwrap().to_owned(),
+                update["status"].as_str().unwrap_or("pending").to_owned(),
+            )),
+            "tool_call_update" => {
+                let id = update["toolCallId"].as_str().unwrap();
+                let call = calls
+                    .iter_mut()
+                    .find(|call| call.0 == id)
+                    .unwrap_or_else(|| panic!("an update of a call never shown: {update}"));
+                if let Some(status) = update["status"].as_str() {
+                    call.3 = status.to_owned();
+                }
+            }
+            "agent_message_chunk" => text.push_str(update["content"]["text"].as_str().unwrap()),
+            _ => {}
+        }
+    }
+    (calls, text)
+}
+
+#[test]
+fn an_acp_client_runs_a_session_and_loads_it_back_as_it_saw_it() {
+    let workspace = tempfile::tempdir().unwrap();
+    let state = tempfile::tempdir().unwrap();
+    let app = workspace.path().join("app.py");
+    std::fs::write(&app, "x = 1\n").unwrap();
+    let endpoint = ModelEndpoint::start(EndpointConfig::default()).unwrap();
+    endpoint.push_all([
+        Reply::tool_call(
+            "edit",
+            r#"{"path":"app.py","old_string":"y = 2","new_string":"y = 3"}"#,
+        ),
+        Reply::text("fixed"),
+        Reply::tool_call("mcp__everything__echo", r#"{"message":"hi"}"#),
+        Reply::tool_call("mcp__everything__echo", r#"{"message":"again"}"#),
+        Reply::text("done echoing"),
+        Reply::hang(),
+    ]);
+    let mut live = request(
+        workspace.path(),
+        state.path(),
+        &endpoint,
+        json!([
+            {"do": "new", "mcpServers": [
+                {"name": "everything", "command": npm_bin("mcp-server-everything"), "args": [], "env": []}
+            ]},
+            {"do": "prompt", "text": "fix y"},
+            {"do": "prompt", "text": "echo twice"},
+            {"do": "prompt_and_cancel", "text": "think forever", "after_ms": 700},
+            {"do": "list"},
+        ]),
+    );
+    // The editor has app.py open with a line the disk does not have yet.
+    live["buffers"] = json!({ app.display().to_string(): "x = 1\ny = 2\n" });
+    live["answers"] = json!(["allow-once", "reject-once"]);
+    let seen = acp_client("client.mjs", live);
+
+    let init = &seen["initialize"];
+    assert_eq!(init["protocolVersion"], 1, "{init}");
+    assert_eq!(init["agentCapabilities"]["loadSession"], true, "{init}");
+    assert!(
+        init["agentCapabilities"]["sessionCapabilities"]["list"].is_object(),
+        "{init}"
+    );
+    assert_eq!(init["agentInfo"]["name"], "agent-lsp");
+
+    let steps = seen["steps"].as_array().unwrap();
+    for step in steps {
+        assert!(step["error"].is_null(), "step failed: {step}");
+    }
+    let created = &steps[0];
+    let id = created["session"].as_str().unwrap().to_owned();
+    assert_eq!(created["response"]["modes"]["currentModeId"], "standard");
+    let modes = created["response"]["modes"]["availableModes"]
+        .as_array()
+        .unwrap();
+    assert!(
+        modes.iter().any(|mode| mode["id"] == "readonly"),
+        "{modes:?}"
+    );
+    assert_eq!(created["response"]["configOptions"][0]["id"], "model");
+    let commands = created["updates"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|update| update["sessionUpdate"] == "available_commands_update")
+        .unwrap_or_else(|| panic!("no commands: {created}"));
+    let names = commands["availableCommands"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|command| command["name"].as_str().unwrap())
+        .collect::<Vec<_>>();
+    assert!(
+        names.contains(&"compact") && names.contains(&"memory"),
+        "{names:?}"
+    );
+
+    // The edit read the editor's unsaved text and wrote through the editor; the disk is as it
+    // was, and the client was shown the call with its place and diff.
+    let fix = &steps[1];
+    assert_eq!(fix["response"]["stopReason"], "end_turn", "{fix}");
+    assert!(
+        seen["reads"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|path| path == app.to_str().unwrap())
+    );
+    assert_eq!(
+        seen["writes"],
+        json!([{ "path": app.display().to_string(), "content": "x = 1\ny = 3\n" }])
+    );
+    assert_eq!(std::fs::read_to_string(&app).unwrap(), "x = 1\n");
+    let updates = fix["updates"].as_array().unwrap();
+    let edit = updates
+        .iter()
+        .find(|update| update["sessionUpdate"] == "tool_call")
+        .unwrap_or_else(|| panic!("no tool call: {fix}"));
+    assert_eq!(edit["kind"], "edit");
+    assert_eq!(edit["title"], "Edit app.py");
+    assert_eq!(edit["locations"][0]["path"], app.display().to_string());
+    assert_eq!(edit["content"][0]["type"], "diff");
+    assert_eq!(edit["content"][0]["oldText"], "y = 2");
+    assert_eq!(edit["content"][0]["newText"], "y = 3");
+    let (calls, text) = shown(&updates.iter().collect::<Vec<_>>());
+    assert_eq!(calls[0].3, "completed", "{calls:?}");
+    assert_eq!(text, "fixed");
+    assert!(
+        updates
+            .iter()
+            .any(|update| update["sessionUpdate"] == "usage_update"),
+        "no usage: {fix}"
+    );
+
+    // The client's MCP server ran in the turn: one call approved, one rejected, and the
+    // model was told of the rejection.
+    let echo = &steps[2];
+    assert_eq!(echo["response"]["stopReason"], "end_turn", "{echo}");
+    let permissions = seen["permissions"].as_array().unwrap();
+    assert_eq!(permissions.len(), 2, "{permissions:?}");
+    assert_eq!(permissions[0]["toolCall"]["rawInput"]["message"], "hi");
+    let (calls, text) = shown(
+        &echo["updates"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .collect::<Vec<_>>(),
+    );
+    assert_eq!(calls.len(), 2, "{calls:?}");
+    assert_eq!(calls[0].3, "completed");
+    assert_eq!(calls[1].3, "failed");
+    assert_eq!(text, "done echoing");
+    let echoed = echo["updates"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|update| update["sessionUpdate"] == "tool_call_update")
+        .unwrap();
+    assert!(echoed.to_string().contains("hi"), "{echoed}");
+    let requests = endpoint.chat_requests();
+    let refusal = String::from_utf8_lossy(&requests[4].raw).into_owned();
+    assert!(refusal.contains("rejected it in the editor"), "{refusal}");
+
+    // Cancelled mid-turn: the turn stops cleanly.
+    let cancelled = &steps[3];
+    assert_eq!(
+        cancelled["response"]["stopReason"], "cancelled",
+        "{cancelled}"
+    );
+
+    let listed = steps[4]["response"]["sessions"].as_array().unwrap();
+    assert_eq!(listed[0]["sessionId"], id.as_str(), "{listed:?}");
+    assert_eq!(listed[0]["title"], "fix y");
+    assert_eq!(
+        listed[0]["cwd"],
+        workspace
+            .path()
+            .canonicalize()
+            .unwrap()
+            .display()
+            .to_string()
+    );
+
+    // The log has the approvals as it has any other.
+    let log = std::fs::read_to_string(
+        agent_lsp::session::store::Store::for_workspace_in(state.path(), workspace.path())
+            .unwrap()
+            .path_of(&id),
+    )
+    .unwrap();
+    assert!(log.contains(r#""answer":"allowed""#), "{log}");
+    assert!(log.contains(r#""answer":"declined""#), "{log}");
+
+    // A second client loads the session: it is shown what the live one was.
+    let loaded = acp_client(
+        "client.mjs",
+        request(
+            workspace.path(),
+            state.path(),
+            &endpoint,
+            json!([{"do": "load", "session": id}]),
+        ),
+    );
+    let load = &loaded["steps"][0];
+    assert!(load["error"].is_null(), "{load}");
+    let live_updates = steps[1..=3]
+        .iter()
+        .flat_map(|step| step["updates"].as_array().unwrap())
+        .collect::<Vec<_>>();
+    let loaded_updates = load["updates"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .collect::<Vec<_>>();
+    assert_eq!(shown(&loaded_updates), shown(&live_updates));
+    let prompts = loaded_updates
+        .iter()
+        .filter(|update| update["sessionUpdate"] == "user_message_chunk")
+        .map(|update| update["content"]["text"].as_str().unwrap())
+        .collect::<Vec<_>>();
+    assert_eq!(prompts, ["fix y", "echo twice", "think forever"]);
+    endpoint.assert_no_violations();
+}
