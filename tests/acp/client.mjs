@@ -5,7 +5,7 @@
 // Usage: node client.mjs NODE_MODULES_DIR REQUEST_JSON
 // REQUEST_JSON: {"command", "args", "env", "cwd", "buffers": {path: text},
 //                "answers": ["allow-once" | "reject-once" | …], "steps": [step, …]}
-// A step: {"do": "new", "mcpServers": […]} | {"do": "prompt", "text"} |
+// A step: {"do": "new", "mcpServers": […]} | {"do": "prompt", "text" | "repeat"} |
 //         {"do": "prompt_and_cancel", "text", "after_ms"} | {"do": "list"} |
 //         {"do": "load", "session"} | {"do": "set_mode", "mode"} |
 //         {"do": "set_model", "model"} | {"do": "raw", "method", "params"}
@@ -78,9 +78,11 @@ const outcome = await app.connectWith(stream, async (ctx) => {
           break;
         }
         case "prompt": {
+          // `repeat`: a prompt of that many bytes, too long for a command line.
+          const text = step.repeat ? "x".repeat(step.repeat) : step.text;
           record.response = await ctx.request("session/prompt", {
             sessionId: session,
-            prompt: [{ type: "text", text: step.text }],
+            prompt: [{ type: "text", text }],
           });
           break;
         }
