@@ -500,3 +500,54 @@ fn malformed_lines_get_errors_and_the_agent_keeps_serving() {
         "the agent ends when its input closes: {status:?}"
     );
 }
+
+/// The SDK's 1.x client, `ClientSideConnection`, as plugins written before 2.0 use it.
+#[test]
+fn the_sdks_first_client_generation_runs_a_session_too() {
+    let workspace = tempfile::tempdir().unwrap();
+    let state = tempfile::tempdir().unwrap();
+    let notes = workspace.path().join("notes.md");
+    std::fs::write(&notes, "old\n").unwrap();
+    let endpoint = ModelEndpoint::start(EndpointConfig::default()).unwrap();
+    endpoint.push_all([
+        Reply::tool_call("write", r#"{"path":"notes.md","content":"new\n"}"#),
+        Reply::tool_call(
+            "write",
+            r#"{"path":".vscode/settings.json","content":"{}\n"}"#,
+        ),
+        Reply::text("written"),
+        Reply::hang(),
+    ]);
+    let mut run = request(workspace.path(), state.path(), &endpoint, json!([]));
+    run["buffers"] = json!({ notes.display().to_string(): "old, unsaved\n" });
+    let seen = acp_client("client_v1.mjs", run);
+    assert_eq!(seen["first"]["stopReason"], "end_turn", "{seen}");
+    // notes.md went through the editor; the protected path asked first.
+    assert_eq!(
+        seen["writes"],
+        json!([{ "path": notes.display().to_string(), "content": "new\n" }])
+    );
+    assert_eq!(std::fs::read_to_string(&notes).unwrap(), "old\n");
+    let permissions = seen["permissions"].as_array().unwrap();
+    assert_eq!(permissions.len(), 1, "{permissions:?}");
+    assert!(
+        permissions[0]
+            .as_str()
+            .unwrap()
+            .contains(".vscode/settings.json")
+    );
+    assert_eq!(
+        std::fs::read_to_string(workspace.path().join(".vscode/settings.json")).unwrap(),
+        "{}\n"
+    );
+    assert_eq!(seen["cancelled"]["stopReason"], "cancelled", "{seen}");
+    assert_eq!(
+        seen["listed"]["sessions"][0]["sessionId"],
+        seen["sessionId"]
+    );
+    assert_eq!(
+        seen["resumed"]["modes"]["currentModeId"], "standard",
+        "{seen}"
+    );
+    endpoint.assert_no_violations();
+}
