@@ -222,6 +222,75 @@ fn servers_shows_the_owners_servers_in_its_table_not_as_not_started() {
 }
 
 /// Run `call` while the editor keeps reading the server, as a real one does.
+/// An ACP agent (`agent-lsp acp`, as Zed starts it beside our language server) answers its
+/// `lsp_*` calls from the editor's warm pyright and unsaved buffer, as `tool` does.
+#[test]
+fn an_acp_agent_beside_the_editor_uses_its_warm_pyright() {
+    use agent_tests::model_endpoint::{EndpointConfig, ModelEndpoint, Reply};
+    let fixture = Fixture::new();
+    let mut editor = Editor::start(fixture.command(&["serve"]));
+    editor.initialize(&fixture.root);
+    let app = fixture.root.join("app.py");
+    editor.open(&app, "python");
+    let text = std::fs::read_to_string(&app).unwrap() + BUFFER_ONLY;
+    editor.change(&app, &text);
+    editor.wait_for("app.py's diagnostics", |message| {
+        message["method"] == "textDocument/publishDiagnostics"
+            && message["params"]["uri"] == agent_tests::editor::url(&app)
+    });
+    let editors_pyright = pyrights_under(editor.pid());
+    let endpoint = ModelEndpoint::start(EndpointConfig::default()).unwrap();
+    endpoint.push_all([
+        Reply::tool_call(
+            "lsp_workspace_symbols",
+            r#"{"query":"only_in_the_editors_buffer"}"#,
+        ),
+        Reply::text("found it"),
+    ]);
+    let request = json!({
+        "command": agent_tests::workspace_bin("agent-lsp"),
+        "args": ["acp", "--base-url", endpoint.base_url()],
+        "env": {
+            "PATH": agent_tests::tools_path().to_str().unwrap(),
+            "HOME": fixture.cli.state.path(),
+            "AGENT_LSP_STATE_DIR": fixture.cli.state.path(),
+            "AGENT_LSP_CONFIG": fixture.cli.config,
+        },
+        "cwd": fixture.root,
+        "steps": [{"do": "new"}, {"do": "prompt", "text": "where is it?"}],
+    });
+    let seen = while_pumping(&mut editor, || {
+        crate::acp::acp_client("client.mjs", request)
+    });
+    let turn = &seen["steps"][1];
+    assert_eq!(turn["response"]["stopReason"], "end_turn", "{turn}");
+    let result = turn["updates"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|update| update["sessionUpdate"] == "tool_call_update")
+        .unwrap_or_else(|| panic!("no result: {turn}"));
+    assert!(
+        result.to_string().contains("only_in_the_editors_buffer"),
+        "{result}"
+    );
+    // Answered by the editor's server, whose pyright is the only one.
+    let session = turn["session"].as_str().unwrap();
+    let log = std::fs::read_to_string(fixture.cli.store().path_of(session)).unwrap();
+    let answered = log
+        .lines()
+        .map(|line| serde_json::from_str::<Value>(line).unwrap())
+        .find(|event| event["kind"] == "tool/result")
+        .unwrap();
+    assert_eq!(
+        answered["payload"]["meta"]["bridge"]["owner"], "serve",
+        "{answered}"
+    );
+    assert_eq!(answered["payload"]["meta"]["bridge"]["pid"], editor.pid());
+    assert_eq!(pyrights_under(editor.pid()), editors_pyright);
+    endpoint.assert_no_violations();
+}
+
 fn while_pumping<T: Send>(editor: &mut Editor, call: impl FnOnce() -> T + Send) -> T {
     std::thread::scope(|scope| {
         let call = scope.spawn(call);
