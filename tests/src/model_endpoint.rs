@@ -727,6 +727,13 @@ impl ModelEndpoint {
                         }
                     };
                     let _ = ready.send(Ok(()));
+                    // Each SSE frame goes out as it is written, as a real endpoint's does:
+                    // without it Nagle holds a frame for the client's delayed ACK (40 ms on
+                    // Linux) on a reused connection, which latency figures would measure.
+                    use axum::serve::ListenerExt;
+                    let listener = listener.tap_io(|tcp| {
+                        let _ = tcp.set_nodelay(true);
+                    });
                     // No graceful shutdown: a hanging reply must not hold the test up. Dropping
                     // the runtime afterwards drops every connection.
                     tokio::select! {
