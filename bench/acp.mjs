@@ -7,7 +7,8 @@
 // - run: `agent-lsp run "…"` started until the answer's first byte on stdout.
 //
 // Usage (after `cargo build --workspace --tests`, from the repository root):
-//   node bench/acp.mjs [RUNS]      (default 15; BENCH_CONFIG=FILE for a config file)
+//   node bench/acp.mjs [RUNS]      (default 15; BENCH_CONFIG=FILE for a config file,
+//                                   BENCH_WORKSPACE=DIR for a workspace of your own)
 import { spawn } from "node:child_process";
 import { mkdtempSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
@@ -23,8 +24,9 @@ const acp = await import(
 );
 
 const state = mkdtempSync(join(tmpdir(), "acp-bench-state-"));
-const workspace = mkdtempSync(join(tmpdir(), "acp-bench-ws-"));
-writeFileSync(join(workspace, "README.md"), "bench\n");
+// BENCH_WORKSPACE: a real tree (the Linux sources) instead of a one-file folder.
+const workspace = process.env.BENCH_WORKSPACE ?? mkdtempSync(join(tmpdir(), "acp-bench-ws-"));
+if (!process.env.BENCH_WORKSPACE) writeFileSync(join(workspace, "README.md"), "bench\n");
 const script = join(state, "script.json");
 writeFileSync(script, JSON.stringify(Array.from({ length: runs * 3 + 5 }, () => ({ content: "ok" }))));
 const endpoint = spawn(bin("model-endpoint"), ["--script", script], { stdio: ["pipe", "pipe", "ignore"] });

@@ -15,6 +15,7 @@
 //! runs.
 
 mod client;
+mod opening;
 mod options;
 mod sessions;
 mod turn;
@@ -26,11 +27,11 @@ use std::sync::{Arc, Mutex};
 
 use agent_client_protocol::schema::ProtocolVersion;
 use agent_client_protocol::v1::schema::{
-    AgentCapabilities, AuthenticateRequest, AuthenticateResponse, AvailableCommandsUpdate,
-    CancelNotification, ClientCapabilities, CloseSessionRequest, CloseSessionResponse,
-    Implementation, InitializeRequest, InitializeResponse, ListSessionsRequest,
-    ListSessionsResponse, LoadSessionRequest, LoadSessionResponse, McpCapabilities,
-    NewSessionRequest, NewSessionResponse, PromptCapabilities, PromptRequest, ResumeSessionRequest,
+    AgentCapabilities, AuthenticateRequest, AuthenticateResponse, CancelNotification,
+    ClientCapabilities, CloseSessionRequest, CloseSessionResponse, Implementation,
+    InitializeRequest, InitializeResponse, ListSessionsRequest, ListSessionsResponse,
+    LoadSessionRequest, LoadSessionResponse, McpCapabilities, NewSessionRequest,
+    NewSessionResponse, PromptCapabilities, PromptRequest, PromptResponse, ResumeSessionRequest,
     ResumeSessionResponse, SessionCapabilities, SessionCloseCapabilities, SessionId,
     SessionListCapabilities, SessionNotification, SessionResumeCapabilities, SessionUpdate,
     SetSessionConfigOptionRequest, SetSessionConfigOptionResponse, SetSessionModeRequest,
@@ -40,8 +41,6 @@ use agent_client_protocol::v1::{ConnectionTo, Responder};
 use agent_client_protocol::{Agent, Client, Stdio};
 
 use crate::config::Config;
-use crate::llm::provider::Provider;
-use crate::preset::{DEFAULT_PRESET, Preset};
 use sessions::{Live, Place};
 
 /// What `agent-lsp acp` was started with.
@@ -137,25 +136,15 @@ pub fn serve(options: AcpOptions) -> anyhow::Result<()> {
 }
 
 async fn connect(acp: Arc<Acp>) -> Result<(), agent_client_protocol::Error> {
-    let (a, b, c, d, e, f, g, h, i, j, k) = (
-        acp.clone(),
-        acp.clone(),
-        acp.clone(),
-        acp.clone(),
-        acp.clone(),
-        acp.clone(),
-        acp.clone(),
-        acp.clone(),
-        acp.clone(),
-        acp.clone(),
-        acp,
-    );
     Agent
         .v1()
         .name("agent-lsp")
         .on_receive_request(
-            async move |request: InitializeRequest, responder: Responder<InitializeResponse>, _| {
-                responder.respond(a.initialize(request))
+            {
+                let acp = acp.clone();
+                async move |request: InitializeRequest,
+                            responder: Responder<InitializeResponse>,
+                            _| { responder.respond(acp.initialize(request)) }
             },
             agent_client_protocol::on_receive_request!(),
         )
@@ -166,102 +155,128 @@ async fn connect(acp: Arc<Acp>) -> Result<(), agent_client_protocol::Error> {
             agent_client_protocol::on_receive_request!(),
         )
         .on_receive_request(
-            async move |request: NewSessionRequest,
-                        responder: Responder<NewSessionResponse>,
-                        connection: ConnectionTo<Client>| {
-                let made = b.new_session(request, &connection).await;
-                answer(responder, made, &b, &connection)
+            {
+                let acp = acp.clone();
+                async move |request: NewSessionRequest,
+                            responder: Responder<NewSessionResponse>,
+                            connection: ConnectionTo<Client>| {
+                    let made = acp.new_session(request, &connection).await;
+                    answer(responder, made, &acp, &connection)
+                }
             },
             agent_client_protocol::on_receive_request!(),
         )
         .on_receive_request(
-            async move |request: LoadSessionRequest,
-                        responder: Responder<LoadSessionResponse>,
-                        connection: ConnectionTo<Client>| {
-                let loaded = c.load_session(request, &connection).await;
-                answer(responder, loaded, &c, &connection)
+            {
+                let acp = acp.clone();
+                async move |request: LoadSessionRequest,
+                            responder: Responder<LoadSessionResponse>,
+                            connection: ConnectionTo<Client>| {
+                    let loaded = acp.load_session(request, &connection).await;
+                    answer(responder, loaded, &acp, &connection)
+                }
             },
             agent_client_protocol::on_receive_request!(),
         )
         .on_receive_request(
-            async move |request: ResumeSessionRequest,
-                        responder: Responder<ResumeSessionResponse>,
-                        connection: ConnectionTo<Client>| {
-                let resumed = d.resume_session(request, &connection).await;
-                answer(responder, resumed, &d, &connection)
+            {
+                let acp = acp.clone();
+                async move |request: ResumeSessionRequest,
+                            responder: Responder<ResumeSessionResponse>,
+                            connection: ConnectionTo<Client>| {
+                    let resumed = acp.resume_session(request, &connection).await;
+                    answer(responder, resumed, &acp, &connection)
+                }
             },
             agent_client_protocol::on_receive_request!(),
         )
         .on_receive_request(
-            async move |request: ListSessionsRequest,
-                        responder: Responder<ListSessionsResponse>,
-                        _| {
-                let cwd = match request.cwd {
-                    Some(cwd) => cwd,
-                    None => std::env::current_dir().unwrap_or_default(),
-                };
-                let listed = e.list(&cwd).map(ListSessionsResponse::new);
-                responder.respond_with_result(listed.map_err(Into::into))
+            {
+                let acp = acp.clone();
+                async move |request: ListSessionsRequest,
+                            responder: Responder<ListSessionsResponse>,
+                            _| {
+                    let cwd = match request.cwd {
+                        Some(cwd) => cwd,
+                        None => std::env::current_dir().unwrap_or_default(),
+                    };
+                    let listed = acp.list(&cwd).map(ListSessionsResponse::new);
+                    responder.respond_with_result(listed.map_err(Into::into))
+                }
             },
             agent_client_protocol::on_receive_request!(),
         )
         .on_receive_request(
-            async move |request: CloseSessionRequest,
-                        responder: Responder<CloseSessionResponse>,
-                        _| {
-                let closed = f
-                    .close(&request.session_id)
-                    .map(|()| CloseSessionResponse::new());
-                responder.respond_with_result(closed.map_err(Into::into))
+            {
+                let acp = acp.clone();
+                async move |request: CloseSessionRequest,
+                            responder: Responder<CloseSessionResponse>,
+                            _| {
+                    let closed = acp
+                        .close(&request.session_id)
+                        .map(|()| CloseSessionResponse::new());
+                    responder.respond_with_result(closed.map_err(Into::into))
+                }
             },
             agent_client_protocol::on_receive_request!(),
         )
         .on_receive_request(
-            async move |request: SetSessionModeRequest,
-                        responder: Responder<SetSessionModeResponse>,
-                        connection: ConnectionTo<Client>| {
-                let set = g.set_mode(request, &connection).await;
-                responder.respond_with_result(set.map_err(Into::into))
+            {
+                let acp = acp.clone();
+                async move |request: SetSessionModeRequest,
+                            responder: Responder<SetSessionModeResponse>,
+                            connection: ConnectionTo<Client>| {
+                    let set = acp.set_mode(request, &connection).await;
+                    responder.respond_with_result(set.map_err(Into::into))
+                }
             },
             agent_client_protocol::on_receive_request!(),
         )
         .on_receive_request(
-            async move |request: SetSessionConfigOptionRequest,
-                        responder: Responder<SetSessionConfigOptionResponse>,
-                        _| {
-                let set = h.set_option(request).await;
-                responder.respond_with_result(set.map_err(Into::into))
+            {
+                let acp = acp.clone();
+                async move |request: SetSessionConfigOptionRequest,
+                            responder: Responder<SetSessionConfigOptionResponse>,
+                            _| {
+                    let set = acp.set_option(request).await;
+                    responder.respond_with_result(set.map_err(Into::into))
+                }
             },
             agent_client_protocol::on_receive_request!(),
         )
         .on_receive_request(
-            async move |request: PromptRequest,
-                        responder: Responder<agent_client_protocol::v1::schema::PromptResponse>,
-                        connection: ConnectionTo<Client>| {
-                // The turn runs beside the connection, which goes on reading (a cancel).
-                let acp = i.clone();
-                tokio::spawn(async move {
-                    let answered = turn::prompt(&acp, request, &connection).await;
-                    let _ = responder.respond_with_result(answered.map_err(Into::into));
-                });
-                Ok(())
+            {
+                let acp = acp.clone();
+                async move |request: PromptRequest,
+                            responder: Responder<PromptResponse>,
+                            connection: ConnectionTo<Client>| {
+                    // The turn runs beside the connection, which goes on reading (a cancel).
+                    let acp = acp.clone();
+                    tokio::spawn(async move {
+                        let answered = turn::prompt(&acp, request, &connection).await;
+                        let _ = responder.respond_with_result(answered.map_err(Into::into));
+                    });
+                    Ok(())
+                }
             },
             agent_client_protocol::on_receive_request!(),
         )
         .on_receive_notification(
-            async move |cancel: CancelNotification, _: ConnectionTo<Client>| {
-                if let Ok(live) = j.live(&cancel.session_id)
-                    && let Some(token) = lock(&live.cancel).as_ref()
-                {
-                    token.cancel();
+            {
+                let acp = acp.clone();
+                async move |cancel: CancelNotification, _: ConnectionTo<Client>| {
+                    if let Ok(live) = acp.live(&cancel.session_id)
+                        && let Some(token) = lock(&live.cancel).as_ref()
+                    {
+                        token.cancel();
+                    }
+                    Ok(())
                 }
-                Ok(())
             },
             agent_client_protocol::on_receive_notification!(),
         )
         .connect_to(Stdio::new())
         .await?;
-    drop(k);
     Ok(())
 }
 
@@ -304,260 +319,6 @@ impl Acp {
                     .title("agent-lsp".to_owned()),
             )
     }
-
-    async fn new_session(
-        &self,
-        request: NewSessionRequest,
-        connection: &ConnectionTo<Client>,
-    ) -> Result<(NewSessionResponse, Arc<Live>), AcpError> {
-        let place = self.place(&request.cwd)?;
-        let name = self
-            .options
-            .preset
-            .as_deref()
-            .or(self.config.preset.as_deref())
-            .unwrap_or(DEFAULT_PRESET);
-        let preset = Preset::load(
-            name,
-            &crate::preset::PresetDirs::for_workspace(place.store.workspace()),
-        )
-        .map_err(|error| AcpError::params(format!("{error:#}")))?;
-        let id = crate::session::store::new_session_id();
-        let live = self.open(
-            id.clone(),
-            place,
-            preset,
-            false,
-            &request.mcp_servers,
-            connection,
-        )?;
-        let (modes, option) = self.choices(&live).await;
-        Ok((
-            NewSessionResponse::new(SessionId::new(id))
-                .modes(modes)
-                .config_options(vec![option]),
-            live,
-        ))
-    }
-
-    async fn load_session(
-        &self,
-        request: LoadSessionRequest,
-        connection: &ConnectionTo<Client>,
-    ) -> Result<(LoadSessionResponse, Arc<Live>), AcpError> {
-        let live = self.reopen(
-            &request.session_id,
-            &request.cwd,
-            &request.mcp_servers,
-            connection,
-        )?;
-        // The history goes out before the answer, as the protocol asks.
-        let history = live
-            .place
-            .store
-            .load(&live.id)
-            .map_err(AcpError::internal)?;
-        let window = lock_state_window(&live).await;
-        let workspace = live.place.store.workspace().to_owned();
-        let nesting = updates::Nesting::default();
-        let mut last_usage = None;
-        for event in history.events() {
-            for update in updates::of_event(event, &workspace, updates::Reading::Load, &nesting) {
-                send(connection, &request.session_id, update);
-            }
-            if let crate::session::event::EventBody::Usage(usage) = &event.body {
-                last_usage = Some(usage.clone());
-            }
-        }
-        if let Some(usage) = last_usage {
-            send(
-                connection,
-                &request.session_id,
-                updates::usage(usage.prompt_tokens, usage.completion_tokens, window),
-            );
-        }
-        let (modes, option) = self.choices(&live).await;
-        Ok((
-            LoadSessionResponse::new()
-                .modes(modes)
-                .config_options(vec![option]),
-            live,
-        ))
-    }
-
-    async fn resume_session(
-        &self,
-        request: ResumeSessionRequest,
-        connection: &ConnectionTo<Client>,
-    ) -> Result<(ResumeSessionResponse, Arc<Live>), AcpError> {
-        let live = self.reopen(
-            &request.session_id,
-            &request.cwd,
-            &request.mcp_servers,
-            connection,
-        )?;
-        let (modes, option) = self.choices(&live).await;
-        Ok((
-            ResumeSessionResponse::new()
-                .modes(modes)
-                .config_options(vec![option]),
-            live,
-        ))
-    }
-
-    /// The slash commands a session offers, once the client knows the session.
-    fn announce(&self, live: &Live, connection: &ConnectionTo<Client>) {
-        let preset = live.state.try_lock().map(|state| state.preset.clone()).ok();
-        let skills = preset
-            .map(|preset| options::skills(live.place.store.workspace(), &preset))
-            .unwrap_or_default();
-        send(
-            connection,
-            &SessionId::new(live.id.clone()),
-            SessionUpdate::AvailableCommandsUpdate(AvailableCommandsUpdate::new(
-                options::commands(&skills),
-            )),
-        );
-    }
-
-    /// The session's modes (the presets, its own selected) and its model option.
-    async fn choices(
-        &self,
-        live: &Live,
-    ) -> (
-        agent_client_protocol::v1::schema::SessionModeState,
-        agent_client_protocol::v1::schema::SessionConfigOption,
-    ) {
-        let state = live.state.lock().await;
-        let current = self.model_of(state.model.as_deref(), &state.preset);
-        let modes = options::modes(live.place.store.workspace(), &state.preset.name);
-        let preset = state.preset.clone();
-        drop(state);
-        let offered = self.offered(&preset).await;
-        (modes, options::model_option(&current, offered))
-    }
-
-    async fn set_mode(
-        &self,
-        request: SetSessionModeRequest,
-        connection: &ConnectionTo<Client>,
-    ) -> Result<SetSessionModeResponse, AcpError> {
-        let live = self.live(&request.session_id)?;
-        let Ok(mut state) = live.state.try_lock() else {
-            return Err(AcpError::params(
-                "a turn is running; change the mode after it",
-            ));
-        };
-        let wanted = &*request.mode_id.0;
-        if state.preset.name == wanted {
-            return Ok(SetSessionModeResponse::new());
-        }
-        if state.recorded {
-            return Err(AcpError::params(format!(
-                "this session runs preset `{}` and a session keeps its preset; start a new session for `{wanted}`",
-                state.preset.name
-            )));
-        }
-        state.preset = Preset::load(
-            wanted,
-            &crate::preset::PresetDirs::for_workspace(live.place.store.workspace()),
-        )
-        .map_err(|error| AcpError::params(format!("{error:#}")))?;
-        drop(state);
-        send(
-            connection,
-            &request.session_id,
-            SessionUpdate::CurrentModeUpdate(
-                agent_client_protocol::v1::schema::CurrentModeUpdate::new(wanted.to_owned()),
-            ),
-        );
-        self.announce(&live, connection);
-        Ok(SetSessionModeResponse::new())
-    }
-
-    async fn set_option(
-        &self,
-        request: SetSessionConfigOptionRequest,
-    ) -> Result<SetSessionConfigOptionResponse, AcpError> {
-        let live = self.live(&request.session_id)?;
-        if &*request.config_id.0 != options::MODEL_OPTION {
-            return Err(AcpError::params(format!(
-                "no config option `{}`; the agent has `{}`",
-                request.config_id.0,
-                options::MODEL_OPTION
-            )));
-        }
-        let Some(model) = request.value.as_value_id() else {
-            return Err(AcpError::params("`model` takes a model id"));
-        };
-        let Ok(mut state) = live.state.try_lock() else {
-            return Err(AcpError::params(
-                "a turn is running; change the model after it",
-            ));
-        };
-        state.model = Some(model.0.to_string());
-        // The next prompt opens the conversation again, on the new model.
-        state.conversation = None;
-        drop(state);
-        let (_, option) = self.choices(&live).await;
-        Ok(SetSessionConfigOptionResponse::new(vec![option]))
-    }
-
-    /// The model a session of `preset` runs on, `model` when one was picked.
-    fn model_of(&self, model: Option<&str>, preset: &Preset) -> String {
-        self.provider_config(model, preset)
-            .ok()
-            .flatten()
-            .map(|config| config.model)
-            .unwrap_or_else(|| "not configured".to_owned())
-    }
-
-    fn provider_config(
-        &self,
-        model: Option<&str>,
-        preset: &Preset,
-    ) -> anyhow::Result<Option<crate::llm::provider::ProviderConfig>> {
-        self.config.provider_config(
-            self.options.base_url.clone(),
-            model.map(str::to_owned).or(self.options.model.clone()),
-            preset.file.model.name.as_deref(),
-        )
-    }
-
-    /// The model endpoint for a turn of `preset`, `model` when one was picked.
-    fn provider(&self, model: Option<&str>, preset: &Preset) -> Result<Provider, AcpError> {
-        let config = self
-            .provider_config(model, preset)
-            .map_err(AcpError::internal)?
-            .ok_or_else(|| AcpError::failed(Config::not_configured_message()))?;
-        Provider::new(config).map_err(AcpError::internal)
-    }
-
-    /// The models the endpoint offers, asked once with a short deadline: a slow or absent
-    /// `/models` leaves the option with the configured model alone.
-    async fn offered(&self, preset: &Preset) -> &[String] {
-        self.offered
-            .get_or_init(|| async {
-                let Ok(provider) = self.provider(None, preset) else {
-                    return Vec::new();
-                };
-                let cancel = tokio_util::sync::CancellationToken::new();
-                let listed = tokio::time::timeout(
-                    std::time::Duration::from_secs(2),
-                    provider.list_models(&cancel),
-                )
-                .await;
-                match listed {
-                    Ok(Ok(models)) => models,
-                    _ => Vec::new(),
-                }
-            })
-            .await
-    }
-}
-
-async fn lock_state_window(live: &Live) -> u64 {
-    live.state.lock().await.preset.file.model.context_window
 }
 
 fn send(connection: &ConnectionTo<Client>, session: &SessionId, update: SessionUpdate) {

@@ -1,6 +1,7 @@
 //! End-to-end tests of agent-lsp: real processes, real files, real protocol.
 
 mod acp;
+mod acp_requests;
 mod activity;
 mod agent_run;
 mod bridge_faults;

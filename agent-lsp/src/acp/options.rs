@@ -3,11 +3,18 @@
 
 use std::path::Path;
 
+use agent_client_protocol::Client;
+use agent_client_protocol::v1::ConnectionTo;
 use agent_client_protocol::v1::schema::{
-    AvailableCommand, AvailableCommandInput, SessionConfigOption, SessionConfigOptionCategory,
-    SessionConfigSelectOption, SessionMode, SessionModeState, UnstructuredCommandInput,
+    AvailableCommand, AvailableCommandInput, CurrentModeUpdate, SessionConfigOption,
+    SessionConfigOptionCategory, SessionConfigSelectOption, SessionMode, SessionModeState,
+    SessionUpdate, SetSessionConfigOptionRequest, SetSessionConfigOptionResponse,
+    SetSessionModeRequest, SetSessionModeResponse, UnstructuredCommandInput,
 };
 
+use super::sessions::Live;
+use super::{Acp, AcpError, send};
+use crate::llm::provider::{Provider, ProviderConfig};
 use crate::preset::{Preset, PresetDirs};
 
 /// The config option that picks the model.
@@ -126,6 +133,138 @@ pub(super) fn commands(skills: &[(String, String)]) -> Vec<AvailableCommand> {
         )
     }));
     commands
+}
+
+impl Acp {
+    /// The session's modes (the presets, its own selected) and its model option.
+    pub(super) async fn choices(&self, live: &Live) -> (SessionModeState, SessionConfigOption) {
+        let state = live.state.lock().await;
+        let current = self.model_of(state.model.as_deref(), &state.preset);
+        let modes = modes(live.place.store.workspace(), &state.preset.name);
+        let preset = state.preset.clone();
+        drop(state);
+        let offered = self.offered(&preset).await;
+        (modes, model_option(&current, offered))
+    }
+
+    pub(super) async fn set_mode(
+        &self,
+        request: SetSessionModeRequest,
+        connection: &ConnectionTo<Client>,
+    ) -> Result<SetSessionModeResponse, AcpError> {
+        let live = self.live(&request.session_id)?;
+        let Ok(mut state) = live.state.try_lock() else {
+            return Err(AcpError::params(
+                "a turn is running; change the mode after it",
+            ));
+        };
+        let wanted = &*request.mode_id.0;
+        if state.preset.name == wanted {
+            return Ok(SetSessionModeResponse::new());
+        }
+        if state.recorded {
+            return Err(AcpError::params(format!(
+                "this session runs preset `{}` and a session keeps its preset; start a new session for `{wanted}`",
+                state.preset.name
+            )));
+        }
+        state.preset = Preset::load(
+            wanted,
+            &PresetDirs::for_workspace(live.place.store.workspace()),
+        )
+        .map_err(|error| AcpError::params(format!("{error:#}")))?;
+        drop(state);
+        send(
+            connection,
+            &request.session_id,
+            SessionUpdate::CurrentModeUpdate(CurrentModeUpdate::new(wanted.to_owned())),
+        );
+        self.announce(&live, connection);
+        Ok(SetSessionModeResponse::new())
+    }
+
+    pub(super) async fn set_option(
+        &self,
+        request: SetSessionConfigOptionRequest,
+    ) -> Result<SetSessionConfigOptionResponse, AcpError> {
+        let live = self.live(&request.session_id)?;
+        if &*request.config_id.0 != MODEL_OPTION {
+            return Err(AcpError::params(format!(
+                "no config option `{}`; the agent has `{}`",
+                request.config_id.0, MODEL_OPTION
+            )));
+        }
+        let Some(model) = request.value.as_value_id() else {
+            return Err(AcpError::params("`model` takes a model id"));
+        };
+        let Ok(mut state) = live.state.try_lock() else {
+            return Err(AcpError::params(
+                "a turn is running; change the model after it",
+            ));
+        };
+        state.model = Some(model.0.to_string());
+        // The next prompt opens the conversation again, on the new model.
+        state.conversation = None;
+        drop(state);
+        let (_, option) = self.choices(&live).await;
+        Ok(SetSessionConfigOptionResponse::new(vec![option]))
+    }
+
+    /// The model a session of `preset` runs on, `model` when one was picked.
+    fn model_of(&self, model: Option<&str>, preset: &Preset) -> String {
+        self.provider_config(model, preset)
+            .ok()
+            .flatten()
+            .map(|config| config.model)
+            .unwrap_or_else(|| "not configured".to_owned())
+    }
+
+    fn provider_config(
+        &self,
+        model: Option<&str>,
+        preset: &Preset,
+    ) -> anyhow::Result<Option<ProviderConfig>> {
+        self.config.provider_config(
+            self.options.base_url.clone(),
+            model.map(str::to_owned).or(self.options.model.clone()),
+            preset.file.model.name.as_deref(),
+        )
+    }
+
+    /// The model endpoint for a turn of `preset`, `model` when one was picked.
+    pub(super) fn provider(
+        &self,
+        model: Option<&str>,
+        preset: &Preset,
+    ) -> Result<Provider, AcpError> {
+        let config = self
+            .provider_config(model, preset)
+            .map_err(AcpError::internal)?
+            .ok_or_else(|| AcpError::failed(crate::config::Config::not_configured_message()))?;
+        Provider::new(config).map_err(AcpError::internal)
+    }
+
+    /// The models the endpoint offers, asked once with a short deadline: a slow or absent
+    /// `/models` leaves the option with the configured model alone.
+    async fn offered(&self, preset: &Preset) -> &[String] {
+        self.offered
+            .get_or_init(|| async {
+                let Ok(provider) = self.provider(None, preset) else {
+                    return Vec::new();
+                };
+                let cancel = tokio_util::sync::CancellationToken::new();
+                let listed = tokio::time::timeout(
+                    std::time::Duration::from_secs(2),
+                    provider.list_models(&cancel),
+                )
+                .await;
+                match listed {
+                    Ok(Ok(models)) => models,
+                    _ => Vec::new(),
+                }
+            })
+            .await
+    }
 }
 
 #[cfg(test)]

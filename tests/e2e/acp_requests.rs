@@ -1,0 +1,193 @@
+//! `agent-lsp acp`'s answers to what a session is set up with and to bad input: modes (the
+//! presets) chosen before the first prompt and kept after it, the model option from the
+//! endpoint's `/models`, `/memory`, refused prompts (too long, an unknown session, an image),
+//! unknown methods and bad parameters, and lines that are not JSON-RPC at all; the log holds
+//! only what was accepted.
+
+use std::process::{Command, Stdio};
+
+use agent_tests::model_endpoint::{EndpointConfig, ModelEndpoint, Reply};
+use serde_json::{Value, json};
+
+use crate::acp::{acp_client, request};
+
+#[test]
+fn modes_models_commands_and_bad_requests_get_answers_and_the_log_stays_whole() {
+    let workspace = tempfile::tempdir().unwrap();
+    let state = tempfile::tempdir().unwrap();
+    let endpoint =
+        ModelEndpoint::start(EndpointConfig::default().models(["m-one", "m-two"])).unwrap();
+    endpoint.push_all([Reply::text("read only here"), Reply::text("still serving")]);
+    let seen = acp_client(
+        "client.mjs",
+        request(
+            workspace.path(),
+            state.path(),
+            &endpoint,
+            json!([
+                {"do": "new"},
+                {"do": "raw", "method": "session/frobnicate", "params": {}},
+                {"do": "raw", "method": "session/prompt", "params": {"prompt": "not blocks"}},
+                {"do": "raw", "method": "session/prompt", "params": {
+                    "sessionId": "20200101-000000-0000", "prompt": [{"type": "text", "text": "hi"}]}},
+                {"do": "raw", "method": "session/prompt", "params": {"sessionId": "x", "prompt": [
+                    {"type": "image", "data": "AAAA", "mimeType": "image/png"}]}},
+                {"do": "set_mode", "mode": "no-such-preset"},
+                {"do": "set_mode", "mode": "readonly"},
+                {"do": "set_model", "model": "m-two"},
+                {"do": "prompt", "repeat": 2 << 20},
+                {"do": "prompt", "text": "/memory"},
+                {"do": "prompt", "text": "what may you do?"},
+                {"do": "set_mode", "mode": "standard"},
+                {"do": "prompt", "text": "and now?"},
+                {"do": "raw", "method": "session/load", "params": {
+                    "sessionId": "../../etc/passwd", "cwd": workspace.path(), "mcpServers": []}},
+            ]),
+        ),
+    );
+    let steps = seen["steps"].as_array().unwrap();
+    let error = |at: usize| {
+        let step = &steps[at];
+        assert!(step["error"].is_object(), "step {at} did not fail: {step}");
+        (
+            step["error"]["code"].as_i64().unwrap(),
+            step["error"]["message"].as_str().unwrap().to_owned(),
+        )
+    };
+    let options = steps[0]["response"]["configOptions"][0]["options"].to_string();
+    assert!(
+        options.contains("m-two"),
+        "the endpoint's models are offered: {options}"
+    );
+    assert_eq!(error(1).0, -32601, "unknown method");
+    assert_eq!(error(2).0, -32602, "bad params");
+    assert_eq!(error(3).0, -32002, "unknown session");
+    assert!(error(3).1.contains("no open session"), "{:?}", error(3));
+    assert!(
+        error(4).0 == -32602 || error(4).0 == -32002,
+        "{:?}",
+        error(4)
+    );
+    assert!(error(5).1.contains("no-such-preset"), "{:?}", error(5));
+    // Before the first prompt the mode may change; the client is told.
+    assert!(steps[6]["error"].is_null(), "{}", steps[6]);
+    assert!(
+        steps[6]["updates"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|update| update["sessionUpdate"] == "current_mode_update"
+                && update["currentModeId"] == "readonly"),
+        "{}",
+        steps[6]
+    );
+    assert_eq!(
+        steps[7]["response"]["configOptions"][0]["currentValue"],
+        "m-two"
+    );
+    let (code, message) = error(8);
+    assert_eq!(code, -32602, "{message}");
+    assert!(
+        message.contains("too long") || message.contains("prompt"),
+        "{message}"
+    );
+    let memory = steps[9]["updates"].to_string();
+    assert!(memory.contains("no memories yet"), "{memory}");
+    assert_eq!(
+        steps[10]["response"]["stopReason"], "end_turn",
+        "{}",
+        steps[10]
+    );
+    // After the first turn the session keeps its preset.
+    assert!(error(11).1.contains("keeps its preset"), "{:?}", error(11));
+    assert_eq!(
+        steps[12]["response"]["stopReason"], "end_turn",
+        "{}",
+        steps[12]
+    );
+    assert_eq!(error(13).0, -32002, "{:?}", error(13));
+
+    // One log, made at the first turn with the mode and model picked, holding the two turns
+    // and nothing of the refused prompt.
+    let store =
+        agent_lsp::session::store::Store::for_workspace_in(state.path(), workspace.path()).unwrap();
+    let ids = store.ids().unwrap();
+    assert_eq!(ids, [steps[0]["session"].as_str().unwrap()]);
+    let history = store.load(&ids[0]).unwrap();
+    assert_eq!(history.header().unwrap().preset, "readonly");
+    let prompts = history
+        .events()
+        .iter()
+        .filter_map(|event| match &event.body {
+            agent_lsp::session::event::EventBody::UserMessage(message) => {
+                Some(message.text.as_str())
+            }
+            _ => None,
+        })
+        .collect::<Vec<_>>();
+    assert!(
+        prompts.iter().all(|prompt| prompt.len() < 1000),
+        "{prompts:?}"
+    );
+    assert_eq!(prompts.len(), 2, "{prompts:?}");
+    let requests = endpoint.chat_requests();
+    assert_eq!(requests.len(), 2);
+    assert!(String::from_utf8_lossy(&requests[0].raw).contains(r#""model":"m-two""#));
+    endpoint.assert_no_violations();
+}
+
+/// Lines that are not JSON-RPC get an error, and the agent keeps serving.
+#[test]
+fn malformed_lines_get_errors_and_the_agent_keeps_serving() {
+    use std::io::{BufRead, BufReader, Write};
+    let state = tempfile::tempdir().unwrap();
+    let mut child = Command::new(agent_tests::workspace_bin("agent-lsp"))
+        .arg("acp")
+        .env("HOME", state.path())
+        .env("AGENT_LSP_STATE_DIR", state.path())
+        .env("AGENT_LSP_CONFIG", state.path().join("none.toml"))
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut input = child.stdin.take().unwrap();
+    let mut output = BufReader::new(child.stdout.take().unwrap());
+    for line in [
+        "this is not json",
+        r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"one"}}"#,
+        r#"[1,2,3]"#,
+        r#"{"jsonrpc":"2.0","id":2,"method":"initialize","params":{"protocolVersion":1}}"#,
+    ] {
+        writeln!(input, "{line}").unwrap();
+    }
+    input.flush().unwrap();
+    let mut answers = Vec::new();
+    while !answers.iter().any(|answer: &Value| answer["id"] == 2) {
+        let mut line = String::new();
+        assert!(
+            output.read_line(&mut line).unwrap() > 0,
+            "stdout closed: {answers:?}"
+        );
+        answers
+            .push(serde_json::from_str(&line).unwrap_or_else(|error| {
+                panic!("stdout carries only JSON-RPC ({error}): {line:?}")
+            }));
+    }
+    let bad_params = answers.iter().find(|answer| answer["id"] == 1).unwrap();
+    assert_eq!(bad_params["error"]["code"], -32602, "{answers:?}");
+    let initialized = answers.iter().find(|answer| answer["id"] == 2).unwrap();
+    assert_eq!(initialized["result"]["protocolVersion"], 1, "{answers:?}");
+    assert!(
+        answers
+            .iter()
+            .any(|answer| answer["error"]["code"] == -32700),
+        "a line that is not JSON gets a parse error: {answers:?}"
+    );
+    drop(input);
+    let status = child.wait().unwrap();
+    assert!(
+        status.success(),
+        "the agent ends when its input closes: {status:?}"
+    );
+}
