@@ -120,6 +120,8 @@ fn an_acp_client_runs_a_session_and_loads_it_back_as_it_saw_it() {
         Reply::tool_call("mcp__everything__echo", r#"{"message":"again"}"#),
         Reply::text("done echoing"),
         Reply::hang(),
+        // The turn after the session was loaded by a second client.
+        Reply::text("again"),
     ]);
     let mut live = request(
         workspace.path(),
@@ -284,7 +286,7 @@ fn an_acp_client_runs_a_session_and_loads_it_back_as_it_saw_it() {
             workspace.path(),
             state.path(),
             &endpoint,
-            json!([{"do": "load", "session": id}]),
+            json!([{"do": "load", "session": id}, {"do": "prompt", "text": "and again"}]),
         ),
     );
     let load = &loaded["steps"][0];
@@ -305,6 +307,20 @@ fn an_acp_client_runs_a_session_and_loads_it_back_as_it_saw_it() {
         .map(|update| update["content"]["text"].as_str().unwrap())
         .collect::<Vec<_>>();
     assert_eq!(prompts, ["fix y", "echo twice", "think forever"]);
+    // The loaded session goes on where it was.
+    let again = &loaded["steps"][1];
+    assert_eq!(again["response"]["stopReason"], "end_turn", "{again}");
+    assert_eq!(
+        shown(
+            &again["updates"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .collect::<Vec<_>>()
+        )
+        .1,
+        "again"
+    );
 
     // Every request the turns sent replays byte for byte from the log.
     for n in 1..=endpoint.chat_requests().len() {

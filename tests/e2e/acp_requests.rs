@@ -191,3 +191,53 @@ fn malformed_lines_get_errors_and_the_agent_keeps_serving() {
         "the agent ends when its input closes: {status:?}"
     );
 }
+
+/// "Always allow" covers that tool for that reason for the rest of the session, and nothing
+/// else: a protected path is asked for again, with why.
+#[test]
+fn always_allowing_a_tool_covers_its_calls_but_not_a_protected_path() {
+    let workspace = tempfile::tempdir().unwrap();
+    let state = tempfile::tempdir().unwrap();
+    let endpoint = ModelEndpoint::start(EndpointConfig::default()).unwrap();
+    endpoint.push_all([
+        Reply::tool_call("mcp__everything__echo", r#"{"message":"one"}"#),
+        Reply::tool_call("mcp__everything__echo", r#"{"message":"two"}"#),
+        Reply::tool_call("write", r#"{"path":".vscode/tasks.json","content":"{}"}"#),
+        Reply::text("done"),
+    ]);
+    let everything = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../.ci/tools/node_modules/.bin/mcp-server-everything");
+    let mut run = request(
+        workspace.path(),
+        state.path(),
+        &endpoint,
+        json!([
+            {"do": "new", "mcpServers": [
+                {"name": "everything", "command": everything, "args": [], "env": []}
+            ]},
+            {"do": "prompt", "text": "echo and configure"},
+        ]),
+    );
+    run["answers"] = json!(["allow-always", "reject-once"]);
+    let seen = acp_client("client.mjs", run);
+    let turn = &seen["steps"][1];
+    assert_eq!(turn["response"]["stopReason"], "end_turn", "{turn}");
+    let permissions = seen["permissions"].as_array().unwrap();
+    assert_eq!(permissions.len(), 2, "{permissions:?}");
+    assert_eq!(permissions[0]["toolCall"]["rawInput"]["message"], "one");
+    let title = permissions[1]["toolCall"]["title"].as_str().unwrap();
+    assert!(
+        title.contains(".vscode/tasks.json") && title.contains("protected path"),
+        "{title}"
+    );
+    let statuses = turn["updates"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|update| update["sessionUpdate"] == "tool_call_update")
+        .map(|update| update["status"].as_str().unwrap())
+        .collect::<Vec<_>>();
+    assert_eq!(statuses, ["completed", "completed", "failed"]);
+    assert!(!workspace.path().join(".vscode/tasks.json").exists());
+    endpoint.assert_no_violations();
+}

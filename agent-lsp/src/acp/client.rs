@@ -27,14 +27,16 @@ const ALLOW_ALWAYS: &str = "allow-always";
 const REJECT: &str = "reject-once";
 
 /// Asks the client's user about each call whose permission is `ask`: allow once, always (for
-/// this tool, for the rest of this session), or reject. The runtime records the answer in the
-/// call's result (`meta.asked`), as it does the editor's and the terminal's.
+/// this tool and this reason, for the rest of this session), or reject. "Always" is kept per
+/// reason, so allowing one protected path (or leaving the sandbox for the network) allows no
+/// other. The runtime records the answer in the call's result (`meta.asked`), as it does the
+/// editor's and the terminal's.
 pub(super) struct ClientAsker {
     pub connection: ConnectionTo<Client>,
     pub session: SessionId,
     pub workspace: PathBuf,
-    /// The tools the user allowed for the rest of the session.
-    pub always: Arc<Mutex<BTreeSet<String>>>,
+    /// The (tool, reason) pairs the user allowed for the rest of the session.
+    pub always: Arc<Mutex<BTreeSet<(String, String)>>>,
 }
 
 impl Asker for ClientAsker {
@@ -44,7 +46,8 @@ impl Asker for ClientAsker {
 
     fn ask_because(&self, call: &ToolCallRef, reason: &str) -> BoxFuture<'static, bool> {
         let always = self.always.clone();
-        if lock(&always).contains(&call.name) {
+        let key = (call.name.clone(), reason.to_owned());
+        if lock(&always).contains(&key) {
             return Box::pin(std::future::ready(true));
         }
         let shown =
@@ -62,14 +65,13 @@ impl Asker for ClientAsker {
                 PermissionOption::new(ALLOW_ONCE, "Allow", PermissionOptionKind::AllowOnce),
                 PermissionOption::new(
                     ALLOW_ALWAYS,
-                    format!("Always allow `{}` in this session", call.name),
+                    format!("Always allow `{}` for this in this session", call.name),
                     PermissionOptionKind::AllowAlways,
                 ),
                 PermissionOption::new(REJECT, "Reject", PermissionOptionKind::RejectOnce),
             ],
         );
         let sent = self.connection.send_request(request);
-        let name = call.name.clone();
         Box::pin(async move {
             let answer = match sent.block_task().await {
                 Ok(answer) => answer,
@@ -82,7 +84,7 @@ impl Asker for ClientAsker {
                 RequestPermissionOutcome::Selected(selected) => match &*selected.option_id.0 {
                     ALLOW_ONCE => true,
                     ALLOW_ALWAYS => {
-                        lock(&always).insert(name);
+                        lock(&always).insert(key);
                         true
                     }
                     _ => false,

@@ -137,8 +137,16 @@ impl ToolRuntime {
                 );
             }
             Permission::Ask => {
-                let asked = match &reason {
-                    Some(reason) => self.asker.ask_because(call, reason),
+                // The person is told why: what the call does beyond its tool's permission, or
+                // the protected path it writes (so an "always" answer covers that, not every
+                // call of the tool).
+                let why = reason.clone().or_else(|| {
+                    protected.as_ref().map(|(shown, why)| {
+                        format!("it writes `{shown}`, a protected path ({why})")
+                    })
+                });
+                let asked = match &why {
+                    Some(why) => self.asker.ask_because(call, why),
                     None => self.asker.ask(call),
                 };
                 tokio::select! {
