@@ -8,7 +8,8 @@
 //
 // Usage (after `cargo build --workspace --tests`, from the repository root):
 //   node bench/acp.mjs [RUNS]      (default 15; BENCH_CONFIG=FILE for a config file,
-//                                   BENCH_WORKSPACE=DIR for a workspace of your own)
+//                                   BENCH_WORKSPACE=DIR for a workspace of your own,
+//                                   BENCH_PAUSE_MS=N to wait that long before the first prompt)
 import { spawn } from "node:child_process";
 import { mkdtempSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
@@ -58,6 +59,8 @@ async function acpOnce() {
     await ctx.request("initialize", { protocolVersion: 1, clientCapabilities: {} });
     const { sessionId } = await ctx.request("session/new", { cwd: workspace, mcpServers: [] });
     const usable = performance.now() - started;
+    // BENCH_PAUSE_MS: the time a person takes to type the first prompt.
+    await new Promise((done) => setTimeout(done, Number(process.env.BENCH_PAUSE_MS ?? 0)));
     const prompt = async () => {
       const sent = performance.now();
       const chunk = new Promise((done) => (firstChunk = done));

@@ -191,6 +191,14 @@ impl Snapshots {
         self.with_store(|store| store.capture(session, previous, buffers))
     }
 
+    /// Do now what makes a process's first capture slow (opening the store, loading the stat
+    /// cache, the walk that starts the journal, reading what changed since the cache was
+    /// saved), without a checkpoint: a front end whose sessions live long calls it when a
+    /// session opens, so its first turn's capture lists only what changed since.
+    pub fn warm(&self) -> anyhow::Result<()> {
+        self.with_store(|store| store.warm())
+    }
+
     /// Save the stat cache if captures changed it since (the end of a turn: the next process
     /// starts warm).
     pub fn save(&self) -> anyhow::Result<()> {

@@ -29,6 +29,10 @@ pub(super) struct Place {
     pub store: Store,
     pub tools: ToolHost,
     pub activity: Arc<Activity>,
+    /// The workspace's file checkpoints, held so the capture warmed when the place was made
+    /// (in the background: on a big tree a process's first capture takes a walk) is the one
+    /// the first turn finds.
+    _snapshots: Option<Arc<crate::snapshots::Snapshots>>,
 }
 
 /// One session the client has open.
@@ -84,10 +88,25 @@ impl Acp {
             "acp",
         )
         .map_err(AcpError::internal)?;
+        let snapshots = tools.checkpoints.enabled.then(|| {
+            let snapshots = crate::snapshots::Snapshots::for_state_dir(
+                store.workspace(),
+                store.workspace_dir(),
+                tools.checkpoints.clone(),
+            );
+            let warming = snapshots.clone();
+            tokio::task::spawn_blocking(move || {
+                if let Err(error) = warming.warm() {
+                    tracing::warn!("the file checkpoints could not be prepared: {error:#}");
+                }
+            });
+            snapshots
+        });
         let place = Place {
             store,
             tools,
             activity: Arc::new(Activity::default()),
+            _snapshots: snapshots,
         };
         places.insert(workspace, place.clone());
         Ok(place)

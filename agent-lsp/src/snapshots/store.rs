@@ -148,6 +148,12 @@ impl Store {
         })
     }
 
+    /// Bring the stat cache up to date without a commit ([`super::Snapshots::warm`]).
+    pub(super) fn warm(&mut self) -> anyhow::Result<()> {
+        let _lock = scan::lock(&self.dir.join("capture.lock"))?;
+        self.update().map(drop)
+    }
+
     /// Bring the stat cache and its tree up to date with the workspace: the files tree, what
     /// changed, and how it was found (`walk` or `journal`). The caller holds the lock file.
     fn update(&mut self) -> anyhow::Result<(ObjectId, Delta, &'static str)> {

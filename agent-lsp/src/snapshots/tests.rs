@@ -243,3 +243,33 @@ fn after_the_first_walk_the_journal_names_what_changed_and_nothing_is_missed() {
         fresh.files_of(&walked.id).unwrap().disk
     );
 }
+
+/// A warmed process's first capture lists only what the journal saw change, as any later
+/// capture does, and reads only that.
+#[test]
+fn after_a_warm_up_the_first_capture_reads_only_what_changed_since() {
+    let w = world(Options::default());
+    for n in 0..20 {
+        write(&w.root, &format!("src/f{n}.rs"), "fn f() {}\n");
+    }
+    // Files written in the second of a walk are read again by the next one (racy, as in
+    // git); a workspace's files are older than its first session.
+    std::thread::sleep(std::time::Duration::from_millis(1100));
+    w.snapshots.warm().unwrap();
+    settle();
+    write(&w.root, "src/f3.rs", "fn f() { changed }\n");
+    let first = w.snapshots.capture("s1", None, &[]).unwrap();
+    assert_eq!(first.scan, "journal");
+    assert_eq!(first.read, 1, "only the changed file is read");
+    assert_eq!(
+        first.changed.len(),
+        20,
+        "a session's first checkpoint has every file"
+    );
+    let files = w.snapshots.files_of(&first.id).unwrap();
+    let changed = &files.disk["src/f3.rs"];
+    assert_eq!(
+        w.snapshots.blob(&changed.id).unwrap(),
+        b"fn f() { changed }\n"
+    );
+}
