@@ -120,9 +120,14 @@ const outcome = await app.connectWith(stream, async (ctx) => {
             value: step.model,
           });
           break;
-        case "raw":
-          record.response = await ctx.request(step.method, step.params);
+        case "raw": {
+          // "$session" in the params stands for the session of the steps so far.
+          const params = JSON.parse(
+            JSON.stringify(step.params ?? {}).replaceAll('"$session"', JSON.stringify(session)),
+          );
+          record.response = await ctx.request(step.method, params);
           break;
+        }
         default:
           throw new Error(`unknown step ${step.do}`);
       }

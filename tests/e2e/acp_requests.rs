@@ -241,3 +241,49 @@ fn always_allowing_a_tool_covers_its_calls_but_not_a_protected_path() {
     assert!(!workspace.path().join(".vscode/tasks.json").exists());
     endpoint.assert_no_violations();
 }
+
+/// A session made with `session/new` has no log until its first prompt; resumed or loaded
+/// before that (a client reconnecting its panel), it is the same session, with no history.
+#[test]
+fn a_session_not_prompted_yet_can_be_resumed_and_loaded() {
+    let workspace = tempfile::tempdir().unwrap();
+    let state = tempfile::tempdir().unwrap();
+    let endpoint = ModelEndpoint::start(EndpointConfig::default()).unwrap();
+    endpoint.push(Reply::text("here"));
+    let cwd = workspace.path().to_str().unwrap();
+    let seen = acp_client(
+        "client.mjs",
+        request(
+            workspace.path(),
+            state.path(),
+            &endpoint,
+            json!([
+                {"do": "new"},
+                {"do": "raw", "method": "session/resume", "params": {
+                    "sessionId": "$session", "cwd": cwd, "mcpServers": []}},
+                {"do": "raw", "method": "session/load", "params": {
+                    "sessionId": "$session", "cwd": cwd, "mcpServers": []}},
+                {"do": "prompt", "text": "still there?"},
+                {"do": "list"},
+            ]),
+        ),
+    );
+    let steps = seen["steps"].as_array().unwrap();
+    for step in steps {
+        assert!(step["error"].is_null(), "step failed: {step}");
+    }
+    assert_eq!(steps[1]["response"]["modes"]["currentModeId"], "standard");
+    let history = steps[2]["updates"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|update| update["sessionUpdate"] != "available_commands_update")
+        .count();
+    assert_eq!(history, 0, "{}", steps[2]);
+    assert_eq!(steps[3]["response"]["stopReason"], "end_turn");
+    assert_eq!(
+        steps[4]["response"]["sessions"][0]["sessionId"],
+        steps[0]["session"]
+    );
+    endpoint.assert_no_violations();
+}

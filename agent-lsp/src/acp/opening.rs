@@ -63,17 +63,22 @@ impl Acp {
             &request.mcp_servers,
             connection,
         )?;
-        // The history goes out before the answer, as the protocol asks.
-        let history = live
-            .place
-            .store
-            .load(&live.id)
-            .map_err(AcpError::internal)?;
+        // The history goes out before the answer, as the protocol asks; a session not
+        // prompted yet has none.
+        let history = match live.log_path().exists() {
+            true => Some(
+                live.place
+                    .store
+                    .load(&live.id)
+                    .map_err(AcpError::internal)?,
+            ),
+            false => None,
+        };
         let window = lock_state_window(&live).await;
         let workspace = live.place.store.workspace().to_owned();
         let nesting = updates::Nesting::default();
         let mut last_usage = None;
-        for event in history.events() {
+        for event in history.iter().flat_map(|history| history.events()) {
             for update in updates::of_event(event, &workspace, updates::Reading::Load, &nesting) {
                 send(connection, &request.session_id, update);
             }

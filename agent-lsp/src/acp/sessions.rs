@@ -220,6 +220,19 @@ impl Acp {
         connection: &ConnectionTo<Client>,
     ) -> Result<Arc<Live>, AcpError> {
         let place = self.place(cwd)?;
+        // A session this process has open, made by `session/new` and not prompted yet (its
+        // log does not exist) or already loaded: the same session again.
+        if let Some(live) = lock(&self.sessions).get(&*id.0).cloned() {
+            if live.place.store.workspace() != place.store.workspace() {
+                return Err(AcpError::params(format!(
+                    "session `{}` is in {}, not {}",
+                    id.0,
+                    live.place.store.workspace().display(),
+                    place.store.workspace().display()
+                )));
+            }
+            return Ok(live);
+        }
         // Only a whole id: a client's session id is never a prefix.
         let ids = place.store.ids().map_err(AcpError::internal)?;
         if !ids.iter().any(|known| **known == *id.0) {
