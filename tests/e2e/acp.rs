@@ -497,3 +497,64 @@ fn the_plan_and_the_calls_inside_a_sub_agent_or_a_program_are_shown() {
     assert_eq!(inside["title"], "Read a.txt");
     endpoint.assert_no_violations();
 }
+
+/// `session/cancel` while a command runs: the command is stopped, its call is shown failed,
+/// the turn answers `cancelled`, and the session goes on with every call answered in its log.
+#[test]
+fn a_cancel_while_a_command_runs_stops_it_and_the_session_goes_on() {
+    let workspace = tempfile::tempdir().unwrap();
+    let state = tempfile::tempdir().unwrap();
+    let endpoint = ModelEndpoint::start(EndpointConfig::default()).unwrap();
+    endpoint.push_all([
+        Reply::tool_call("shell", r#"{"command":"sleep 30"}"#),
+        Reply::text("after the cancel"),
+    ]);
+    let started = std::time::Instant::now();
+    let seen = acp_client(
+        "client.mjs",
+        request(
+            workspace.path(),
+            state.path(),
+            &endpoint,
+            json!([
+                {"do": "new"},
+                {"do": "prompt_and_cancel", "text": "wait a while", "after_ms": 1500},
+                {"do": "prompt", "text": "go on"},
+            ]),
+        ),
+    );
+    assert!(
+        started.elapsed() < std::time::Duration::from_secs(25),
+        "the command was not stopped"
+    );
+    let steps = seen["steps"].as_array().unwrap();
+    for step in steps {
+        assert!(step["error"].is_null(), "step failed: {step}");
+    }
+    let cancelled = &steps[1];
+    assert_eq!(
+        cancelled["response"]["stopReason"], "cancelled",
+        "{cancelled}"
+    );
+    let (calls, _) = shown(
+        &cancelled["updates"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .collect::<Vec<_>>(),
+    );
+    assert_eq!(calls.len(), 1, "{calls:?}");
+    assert_eq!(calls[0].1, "execute");
+    assert_eq!(calls[0].3, "failed", "{calls:?}");
+    assert_eq!(
+        steps[2]["response"]["stopReason"], "end_turn",
+        "{}",
+        steps[2]
+    );
+    let store =
+        agent_lsp::session::store::Store::for_workspace_in(state.path(), workspace.path()).unwrap();
+    let mut history = store.load(steps[0]["session"].as_str().unwrap()).unwrap();
+    agent_tests::assert_tool_pairing(history.derive_messages());
+    assert!(history.surface().pending_calls().next().is_none());
+    endpoint.assert_no_violations();
+}
