@@ -101,6 +101,7 @@ pub(super) fn of_event(
                 &nesting.id(&result.call_id),
                 &result.text,
                 &result.meta,
+                workspace,
             ))];
             if top && let Some((_, plan)) = crate::plans::plan_of(event) {
                 updates.push(SessionUpdate::Plan(plan_update(&plan)));
@@ -111,6 +112,7 @@ pub(super) fn of_event(
             &nesting.id(&format!("{}/{}", result.parent_call_id, result.call_id)),
             &result.text,
             &result.meta,
+            workspace,
         ))],
         _ => Vec::new(),
     }
@@ -163,8 +165,9 @@ pub(super) fn tool_call(
         .meta(meta)
 }
 
-/// How a call ended: its result's text, failed when the result says it is an error.
-fn finished(id: &str, text: &str, meta: &Value) -> ToolCallUpdate {
+/// How a call ended: its result's text, failed when the result says it is an error, and the
+/// place it names (`meta.source`, `meta.line`: where an edit landed), so the editor can follow.
+fn finished(id: &str, text: &str, meta: &Value, workspace: &Path) -> ToolCallUpdate {
     let failed = meta.get("is_error").and_then(Value::as_bool) == Some(true);
     let mut shown = text.to_owned();
     if shown.len() > SHOWN_RESULT_BYTES {
@@ -175,9 +178,17 @@ fn finished(id: &str, text: &str, meta: &Value) -> ToolCallUpdate {
         shown.truncate(cut);
         shown.push_str("\n…");
     }
+    let place = meta.get("source").and_then(Value::as_str).map(|source| {
+        let line = meta
+            .get("line")
+            .and_then(Value::as_u64)
+            .and_then(|line| u32::try_from(line).ok());
+        vec![ToolCallLocation::new(workspace.join(source)).line(line)]
+    });
     ToolCallUpdate::new(
         id.to_owned(),
         ToolCallUpdateFields::new()
+            .locations(place)
             .status(if failed {
                 ToolCallStatus::Failed
             } else {
@@ -353,7 +364,7 @@ mod tests {
             call_id: "c1".into(),
             name: "edit".into(),
             text: "boom".into(),
-            meta: json!({"is_error": true}),
+            meta: json!({"is_error": true, "source": "src/a.py", "line": 7}),
         }));
         let json = serde_json::to_value(of_event(
             &result,
@@ -365,6 +376,8 @@ mod tests {
         assert_eq!(json[0]["sessionUpdate"], "tool_call_update");
         assert_eq!(json[0]["status"], "failed");
         assert_eq!(json[0]["content"][0]["content"]["text"], "boom");
+        assert_eq!(json[0]["locations"][0]["path"], "/w/src/a.py");
+        assert_eq!(json[0]["locations"][0]["line"], 7);
     }
 
     #[test]
