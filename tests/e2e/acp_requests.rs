@@ -287,3 +287,40 @@ fn a_session_not_prompted_yet_can_be_resumed_and_loaded() {
     );
     endpoint.assert_no_violations();
 }
+
+/// An MCP server the client passes over streamable HTTP is used in the turn like a stdio one.
+#[test]
+fn an_http_mcp_server_the_client_passes_is_used_in_the_turn() {
+    let server = crate::mcp_client::HttpServer::start();
+    let workspace = tempfile::tempdir().unwrap();
+    let state = tempfile::tempdir().unwrap();
+    let endpoint = ModelEndpoint::start(EndpointConfig::default()).unwrap();
+    endpoint.push_all([
+        Reply::tool_call("mcp__web__echo", r#"{"message":"over http"}"#),
+        Reply::text("echoed"),
+    ]);
+    let mut run = request(
+        workspace.path(),
+        state.path(),
+        &endpoint,
+        json!([
+            {"do": "new", "mcpServers": [
+                {"type": "http", "name": "web", "url": server.url, "headers": []}
+            ]},
+            {"do": "prompt", "text": "echo over http"},
+        ]),
+    );
+    run["answers"] = json!(["allow-once"]);
+    let seen = acp_client("client.mjs", run);
+    let turn = &seen["steps"][1];
+    assert_eq!(turn["response"]["stopReason"], "end_turn", "{turn}");
+    let result = turn["updates"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|update| update["sessionUpdate"] == "tool_call_update")
+        .unwrap_or_else(|| panic!("no result: {turn}"));
+    assert_eq!(result["status"], "completed", "{result}");
+    assert!(result.to_string().contains("over http"), "{result}");
+    endpoint.assert_no_violations();
+}

@@ -381,13 +381,13 @@ fn an_approval_is_for_one_workspace_and_the_question_names_its_files_resolved() 
 }
 
 /// `server-everything` over streamable HTTP on a loopback port, killed when the test ends.
-struct HttpServer {
+pub(crate) struct HttpServer {
     child: std::process::Child,
-    url: String,
+    pub(crate) url: String,
 }
 
 impl HttpServer {
-    fn start() -> HttpServer {
+    pub(crate) fn start() -> HttpServer {
         use std::io::BufRead;
         let port = std::net::TcpListener::bind("127.0.0.1:0")
             .unwrap()
