@@ -213,11 +213,18 @@ fn an_acp_client_runs_a_session_and_loads_it_back_as_it_saw_it() {
     let (calls, text) = shown(&updates.iter().collect::<Vec<_>>());
     assert_eq!(calls[0].3, "completed", "{calls:?}");
     assert_eq!(text, "fixed");
+    let usage = updates
+        .iter()
+        .find(|update| update["sessionUpdate"] == "usage_update")
+        .unwrap_or_else(|| panic!("no usage: {fix}"));
+    assert!(usage["used"].as_u64().unwrap() > 0, "{usage}");
     assert!(
-        updates
-            .iter()
-            .any(|update| update["sessionUpdate"] == "usage_update"),
-        "no usage: {fix}"
+        usage["size"].as_u64().unwrap() >= 100_000,
+        "the preset's window: {usage}"
+    );
+    assert!(
+        usage["_meta"]["agent-lsp"]["cacheReadTokens"].is_u64(),
+        "{usage}"
     );
 
     // The client's MCP server ran in the turn: one call approved, one rejected, and the

@@ -90,7 +90,7 @@ impl Acp {
             send(
                 connection,
                 &request.session_id,
-                updates::usage(usage.prompt_tokens, usage.completion_tokens, window),
+                updates::usage(&usage, window),
             );
         }
         let (modes, option) = self.choices(&live).await;

@@ -293,9 +293,9 @@ impl Tail {
             self.sender.send(update);
         }
         match &event.body {
-            EventBody::Usage(usage) if nesting.parent.is_none() => self.sender.send(
-                updates::usage(usage.prompt_tokens, usage.completion_tokens, self.window),
-            ),
+            EventBody::Usage(usage) if nesting.parent.is_none() => {
+                self.sender.send(updates::usage(usage, self.window))
+            }
             EventBody::SubagentStart(start) => {
                 let parent = Nesting {
                     parent: Some(match &nesting.parent {

@@ -118,9 +118,23 @@ pub(super) fn of_event(
     }
 }
 
-/// The `usage_update` after a model request: the context it filled of `window`.
-pub(super) fn usage(prompt_tokens: u64, completion_tokens: u64, window: u64) -> SessionUpdate {
-    SessionUpdate::UsageUpdate(UsageUpdate::new(prompt_tokens + completion_tokens, window))
+/// The `usage_update` after a model request: the context it filled of `window`, and in
+/// `_meta` the request's prompt tokens and the share of them the provider's cache served
+/// (the protocol's update has no field for it, and a prompt-cache hit rate is what keeps a
+/// long session cheap).
+pub(super) fn usage(usage: &crate::llm::Usage, window: u64) -> SessionUpdate {
+    let mut meta = Meta::new();
+    meta.insert(
+        "agent-lsp".into(),
+        json!({
+            "promptTokens": usage.prompt_tokens,
+            "completionTokens": usage.completion_tokens,
+            "cacheReadTokens": usage.cache_read,
+        }),
+    );
+    SessionUpdate::UsageUpdate(
+        UsageUpdate::new(usage.prompt_tokens + usage.completion_tokens, window).meta(meta),
+    )
 }
 
 /// A piece of text as a message chunk.
