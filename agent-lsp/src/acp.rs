@@ -18,6 +18,7 @@ mod client;
 mod opening;
 mod options;
 mod sessions;
+mod tail;
 mod turn;
 mod updates;
 
@@ -64,8 +65,10 @@ pub(crate) struct Acp {
     places: Mutex<HashMap<PathBuf, Place>>,
     /// The sessions the client has open, by id.
     sessions: Mutex<HashMap<String, Arc<Live>>>,
-    /// The models the endpoint offers, asked once.
-    offered: tokio::sync::OnceCell<Vec<String>>,
+    /// Sessions the client closed whose cancelled turn has not let go of the log yet.
+    closing: Mutex<HashMap<String, Arc<Live>>>,
+    /// The models the endpoint offers, once it answered.
+    offered: Mutex<Option<Vec<String>>>,
 }
 
 /// An error as the client gets it: a JSON-RPC code and a message saying what to do.
@@ -122,7 +125,8 @@ pub fn serve(options: AcpOptions) -> anyhow::Result<()> {
         client: Mutex::new(ClientCapabilities::default()),
         places: Mutex::new(HashMap::new()),
         sessions: Mutex::new(HashMap::new()),
-        offered: tokio::sync::OnceCell::new(),
+        closing: Mutex::new(HashMap::new()),
+        offered: Mutex::new(None),
     });
     let served = runtime.block_on(connect(acp.clone()));
     runtime.block_on(async {
@@ -132,6 +136,8 @@ pub fn serve(options: AcpOptions) -> anyhow::Result<()> {
         }
     });
     crate::jobs::kill_all();
+    // A checkpoint walk still warming a big tree is not waited for: the client is gone.
+    runtime.shutdown_timeout(std::time::Duration::from_millis(500));
     served.map_err(|error| anyhow::anyhow!("the ACP connection failed: {error}"))
 }
 
@@ -160,8 +166,13 @@ async fn connect(acp: Arc<Acp>) -> Result<(), agent_client_protocol::Error> {
                 async move |request: NewSessionRequest,
                             responder: Responder<NewSessionResponse>,
                             connection: ConnectionTo<Client>| {
-                    let made = acp.new_session(request, &connection).await;
-                    answer(responder, made, &acp, &connection)
+                    // Opening may start MCP servers and read a long log: off the loop.
+                    let acp = acp.clone();
+                    tokio::spawn(async move {
+                        let made = acp.new_session(request, &connection).await;
+                        answer(responder, made, &acp, &connection)
+                    });
+                    Ok(())
                 }
             },
             agent_client_protocol::on_receive_request!(),
@@ -172,8 +183,13 @@ async fn connect(acp: Arc<Acp>) -> Result<(), agent_client_protocol::Error> {
                 async move |request: LoadSessionRequest,
                             responder: Responder<LoadSessionResponse>,
                             connection: ConnectionTo<Client>| {
-                    let loaded = acp.load_session(request, &connection).await;
-                    answer(responder, loaded, &acp, &connection)
+                    // Opening may start MCP servers and read a long log: off the loop.
+                    let acp = acp.clone();
+                    tokio::spawn(async move {
+                        let loaded = acp.load_session(request, &connection).await;
+                        answer(responder, loaded, &acp, &connection)
+                    });
+                    Ok(())
                 }
             },
             agent_client_protocol::on_receive_request!(),
@@ -184,8 +200,13 @@ async fn connect(acp: Arc<Acp>) -> Result<(), agent_client_protocol::Error> {
                 async move |request: ResumeSessionRequest,
                             responder: Responder<ResumeSessionResponse>,
                             connection: ConnectionTo<Client>| {
-                    let resumed = acp.resume_session(request, &connection).await;
-                    answer(responder, resumed, &acp, &connection)
+                    // Opening may start MCP servers and read a long log: off the loop.
+                    let acp = acp.clone();
+                    tokio::spawn(async move {
+                        let resumed = acp.resume_session(request, &connection).await;
+                        answer(responder, resumed, &acp, &connection)
+                    });
+                    Ok(())
                 }
             },
             agent_client_protocol::on_receive_request!(),
@@ -196,12 +217,15 @@ async fn connect(acp: Arc<Acp>) -> Result<(), agent_client_protocol::Error> {
                 async move |request: ListSessionsRequest,
                             responder: Responder<ListSessionsResponse>,
                             _| {
-                    let cwd = match request.cwd {
-                        Some(cwd) => cwd,
-                        None => std::env::current_dir().unwrap_or_default(),
-                    };
-                    let listed = acp.list(&cwd).map(ListSessionsResponse::new);
-                    responder.respond_with_result(listed.map_err(Into::into))
+                    // Listing reads every session's log: off the loop.
+                    let acp = acp.clone();
+                    tokio::task::spawn_blocking(move || {
+                        let listed = acp
+                            .list(request.cwd.as_deref())
+                            .map(ListSessionsResponse::new);
+                        responder.respond_with_result(listed.map_err(Into::into))
+                    });
+                    Ok(())
                 }
             },
             agent_client_protocol::on_receive_request!(),
@@ -226,7 +250,7 @@ async fn connect(acp: Arc<Acp>) -> Result<(), agent_client_protocol::Error> {
                 async move |request: SetSessionModeRequest,
                             responder: Responder<SetSessionModeResponse>,
                             connection: ConnectionTo<Client>| {
-                    let set = acp.set_mode(request, &connection).await;
+                    let set = acp.set_mode(request, &connection);
                     responder.respond_with_result(set.map_err(Into::into))
                 }
             },
@@ -238,7 +262,7 @@ async fn connect(acp: Arc<Acp>) -> Result<(), agent_client_protocol::Error> {
                 async move |request: SetSessionConfigOptionRequest,
                             responder: Responder<SetSessionConfigOptionResponse>,
                             _| {
-                    let set = acp.set_option(request).await;
+                    let set = acp.set_option(request);
                     responder.respond_with_result(set.map_err(Into::into))
                 }
             },
@@ -250,10 +274,19 @@ async fn connect(acp: Arc<Acp>) -> Result<(), agent_client_protocol::Error> {
                 async move |request: PromptRequest,
                             responder: Responder<PromptResponse>,
                             connection: ConnectionTo<Client>| {
-                    // The turn runs beside the connection, which goes on reading (a cancel).
+                    // The turn's token exists before the handler returns, so a cancel that
+                    // follows at once finds it; the turn runs beside the connection, which
+                    // goes on reading.
+                    let started = acp.start_turn(&request.session_id);
+                    let (live, cancel) = match started {
+                        Ok(started) => started,
+                        Err(error) => return responder.respond_with_error(error.into()),
+                    };
                     let acp = acp.clone();
                     tokio::spawn(async move {
-                        let answered = turn::prompt(&acp, request, &connection).await;
+                        let answered =
+                            turn::prompt(&acp, &live, request, &cancel, &connection).await;
+                        *lock(&live.turn) = None;
                         let _ = responder.respond_with_result(answered.map_err(Into::into));
                     });
                     Ok(())
@@ -266,7 +299,7 @@ async fn connect(acp: Arc<Acp>) -> Result<(), agent_client_protocol::Error> {
                 let acp = acp.clone();
                 async move |cancel: CancelNotification, _: ConnectionTo<Client>| {
                     if let Ok(live) = acp.live(&cancel.session_id)
-                        && let Some(token) = lock(&live.cancel).as_ref()
+                        && let Some(token) = lock(&live.turn).as_ref()
                     {
                         token.cancel();
                     }
@@ -299,6 +332,24 @@ fn answer<R: agent_client_protocol::JsonRpcResponse>(
 }
 
 impl Acp {
+    /// Mark a prompt of `session` in flight and give its token; refused while one is.
+    fn start_turn(
+        &self,
+        session: &SessionId,
+    ) -> Result<(Arc<Live>, tokio_util::sync::CancellationToken), AcpError> {
+        let live = self.live(session)?;
+        let mut turn = lock(&live.turn);
+        if turn.is_some() {
+            return Err(AcpError::params(
+                "a turn is already running in this session; wait for it or cancel it (session/cancel)",
+            ));
+        }
+        let token = tokio_util::sync::CancellationToken::new();
+        *turn = Some(token.clone());
+        drop(turn);
+        Ok((live, token))
+    }
+
     fn initialize(&self, request: InitializeRequest) -> InitializeResponse {
         *lock(&self.client) = request.client_capabilities.clone();
         InitializeResponse::new(ProtocolVersion::V1)
@@ -321,6 +372,7 @@ impl Acp {
     }
 }
 
+/// Send `update` about `session`; a client that is gone is no error of the turn's.
 fn send(connection: &ConnectionTo<Client>, session: &SessionId, update: SessionUpdate) {
     if let Err(error) =
         connection.send_notification(SessionNotification::new(session.clone(), update))
@@ -329,6 +381,8 @@ fn send(connection: &ConnectionTo<Client>, session: &SessionId, update: SessionU
     }
 }
 
+/// A lock whose holder panicked still guards data that is whole (every holder writes it in one
+/// step), so it is taken anyway.
 fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     mutex
         .lock()

@@ -222,14 +222,19 @@ impl Usable {
 }
 
 /// The tools of the MCP servers a front end was handed for a session (an ACP client's
-/// `mcpServers`), trusted as the user's own; a server named like one of the config file's
-/// (`user`) is left out, as a workspace file's is: the config file decides.
+/// `mcpServers`), trusted as the user's own, under the preset's `[plugins.mcp]` `settings`
+/// (none when it disables MCP); a server named like one of the config file's (`user`) is left
+/// out, as a workspace file's is: the config file decides.
 pub fn front_end_tools(
     servers: &McpOptions,
+    settings: &McpSettings,
     user: &McpOptions,
     workspace: &Path,
     state_root: Option<&Path>,
 ) -> Vec<Arc<dyn Tool>> {
+    if !settings.enabled {
+        return Vec::new();
+    }
     let usable = config::declared_by_user(servers)
         .into_iter()
         .filter(|(declared, _)| {
@@ -239,11 +244,12 @@ pub fn front_end_tools(
             }
             !shadowed
         })
+        .filter(|(declared, _)| settings.wanted(&declared.name))
         .filter_map(|(declared, config)| {
             Usable::new(declared, &config, workspace, state_root, None)
         })
         .collect::<Vec<_>>();
-    catalog(&McpSettings::defaults(), &usable, state_root)
+    catalog(settings, &usable, state_root)
 }
 
 /// Why a workspace server may not run, or `None` when it may (a user's server always may).

@@ -8,7 +8,8 @@
 // A step: {"do": "new", "mcpServers": […]} | {"do": "prompt", "text" | "repeat"} |
 //         {"do": "prompt_and_cancel", "text", "after_ms"} | {"do": "list"} |
 //         {"do": "load", "session"} | {"do": "set_mode", "mode"} |
-//         {"do": "set_model", "model"} | {"do": "raw", "method", "params"}
+//         {"do": "set_model", "model"} | {"do": "raw", "method", "params"} |
+//         {"do": "prompt_during", "text", "during": [step, …]} (steps while the prompt runs)
 // The client offers `fs` and answers fs/read_text_file from `buffers` (the editor's unsaved
 // text) before the disk; fs/write_text_file is recorded and applied to `buffers`, not the disk.
 import { spawn } from "node:child_process";
@@ -93,6 +94,30 @@ const outcome = await app.connectWith(stream, async (ctx) => {
           });
           await new Promise((resolve) => setTimeout(resolve, step.after_ms));
           await ctx.notify("session/cancel", { sessionId: session });
+          record.response = await answer;
+          break;
+        }
+        case "prompt_during": {
+          // The `during` steps run while the prompt is in flight; each records its answer.
+          const answer = ctx.request("session/prompt", {
+            sessionId: session,
+            prompt: [{ type: "text", text: step.text }],
+          });
+          await new Promise((resolve) => setTimeout(resolve, 300));
+          record.during = [];
+          for (const inner of step.during) {
+            const params =
+              inner.do === "set_mode"
+                ? ["session/set_mode", { sessionId: session, modeId: inner.mode }]
+                : inner.do === "set_model"
+                  ? ["session/set_config_option", { sessionId: session, configId: "model", value: inner.model }]
+                  : [inner.method, JSON.parse(JSON.stringify(inner.params).replaceAll('"$session"', JSON.stringify(session)))];
+            try {
+              record.during.push({ response: await ctx.request(...params) });
+            } catch (error) {
+              record.during.push({ error: { code: error.code, message: error.message } });
+            }
+          }
           record.response = await answer;
           break;
         }

@@ -254,7 +254,10 @@ fn an_acp_client_runs_a_session_and_loads_it_back_as_it_saw_it() {
     assert!(echoed.to_string().contains("hi"), "{echoed}");
     let requests = endpoint.chat_requests();
     let refusal = String::from_utf8_lossy(&requests[4].raw).into_owned();
-    assert!(refusal.contains("rejected it in the editor"), "{refusal}");
+    assert!(
+        refusal.contains("did not allow it in the editor"),
+        "{refusal}"
+    );
 
     // Cancelled mid-turn: the turn stops cleanly.
     let cancelled = &steps[3];

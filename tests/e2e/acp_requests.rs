@@ -324,3 +324,67 @@ fn an_http_mcp_server_the_client_passes_is_used_in_the_turn() {
     assert!(result.to_string().contains("over http"), "{result}");
     endpoint.assert_no_violations();
 }
+
+/// A cancel sent right behind its prompt stops that prompt, even before its conversation is
+/// open; while a prompt runs, a second prompt and a change of mode or model are refused.
+#[test]
+fn a_cancel_right_behind_the_prompt_stops_it_and_a_running_turn_refuses_changes() {
+    let workspace = tempfile::tempdir().unwrap();
+    let state = tempfile::tempdir().unwrap();
+    let endpoint = ModelEndpoint::start(EndpointConfig::default()).unwrap();
+    // A cancel right behind its prompt may stop it before or after its request: each reply
+    // answers the prompt it is for, whichever comes.
+    let reply = || {
+        Reply::from_fn(|request| {
+            let mut prompts = request
+                .messages
+                .iter()
+                .filter(|message| message.role == "user")
+                .filter_map(|message| message.content.as_deref());
+            if prompts.any(|text| text == "wait") {
+                agent_tests::model_endpoint::ModelTurn::new()
+                    .content("later")
+                    .first_byte_delay(std::time::Duration::from_millis(1500))
+                    .into()
+            } else {
+                Reply::hang()
+            }
+        })
+    };
+    endpoint.push_all([reply(), reply()]);
+    let seen = acp_client(
+        "client.mjs",
+        request(
+            workspace.path(),
+            state.path(),
+            &endpoint,
+            json!([
+                {"do": "new"},
+                {"do": "prompt_and_cancel", "text": "never mind", "after_ms": 0},
+                {"do": "prompt_during", "text": "wait", "during": [
+                    {"do": "set_mode", "mode": "readonly"},
+                    {"do": "set_model", "model": "other"},
+                    {"do": "raw", "method": "session/prompt", "params": {
+                        "sessionId": "$session", "prompt": [{"type": "text", "text": "me too"}]}},
+                ]},
+            ]),
+        ),
+    );
+    let steps = seen["steps"].as_array().unwrap();
+    assert_eq!(
+        steps[1]["response"]["stopReason"], "cancelled",
+        "{}",
+        steps[1]
+    );
+    let during = steps[2]["during"].as_array().unwrap();
+    for refused in during {
+        let message = refused["error"]["message"].as_str().unwrap_or_default();
+        assert!(message.contains("a turn is"), "{refused}");
+    }
+    assert_eq!(
+        steps[2]["response"]["stopReason"], "end_turn",
+        "{}",
+        steps[2]
+    );
+    endpoint.assert_no_violations();
+}

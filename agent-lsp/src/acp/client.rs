@@ -18,6 +18,8 @@ use agent_client_protocol::v1::schema::{
 };
 use futures_util::future::BoxFuture;
 
+use super::lock;
+use super::tail::TailSlot;
 use crate::session::event::ToolCallRef;
 use crate::tools::Asker;
 use crate::tools::buffers::Buffers;
@@ -37,6 +39,8 @@ pub(super) struct ClientAsker {
     pub workspace: PathBuf,
     /// The (tool, reason) pairs the user allowed for the rest of the session.
     pub always: Arc<Mutex<BTreeSet<(String, String)>>>,
+    /// The running turn's tail, which shows the call before the question about it.
+    pub tail: TailSlot,
 }
 
 impl Asker for ClientAsker {
@@ -50,8 +54,15 @@ impl Asker for ClientAsker {
         if lock(&always).contains(&key) {
             return Box::pin(std::future::ready(true));
         }
+        // The client is shown the call first, and asked about it by the id it knows it by
+        // (a call inside a program or a sub-agent has one of its own).
+        let tail = lock(&self.tail).clone();
+        let id = match tail {
+            Some(tail) => lock(&tail).announce(call),
+            None => call.id.clone(),
+        };
         let shown =
-            super::updates::tool_call(&call.id, &call.name, &call.arguments, &self.workspace, None);
+            super::updates::tool_call(&id, &call.name, &call.arguments, &self.workspace, None);
         let fields = ToolCallUpdateFields::new()
             .title(format!("{} ({reason})", shown.title))
             .kind(shown.kind)
@@ -60,7 +71,7 @@ impl Asker for ClientAsker {
             .raw_input(shown.raw_input);
         let request = RequestPermissionRequest::new(
             self.session.clone(),
-            ToolCallUpdate::new(call.id.clone(), fields),
+            ToolCallUpdate::new(id, fields),
             vec![
                 PermissionOption::new(ALLOW_ONCE, "Allow", PermissionOptionKind::AllowOnce),
                 PermissionOption::new(
@@ -97,7 +108,7 @@ impl Asker for ClientAsker {
 
     fn refusal(&self, call: &ToolCallRef) -> String {
         format!(
-            "the call to `{}` was refused: its permission is `ask` and the user rejected it in the editor; do not retry the same call, ask the user or take another way",
+            "the call to `{}` was refused: its permission is `ask` and the user did not allow it in the editor (rejected, or the question went unanswered); do not retry the same call, ask the user or take another way",
             call.name
         )
     }
@@ -115,22 +126,22 @@ impl std::fmt::Debug for ClientFiles {
     }
 }
 
+/// Files larger than this are read from the disk, in the `read` tool's pieces, rather than
+/// sent whole by the client.
+const LARGEST_ASKED: u64 = 4 * 1024 * 1024;
+
 impl Buffers for ClientFiles {
     fn text(&self, path: &Path) -> BoxFuture<'static, Option<String>> {
-        let sent = self
-            .connection
-            .send_request(ReadTextFileRequest::new(self.session.clone(), path));
-        let path = path.to_owned();
-        Box::pin(async move {
-            match sent.block_task().await {
-                Ok(read) => Some(read.content),
-                // Not there (a new file), or the client cannot read it: the disk decides.
-                Err(error) => {
-                    tracing::debug!(path = %path.display(), %error, "fs/read_text_file failed; reading the disk");
-                    None
-                }
+        // The client is asked about regular files only: a folder, a FIFO, a device or a link
+        // (which a rewind puts back as a link) is the disk's; so is a file too large to send.
+        match std::fs::symlink_metadata(path) {
+            Ok(metadata) if !metadata.is_file() || metadata.len() > LARGEST_ASKED => {
+                return Box::pin(std::future::ready(None));
             }
-        })
+            _ => {}
+        }
+        let read = self.read(path);
+        Box::pin(async move { read.await.ok() })
     }
 
     fn lands(&self) -> &'static str {
@@ -140,16 +151,28 @@ impl Buffers for ClientFiles {
     fn replace(
         &self,
         path: &Path,
-        _before: &str,
+        before: &str,
         after: &str,
     ) -> BoxFuture<'static, Result<(), String>> {
-        let sent = self.connection.send_request(WriteTextFileRequest::new(
+        let read = self.read(path);
+        let (connection, session, path) = (
+            self.connection.clone(),
             self.session.clone(),
-            path,
-            after,
-        ));
+            path.to_owned(),
+        );
+        let (before, after) = (before.to_owned(), after.to_owned());
         Box::pin(async move {
-            sent.block_task()
+            // What the change was made against must still be there: the user may have typed
+            // since the tool read it.
+            if read.await? != before {
+                return Err(
+                    "the file changed in the editor meanwhile; read it again and redo the change"
+                        .to_owned(),
+                );
+            }
+            connection
+                .send_request(WriteTextFileRequest::new(session, path, after))
+                .block_task()
                 .await
                 .map(drop)
                 .map_err(|error| error.message.clone())
@@ -157,8 +180,21 @@ impl Buffers for ClientFiles {
     }
 }
 
-fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    mutex
-        .lock()
-        .unwrap_or_else(|poisoned| poisoned.into_inner())
+impl ClientFiles {
+    /// The client's text of `path`, or why it has none.
+    fn read(&self, path: &Path) -> BoxFuture<'static, Result<String, String>> {
+        let sent = self
+            .connection
+            .send_request(ReadTextFileRequest::new(self.session.clone(), path));
+        let path = path.to_owned();
+        Box::pin(async move {
+            sent.block_task()
+                .await
+                .map(|read| read.content)
+                .map_err(|error| {
+                    tracing::debug!(path = %path.display(), %error, "fs/read_text_file failed");
+                    error.message.clone()
+                })
+        })
+    }
 }

@@ -13,7 +13,7 @@ use agent_client_protocol::v1::schema::{
 };
 
 use super::sessions::Live;
-use super::{Acp, AcpError, send};
+use super::{Acp, AcpError, lock, send};
 use crate::llm::provider::{Provider, ProviderConfig};
 use crate::preset::{Preset, PresetDirs};
 
@@ -136,44 +136,70 @@ pub(super) fn commands(skills: &[(String, String)]) -> Vec<AvailableCommand> {
 }
 
 impl Acp {
-    /// The session's modes (the presets, its own selected) and its model option.
-    pub(super) async fn choices(&self, live: &Live) -> (SessionModeState, SessionConfigOption) {
-        let state = live.state.lock().await;
-        let current = self.model_of(state.model.as_deref(), &state.preset);
-        let modes = modes(live.place.store.workspace(), &state.preset.name);
-        let preset = state.preset.clone();
-        drop(state);
-        let offered = self.offered(&preset).await;
-        (modes, model_option(&current, offered))
+    /// The session's modes (the presets, its own selected) and, with a model configured, its
+    /// model option; the endpoint is asked for its models the first time.
+    pub(super) async fn choices(
+        &self,
+        live: &Live,
+    ) -> (SessionModeState, Option<SessionConfigOption>) {
+        let preset = lock(&live.settings).preset.clone();
+        if lock(&self.offered).is_none() {
+            let listed = self.list_models(&preset).await;
+            if let Some(listed) = listed {
+                *lock(&self.offered) = Some(listed);
+            }
+        }
+        self.choices_now(live)
     }
 
-    pub(super) async fn set_mode(
+    /// [`Acp::choices`] with the models the endpoint offered so far, asking nothing.
+    fn choices_now(&self, live: &Live) -> (SessionModeState, Option<SessionConfigOption>) {
+        let settings = lock(&live.settings);
+        let modes = modes(live.place.store.workspace(), &settings.preset.name);
+        let offered = lock(&self.offered).clone().unwrap_or_default();
+        let option = self
+            .provider_config(settings.model.as_deref(), &settings.preset)
+            .ok()
+            .flatten()
+            .map(|config| model_option(&config.model, &offered));
+        (modes, option)
+    }
+
+    /// `session/set_mode`: another preset, until the session's first prompt.
+    pub(super) fn set_mode(
         &self,
         request: SetSessionModeRequest,
         connection: &ConnectionTo<Client>,
     ) -> Result<SetSessionModeResponse, AcpError> {
         let live = self.live(&request.session_id)?;
-        let Ok(mut state) = live.state.try_lock() else {
-            return Err(AcpError::params(
-                "a turn is running; change the mode after it",
-            ));
-        };
+        refuse_while_running(&live, "the mode")?;
         let wanted = &*request.mode_id.0;
-        if state.preset.name == wanted {
+        let workspace = live.place.store.workspace();
+        let (current, recorded) = {
+            let settings = lock(&live.settings);
+            (settings.preset.name.clone(), settings.recorded)
+        };
+        if current == wanted {
             return Ok(SetSessionModeResponse::new());
         }
-        if state.recorded {
+        // A mode is a preset's name, never a path to a file.
+        if !modes(workspace, &current)
+            .available_modes
+            .iter()
+            .any(|mode| &*mode.id.0 == wanted)
+        {
             return Err(AcpError::params(format!(
-                "this session runs preset `{}` and a session keeps its preset; start a new session for `{wanted}`",
-                state.preset.name
+                "no mode `{wanted}`: the modes are the presets `agent-lsp preset list` shows"
             )));
         }
-        state.preset = Preset::load(
-            wanted,
-            &PresetDirs::for_workspace(live.place.store.workspace()),
-        )
-        .map_err(|error| AcpError::params(format!("{error:#}")))?;
-        drop(state);
+        if recorded {
+            return Err(AcpError::params(format!(
+                "this session runs preset `{current}` and a session keeps its preset; start a new session for `{wanted}`"
+            )));
+        }
+        let preset = Preset::load(wanted, &PresetDirs::for_workspace(workspace))
+            .map_err(|error| AcpError::params(format!("{error:#}")))?;
+        lock(&live.settings).preset = preset;
         send(
             connection,
             &request.session_id,
@@ -183,7 +209,8 @@ impl Acp {
         Ok(SetSessionModeResponse::new())
     }
 
-    pub(super) async fn set_option(
+    /// `session/set_config_option` of the model: the next prompt runs on it.
+    pub(super) fn set_option(
         &self,
         request: SetSessionConfigOptionRequest,
     ) -> Result<SetSessionConfigOptionResponse, AcpError> {
@@ -197,26 +224,17 @@ impl Acp {
         let Some(model) = request.value.as_value_id() else {
             return Err(AcpError::params("`model` takes a model id"));
         };
-        let Ok(mut state) = live.state.try_lock() else {
-            return Err(AcpError::params(
-                "a turn is running; change the model after it",
-            ));
-        };
-        state.model = Some(model.0.to_string());
-        // The next prompt opens the conversation again, on the new model.
-        state.conversation = None;
-        drop(state);
-        let (_, option) = self.choices(&live).await;
-        Ok(SetSessionConfigOptionResponse::new(vec![option]))
-    }
-
-    /// The model a session of `preset` runs on, `model` when one was picked.
-    fn model_of(&self, model: Option<&str>, preset: &Preset) -> String {
-        self.provider_config(model, preset)
-            .ok()
-            .flatten()
-            .map(|config| config.model)
-            .unwrap_or_else(|| "not configured".to_owned())
+        refuse_while_running(&live, "the model")?;
+        {
+            let mut settings = lock(&live.settings);
+            settings.model = Some(model.0.to_string());
+            // The next prompt opens the conversation again, on the new model.
+            settings.reopen = true;
+        }
+        let (_, option) = self.choices_now(&live);
+        Ok(SetSessionConfigOptionResponse::new(
+            option.into_iter().collect(),
+        ))
     }
 
     fn provider_config(
@@ -244,27 +262,29 @@ impl Acp {
         Provider::new(config).map_err(AcpError::internal)
     }
 
-    /// The models the endpoint offers, asked once with a short deadline: a slow or absent
-    /// `/models` leaves the option with the configured model alone.
-    async fn offered(&self, preset: &Preset) -> &[String] {
-        self.offered
-            .get_or_init(|| async {
-                let Ok(provider) = self.provider(None, preset) else {
-                    return Vec::new();
-                };
-                let cancel = tokio_util::sync::CancellationToken::new();
-                let listed = tokio::time::timeout(
-                    std::time::Duration::from_secs(2),
-                    provider.list_models(&cancel),
-                )
-                .await;
-                match listed {
-                    Ok(Ok(models)) => models,
-                    _ => Vec::new(),
-                }
-            })
-            .await
+    /// The models the endpoint offers, within a short deadline: `None` when it does not
+    /// answer (asked again at the next session).
+    async fn list_models(&self, preset: &Preset) -> Option<Vec<String>> {
+        let provider = self.provider(None, preset).ok()?;
+        let cancel = tokio_util::sync::CancellationToken::new();
+        tokio::time::timeout(
+            std::time::Duration::from_secs(2),
+            provider.list_models(&cancel),
+        )
+        .await
+        .ok()?
+        .ok()
     }
+}
+
+/// A session's mode and model change between turns only.
+fn refuse_while_running(live: &Live, what: &str) -> Result<(), AcpError> {
+    if lock(&live.turn).is_some() {
+        return Err(AcpError::params(format!(
+            "a turn is running; change {what} after it"
+        )));
+    }
+    Ok(())
 }
 
 #[cfg(test)]

@@ -16,8 +16,10 @@ use agent_client_protocol::v1::schema::{McpServer, SessionId, SessionInfo};
 use tokio_util::sync::CancellationToken;
 
 use super::client::{ClientAsker, ClientFiles};
+use super::tail::TailSlot;
 use super::{Acp, AcpError, lock};
 use crate::activity::Activity;
+use crate::agent::bounds::PromptTooLong;
 use crate::host::{Conversation, Host, Start, ToolHost};
 use crate::mcp::config::{McpOptions, ServerConfig};
 use crate::preset::Preset;
@@ -39,43 +41,38 @@ pub(super) struct Place {
 pub(super) struct Live {
     pub id: String,
     pub place: Place,
-    pub host: Host,
-    /// The turn's state; a running turn holds it for its length.
-    pub state: tokio::sync::Mutex<State>,
-    /// The running turn's token, which `session/cancel` cancels.
-    pub cancel: Mutex<Option<CancellationToken>>,
+    /// The workspace's tools with this session's asker and buffers, before its preset's MCP
+    /// servers are added (see [`Live::host`]).
+    tools: ToolHost,
+    /// The MCP servers the client passed for the session.
+    servers: McpOptions,
+    /// What the session runs with, changed only between turns.
+    pub settings: Mutex<Settings>,
+    /// The open conversation, once a prompt needed it; the running turn holds it.
+    pub conversation: tokio::sync::Mutex<Option<Conversation>>,
+    /// The token of the prompt in flight, from its request to its answer: `session/cancel`
+    /// cancels it, and a second prompt, a mode or a model is refused while it is there.
+    pub turn: Mutex<Option<CancellationToken>>,
+    /// The running turn's tail, where the asker shows a call before asking about it.
+    pub tail: TailSlot,
 }
 
 /// What a session runs with.
-pub(super) struct State {
+pub(super) struct Settings {
     /// The session's preset: its mode.
     pub preset: Preset,
     /// The model picked with the `model` option; the configured one when `None`.
     pub model: Option<String>,
     /// Whether the session's log exists (it was loaded, or a prompt made it).
     pub recorded: bool,
-    /// The open conversation, once a prompt needed it; dropped when the model changes.
-    pub conversation: Option<Conversation>,
+    /// The model changed: the next prompt opens the conversation again.
+    pub reopen: bool,
 }
 
 impl Acp {
     /// The shared tools of the workspace `cwd` names, made on first use.
     pub(super) fn place(&self, cwd: &Path) -> Result<Place, AcpError> {
-        if !cwd.is_absolute() {
-            return Err(AcpError::params(format!(
-                "`cwd` must be an absolute path, not {}",
-                cwd.display()
-            )));
-        }
-        let workspace = cwd.canonicalize().map_err(|error| {
-            AcpError::params(format!("`cwd` {} cannot be used: {error}", cwd.display()))
-        })?;
-        if !workspace.is_dir() {
-            return Err(AcpError::params(format!(
-                "`cwd` {} is not a folder",
-                workspace.display()
-            )));
-        }
+        let workspace = workspace_of(cwd)?;
         let mut places = lock(&self.places);
         if let Some(place) = places.get(&workspace) {
             return Ok(place.clone());
@@ -124,12 +121,14 @@ impl Acp {
         connection: &ConnectionTo<Client>,
     ) -> Result<Arc<Live>, AcpError> {
         let session = SessionId::new(id.clone());
+        let tail = TailSlot::default();
         let mut tools = place.tools.clone();
         tools.asker = Arc::new(ClientAsker {
             connection: connection.clone(),
             session: session.clone(),
             workspace: place.store.workspace().to_owned(),
             always: Arc::new(Mutex::new(BTreeSet::new())),
+            tail: tail.clone(),
         });
         let fs = lock(&self.client).fs.clone();
         if fs.read_text_file && fs.write_text_file {
@@ -138,24 +137,21 @@ impl Acp {
                 session,
             }));
         }
-        tools.front_end = crate::mcp::front_end_tools(
-            &mcp_options(servers)?,
-            &self.config.mcp,
-            place.store.workspace(),
-            crate::session::store::state_root_of(place.store.workspace_dir()),
-        );
-        let host = Host::new(place.store.clone(), place.activity.clone(), tools);
+        let servers = mcp_options(servers)?;
         let live = Arc::new(Live {
             id: id.clone(),
             place,
-            host,
-            state: tokio::sync::Mutex::new(State {
+            tools,
+            servers,
+            settings: Mutex::new(Settings {
                 preset,
                 model: None,
                 recorded,
-                conversation: None,
+                reopen: false,
             }),
-            cancel: Mutex::new(None),
+            conversation: tokio::sync::Mutex::new(None),
+            turn: Mutex::new(None),
+            tail,
         });
         lock(&self.sessions).insert(id, live.clone());
         Ok(live)
@@ -171,48 +167,63 @@ impl Acp {
         })
     }
 
-    /// Forget a session the client closed; its turn, if one runs, is cancelled.
-    pub(super) fn close(&self, id: &SessionId) -> Result<(), AcpError> {
+    /// Forget a session the client closed; its turn, if one runs, is cancelled, and until it
+    /// has let go of the log the session is `closing` (opening it again waits for that).
+    pub(super) fn close(self: &Arc<Self>, id: &SessionId) -> Result<(), AcpError> {
         let live = lock(&self.sessions)
             .remove(&*id.0)
             .ok_or_else(|| AcpError::not_found(format!("no open session `{}`", id.0)))?;
-        if let Some(cancel) = lock(&live.cancel).as_ref() {
+        if let Some(cancel) = lock(&live.turn).as_ref() {
             cancel.cancel();
         }
+        lock(&self.closing).insert(live.id.clone(), live.clone());
+        let acp = self.clone();
+        tokio::spawn(async move {
+            drop(live.conversation.lock().await);
+            lock(&acp.closing).remove(&live.id);
+        });
         Ok(())
     }
 
-    /// The workspace's sessions, newest first, as `agent-lsp session list` lists them;
-    /// sub-agents' sessions are reached through their parent's.
-    pub(super) fn list(&self, cwd: &Path) -> Result<Vec<SessionInfo>, AcpError> {
-        let place = self.place(cwd)?;
-        let rows = crate::session_report::list_json(&place.store).map_err(AcpError::internal)?;
-        let mut sessions = rows
-            .iter()
-            .filter(|row| row["parent"].is_null() && row["error"].is_null())
-            .map(|row| {
-                let title = row["first_prompt"].as_str().map(|prompt| {
-                    let line = prompt.lines().next().unwrap_or_default();
-                    match line.char_indices().nth(80) {
-                        Some((at, _)) => format!("{}…", &line[..at]),
-                        None => line.to_owned(),
-                    }
-                });
-                SessionInfo::new(
-                    row["id"].as_str().unwrap_or_default().to_owned(),
-                    place.store.workspace().to_owned(),
-                )
-                .title(title)
-                .updated_at(row["last_activity"].as_str().map(str::to_owned))
-            })
-            .collect::<Vec<_>>();
-        sessions.reverse();
+    /// The sessions of the workspace `cwd` names, newest first, as `agent-lsp session list`
+    /// lists them (sub-agents' sessions are reached through their parent's); without `cwd`,
+    /// those of the workspaces sessions were opened in. Listing starts nothing.
+    pub(super) fn list(&self, cwd: Option<&Path>) -> Result<Vec<SessionInfo>, AcpError> {
+        let stores = match cwd {
+            Some(cwd) => {
+                vec![Store::for_workspace(&workspace_of(cwd)?).map_err(AcpError::internal)?]
+            }
+            None => lock(&self.places)
+                .values()
+                .map(|place| place.store.clone())
+                .collect(),
+        };
+        let mut sessions = Vec::new();
+        for store in &stores {
+            sessions.extend(listed(store)?);
+        }
+        sessions.sort_by(|a, b| b.updated_at.cmp(&a.updated_at));
         Ok(sessions)
     }
 
     /// Open a recorded session of `cwd` again (`session/load`, `session/resume`), with the
     /// preset it keeps.
-    pub(super) fn reopen(
+    pub(super) async fn reopen(
+        &self,
+        id: &SessionId,
+        cwd: &Path,
+        servers: &[McpServer],
+        connection: &ConnectionTo<Client>,
+    ) -> Result<Arc<Live>, AcpError> {
+        // A session closed while its turn ran: its log is free once that turn let go of it.
+        let closing = lock(&self.closing).get(&*id.0).cloned();
+        if let Some(closing) = closing {
+            drop(closing.conversation.lock().await);
+        }
+        tokio::task::block_in_place(|| self.reopen_now(id, cwd, servers, connection))
+    }
+
+    fn reopen_now(
         &self,
         id: &SessionId,
         cwd: &Path,
@@ -252,43 +263,134 @@ impl Acp {
 }
 
 impl Live {
-    /// The conversation of this session, opened (or reopened with a new model) for a prompt
-    /// `prompt`; the log is made now if this is the session's first prompt.
-    pub(super) fn conversation<'a>(
+    /// The host of a conversation running `preset`: the client's MCP servers join its tools
+    /// under the preset's `[plugins.mcp]`, as the config file's do (a preset without it has
+    /// no MCP tools). Made when the conversation opens, so a mode chosen before the first
+    /// prompt decides.
+    fn host(&self, preset: &Preset, config: &crate::config::Config) -> Result<Host, AcpError> {
+        let mut tools = self.tools.clone();
+        let settings = preset
+            .plugin_settings::<crate::mcp::McpSettings>(crate::mcp::PLUGIN)
+            .map_err(AcpError::internal)?;
+        match settings {
+            Some(settings) => {
+                tools.front_end = crate::mcp::front_end_tools(
+                    &self.servers,
+                    &settings,
+                    &config.mcp,
+                    self.place.store.workspace(),
+                    crate::session::store::state_root_of(self.place.store.workspace_dir()),
+                );
+            }
+            None if !self.servers.servers.is_empty() => {
+                tracing::warn!(preset = %preset.name, "the client's MCP servers are not used: the preset has no [plugins.mcp]");
+            }
+            None => {}
+        }
+        Ok(Host::new(
+            self.place.store.clone(),
+            self.place.activity.clone(),
+            tools,
+        ))
+    }
+
+    /// Open this session's conversation for `prompt` if it is not (or the model changed):
+    /// the log is made now if this is the session's first prompt. A prompt too long to record
+    /// is refused as bad input, before anything is written.
+    pub(super) fn open_conversation(
         &self,
-        state: &'a mut State,
+        conversation: &mut Option<Conversation>,
         acp: &Acp,
         prompt: &str,
-    ) -> Result<&'a mut Conversation, AcpError> {
-        if state.conversation.is_none() {
-            let opening = if state.recorded {
-                self.host
-                    .choose(Start::Continue {
-                        session: &self.id,
-                        preset: None,
-                    })
-                    .map_err(AcpError::internal)?
-            } else {
-                self.host
-                    .choose(Start::New(state.preset.clone()))
-                    .map_err(AcpError::internal)?
-                    .with_new_id(self.id.clone())
-            };
-            let provider = acp.provider(state.model.as_deref(), opening.preset())?;
-            let conversation = self
-                .host
-                .open(opening, Some(provider), Some(prompt))
-                .map_err(|error| AcpError::params(format!("{error:#}")))?;
-            state.recorded = true;
-            state.conversation = Some(conversation);
+    ) -> Result<(), AcpError> {
+        let (preset, model, recorded) = {
+            let mut settings = lock(&self.settings);
+            if std::mem::take(&mut settings.reopen) {
+                *conversation = None;
+            }
+            (
+                settings.preset.clone(),
+                settings.model.clone(),
+                settings.recorded,
+            )
+        };
+        if conversation.is_some() {
+            return Ok(());
         }
-        Ok(state.conversation.as_mut().expect("opened above"))
+        // Opening starts the client's MCP servers never seen before, reads the log and may
+        // wait for its lock: off the async workers.
+        let opened = tokio::task::block_in_place(|| {
+            let host = self.host(&preset, &acp.config)?;
+            let opening = if recorded {
+                host.choose(Start::Continue {
+                    session: &self.id,
+                    preset: None,
+                })
+            } else {
+                host.choose(Start::New(preset))
+                    .map(|opening| opening.with_new_id(self.id.clone()))
+            }
+            .map_err(AcpError::internal)?;
+            let provider = acp.provider(model.as_deref(), opening.preset())?;
+            host.open(opening, Some(provider), Some(prompt))
+                .map_err(|error| match error.downcast_ref::<PromptTooLong>() {
+                    Some(too_long) => AcpError::params(too_long.to_string()),
+                    None => AcpError::failed(format!("{error:#}")),
+                })
+        })?;
+        lock(&self.settings).recorded = true;
+        *conversation = Some(opened);
+        Ok(())
     }
 
     /// The session's log file.
     pub(super) fn log_path(&self) -> PathBuf {
         self.place.store.path_of(&self.id)
     }
+}
+
+/// The workspace `cwd` names: absolute, there, a folder, canonical.
+fn workspace_of(cwd: &Path) -> Result<PathBuf, AcpError> {
+    if !cwd.is_absolute() {
+        return Err(AcpError::params(format!(
+            "`cwd` must be an absolute path, not {}",
+            cwd.display()
+        )));
+    }
+    let workspace = cwd.canonicalize().map_err(|error| {
+        AcpError::params(format!("`cwd` {} cannot be used: {error}", cwd.display()))
+    })?;
+    if !workspace.is_dir() {
+        return Err(AcpError::params(format!(
+            "`cwd` {} is not a folder",
+            workspace.display()
+        )));
+    }
+    Ok(workspace)
+}
+
+/// The sessions of `store` as a client lists them.
+fn listed(store: &Store) -> Result<Vec<SessionInfo>, AcpError> {
+    let rows = crate::session_report::list_json(store).map_err(AcpError::internal)?;
+    Ok(rows
+        .iter()
+        .filter(|row| row["parent"].is_null() && row["error"].is_null())
+        .map(|row| {
+            let title = row["first_prompt"].as_str().map(|prompt| {
+                let line = prompt.lines().next().unwrap_or_default();
+                match line.char_indices().nth(80) {
+                    Some((at, _)) => format!("{}…", &line[..at]),
+                    None => line.to_owned(),
+                }
+            });
+            SessionInfo::new(
+                row["id"].as_str().unwrap_or_default().to_owned(),
+                store.workspace().to_owned(),
+            )
+            .title(title)
+            .updated_at(row["last_activity"].as_str().map(str::to_owned))
+        })
+        .collect())
 }
 
 /// The client's MCP servers as our configuration writes them. The client's servers are the

@@ -6,8 +6,7 @@
 //! updates ([`super::updates`]), so what the client sees is what the log holds, and a nested
 //! call (`run_code`'s, a sub-agent's, whose log is followed too) shows up while it runs.
 
-use std::io::{Read, Seek, SeekFrom};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -15,52 +14,57 @@ use agent_client_protocol::Client;
 use agent_client_protocol::v1::ConnectionTo;
 use agent_client_protocol::v1::schema::{
     ContentBlock, EmbeddedResourceResource, PromptRequest, PromptResponse, SessionId,
-    SessionNotification, SessionUpdate, StopReason,
+    SessionUpdate, StopReason,
 };
 use tokio_util::sync::CancellationToken;
 
 use super::options::{self, Slash};
-use super::sessions::{Live, State};
-use super::updates::{self, Nesting, Reading};
+use super::sessions::Live;
+use super::tail::{Sender, Tail};
+use super::updates::{self, Reading};
 use super::{Acp, AcpError, lock};
 use crate::agent::{AgentEvent, TurnOutcome, TurnUi};
 use crate::llm::provider::StreamDelta;
-use crate::session::event::{Event, EventBody};
 
 /// How often the log is read while a call runs, for the calls nested in it.
 const TICK: Duration = Duration::from_millis(200);
 
-/// Run the prompt's turn and say how it stopped.
+/// Run the prompt's turn, cancelled by `cancel`, and say how it stopped.
 pub(super) async fn prompt(
     acp: &Acp,
+    live: &Live,
     request: PromptRequest,
+    cancel: &CancellationToken,
     connection: &ConnectionTo<Client>,
 ) -> Result<PromptResponse, AcpError> {
-    let live = acp.live(&request.session_id)?;
     let workspace = live.place.store.workspace().to_owned();
     let mut text = prompt_text(&request.prompt, &workspace)?;
-    let Ok(mut state) = live.state.try_lock() else {
-        return Err(AcpError::params(
-            "a turn is already running in this session; wait for it or cancel it (session/cancel)",
-        ));
+    let (preset, model) = {
+        let settings = lock(&live.settings);
+        (settings.preset.clone(), settings.model.clone())
     };
-    let skills = options::skills(&workspace, &state.preset)
+    let skills = options::skills(&workspace, &preset)
         .into_iter()
         .map(|(name, _)| name)
         .collect::<Vec<_>>();
+    // Only a prompt holds the conversation for long, and this is the session's only one
+    // (`start_turn`); a `session/close` that came first has let go of it.
+    let mut conversation = live.conversation.lock().await;
     match options::slash(&text, &skills) {
-        Some(Slash::Compact) => return compact(acp, &live, &mut state, connection).await,
-        Some(Slash::Memory) => return memory(&live, connection),
+        Some(Slash::Compact) => {
+            // The conversation lets go of the log; the next prompt opens it again.
+            *conversation = None;
+            return compact(acp, live, &preset, model.as_deref(), cancel, connection).await;
+        }
+        Some(Slash::Memory) => return memory(live, connection),
         Some(Slash::Skill { name, rest }) => text = options::skill_prompt(&name, &rest),
         None => {}
     }
-    let window = state.preset.file.model.context_window;
-    let conversation = live.conversation(&mut state, acp, &text)?;
+    live.open_conversation(&mut conversation, acp, &text)?;
+    let conversation = conversation.as_mut().expect("opened");
     conversation
         .check_prompt(&text)
         .map_err(|error| AcpError::params(format!("{error:#}")))?;
-    let cancel = CancellationToken::new();
-    *lock(&live.cancel) = Some(cancel.clone());
     let tail = Arc::new(Mutex::new(Tail::new(
         live.log_path(),
         workspace,
@@ -68,8 +72,10 @@ pub(super) async fn prompt(
             connection: connection.clone(),
             session: request.session_id.clone(),
         },
-        window,
+        preset.file.model.context_window,
+        Reading::Live,
     )));
+    *lock(&live.tail) = Some(tail.clone());
     let ticking = tokio::spawn({
         let tail = tail.clone();
         async move {
@@ -80,10 +86,10 @@ pub(super) async fn prompt(
         }
     });
     let mut ui = StreamUi { tail: tail.clone() };
-    let outcome = conversation.submit(&text, &cancel, &mut ui).await;
+    let outcome = conversation.submit(&text, cancel, &mut ui).await;
     ticking.abort();
+    *lock(&live.tail) = None;
     lock(&tail).pump();
-    *lock(&live.cancel) = None;
     let stop = match outcome.map_err(|error| AcpError::failed(format!("{error:#}")))? {
         TurnOutcome::Answered { .. } => StopReason::EndTurn,
         TurnOutcome::StepLimit { .. } => StopReason::MaxTurnRequests,
@@ -96,33 +102,33 @@ pub(super) async fn prompt(
 async fn compact(
     acp: &Acp,
     live: &Live,
-    state: &mut State,
+    preset: &crate::preset::Preset,
+    model: Option<&str>,
+    cancel: &CancellationToken,
     connection: &ConnectionTo<Client>,
 ) -> Result<PromptResponse, AcpError> {
-    let settings = state
-        .preset
+    let settings = preset
         .plugin_settings::<crate::compaction::CompactionSettings>("compaction")
         .map_err(AcpError::internal)?
         .unwrap_or_default();
-    let window = state.preset.file.model.context_window;
-    let provider = acp.provider(state.model.as_deref(), &state.preset)?;
-    let message = if !state.recorded {
+    let window = preset.file.model.context_window;
+    let provider = acp.provider(model, preset)?;
+    let message = if !lock(&live.settings).recorded {
         "nothing to compact: the session has no turn yet".to_owned()
     } else {
-        // The conversation lets go of the log; the next prompt opens it again.
-        state.conversation = None;
-        let mut session = live
-            .place
-            .store
-            .open(&live.id, crate::session::log::Durability::Sync)
-            .map_err(AcpError::internal)?;
+        let mut session = tokio::task::block_in_place(|| {
+            live.place
+                .store
+                .open(&live.id, crate::session::log::Durability::Sync)
+        })
+        .map_err(AcpError::internal)?;
         let outcome = crate::compaction::compact_session(
             &mut session,
             settings,
             window,
             &provider,
             None,
-            &CancellationToken::new(),
+            cancel,
         )
         .await
         .map_err(|error| AcpError::failed(format!("{error:#}")))?;
@@ -151,11 +157,13 @@ fn memory(live: &Live, connection: &ConnectionTo<Client>) -> Result<PromptRespon
     Ok(PromptResponse::new(StopReason::EndTurn))
 }
 
+/// A command's reply, as the agent's message (not in the log: a command is no turn).
 fn say(connection: &ConnectionTo<Client>, session: &str, text: &str) {
-    let _ = connection.send_notification(SessionNotification::new(
-        SessionId::new(session.to_owned()),
+    super::send(
+        connection,
+        &SessionId::new(session.to_owned()),
         SessionUpdate::AgentMessageChunk(updates::text_chunk(text)),
-    ));
+    );
 }
 
 /// The prompt's content blocks as one text: text as it is, a link to a workspace file as its
@@ -203,23 +211,6 @@ fn mention(uri: &str, workspace: &Path) -> Option<String> {
     (!relative.is_empty()).then(|| format!("@{relative}"))
 }
 
-/// Where updates go: one session of the connection.
-struct Sender {
-    connection: ConnectionTo<Client>,
-    session: SessionId,
-}
-
-impl Sender {
-    fn send(&self, update: SessionUpdate) {
-        if let Err(error) = self
-            .connection
-            .send_notification(SessionNotification::new(self.session.clone(), update))
-        {
-            tracing::debug!(%error, "a session/update could not be sent");
-        }
-    }
-}
-
 /// The streamed text, and the log read at each of the loop's events.
 struct StreamUi {
     tail: Arc<Mutex<Tail>>,
@@ -242,103 +233,6 @@ impl TurnUi for StreamUi {
     fn event(&mut self, _event: &AgentEvent<'_>) {
         lock(&self.tail).pump();
     }
-}
-
-/// The logs of a running turn, read from where they stood: the session's, and those of the
-/// sub-agents it starts.
-struct Tail {
-    workspace: PathBuf,
-    sender: Sender,
-    window: u64,
-    followed: Vec<Followed>,
-}
-
-/// One log being read, with what was read of it.
-struct Followed {
-    path: PathBuf,
-    offset: u64,
-    nesting: Nesting,
-}
-
-impl Tail {
-    fn new(path: PathBuf, workspace: PathBuf, sender: Sender, window: u64) -> Tail {
-        let offset = std::fs::metadata(&path).map_or(0, |metadata| metadata.len());
-        Tail {
-            workspace,
-            sender,
-            window,
-            followed: vec![Followed {
-                path,
-                offset,
-                nesting: Nesting::default(),
-            }],
-        }
-    }
-
-    /// Send the updates of every event appended since the last read.
-    fn pump(&mut self) {
-        let mut at = 0;
-        while at < self.followed.len() {
-            let events = read_new(&mut self.followed[at]);
-            let nesting = self.followed[at].nesting.clone();
-            for event in &events {
-                self.show(event, &nesting);
-            }
-            at += 1;
-        }
-    }
-
-    fn show(&mut self, event: &Event, nesting: &Nesting) {
-        for update in updates::of_event(event, &self.workspace, Reading::Live, nesting) {
-            self.sender.send(update);
-        }
-        match &event.body {
-            EventBody::Usage(usage) if nesting.parent.is_none() => {
-                self.sender.send(updates::usage(usage, self.window))
-            }
-            EventBody::SubagentStart(start) => {
-                let parent = Nesting {
-                    parent: Some(match &nesting.parent {
-                        Some(outer) => format!("{outer}/{}", start.call_id),
-                        None => start.call_id.clone(),
-                    }),
-                };
-                let path = self.followed[0]
-                    .path
-                    .with_file_name(format!("{}.jsonl", start.child));
-                self.followed.push(Followed {
-                    path,
-                    offset: 0,
-                    nesting: parent,
-                });
-            }
-            _ => {}
-        }
-    }
-}
-
-/// The whole lines appended to `followed`'s log since the last read, as events; a line still
-/// being written is left for the next read.
-fn read_new(followed: &mut Followed) -> Vec<Event> {
-    let Ok(mut file) = std::fs::File::open(&followed.path) else {
-        return Vec::new();
-    };
-    if file.seek(SeekFrom::Start(followed.offset)).is_err() {
-        return Vec::new();
-    }
-    let mut bytes = Vec::new();
-    if file.read_to_end(&mut bytes).is_err() {
-        return Vec::new();
-    }
-    let Some(end) = bytes.iter().rposition(|&byte| byte == b'\n') else {
-        return Vec::new();
-    };
-    followed.offset += end as u64 + 1;
-    bytes[..end]
-        .split(|&byte| byte == b'\n')
-        .filter_map(|line| std::str::from_utf8(line).ok())
-        .filter_map(|line| Event::from_json_line(line).ok())
-        .collect()
 }
 
 #[cfg(test)]

@@ -43,7 +43,7 @@ pub(super) struct Nesting {
 
 impl Nesting {
     /// The id a call of this log has for the client: unique across the logs shown.
-    fn id(&self, call_id: &str) -> String {
+    pub(super) fn id(&self, call_id: &str) -> String {
         match &self.parent {
             Some(parent) => format!("{parent}/{call_id}"),
             None => call_id.to_owned(),

@@ -40,6 +40,19 @@ const MARKER_TOKENS: u64 = 64;
 
 pub use crate::tokens::message_budget;
 
+/// A prompt refused for its size: the front end's fault to report as bad input, not as the
+/// agent failing.
+#[derive(Debug)]
+pub struct PromptTooLong(String);
+
+impl std::fmt::Display for PromptTooLong {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for PromptTooLong {}
+
 /// The bounds of one session's messages.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct MessageBounds {
@@ -73,13 +86,14 @@ impl MessageBounds {
     }
 
     /// Refuse a prompt that is larger than one message may be. Nothing has been written when
-    /// this fails, so the error says the text is still where the programmer typed it.
+    /// this fails, so the error says the text is still where the programmer typed it. The
+    /// error is a [`PromptTooLong`], which a front end can tell from its other failures.
     pub fn check_prompt(&self, text: &str) -> anyhow::Result<()> {
         let tokens = estimate_text(text);
         if tokens <= self.max_message_tokens {
             return Ok(());
         }
-        anyhow::bail!(
+        Err(anyhow::Error::new(PromptTooLong(format!(
             "the prompt is too long: about {tokens} tokens ({} bytes), and one message may hold \
              about {} tokens, a quarter of the model's {}-token context window. Nothing was sent \
              or recorded, and your text is still where you typed it (the prompt document or the \
@@ -88,7 +102,7 @@ impl MessageBounds {
             text.len(),
             self.max_message_tokens,
             self.context_window
-        )
+        ))))
     }
 
     /// The answer as it may enter the session: at most `max_tool_calls` calls, and no more than

@@ -118,9 +118,19 @@ impl ToolRuntime {
             ),
             None => default,
         };
+        // Why the person is asked, when they are: what the call does beyond its tool's
+        // permission and the protected path it writes, so an "always" answer covers exactly
+        // that; the same words are recorded with the answer.
+        let protected_why = protected
+            .as_ref()
+            .map(|(shown, why)| format!("it writes `{shown}`, a protected path ({why})"));
+        let why = match (&reason, protected_why) {
+            (Some(reason), Some(path)) => Some(format!("{reason}; and {path}")),
+            (reason, path) => reason.clone().or(path),
+        };
         let asked = |answer: &str| {
             json!({
-                "why": reason.as_deref().unwrap_or("the tool's permission is `ask`"),
+                "why": why.as_deref().unwrap_or("the tool's permission is `ask`"),
                 "answer": answer,
             })
         };
@@ -137,14 +147,6 @@ impl ToolRuntime {
                 );
             }
             Permission::Ask => {
-                // The person is told why: what the call does beyond its tool's permission, or
-                // the protected path it writes (so an "always" answer covers that, not every
-                // call of the tool).
-                let why = reason.clone().or_else(|| {
-                    protected.as_ref().map(|(shown, why)| {
-                        format!("it writes `{shown}`, a protected path ({why})")
-                    })
-                });
                 let asked = match &why {
                     Some(why) => self.asker.ask_because(call, why),
                     None => self.asker.ask(call),
