@@ -42,7 +42,11 @@ const app = new acp.ClientApp()
   })
   .onRequest("session/request_permission", ({ params }) => {
     const answer = answers.shift() ?? "reject-once";
-    seen.permissions.push({ toolCall: params.toolCall, options: params.options, answer });
+    // Whether the client was shown the call before the question about it.
+    const shownBefore = updates.some(
+      (update) => update.sessionUpdate === "tool_call" && update.toolCallId === params.toolCall.toolCallId,
+    );
+    seen.permissions.push({ toolCall: params.toolCall, options: params.options, answer, shownBefore });
     return { outcome: { outcome: "selected", optionId: answer } };
   })
   .onRequest("fs/read_text_file", ({ params }) => {

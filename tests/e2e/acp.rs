@@ -234,6 +234,9 @@ fn an_acp_client_runs_a_session_and_loads_it_back_as_it_saw_it() {
     let permissions = seen["permissions"].as_array().unwrap();
     assert_eq!(permissions.len(), 2, "{permissions:?}");
     assert_eq!(permissions[0]["toolCall"]["rawInput"]["message"], "hi");
+    for permission in permissions {
+        assert_eq!(permission["shownBefore"], true, "asked before shown: {permission}");
+    }
     let (calls, text) = shown(
         &echo["updates"]
             .as_array()
