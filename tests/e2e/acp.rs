@@ -3,8 +3,8 @@
 //! `ClientSideConnection` (tests/acp/client_v1.mjs), both installed by .ci/tools.sh, against
 //! the loopback model endpoint: a whole session (an edit through the editor's buffer, an MCP
 //! server the client passed, a call approved and one rejected, a cancel mid-turn, the list,
-//! a load that shows what the live turns showed, every request replayed), the plan and the
-//! calls nested in a sub-agent's or a program's. Bad input is in `acp_requests.rs`.
+//! a load that shows what the live turns showed, every request replayed). The plan, nested
+//! calls and a cancel mid-command are in `acp_turns.rs`, bad input in `acp_requests.rs`.
 
 use std::path::Path;
 use std::process::{Command, Stdio};
@@ -75,7 +75,7 @@ fn npm_bin(name: &str) -> String {
 
 /// What a client can compare between a live turn and a load: each tool call's id, kind,
 /// title and final status, and the agent's text.
-fn shown(updates: &[&Value]) -> (Vec<(String, String, String, String)>, String) {
+pub(crate) fn shown(updates: &[&Value]) -> (Vec<(String, String, String, String)>, String) {
     let mut calls: Vec<(String, String, String, String)> = Vec::new();
     let mut text = String::new();
     for update in updates {
@@ -235,7 +235,10 @@ fn an_acp_client_runs_a_session_and_loads_it_back_as_it_saw_it() {
     assert_eq!(permissions.len(), 2, "{permissions:?}");
     assert_eq!(permissions[0]["toolCall"]["rawInput"]["message"], "hi");
     for permission in permissions {
-        assert_eq!(permission["shownBefore"], true, "asked before shown: {permission}");
+        assert_eq!(
+            permission["shownBefore"], true,
+            "asked before shown: {permission}"
+        );
     }
     let (calls, text) = shown(
         &echo["updates"]
@@ -403,171 +406,5 @@ fn the_sdks_first_client_generation_runs_a_session_too() {
         seen["resumed"]["modes"]["currentModeId"], "standard",
         "{seen}"
     );
-    endpoint.assert_no_violations();
-}
-
-/// The plan from `todo`, and the calls made inside another (a sub-agent's, a `run_code`
-/// program's) shown as tool calls of their own that name their parent.
-#[test]
-fn the_plan_and_the_calls_inside_a_sub_agent_or_a_program_are_shown() {
-    let workspace = tempfile::tempdir().unwrap();
-    let state = tempfile::tempdir().unwrap();
-    std::fs::write(workspace.path().join("a.txt"), "alpha\n").unwrap();
-    let endpoint = ModelEndpoint::start(EndpointConfig::default()).unwrap();
-    endpoint.push_all([
-        Reply::tool_call(
-            "todo",
-            json!({"items": [
-                {"text": "look at a.txt", "status": "in_progress"},
-                {"text": "report", "status": "pending"},
-            ]})
-            .to_string(),
-        ),
-        Reply::tool_call(
-            "task",
-            r#"{"prompt":"read a.txt","agent_type":"explore","description":"read a"}"#,
-        ),
-        // The sub-agent's two steps.
-        Reply::tool_call("read", r#"{"path":"a.txt"}"#),
-        Reply::text("it says alpha"),
-        Reply::text("a.txt says alpha"),
-        // The second session, in the `code` mode.
-        Reply::tool_call(
-            "run_code",
-            json!({"code": "const r = await tools.read({path: 'a.txt'}); return r.length;"})
-                .to_string(),
-        ),
-        Reply::text("read it in a program"),
-    ]);
-    let seen = acp_client(
-        "client.mjs",
-        request(
-            workspace.path(),
-            state.path(),
-            &endpoint,
-            json!([
-                {"do": "new"},
-                {"do": "prompt", "text": "plan and delegate"},
-                {"do": "new"},
-                {"do": "set_mode", "mode": "code"},
-                {"do": "prompt", "text": "read it in a program"},
-            ]),
-        ),
-    );
-    let steps = seen["steps"].as_array().unwrap();
-    for step in steps {
-        assert!(step["error"].is_null(), "step failed: {step}");
-    }
-    let updates = steps[1]["updates"].as_array().unwrap();
-    let plan = updates
-        .iter()
-        .find(|update| update["sessionUpdate"] == "plan")
-        .unwrap_or_else(|| panic!("no plan: {updates:?}"));
-    assert_eq!(plan["entries"][0]["content"], "look at a.txt");
-    assert_eq!(plan["entries"][0]["status"], "in_progress");
-    assert_eq!(plan["entries"][1]["status"], "pending");
-    let calls = updates
-        .iter()
-        .filter(|update| update["sessionUpdate"] == "tool_call")
-        .collect::<Vec<_>>();
-    let task = calls
-        .iter()
-        .find(|call| call["title"] == "Sub-agent: read a")
-        .unwrap();
-    let task_id = task["toolCallId"].as_str().unwrap();
-    let nested = calls
-        .iter()
-        .find(|call| call["_meta"]["agent-lsp"]["parentToolCallId"] == task_id)
-        .unwrap_or_else(|| panic!("the sub-agent's read is not shown: {calls:?}"));
-    assert_eq!(nested["title"], "Read a.txt");
-    assert_eq!(nested["kind"], "read");
-    let nested_id = nested["toolCallId"].as_str().unwrap();
-    assert!(nested_id.starts_with(&format!("{task_id}/")), "{nested_id}");
-    assert!(
-        updates
-            .iter()
-            .any(|update| update["sessionUpdate"] == "tool_call_update"
-                && update["toolCallId"] == nested_id
-                && update["status"] == "completed"),
-        "{updates:?}"
-    );
-
-    let updates = steps[4]["updates"].as_array().unwrap();
-    let calls = updates
-        .iter()
-        .filter(|update| update["sessionUpdate"] == "tool_call")
-        .collect::<Vec<_>>();
-    let program = calls
-        .iter()
-        .find(|call| call["title"] == "Run a program")
-        .unwrap();
-    let program_id = program["toolCallId"].as_str().unwrap();
-    assert_eq!(program["kind"], "execute");
-    let inside = calls
-        .iter()
-        .find(|call| call["_meta"]["agent-lsp"]["parentToolCallId"] == program_id)
-        .unwrap_or_else(|| panic!("the program's read is not shown: {calls:?}"));
-    assert_eq!(inside["title"], "Read a.txt");
-    endpoint.assert_no_violations();
-}
-
-/// `session/cancel` while a command runs: the command is stopped, its call is shown failed,
-/// the turn answers `cancelled`, and the session goes on with every call answered in its log.
-#[test]
-fn a_cancel_while_a_command_runs_stops_it_and_the_session_goes_on() {
-    let workspace = tempfile::tempdir().unwrap();
-    let state = tempfile::tempdir().unwrap();
-    let endpoint = ModelEndpoint::start(EndpointConfig::default()).unwrap();
-    endpoint.push_all([
-        Reply::tool_call("shell", r#"{"command":"sleep 30"}"#),
-        Reply::text("after the cancel"),
-    ]);
-    let started = std::time::Instant::now();
-    let seen = acp_client(
-        "client.mjs",
-        request(
-            workspace.path(),
-            state.path(),
-            &endpoint,
-            json!([
-                {"do": "new"},
-                {"do": "prompt_and_cancel", "text": "wait a while", "after_ms": 1500},
-                {"do": "prompt", "text": "go on"},
-            ]),
-        ),
-    );
-    assert!(
-        started.elapsed() < std::time::Duration::from_secs(25),
-        "the command was not stopped"
-    );
-    let steps = seen["steps"].as_array().unwrap();
-    for step in steps {
-        assert!(step["error"].is_null(), "step failed: {step}");
-    }
-    let cancelled = &steps[1];
-    assert_eq!(
-        cancelled["response"]["stopReason"], "cancelled",
-        "{cancelled}"
-    );
-    let (calls, _) = shown(
-        &cancelled["updates"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .collect::<Vec<_>>(),
-    );
-    assert_eq!(calls.len(), 1, "{calls:?}");
-    assert_eq!(calls[0].1, "execute");
-    assert_eq!(calls[0].3, "failed", "{calls:?}");
-    assert_eq!(
-        steps[2]["response"]["stopReason"], "end_turn",
-        "{}",
-        steps[2]
-    );
-    let store =
-        agent_lsp::session::store::Store::for_workspace_in(state.path(), workspace.path()).unwrap();
-    let mut history = store.load(steps[0]["session"].as_str().unwrap()).unwrap();
-    agent_tests::assert_tool_pairing(history.derive_messages());
-    assert!(history.surface().pending_calls().next().is_none());
     endpoint.assert_no_violations();
 }

@@ -2,6 +2,7 @@
 
 mod acp;
 mod acp_requests;
+mod acp_turns;
 mod activity;
 mod agent_run;
 mod bridge_faults;
