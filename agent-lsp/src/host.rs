@@ -290,3 +290,41 @@ impl Host {
         self.tools.shutdown().await;
     }
 }
+
+/// Compact `session` now, outside a turn, as its `preset` says (its `[plugins.compaction]`, or
+/// the defaults when it has none: the user asked), on `provider` or with `summarizer`; with
+/// the one line that says what came of it. The editor's `agent.compact`, ACP's `/compact` and
+/// `agent-lsp session compact` all compact this way.
+pub async fn compact_now(
+    session: &mut crate::session::Session,
+    preset: &Preset,
+    provider: &Provider,
+    summarizer: Option<Arc<dyn crate::compaction::summary::Summarizer>>,
+    cancel: &tokio_util::sync::CancellationToken,
+) -> anyhow::Result<Compacted> {
+    let settings = preset
+        .plugin_settings::<crate::compaction::CompactionSettings>("compaction")?
+        .unwrap_or_default();
+    let outcome = crate::compaction::compact_session(
+        session,
+        settings,
+        preset.file.model.context_window,
+        provider,
+        summarizer,
+        cancel,
+    )
+    .await?;
+    Ok(Compacted {
+        shrank: outcome.shrank(),
+        message: crate::compaction::describe_outcome(&outcome)
+            .unwrap_or_else(|| "nothing to compact: the session is short enough".to_owned()),
+    })
+}
+
+/// What a compaction asked for by the user came to.
+pub struct Compacted {
+    /// Whether a checkpoint made the session shorter.
+    pub shrank: bool,
+    /// One line for the user.
+    pub message: String,
+}

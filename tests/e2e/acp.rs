@@ -45,20 +45,48 @@ pub(crate) fn acp_client(script: &str, request: Value) -> Value {
     })
 }
 
-/// The request that starts `agent-lsp acp` for `workspace` on `endpoint`.
-pub(crate) fn request(
-    workspace: &Path,
-    state: &Path,
-    endpoint: &ModelEndpoint,
-    steps: Value,
-) -> Value {
-    json!({
-        "command": agent_tests::workspace_bin("agent-lsp"),
-        "args": ["acp", "--base-url", endpoint.base_url()],
-        "env": env(state),
-        "cwd": workspace,
-        "steps": steps,
-    })
+/// A workspace, a state directory and the loopback model endpoint: what an ACP test drives
+/// `agent-lsp acp` in.
+pub(crate) struct Scene {
+    pub workspace: tempfile::TempDir,
+    pub state: tempfile::TempDir,
+    pub endpoint: ModelEndpoint,
+}
+
+impl Scene {
+    pub(crate) fn new() -> Scene {
+        Scene::with(EndpointConfig::default())
+    }
+
+    pub(crate) fn with(config: EndpointConfig) -> Scene {
+        Scene {
+            workspace: tempfile::tempdir().unwrap(),
+            state: tempfile::tempdir().unwrap(),
+            endpoint: ModelEndpoint::start(config).unwrap(),
+        }
+    }
+
+    /// The request that starts `agent-lsp acp` here and runs `steps`.
+    pub(crate) fn request(&self, steps: Value) -> Value {
+        json!({
+            "command": agent_tests::workspace_bin("agent-lsp"),
+            "args": ["acp", "--base-url", self.endpoint.base_url()],
+            "env": env(self.state.path()),
+            "cwd": self.workspace.path(),
+            "steps": steps,
+        })
+    }
+
+    /// Run `steps` with tests/acp/client.mjs and return what it saw.
+    pub(crate) fn run(&self, steps: Value) -> Value {
+        acp_client("client.mjs", self.request(steps))
+    }
+
+    /// The store of the workspace's sessions.
+    pub(crate) fn store(&self) -> agent_lsp::session::store::Store {
+        agent_lsp::session::store::Store::for_workspace_in(self.state.path(), self.workspace.path())
+            .unwrap()
+    }
 }
 
 fn npm_bin(name: &str) -> String {
@@ -105,12 +133,10 @@ pub(crate) fn shown(updates: &[&Value]) -> (Vec<(String, String, String, String)
 
 #[test]
 fn an_acp_client_runs_a_session_and_loads_it_back_as_it_saw_it() {
-    let workspace = tempfile::tempdir().unwrap();
-    let state = tempfile::tempdir().unwrap();
-    let app = workspace.path().join("app.py");
+    let scene = Scene::new();
+    let app = scene.workspace.path().join("app.py");
     std::fs::write(&app, "x = 1\n").unwrap();
-    let endpoint = ModelEndpoint::start(EndpointConfig::default()).unwrap();
-    endpoint.push_all([
+    scene.endpoint.push_all([
         Reply::tool_call(
             "edit",
             r#"{"path":"app.py","old_string":"y = 2","new_string":"y = 3"}"#,
@@ -123,11 +149,7 @@ fn an_acp_client_runs_a_session_and_loads_it_back_as_it_saw_it() {
         // The turn after the session was loaded by a second client.
         Reply::text("again"),
     ]);
-    let mut live = request(
-        workspace.path(),
-        state.path(),
-        &endpoint,
-        json!([
+    let mut live = scene.request(json!([
             {"do": "new", "mcpServers": [
                 {"name": "everything", "command": npm_bin("mcp-server-everything"), "args": [], "env": []}
             ]},
@@ -258,7 +280,7 @@ fn an_acp_client_runs_a_session_and_loads_it_back_as_it_saw_it() {
         .find(|update| update["sessionUpdate"] == "tool_call_update")
         .unwrap();
     assert!(echoed.to_string().contains("hi"), "{echoed}");
-    let requests = endpoint.chat_requests();
+    let requests = scene.endpoint.chat_requests();
     let refusal = String::from_utf8_lossy(&requests[4].raw).into_owned();
     assert!(
         refusal.contains("did not allow it in the editor"),
@@ -277,7 +299,8 @@ fn an_acp_client_runs_a_session_and_loads_it_back_as_it_saw_it() {
     assert_eq!(listed[0]["title"], "fix y");
     assert_eq!(
         listed[0]["cwd"],
-        workspace
+        scene
+            .workspace
             .path()
             .canonicalize()
             .unwrap()
@@ -286,25 +309,13 @@ fn an_acp_client_runs_a_session_and_loads_it_back_as_it_saw_it() {
     );
 
     // The log has the approvals as it has any other.
-    let log = std::fs::read_to_string(
-        agent_lsp::session::store::Store::for_workspace_in(state.path(), workspace.path())
-            .unwrap()
-            .path_of(&id),
-    )
-    .unwrap();
+    let log = std::fs::read_to_string(scene.store().path_of(&id)).unwrap();
     assert!(log.contains(r#""answer":"allowed""#), "{log}");
     assert!(log.contains(r#""answer":"declined""#), "{log}");
 
     // A second client loads the session: it is shown what the live one was.
-    let loaded = acp_client(
-        "client.mjs",
-        request(
-            workspace.path(),
-            state.path(),
-            &endpoint,
-            json!([{"do": "load", "session": id}, {"do": "prompt", "text": "and again"}]),
-        ),
-    );
+    let loaded =
+        scene.run(json!([{"do": "load", "session": id}, {"do": "prompt", "text": "and again"}]));
     let load = &loaded["steps"][0];
     assert!(load["error"].is_null(), "{load}");
     let live_updates = steps[1..=3]
@@ -339,34 +350,32 @@ fn an_acp_client_runs_a_session_and_loads_it_back_as_it_saw_it() {
     );
 
     // Every request the turns sent replays byte for byte from the log.
-    for n in 1..=endpoint.chat_requests().len() {
+    for n in 1..=scene.endpoint.chat_requests().len() {
         let replayed = Command::new(agent_tests::workspace_bin("agent-lsp"))
-            .args(["--workspace", workspace.path().to_str().unwrap()])
+            .args(["--workspace", scene.workspace.path().to_str().unwrap()])
             .args(["session", "replay", &id, "--request", &n.to_string()])
-            .env("HOME", state.path())
-            .env("AGENT_LSP_STATE_DIR", state.path())
-            .env("AGENT_LSP_CONFIG", state.path().join("none.toml"))
+            .env("HOME", scene.state.path())
+            .env("AGENT_LSP_STATE_DIR", scene.state.path())
+            .env("AGENT_LSP_CONFIG", scene.state.path().join("none.toml"))
             .output()
             .unwrap();
         assert!(replayed.status.success(), "request {n}: {replayed:?}");
         assert_eq!(
             replayed.stdout,
-            endpoint.chat_requests()[n - 1].raw,
+            scene.endpoint.chat_requests()[n - 1].raw,
             "request {n} does not replay byte-identically"
         );
     }
-    endpoint.assert_no_violations();
+    scene.endpoint.assert_no_violations();
 }
 
 /// The SDK's 1.x client, `ClientSideConnection`, as plugins written before 2.0 use it.
 #[test]
 fn the_sdks_first_client_generation_runs_a_session_too() {
-    let workspace = tempfile::tempdir().unwrap();
-    let state = tempfile::tempdir().unwrap();
-    let notes = workspace.path().join("notes.md");
+    let scene = Scene::new();
+    let notes = scene.workspace.path().join("notes.md");
     std::fs::write(&notes, "old\n").unwrap();
-    let endpoint = ModelEndpoint::start(EndpointConfig::default()).unwrap();
-    endpoint.push_all([
+    scene.endpoint.push_all([
         Reply::tool_call("write", r#"{"path":"notes.md","content":"new\n"}"#),
         Reply::tool_call(
             "write",
@@ -375,7 +384,7 @@ fn the_sdks_first_client_generation_runs_a_session_too() {
         Reply::text("written"),
         Reply::hang(),
     ]);
-    let mut run = request(workspace.path(), state.path(), &endpoint, json!([]));
+    let mut run = scene.request(json!([]));
     run["buffers"] = json!({ notes.display().to_string(): "old, unsaved\n" });
     let seen = acp_client("client_v1.mjs", run);
     assert_eq!(seen["first"]["stopReason"], "end_turn", "{seen}");
@@ -394,7 +403,7 @@ fn the_sdks_first_client_generation_runs_a_session_too() {
             .contains(".vscode/settings.json")
     );
     assert_eq!(
-        std::fs::read_to_string(workspace.path().join(".vscode/settings.json")).unwrap(),
+        std::fs::read_to_string(scene.workspace.path().join(".vscode/settings.json")).unwrap(),
         "{}\n"
     );
     assert_eq!(seen["cancelled"]["stopReason"], "cancelled", "{seen}");
@@ -406,5 +415,5 @@ fn the_sdks_first_client_generation_runs_a_session_too() {
         seen["resumed"]["modes"]["currentModeId"], "standard",
         "{seen}"
     );
-    endpoint.assert_no_violations();
+    scene.endpoint.assert_no_violations();
 }

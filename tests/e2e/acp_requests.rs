@@ -6,45 +6,36 @@
 
 use std::process::{Command, Stdio};
 
-use agent_tests::model_endpoint::{EndpointConfig, ModelEndpoint, Reply};
+use agent_tests::model_endpoint::{EndpointConfig, Reply};
 use serde_json::{Value, json};
 
-use crate::acp::{acp_client, request};
+use crate::acp::{Scene, acp_client};
 
 #[test]
 fn modes_models_commands_and_bad_requests_get_answers_and_the_log_stays_whole() {
-    let workspace = tempfile::tempdir().unwrap();
-    let state = tempfile::tempdir().unwrap();
-    let endpoint =
-        ModelEndpoint::start(EndpointConfig::default().models(["m-one", "m-two"])).unwrap();
-    endpoint.push_all([Reply::text("read only here"), Reply::text("still serving")]);
-    let seen = acp_client(
-        "client.mjs",
-        request(
-            workspace.path(),
-            state.path(),
-            &endpoint,
-            json!([
-                {"do": "new"},
-                {"do": "raw", "method": "session/frobnicate", "params": {}},
-                {"do": "raw", "method": "session/prompt", "params": {"prompt": "not blocks"}},
-                {"do": "raw", "method": "session/prompt", "params": {
-                    "sessionId": "20200101-000000-0000", "prompt": [{"type": "text", "text": "hi"}]}},
-                {"do": "raw", "method": "session/prompt", "params": {"sessionId": "x", "prompt": [
-                    {"type": "image", "data": "AAAA", "mimeType": "image/png"}]}},
-                {"do": "set_mode", "mode": "no-such-preset"},
-                {"do": "set_mode", "mode": "readonly"},
-                {"do": "set_model", "model": "m-two"},
-                {"do": "prompt", "repeat": 2 << 20},
-                {"do": "prompt", "text": "/memory"},
-                {"do": "prompt", "text": "what may you do?"},
-                {"do": "set_mode", "mode": "standard"},
-                {"do": "prompt", "text": "and now?"},
-                {"do": "raw", "method": "session/load", "params": {
-                    "sessionId": "../../etc/passwd", "cwd": workspace.path(), "mcpServers": []}},
-            ]),
-        ),
-    );
+    let scene = Scene::with(EndpointConfig::default().models(["m-one", "m-two"]));
+    scene
+        .endpoint
+        .push_all([Reply::text("read only here"), Reply::text("still serving")]);
+    let seen = scene.run(json!([
+        {"do": "new"},
+        {"do": "raw", "method": "session/frobnicate", "params": {}},
+        {"do": "raw", "method": "session/prompt", "params": {"prompt": "not blocks"}},
+        {"do": "raw", "method": "session/prompt", "params": {
+            "sessionId": "20200101-000000-0000", "prompt": [{"type": "text", "text": "hi"}]}},
+        {"do": "raw", "method": "session/prompt", "params": {"sessionId": "x", "prompt": [
+            {"type": "image", "data": "AAAA", "mimeType": "image/png"}]}},
+        {"do": "set_mode", "mode": "no-such-preset"},
+        {"do": "set_mode", "mode": "readonly"},
+        {"do": "set_model", "model": "m-two"},
+        {"do": "prompt", "repeat": 2 << 20},
+        {"do": "prompt", "text": "/memory"},
+        {"do": "prompt", "text": "what may you do?"},
+        {"do": "set_mode", "mode": "standard"},
+        {"do": "prompt", "text": "and now?"},
+        {"do": "raw", "method": "session/load", "params": {
+            "sessionId": "../../etc/passwd", "cwd": scene.workspace.path(), "mcpServers": []}},
+    ]));
     let steps = seen["steps"].as_array().unwrap();
     let error = |at: usize| {
         let step = &steps[at];
@@ -109,8 +100,7 @@ fn modes_models_commands_and_bad_requests_get_answers_and_the_log_stays_whole() 
 
     // One log, made at the first turn with the mode and model picked, holding the two turns
     // and nothing of the refused prompt.
-    let store =
-        agent_lsp::session::store::Store::for_workspace_in(state.path(), workspace.path()).unwrap();
+    let store = scene.store();
     let ids = store.ids().unwrap();
     assert_eq!(ids, [steps[0]["session"].as_str().unwrap()]);
     let history = store.load(&ids[0]).unwrap();
@@ -130,10 +120,10 @@ fn modes_models_commands_and_bad_requests_get_answers_and_the_log_stays_whole() 
         "{prompts:?}"
     );
     assert_eq!(prompts.len(), 2, "{prompts:?}");
-    let requests = endpoint.chat_requests();
+    let requests = scene.endpoint.chat_requests();
     assert_eq!(requests.len(), 2);
     assert!(String::from_utf8_lossy(&requests[0].raw).contains(r#""model":"m-two""#));
-    endpoint.assert_no_violations();
+    scene.endpoint.assert_no_violations();
 }
 
 /// Lines that are not JSON-RPC get an error, and the agent keeps serving.
@@ -196,10 +186,8 @@ fn malformed_lines_get_errors_and_the_agent_keeps_serving() {
 /// else: a protected path is asked for again, with why.
 #[test]
 fn always_allowing_a_tool_covers_its_calls_but_not_a_protected_path() {
-    let workspace = tempfile::tempdir().unwrap();
-    let state = tempfile::tempdir().unwrap();
-    let endpoint = ModelEndpoint::start(EndpointConfig::default()).unwrap();
-    endpoint.push_all([
+    let scene = Scene::new();
+    scene.endpoint.push_all([
         Reply::tool_call("mcp__everything__echo", r#"{"message":"one"}"#),
         Reply::tool_call("mcp__everything__echo", r#"{"message":"two"}"#),
         Reply::tool_call("write", r#"{"path":".vscode/tasks.json","content":"{}"}"#),
@@ -207,17 +195,12 @@ fn always_allowing_a_tool_covers_its_calls_but_not_a_protected_path() {
     ]);
     let everything = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("../.ci/tools/node_modules/.bin/mcp-server-everything");
-    let mut run = request(
-        workspace.path(),
-        state.path(),
-        &endpoint,
-        json!([
-            {"do": "new", "mcpServers": [
-                {"name": "everything", "command": everything, "args": [], "env": []}
-            ]},
-            {"do": "prompt", "text": "echo and configure"},
-        ]),
-    );
+    let mut run = scene.request(json!([
+        {"do": "new", "mcpServers": [
+            {"name": "everything", "command": everything, "args": [], "env": []}
+        ]},
+        {"do": "prompt", "text": "echo and configure"},
+    ]));
     run["answers"] = json!(["allow-always", "reject-once"]);
     let seen = acp_client("client.mjs", run);
     let turn = &seen["steps"][1];
@@ -238,36 +221,26 @@ fn always_allowing_a_tool_covers_its_calls_but_not_a_protected_path() {
         .map(|update| update["status"].as_str().unwrap())
         .collect::<Vec<_>>();
     assert_eq!(statuses, ["completed", "completed", "failed"]);
-    assert!(!workspace.path().join(".vscode/tasks.json").exists());
-    endpoint.assert_no_violations();
+    assert!(!scene.workspace.path().join(".vscode/tasks.json").exists());
+    scene.endpoint.assert_no_violations();
 }
 
 /// A session made with `session/new` has no log until its first prompt; resumed or loaded
 /// before that (a client reconnecting its panel), it is the same session, with no history.
 #[test]
 fn a_session_not_prompted_yet_can_be_resumed_and_loaded() {
-    let workspace = tempfile::tempdir().unwrap();
-    let state = tempfile::tempdir().unwrap();
-    let endpoint = ModelEndpoint::start(EndpointConfig::default()).unwrap();
-    endpoint.push(Reply::text("here"));
-    let cwd = workspace.path().to_str().unwrap();
-    let seen = acp_client(
-        "client.mjs",
-        request(
-            workspace.path(),
-            state.path(),
-            &endpoint,
-            json!([
-                {"do": "new"},
-                {"do": "raw", "method": "session/resume", "params": {
-                    "sessionId": "$session", "cwd": cwd, "mcpServers": []}},
-                {"do": "raw", "method": "session/load", "params": {
-                    "sessionId": "$session", "cwd": cwd, "mcpServers": []}},
-                {"do": "prompt", "text": "still there?"},
-                {"do": "list"},
-            ]),
-        ),
-    );
+    let scene = Scene::new();
+    scene.endpoint.push(Reply::text("here"));
+    let cwd = scene.workspace.path().to_str().unwrap();
+    let seen = scene.run(json!([
+        {"do": "new"},
+        {"do": "raw", "method": "session/resume", "params": {
+            "sessionId": "$session", "cwd": cwd, "mcpServers": []}},
+        {"do": "raw", "method": "session/load", "params": {
+            "sessionId": "$session", "cwd": cwd, "mcpServers": []}},
+        {"do": "prompt", "text": "still there?"},
+        {"do": "list"},
+    ]));
     let steps = seen["steps"].as_array().unwrap();
     for step in steps {
         assert!(step["error"].is_null(), "step failed: {step}");
@@ -285,31 +258,24 @@ fn a_session_not_prompted_yet_can_be_resumed_and_loaded() {
         steps[4]["response"]["sessions"][0]["sessionId"],
         steps[0]["session"]
     );
-    endpoint.assert_no_violations();
+    scene.endpoint.assert_no_violations();
 }
 
 /// An MCP server the client passes over streamable HTTP is used in the turn like a stdio one.
 #[test]
 fn an_http_mcp_server_the_client_passes_is_used_in_the_turn() {
     let server = crate::mcp_client::HttpServer::start();
-    let workspace = tempfile::tempdir().unwrap();
-    let state = tempfile::tempdir().unwrap();
-    let endpoint = ModelEndpoint::start(EndpointConfig::default()).unwrap();
-    endpoint.push_all([
+    let scene = Scene::new();
+    scene.endpoint.push_all([
         Reply::tool_call("mcp__web__echo", r#"{"message":"over http"}"#),
         Reply::text("echoed"),
     ]);
-    let mut run = request(
-        workspace.path(),
-        state.path(),
-        &endpoint,
-        json!([
-            {"do": "new", "mcpServers": [
-                {"type": "http", "name": "web", "url": server.url, "headers": []}
-            ]},
-            {"do": "prompt", "text": "echo over http"},
-        ]),
-    );
+    let mut run = scene.request(json!([
+        {"do": "new", "mcpServers": [
+            {"type": "http", "name": "web", "url": server.url, "headers": []}
+        ]},
+        {"do": "prompt", "text": "echo over http"},
+    ]));
     run["answers"] = json!(["allow-once"]);
     let seen = acp_client("client.mjs", run);
     let turn = &seen["steps"][1];
@@ -322,16 +288,14 @@ fn an_http_mcp_server_the_client_passes_is_used_in_the_turn() {
         .unwrap_or_else(|| panic!("no result: {turn}"));
     assert_eq!(result["status"], "completed", "{result}");
     assert!(result.to_string().contains("over http"), "{result}");
-    endpoint.assert_no_violations();
+    scene.endpoint.assert_no_violations();
 }
 
 /// A cancel sent right behind its prompt stops that prompt, even before its conversation is
 /// open; while a prompt runs, a second prompt and a change of mode or model are refused.
 #[test]
 fn a_cancel_right_behind_the_prompt_stops_it_and_a_running_turn_refuses_changes() {
-    let workspace = tempfile::tempdir().unwrap();
-    let state = tempfile::tempdir().unwrap();
-    let endpoint = ModelEndpoint::start(EndpointConfig::default()).unwrap();
+    let scene = Scene::new();
     // A cancel right behind its prompt may stop it before or after its request: each reply
     // answers the prompt it is for, whichever comes.
     let reply = || {
@@ -351,25 +315,17 @@ fn a_cancel_right_behind_the_prompt_stops_it_and_a_running_turn_refuses_changes(
             }
         })
     };
-    endpoint.push_all([reply(), reply()]);
-    let seen = acp_client(
-        "client.mjs",
-        request(
-            workspace.path(),
-            state.path(),
-            &endpoint,
-            json!([
-                {"do": "new"},
-                {"do": "prompt_and_cancel", "text": "never mind", "after_ms": 0},
-                {"do": "prompt_during", "text": "wait", "during": [
-                    {"do": "set_mode", "mode": "readonly"},
-                    {"do": "set_model", "model": "other"},
-                    {"do": "raw", "method": "session/prompt", "params": {
-                        "sessionId": "$session", "prompt": [{"type": "text", "text": "me too"}]}},
-                ]},
-            ]),
-        ),
-    );
+    scene.endpoint.push_all([reply(), reply()]);
+    let seen = scene.run(json!([
+        {"do": "new"},
+        {"do": "prompt_and_cancel", "text": "never mind", "after_ms": 0},
+        {"do": "prompt_during", "text": "wait", "during": [
+            {"do": "set_mode", "mode": "readonly"},
+            {"do": "set_model", "model": "other"},
+            {"do": "raw", "method": "session/prompt", "params": {
+                "sessionId": "$session", "prompt": [{"type": "text", "text": "me too"}]}},
+        ]},
+    ]));
     let steps = seen["steps"].as_array().unwrap();
     assert_eq!(
         steps[1]["response"]["stopReason"], "cancelled",
@@ -386,5 +342,5 @@ fn a_cancel_right_behind_the_prompt_stops_it_and_a_running_turn_refuses_changes(
         "{}",
         steps[2]
     );
-    endpoint.assert_no_violations();
+    scene.endpoint.assert_no_violations();
 }

@@ -2,20 +2,18 @@
 //! inside a sub-agent or a `run_code` program, shown as tool calls of their own; a cancel
 //! while a command runs.
 
-use agent_tests::model_endpoint::{EndpointConfig, ModelEndpoint, Reply};
+use agent_tests::model_endpoint::Reply;
 use serde_json::json;
 
-use crate::acp::{acp_client, request, shown};
+use crate::acp::{Scene, shown};
 
 /// The plan from `todo`, and the calls made inside another (a sub-agent's, a `run_code`
 /// program's) shown as tool calls of their own that name their parent.
 #[test]
 fn the_plan_and_the_calls_inside_a_sub_agent_or_a_program_are_shown() {
-    let workspace = tempfile::tempdir().unwrap();
-    let state = tempfile::tempdir().unwrap();
-    std::fs::write(workspace.path().join("a.txt"), "alpha\n").unwrap();
-    let endpoint = ModelEndpoint::start(EndpointConfig::default()).unwrap();
-    endpoint.push_all([
+    let scene = Scene::new();
+    std::fs::write(scene.workspace.path().join("a.txt"), "alpha\n").unwrap();
+    scene.endpoint.push_all([
         Reply::tool_call(
             "todo",
             json!({"items": [
@@ -40,21 +38,13 @@ fn the_plan_and_the_calls_inside_a_sub_agent_or_a_program_are_shown() {
         ),
         Reply::text("read it in a program"),
     ]);
-    let seen = acp_client(
-        "client.mjs",
-        request(
-            workspace.path(),
-            state.path(),
-            &endpoint,
-            json!([
-                {"do": "new"},
-                {"do": "prompt", "text": "plan and delegate"},
-                {"do": "new"},
-                {"do": "set_mode", "mode": "code"},
-                {"do": "prompt", "text": "read it in a program"},
-            ]),
-        ),
-    );
+    let seen = scene.run(json!([
+        {"do": "new"},
+        {"do": "prompt", "text": "plan and delegate"},
+        {"do": "new"},
+        {"do": "set_mode", "mode": "code"},
+        {"do": "prompt", "text": "read it in a program"},
+    ]));
     let steps = seen["steps"].as_array().unwrap();
     for step in steps {
         assert!(step["error"].is_null(), "step failed: {step}");
@@ -109,34 +99,24 @@ fn the_plan_and_the_calls_inside_a_sub_agent_or_a_program_are_shown() {
         .find(|call| call["_meta"]["agent-lsp"]["parentToolCallId"] == program_id)
         .unwrap_or_else(|| panic!("the program's read is not shown: {calls:?}"));
     assert_eq!(inside["title"], "Read a.txt");
-    endpoint.assert_no_violations();
+    scene.endpoint.assert_no_violations();
 }
 
 /// `session/cancel` while a command runs: the command is stopped, its call is shown failed,
 /// the turn answers `cancelled`, and the session goes on with every call answered in its log.
 #[test]
 fn a_cancel_while_a_command_runs_stops_it_and_the_session_goes_on() {
-    let workspace = tempfile::tempdir().unwrap();
-    let state = tempfile::tempdir().unwrap();
-    let endpoint = ModelEndpoint::start(EndpointConfig::default()).unwrap();
-    endpoint.push_all([
+    let scene = Scene::new();
+    scene.endpoint.push_all([
         Reply::tool_call("shell", r#"{"command":"sleep 30"}"#),
         Reply::text("after the cancel"),
     ]);
     let started = std::time::Instant::now();
-    let seen = acp_client(
-        "client.mjs",
-        request(
-            workspace.path(),
-            state.path(),
-            &endpoint,
-            json!([
-                {"do": "new"},
-                {"do": "prompt_and_cancel", "text": "wait a while", "after_ms": 1500},
-                {"do": "prompt", "text": "go on"},
-            ]),
-        ),
-    );
+    let seen = scene.run(json!([
+        {"do": "new"},
+        {"do": "prompt_and_cancel", "text": "wait a while", "after_ms": 1500},
+        {"do": "prompt", "text": "go on"},
+    ]));
     assert!(
         started.elapsed() < std::time::Duration::from_secs(25),
         "the command was not stopped"
@@ -165,10 +145,9 @@ fn a_cancel_while_a_command_runs_stops_it_and_the_session_goes_on() {
         "{}",
         steps[2]
     );
-    let store =
-        agent_lsp::session::store::Store::for_workspace_in(state.path(), workspace.path()).unwrap();
+    let store = scene.store();
     let mut history = store.load(steps[0]["session"].as_str().unwrap()).unwrap();
     agent_tests::assert_tool_pairing(history.derive_messages());
     assert!(history.surface().pending_calls().next().is_none());
-    endpoint.assert_no_violations();
+    scene.endpoint.assert_no_violations();
 }

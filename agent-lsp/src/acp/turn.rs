@@ -107,11 +107,6 @@ async fn compact(
     cancel: &CancellationToken,
     connection: &ConnectionTo<Client>,
 ) -> Result<PromptResponse, AcpError> {
-    let settings = preset
-        .plugin_settings::<crate::compaction::CompactionSettings>("compaction")
-        .map_err(AcpError::internal)?
-        .unwrap_or_default();
-    let window = preset.file.model.context_window;
     let provider = acp.provider(model, preset)?;
     let message = if !lock(&live.settings).recorded {
         "nothing to compact: the session has no turn yet".to_owned()
@@ -122,18 +117,10 @@ async fn compact(
                 .open(&live.id, crate::session::log::Durability::Sync)
         })
         .map_err(AcpError::internal)?;
-        let outcome = crate::compaction::compact_session(
-            &mut session,
-            settings,
-            window,
-            &provider,
-            None,
-            cancel,
-        )
-        .await
-        .map_err(|error| AcpError::failed(format!("{error:#}")))?;
-        crate::compaction::describe_outcome(&outcome)
-            .unwrap_or_else(|| "nothing to compact: the session is short enough".to_owned())
+        crate::host::compact_now(&mut session, preset, &provider, None, cancel)
+            .await
+            .map_err(|error| AcpError::failed(format!("{error:#}")))?
+            .message
     };
     say(connection, &live.id, &message);
     Ok(PromptResponse::new(StopReason::EndTurn))

@@ -141,7 +141,6 @@ fn compact(
     use std::sync::Arc;
 
     use crate::compaction::summary::{Summarizer, TemplateSummarizer};
-    use crate::compaction::{compact_session, describe_outcome};
     use crate::llm::provider::{Provider, ProviderConfig};
 
     let config = crate::config::Config::load()?;
@@ -166,19 +165,16 @@ fn compact(
         .enable_all()
         .build()?;
     let cancel = tokio_util::sync::CancellationToken::new();
-    let outcome = runtime.block_on(compact_session(
+    let crate::host::Compacted {
+        shrank: committed,
+        message: line,
+    } = runtime.block_on(crate::host::compact_now(
         &mut session,
-        preset
-            .plugin_settings::<crate::compaction::CompactionSettings>("compaction")?
-            .unwrap_or_default(),
-        preset.file.model.context_window,
+        &preset,
         &provider,
         summarizer,
         &cancel,
     ))?;
-    let committed = outcome.shrank();
-    let line = describe_outcome(&outcome)
-        .unwrap_or_else(|| "nothing to compact: the session is short enough".to_owned());
     writeln!(std::io::stdout().lock(), "{line}")?;
     Ok(if committed {
         ExitCode::SUCCESS

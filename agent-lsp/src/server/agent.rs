@@ -394,25 +394,13 @@ impl Host {
             let message = "no model is configured, and compaction asks the model for the summary";
             return Err(ResponseError::new(REQUEST_FAILED, message));
         };
-        let settings = state
-            .preset()
-            .plugin_settings::<crate::compaction::CompactionSettings>("compaction")
-            .map_err(internal)?
-            .unwrap_or_default();
-        let window = state.preset().file.model.context_window;
-        let outcome = crate::compaction::compact_session(
-            &mut state.session,
-            settings,
-            window,
-            &provider,
-            None,
-            cancel,
-        )
-        .await
-        .map_err(|error| ResponseError::new(REQUEST_FAILED, format!("{error:#}")))?;
-        let committed = outcome.shrank();
-        let message = crate::compaction::describe_outcome(&outcome)
-            .unwrap_or_else(|| "nothing to compact: the session is short enough".to_owned());
+        let preset = state.preset().clone();
+        let crate::host::Compacted {
+            shrank: committed,
+            message,
+        } = crate::host::compact_now(&mut state.session, &preset, &provider, None, cancel)
+            .await
+            .map_err(|error| ResponseError::new(REQUEST_FAILED, format!("{error:#}")))?;
         shared.notify_editor(
             "window/showMessage",
             json!({"type": if committed { 3 } else { 2 }, "message": format!("agent-lsp: {message}")}),
