@@ -71,6 +71,23 @@ impl Fixture {
         json_of(&self.command(&["servers", "--json"]).output().unwrap())["bridge"].clone()
     }
 
+    /// An editor's `serve` with `app.py` open and [`BUFFER_ONLY`] added to it unsaved, once
+    /// pyright has analysed the buffer (the editor answers its `workspace/configuration`, as
+    /// every editor does).
+    fn editor_with_an_unsaved_symbol(&self) -> Editor {
+        let mut editor = Editor::start(self.command(&["serve"]));
+        editor.initialize(&self.root);
+        let app = self.root.join("app.py");
+        editor.open(&app, "python");
+        let text = std::fs::read_to_string(&app).unwrap() + BUFFER_ONLY;
+        editor.change(&app, &text);
+        editor.wait_for("app.py's diagnostics", |message| {
+            message["method"] == "textDocument/publishDiagnostics"
+                && message["params"]["uri"] == agent_tests::editor::url(&app)
+        });
+        editor
+    }
+
     fn workspace_dir(&self) -> PathBuf {
         self.cli.store().workspace_dir().to_owned()
     }
@@ -101,19 +118,7 @@ const BUFFER_ONLY: &str =
 #[test]
 fn a_terminal_tool_uses_the_editors_warm_pyright_and_buffer_and_takes_over_when_it_dies() {
     let fixture = Fixture::new();
-    let mut editor = Editor::start(fixture.command(&["serve"]));
-    editor.initialize(&fixture.root);
-    let app = fixture.root.join("app.py");
-    editor.open(&app, "python");
-    // Unsaved: the symbol exists only in the editor's buffer.
-    let text = std::fs::read_to_string(&app).unwrap() + BUFFER_ONLY;
-    editor.change(&app, &text);
-    // The editor answers pyright's `workspace/configuration` (as every editor does) and
-    // pyright analyses the buffer.
-    editor.wait_for("app.py's diagnostics", |message| {
-        message["method"] == "textDocument/publishDiagnostics"
-            && message["params"]["uri"] == agent_tests::editor::url(&app)
-    });
+    let mut editor = fixture.editor_with_an_unsaved_symbol();
     let editors_pyright = pyrights_under(editor.pid());
     assert_eq!(editors_pyright.len(), 1);
     let owner = fixture.servers();
@@ -221,23 +226,13 @@ fn servers_shows_the_owners_servers_in_its_table_not_as_not_started() {
     editor.shutdown();
 }
 
-/// Run `call` while the editor keeps reading the server, as a real one does.
 /// An ACP agent (`agent-lsp acp`, as Zed starts it beside our language server) answers its
 /// `lsp_*` calls from the editor's warm pyright and unsaved buffer, as `tool` does.
 #[test]
 fn an_acp_agent_beside_the_editor_uses_its_warm_pyright() {
     use agent_tests::model_endpoint::{EndpointConfig, ModelEndpoint, Reply};
     let fixture = Fixture::new();
-    let mut editor = Editor::start(fixture.command(&["serve"]));
-    editor.initialize(&fixture.root);
-    let app = fixture.root.join("app.py");
-    editor.open(&app, "python");
-    let text = std::fs::read_to_string(&app).unwrap() + BUFFER_ONLY;
-    editor.change(&app, &text);
-    editor.wait_for("app.py's diagnostics", |message| {
-        message["method"] == "textDocument/publishDiagnostics"
-            && message["params"]["uri"] == agent_tests::editor::url(&app)
-    });
+    let mut editor = fixture.editor_with_an_unsaved_symbol();
     let editors_pyright = pyrights_under(editor.pid());
     let endpoint = ModelEndpoint::start(EndpointConfig::default()).unwrap();
     endpoint.push_all([
@@ -291,6 +286,7 @@ fn an_acp_agent_beside_the_editor_uses_its_warm_pyright() {
     endpoint.assert_no_violations();
 }
 
+/// Run `call` while the editor keeps reading the server, as a real one does.
 fn while_pumping<T: Send>(editor: &mut Editor, call: impl FnOnce() -> T + Send) -> T {
     std::thread::scope(|scope| {
         let call = scope.spawn(call);
