@@ -4,15 +4,16 @@
 //! docs/decisions/0010-acp.md); nothing but JSON-RPC goes to stdout, logs go to stderr.
 //!
 //! It is a front end of the one host, as `run` and `serve` are: a session is one of our
-//! sessions ([`sessions`]), a prompt a turn of its conversation ([`turn`]) whose log is what
-//! the client is shown ([`updates`]); a call whose permission is `ask` asks the client, and the
-//! file tools read and write through it when it offers `fs` ([`client`]); presets are the
+//! sessions (`sessions.rs`, opened by `opening.rs`), a prompt a turn of its conversation
+//! (`turn.rs`) whose log is what the client is shown (`tail.rs` reads it as it grows,
+//! `updates.rs` maps each event); a call whose permission is `ask` asks the client, and the
+//! file tools read and write through it when it offers `fs` (`client.rs`); presets are the
 //! session's modes, the model a config option, skills and `/compact`, `/memory` its slash
-//! commands ([`options`]).
+//! commands (`options.rs`).
 //!
-//! Each handler answers at once, or hands its work to a task: the connection reads the next
-//! message only once a handler returns, and `session/cancel` must get through while a turn
-//! runs.
+//! No handler waits on a turn or on the client: the connection reads the next message only
+//! once a handler returns, and `session/cancel` and the answers to the agent's own requests
+//! must get through while a turn runs. What takes time runs on a task that answers.
 
 mod client;
 mod opening;
