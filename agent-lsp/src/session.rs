@@ -535,35 +535,6 @@ mod tests {
         Session::open(&path, Durability::Sync).unwrap();
     }
 
-    /// A process killed as it forks a command leaves the child holding the log's descriptor
-    /// until `exec`; the session opens again once the child gets there, not "in use".
-    #[test]
-    #[allow(unsafe_code)]
-    fn a_session_opens_after_its_writer_dies_while_a_forked_child_holds_the_descriptor() {
-        use std::os::unix::process::CommandExt;
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("s.jsonl");
-        let session = Session::create(&path, header(), Durability::Sync).unwrap();
-        // `spawn` returns once the child has reached `exec`; it runs on a thread of its own so
-        // the writer can go while the child is between `fork` and `exec`, as a killed one does.
-        let spawning = std::thread::spawn(|| {
-            let mut child = std::process::Command::new("true");
-            // SAFETY: the closure only sleeps (`nanosleep`), which is async-signal-safe.
-            unsafe {
-                child.pre_exec(|| {
-                    std::thread::sleep(std::time::Duration::from_millis(400));
-                    Ok(())
-                });
-            }
-            child.spawn().unwrap()
-        });
-        std::thread::sleep(std::time::Duration::from_millis(100));
-        drop(session);
-        Session::open(&path, Durability::Sync).unwrap();
-        let mut child = spawning.join().unwrap();
-        assert!(child.wait().unwrap().success());
-    }
-
     #[test]
     fn a_torn_tail_is_cut_on_open_and_acknowledged_events_survive() {
         let dir = tempfile::tempdir().unwrap();

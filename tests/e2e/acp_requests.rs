@@ -344,3 +344,61 @@ fn a_cancel_right_behind_the_prompt_stops_it_and_a_running_turn_refuses_changes(
     );
     scene.endpoint.assert_no_violations();
 }
+
+/// A skill of the workspace is a slash command: listed with its description, and `/NAME what`
+/// asks the model to load it for that; the model's thinking streams as thought chunks.
+#[test]
+fn a_skill_is_a_slash_command_and_thinking_streams_as_thoughts() {
+    let scene = Scene::new();
+    let skill = scene
+        .workspace
+        .path()
+        .join(".agent-lsp/skills/review/SKILL.md");
+    std::fs::create_dir_all(skill.parent().unwrap()).unwrap();
+    std::fs::write(
+        &skill,
+        "---\nname: review\ndescription: Review a change for bugs\n---\nRead the diff first.\n",
+    )
+    .unwrap();
+    scene.endpoint.push(Reply::from_fn(|request| {
+        let asked = request.messages.iter().any(|message| {
+            message.content.as_deref().is_some_and(|text| {
+                text.contains("Load the skill `review`") && text.contains("the parser")
+            })
+        });
+        agent_tests::model_endpoint::ModelTurn::new()
+            .reasoning("which skill")
+            .content(if asked { "loading it" } else { "not asked" })
+            .into()
+    }));
+    let seen = scene.run(json!([
+        {"do": "new"},
+        {"do": "prompt", "text": "/review the parser"},
+    ]));
+    let steps = seen["steps"].as_array().unwrap();
+    let commands = steps[0]["updates"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|update| update["sessionUpdate"] == "available_commands_update")
+        .unwrap_or_else(|| panic!("no commands: {}", steps[0]))["availableCommands"]
+        .clone();
+    let review = commands
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|command| command["name"] == "review")
+        .unwrap_or_else(|| panic!("the skill is no command: {commands}"));
+    assert_eq!(review["description"], "Review a change for bugs");
+    let updates = steps[1]["updates"].as_array().unwrap();
+    let text = |kind: &str| {
+        updates
+            .iter()
+            .filter(|update| update["sessionUpdate"] == kind)
+            .map(|update| update["content"]["text"].as_str().unwrap())
+            .collect::<String>()
+    };
+    assert_eq!(text("agent_message_chunk"), "loading it", "{updates:?}");
+    assert_eq!(text("agent_thought_chunk"), "which skill", "{updates:?}");
+    scene.endpoint.assert_no_violations();
+}

@@ -69,8 +69,12 @@ fn signature(schema: &Value) -> String {
     let Some(properties) = schema["properties"].as_object() else {
         return "{}".into();
     };
+    // By name, whatever order the map keeps (serde_json's `preserve_order`, which a dependency
+    // turns on, keeps the schema's): the section is part of the cached prompt prefix.
+    let mut properties = properties.iter().collect::<Vec<_>>();
+    properties.sort_unstable_by(|a, b| a.0.cmp(b.0));
     let fields = properties
-        .iter()
+        .into_iter()
         .map(|(name, property)| {
             let optional = if required.contains(name) { "" } else { "?" };
             format!("{name}{optional}: {}", type_of(property))

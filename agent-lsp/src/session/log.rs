@@ -316,6 +316,32 @@ mod tests {
     use crate::session::event::{EventBody, SessionHeader, UserMessage};
     use crate::session::{NewEvent, Session};
 
+    /// A writer killed the moment it forks a command leaves the child holding the log's open
+    /// file (and so its lock) until the child's `exec` closes it. A child given the writer's
+    /// file, as its stdin here, holds it the same way: the log opens again once it is gone,
+    /// not "in use".
+    #[test]
+    fn a_log_opens_again_once_a_child_holding_its_writers_file_is_gone() {
+        let dir = tempfile::tempdir().unwrap();
+        log_bytes(dir.path());
+        let path = dir.path().join("whole.jsonl");
+        let (writer, _) = LogWriter::open(&path, Durability::Sync).unwrap();
+        let held = writer.file.try_clone().unwrap();
+        let mut child = std::process::Command::new("sleep")
+            .arg("0.4")
+            .stdin(held)
+            .spawn()
+            .unwrap();
+        drop(writer);
+        let started = std::time::Instant::now();
+        LogWriter::open(&path, Durability::Sync).unwrap();
+        assert!(
+            started.elapsed() >= std::time::Duration::from_millis(200),
+            "the child held the lock: opening waited for it"
+        );
+        assert!(child.wait().unwrap().success());
+    }
+
     /// A session of a header and three prompts, as bytes.
     fn log_bytes(dir: &Path) -> Vec<u8> {
         let path = dir.join("whole.jsonl");
