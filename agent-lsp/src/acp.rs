@@ -41,6 +41,7 @@ use agent_client_protocol::v1::schema::{
 };
 use agent_client_protocol::v1::{ConnectionTo, Responder};
 use agent_client_protocol::{Agent, Client, Stdio};
+use futures_util::FutureExt;
 
 use crate::config::Config;
 use sessions::{Live, Place};
@@ -285,8 +286,16 @@ async fn connect(acp: Arc<Acp>) -> Result<(), agent_client_protocol::Error> {
                     };
                     let acp = acp.clone();
                     tokio::spawn(async move {
-                        let answered =
-                            turn::prompt(&acp, &live, request, &cancel, &connection).await;
+                        // A turn that panics still answers its prompt and frees its session.
+                        let turn = turn::prompt(&acp, &live, request, &cancel, &connection);
+                        let answered = std::panic::AssertUnwindSafe(turn)
+                            .catch_unwind()
+                            .await
+                            .unwrap_or_else(|_| {
+                                Err(AcpError::failed(
+                                    "the turn stopped on an internal error (see agent-lsp's log on stderr); the session can go on",
+                                ))
+                            });
                         *lock(&live.turn) = None;
                         let _ = responder.respond_with_result(answered.map_err(Into::into));
                     });
