@@ -7,7 +7,7 @@
 //! calls and a cancel mid-command are in `acp_turns.rs`, bad input in `acp_requests.rs`.
 
 use std::path::Path;
-use std::process::{Command, Stdio};
+use std::process::Command;
 
 use agent_tests::model_endpoint::{EndpointConfig, ModelEndpoint, Reply};
 use serde_json::{Value, json};
@@ -24,25 +24,7 @@ fn env(state: &Path) -> Value {
 
 /// Run an ACP client script (`tests/acp/NAME`) with `request` and return what it saw.
 pub(crate) fn acp_client(script: &str, request: Value) -> Value {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
-    let output = Command::new("node")
-        .arg(root.join("acp").join(script))
-        .arg(root.join("../.ci/tools/node_modules"))
-        .arg(request.to_string())
-        .stdin(Stdio::null())
-        .output()
-        .expect("node runs (installed with .ci/tools.sh)");
-    assert!(
-        output.status.success(),
-        "the ACP client failed: {}",
-        String::from_utf8_lossy(&output.stderr)
-    );
-    serde_json::from_slice(&output.stdout).unwrap_or_else(|error| {
-        panic!(
-            "the client printed no JSON ({error}): {}",
-            String::from_utf8_lossy(&output.stdout)
-        )
-    })
+    agent_tests::node_client(&format!("acp/{script}"), &request)
 }
 
 /// A workspace, a state directory and the loopback model endpoint: what an ACP test drives
@@ -99,6 +81,16 @@ fn npm_bin(name: &str) -> String {
         path.display()
     );
     path.display().to_string()
+}
+
+/// The updates of kind `kind` (`tool_call`, `plan`, …) a step of the client saw, in order.
+pub(crate) fn updates_of<'a>(step: &'a Value, kind: &str) -> Vec<&'a Value> {
+    step["updates"]
+        .as_array()
+        .unwrap_or_else(|| panic!("a step without updates: {step}"))
+        .iter()
+        .filter(|update| update["sessionUpdate"] == kind)
+        .collect()
 }
 
 /// What a client can compare between a live turn and a load: each tool call's id, kind,
@@ -188,11 +180,9 @@ fn an_acp_client_runs_a_session_and_loads_it_back_as_it_saw_it() {
         "{modes:?}"
     );
     assert_eq!(created["response"]["configOptions"][0]["id"], "model");
-    let commands = created["updates"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|update| update["sessionUpdate"] == "available_commands_update")
+    let commands = updates_of(created, "available_commands_update")
+        .into_iter()
+        .next()
         .unwrap_or_else(|| panic!("no commands: {created}"));
     let names = commands["availableCommands"]
         .as_array()
@@ -273,11 +263,9 @@ fn an_acp_client_runs_a_session_and_loads_it_back_as_it_saw_it() {
     assert_eq!(calls[0].3, "completed");
     assert_eq!(calls[1].3, "failed");
     assert_eq!(text, "done echoing");
-    let echoed = echo["updates"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|update| update["sessionUpdate"] == "tool_call_update")
+    let echoed = updates_of(echo, "tool_call_update")
+        .into_iter()
+        .next()
         .unwrap();
     assert!(echoed.to_string().contains("hi"), "{echoed}");
     let requests = scene.endpoint.chat_requests();

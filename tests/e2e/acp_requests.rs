@@ -9,7 +9,7 @@ use std::process::{Command, Stdio};
 use agent_tests::model_endpoint::{EndpointConfig, Reply};
 use serde_json::{Value, json};
 
-use crate::acp::{Scene, acp_client};
+use crate::acp::{Scene, acp_client, updates_of};
 
 #[test]
 fn modes_models_commands_and_bad_requests_get_answers_and_the_log_stays_whole() {
@@ -213,11 +213,8 @@ fn always_allowing_a_tool_covers_its_calls_but_not_a_protected_path() {
         title.contains(".vscode/tasks.json") && title.contains("protected path"),
         "{title}"
     );
-    let statuses = turn["updates"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .filter(|update| update["sessionUpdate"] == "tool_call_update")
+    let statuses = updates_of(turn, "tool_call_update")
+        .into_iter()
         .map(|update| update["status"].as_str().unwrap())
         .collect::<Vec<_>>();
     assert_eq!(statuses, ["completed", "completed", "failed"]);
@@ -280,11 +277,9 @@ fn an_http_mcp_server_the_client_passes_is_used_in_the_turn() {
     let seen = acp_client("client.mjs", run);
     let turn = &seen["steps"][1];
     assert_eq!(turn["response"]["stopReason"], "end_turn", "{turn}");
-    let result = turn["updates"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|update| update["sessionUpdate"] == "tool_call_update")
+    let result = updates_of(turn, "tool_call_update")
+        .into_iter()
+        .next()
         .unwrap_or_else(|| panic!("no result: {turn}"));
     assert_eq!(result["status"], "completed", "{result}");
     assert!(result.to_string().contains("over http"), "{result}");
@@ -376,11 +371,9 @@ fn a_skill_is_a_slash_command_and_thinking_streams_as_thoughts() {
         {"do": "prompt", "text": "/review the parser"},
     ]));
     let steps = seen["steps"].as_array().unwrap();
-    let commands = steps[0]["updates"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|update| update["sessionUpdate"] == "available_commands_update")
+    let commands = updates_of(&steps[0], "available_commands_update")
+        .into_iter()
+        .next()
         .unwrap_or_else(|| panic!("no commands: {}", steps[0]))["availableCommands"]
         .clone();
     let review = commands

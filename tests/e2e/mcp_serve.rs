@@ -45,20 +45,7 @@ fn mcp_client(workspace: &Path, state: &Path, extra: &[&str], calls: Value) -> V
 /// Run tests/mcp/client.mjs with `request` (a server to start, or a `url` to connect to) and
 /// return what it saw.
 fn run_client(request: Value) -> Value {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
-    let output = Command::new("node")
-        .arg(root.join("mcp/client.mjs"))
-        .arg(root.join("../.ci/tools/node_modules"))
-        .arg(request.to_string())
-        .stdin(Stdio::null())
-        .output()
-        .expect("node runs (installed with .ci/tools.sh)");
-    assert!(
-        output.status.success(),
-        "the MCP client failed: {}",
-        String::from_utf8_lossy(&output.stderr)
-    );
-    serde_json::from_slice(&output.stdout).expect("the client prints one JSON object")
+    agent_tests::node_client("mcp/client.mjs", &request)
 }
 
 fn tool_names(seen: &Value) -> Vec<&str> {

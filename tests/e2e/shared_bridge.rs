@@ -259,11 +259,9 @@ fn an_acp_agent_beside_the_editor_uses_its_warm_pyright() {
     });
     let turn = &seen["steps"][1];
     assert_eq!(turn["response"]["stopReason"], "end_turn", "{turn}");
-    let result = turn["updates"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|update| update["sessionUpdate"] == "tool_call_update")
+    let result = crate::acp::updates_of(turn, "tool_call_update")
+        .into_iter()
+        .next()
         .unwrap_or_else(|| panic!("no result: {turn}"));
     assert!(
         result.to_string().contains("only_in_the_editors_buffer"),

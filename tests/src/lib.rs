@@ -104,6 +104,31 @@ pub fn assert_tool_pairing(messages: &[Message]) {
     }
 }
 
+/// Run the Node script `tests/SCRIPT` (a real client of one of our servers, from the npm
+/// packages `.ci/tools.sh` installs) with `request` as its JSON argument, and return the one
+/// JSON object it prints: what it saw.
+pub fn node_client(script: &str, request: &serde_json::Value) -> serde_json::Value {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+    let output = std::process::Command::new("node")
+        .arg(root.join(script))
+        .arg(root.join("../.ci/tools/node_modules"))
+        .arg(request.to_string())
+        .stdin(std::process::Stdio::null())
+        .output()
+        .expect("node runs (installed with .ci/tools.sh)");
+    assert!(
+        output.status.success(),
+        "the client tests/{script} failed: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    serde_json::from_slice(&output.stdout).unwrap_or_else(|error| {
+        panic!(
+            "tests/{script} printed no JSON ({error}): {}",
+            String::from_utf8_lossy(&output.stdout)
+        )
+    })
+}
+
 /// `PATH` with the npm-installed language servers of `.ci/tools` (see `.ci/tools.sh`) in
 /// front, for the processes a test spawns.
 pub fn tools_path() -> std::ffi::OsString {
