@@ -118,7 +118,7 @@ impl Tail {
             return found.client_id.clone();
         }
         let id = match call.id.rsplit_once('.') {
-            Some((parent, _)) if self.shown.contains(parent) => format!("{parent}/{}", call.id),
+            Some((parent, _)) if self.shown.contains(parent) => updates::inside(parent, &call.id),
             // Not shown and not taken: the id is its own; one the client knows for another
             // call (a sub-agent's, whose log is not followed yet) gets a prefix.
             _ if !self.shown.contains(&call.id) => call.id.clone(),
@@ -185,7 +185,7 @@ impl Tail {
         parent: Option<&str>,
     ) {
         let client_id = match parent {
-            Some(parent) => nesting.id(&format!("{parent}/{call_id}")),
+            Some(parent) => nesting.id(&updates::inside(parent, call_id)),
             None => nesting.id(call_id),
         };
         self.running

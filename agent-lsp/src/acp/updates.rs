@@ -45,7 +45,7 @@ impl Nesting {
     /// The id a call of this log has for the client: unique across the logs shown.
     pub(super) fn id(&self, call_id: &str) -> String {
         match &self.parent {
-            Some(parent) => format!("{parent}/{call_id}"),
+            Some(parent) => inside(parent, call_id),
             None => call_id.to_owned(),
         }
     }
@@ -56,6 +56,12 @@ impl Nesting {
         meta.insert("agent-lsp".into(), json!({ "parentToolCallId": parent }));
         Some(meta)
     }
+}
+
+/// The client's id of the call `call_id` made inside the call `parent` (a program's call, a
+/// sub-agent's): unique, and naming where it belongs.
+pub(super) fn inside(parent: &str, call_id: &str) -> String {
+    format!("{parent}/{call_id}")
 }
 
 /// The updates `event` makes, for a session of `workspace` (tool locations are absolute).
@@ -90,7 +96,7 @@ pub(super) fn of_event(
             nesting.meta(None),
         ))],
         EventBody::SubtoolCall(call) => vec![SessionUpdate::ToolCall(tool_call(
-            &nesting.id(&format!("{}/{}", call.parent_call_id, call.call_id)),
+            &nesting.id(&inside(&call.parent_call_id, &call.call_id)),
             &call.name,
             &call.arguments,
             workspace,
@@ -109,7 +115,7 @@ pub(super) fn of_event(
             updates
         }
         EventBody::SubtoolResult(result) => vec![SessionUpdate::ToolCallUpdate(finished(
-            &nesting.id(&format!("{}/{}", result.parent_call_id, result.call_id)),
+            &nesting.id(&inside(&result.parent_call_id, &result.call_id)),
             &result.text,
             &result.meta,
             workspace,
