@@ -49,6 +49,8 @@ pub(super) struct Tail {
 /// One log being read, with what was read of it.
 struct Followed {
     path: PathBuf,
+    /// The log, kept open once it exists (a sub-agent's may not yet when it is named).
+    file: Option<std::fs::File>,
     offset: u64,
     nesting: Nesting,
 }
@@ -83,6 +85,7 @@ impl Tail {
             window,
             followed: vec![Followed {
                 path,
+                file: None,
                 offset,
                 nesting: Nesting::default(),
             }],
@@ -168,6 +171,7 @@ impl Tail {
                     .with_file_name(format!("{}.jsonl", start.child));
                 self.followed.push(Followed {
                     path,
+                    file: None,
                     offset: 0,
                     nesting: parent,
                 });
@@ -217,7 +221,10 @@ impl Tail {
 /// The whole lines appended to `followed`'s log since the last read, as events; a line still
 /// being written is left for the next read.
 fn read_new(followed: &mut Followed) -> Vec<Event> {
-    let Ok(mut file) = std::fs::File::open(&followed.path) else {
+    if followed.file.is_none() {
+        followed.file = std::fs::File::open(&followed.path).ok();
+    }
+    let Some(file) = followed.file.as_mut() else {
         return Vec::new();
     };
     if file.seek(SeekFrom::Start(followed.offset)).is_err() {
