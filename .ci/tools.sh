@@ -11,6 +11,8 @@ mkdir -p "$tools"
 need_apt=()
 command -v clangd >/dev/null 2>&1 || need_apt+=(clangd)
 command -v script >/dev/null 2>&1 || need_apt+=(bsdutils)
+# jq, which the Claude Code hooks examples of tests/e2e/hooks.rs run.
+command -v jq >/dev/null 2>&1 || need_apt+=(jq)
 # Emacs with eglot (Debian 12's Emacs 28 does not include it) for tests/e2e/eglot.rs.
 command -v emacs >/dev/null 2>&1 || need_apt+=(emacs-nox)
 dpkg -s elpa-eglot >/dev/null 2>&1 || need_apt+=(elpa-eglot)

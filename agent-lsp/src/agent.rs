@@ -27,6 +27,7 @@
 
 pub(crate) mod bounds;
 mod compaction;
+mod hooks;
 mod request_errors;
 
 pub use crate::plugin::{AgentEvent, Plugin, TurnOutcome};
@@ -48,6 +49,7 @@ use crate::session::event::{CheckpointReason, EventBody, RequestError, UserMessa
 use crate::session::{NewEvent, Session};
 use crate::tools::ToolRuntime;
 use bounds::MessageBounds;
+pub use hooks::PromptBlocked;
 pub use request_errors::error_class;
 use request_errors::{learned_context_window, stated_context_window};
 
@@ -87,6 +89,8 @@ pub struct Agent {
     /// The window the provider stated in a context-overflow error, when it is smaller than the
     /// preset's: pressure checks use it from then on.
     stated_window: Option<u64>,
+    /// Whether this agent ran the `SessionStart` hooks (at its first turn).
+    session_started: bool,
 }
 
 impl Agent {
@@ -107,6 +111,7 @@ impl Agent {
             params,
             plugins,
             stated_window: None,
+            session_started: false,
         };
         agent.prompt = agent.base_prompt();
         agent
@@ -177,6 +182,8 @@ impl Agent {
             );
         }
         let text = self.prompt_text(prompt)?;
+        self.session_start_hooks(session, turn, cancel).await?;
+        let hook_context = self.prompt_hooks(session, turn, prompt, cancel).await?;
         let assembled = self.assemble_prompt(session, turn)?;
         self.emit(&AgentEvent::SessionStart { turn }, session, ui)?;
         // What the files held before the turn: what a rewind of it puts back.
@@ -191,6 +198,7 @@ impl Agent {
                 origin: "prompt".into(),
             }),
         ))?;
+        Self::prompt_context(session, turn, &hook_context)?;
         let result = self.steps(session, &assembled, turn, cancel, ui).await;
         session.flush()?;
         // Whatever the outcome, what the turn left is the baseline of the user's next changes
@@ -244,6 +252,8 @@ impl Agent {
         ui: &mut dyn TurnUi,
     ) -> anyhow::Result<TurnOutcome> {
         let max_steps = self.preset.file.model.max_steps;
+        // A Stop hook kept this turn going (its hooks are told, so they can let it end).
+        let mut stop_hook_active = false;
         for step in 1..=max_steps {
             if cancel.is_cancelled() {
                 return Ok(TurnOutcome::Cancelled { steps: step - 1 });
@@ -343,6 +353,16 @@ impl Agent {
             )?;
 
             if completion.tool_calls.is_empty() {
+                if step < max_steps
+                    && !cancel.is_cancelled()
+                    && let Some(reason) = self
+                        .stop_hooks(session, (turn, step), stop_hook_active, cancel)
+                        .await?
+                {
+                    tracing::info!(reason, "a Stop hook kept the turn going");
+                    stop_hook_active = true;
+                    continue;
+                }
                 return Ok(TurnOutcome::Answered {
                     text: completion.text,
                     steps: step,

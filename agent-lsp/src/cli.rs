@@ -4,6 +4,7 @@
 mod completions;
 mod context;
 mod files;
+mod hooks;
 mod mcp;
 mod mcp_serve;
 mod memory;
@@ -114,6 +115,10 @@ enum Command {
     /// agents (`mcp serve`).
     #[command(subcommand)]
     Mcp(mcp::McpCommand),
+    /// The user's hooks: commands on the agent's events (the config file's, Claude Code
+    /// settings files it names, the workspace's .agent-lsp/hooks.toml), listed and approved.
+    #[command(subcommand)]
+    Hooks(hooks::HooksCommand),
     /// The inline completions `serve` answered in this workspace (its completion log).
     #[command(subcommand)]
     Completions(completions::CompletionsCommand),
@@ -176,6 +181,7 @@ pub fn run() -> anyhow::Result<ExitCode> {
         Command::Memory(command) => memory::run(&Store::for_workspace(&workspace)?, command),
         Command::Skills(command) => skills::run(&workspace, command),
         Command::Mcp(command) => mcp::run(&workspace, command),
+        Command::Hooks(command) => hooks::run(&workspace, command),
         Command::Completions(command) => {
             completions::run(&Store::for_workspace(&workspace)?, command)
         }

@@ -54,6 +54,13 @@
 //! model = "deepseek-v4-flash"
 //! base_url = "https://api.deepseek.com/beta"   # POST {base_url}/completions
 //!
+//! # Hooks (see `hooks.rs`): commands on the agent's events, in Claude Code's format.
+//! [hooks]
+//! claude_settings = ["~/.claude/settings.json"]
+//! [[hooks.PostToolUse]]
+//! matcher = "edit|write"
+//! command = "jq -r '.tool_input.path' | xargs ruff format"
+//!
 //! # MCP servers (see `mcp.rs`): their tools join the catalog as `mcp__NAME__TOOL`.
 //! [mcp.servers.fs]
 //! command = "npx"
@@ -113,6 +120,10 @@ pub struct Config {
     /// model.
     #[serde(default)]
     pub completion: crate::completion::CompletionOptions,
+    /// `[hooks]`: the user's commands on the agent's events (`crate::hooks`), and the Claude
+    /// Code settings files whose hooks run too.
+    #[serde(default)]
+    pub hooks: crate::hooks::config::HooksOptions,
     /// `[restart]`: how often a language server that keeps failing is restarted before it is
     /// given up on (`max_restarts` within `window_secs`, `backoff_ms` doubling).
     pub restart: Option<lsp_bridge::config::RestartOptions>,

@@ -36,7 +36,7 @@ use crate::session::log::Durability;
 use crate::session::store::Store;
 use crate::tools::ToolRuntime;
 pub use conversation::Conversation;
-pub use tools::ToolHost;
+pub use tools::{ToolHost, load_hooks};
 
 /// Which session a conversation records into.
 pub enum Start<'a> {
@@ -300,8 +300,13 @@ pub async fn compact_now(
     preset: &Preset,
     provider: &Provider,
     summarizer: Option<Arc<dyn crate::compaction::summary::Summarizer>>,
+    hooks: Option<&crate::hooks::Hooks>,
     cancel: &tokio_util::sync::CancellationToken,
 ) -> anyhow::Result<Compacted> {
+    if let Some(hooks) = hooks {
+        let turn = session.history().next_turn().saturating_sub(1);
+        hooks.pre_compact(session, (turn, 0), true, cancel).await?;
+    }
     let settings = preset
         .plugin_settings::<crate::compaction::CompactionSettings>("compaction")?
         .unwrap_or_default();

@@ -42,6 +42,7 @@
 pub mod acp;
 pub(crate) mod activity;
 pub mod agent;
+pub(crate) mod approvals;
 pub mod canonical;
 pub mod cli;
 pub(crate) mod code;
@@ -51,6 +52,7 @@ pub(crate) mod config;
 pub mod context;
 pub mod context_editor;
 pub mod file_index;
+pub mod hooks;
 pub mod host;
 pub(crate) mod instructions;
 pub mod jobs;

@@ -34,6 +34,7 @@ use std::sync::Arc;
 
 mod bounds;
 mod leave;
+pub mod process;
 mod servers;
 mod watch;
 

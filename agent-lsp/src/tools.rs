@@ -33,6 +33,7 @@ pub mod checkpoints;
 pub mod edit;
 pub mod fs;
 mod guard;
+mod hooked;
 pub mod lsp;
 mod nested;
 mod protected;
@@ -168,6 +169,8 @@ pub struct ToolRuntime {
     sandbox: Option<Arc<crate::sandbox::Sandbox>>,
     /// Where the file checkpoints go (`checkpoints.rs`); `None`: none are taken.
     checkpoints: Option<Arc<crate::snapshots::Snapshots>>,
+    /// The user's hooks (`crate::hooks`); `None`: none run.
+    hooks: Option<Arc<crate::hooks::Hooks>>,
     limits: Limits,
 }
 
@@ -203,6 +206,7 @@ impl ToolRuntime {
             buffers: None,
             sandbox: None,
             checkpoints: None,
+            hooks: None,
             limits: Limits::default(),
         }
     }
@@ -241,6 +245,18 @@ impl ToolRuntime {
     /// What holds the calls' commands; `None` for a runtime made without one (a test).
     pub fn sandbox(&self) -> Option<&crate::sandbox::Sandbox> {
         self.sandbox.as_deref()
+    }
+
+    /// Run the user's `hooks` around every call (the agent's loop runs the others from
+    /// [`ToolRuntime::hooks`]).
+    pub fn with_hooks(mut self, hooks: Arc<crate::hooks::Hooks>) -> ToolRuntime {
+        self.hooks = Some(hooks);
+        self
+    }
+
+    /// The user's hooks, when the session has any.
+    pub fn hooks(&self) -> Option<&Arc<crate::hooks::Hooks>> {
+        self.hooks.as_ref()
     }
 
     /// Read and change the editor's open buffers instead of the disk for the files it has open.
@@ -339,17 +355,28 @@ impl ToolRuntime {
             resolved.push(found);
         }
 
-        // Permission questions are asked one at a time, in call order, before anything runs.
-        let mut prepared = Vec::with_capacity(calls.len());
-        for (call, found) in calls.iter().zip(resolved) {
-            prepared.push(match not_run.get(&call.id) {
-                Some(output) => Prepared::Done(output.clone()),
-                None => self.prepare(call, found, cancel).await,
-            });
-        }
-
+        // The `PreToolUse` hooks and the permission questions run one call at a time, in call
+        // order, before anything runs.
         let session_path = session.path().to_owned();
         let session_id = session.id().to_owned();
+        let mut prepared = Vec::with_capacity(calls.len());
+        for (call, found) in calls.iter().zip(resolved) {
+            if let Some(output) = not_run.get(&call.id) {
+                prepared.push(Prepared::Done(output.clone()));
+                continue;
+            }
+            let hooked = self
+                .pre_tool_use(call, found, (&session_id, &session_path), cancel)
+                .await;
+            for run in hooked.runs {
+                session.append(NewEvent::new(turn, step, EventBody::HookRun(run)))?;
+            }
+            prepared.push(
+                self.prepare(call, hooked.resolved, hooked.permission, cancel)
+                    .await,
+            );
+        }
+
         let (sink, mut recorded) = EventSink::channel();
         let mut outputs: Vec<Option<(ToolOutput, Duration)>> = vec![None; calls.len()];
         let mut index = 0;

@@ -17,6 +17,9 @@
 //!   a tool made itself (a `run_code` program's, from `subtool/call` and `subtool/result`),
 //!   under its cell (`nested`).
 //!
+//! - `hook`: one of the user's hooks that ran (`hook/run`): under its call's cell (`hooks`) for
+//!   `PreToolUse` and `PostToolUse`, else in the log's order; the title says what it came to.
+//!
 //! A `todo` call's cell also carries the plan it recorded (`plan`), a goal that was set (in the
 //! editor or with `agent-lsp session goal`) is a `user` cell, and the trajectory's own `plan` is the session's goal and current plan, so a
 //! reader sees how the plan moved.
@@ -37,7 +40,8 @@ use crate::session::event::{EventBody, SubagentEnd, SubagentStart};
 /// One cell of a trajectory.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct Cell {
-    /// `system`, `user`, `context`, `compacted`, `message`, `tool` or `subtool`.
+    /// `system`, `user`, `context`, `compacted`, `message`, `tool`, `subtool`, `files`,
+    /// `rewind` or `hook`.
     pub kind: &'static str,
     /// The event the cell starts at.
     pub seq: u64,
@@ -68,6 +72,10 @@ pub struct Cell {
     /// The calls a tool made itself (`run_code`'s program), as `subtool` cells, on its cell.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub nested: Vec<Cell>,
+    /// The user's hooks that ran for a call (`PreToolUse`, `PostToolUse`), as `hook` cells, on
+    /// its cell.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub hooks: Vec<Cell>,
 }
 
 /// A sub-agent under its parent's `task` cell: how it ran, and its calls as `subtool` cells
@@ -164,6 +172,7 @@ pub fn build_with(history: &History, load: &dyn Fn(&str) -> Option<History>) -> 
             plan: None,
             subagent: None,
             nested: Vec::new(),
+            hooks: Vec::new(),
         };
         match &event.body {
             EventBody::RequestHeader(header) => {
@@ -395,6 +404,15 @@ pub fn build_with(history: &History, load: &dyn Fn(&str) -> Option<History>) -> 
                     .unwrap_or_else(|| checkpoint.changed.join("\n"));
                 cells.push(cell("files", title, Some(text)));
             }
+            EventBody::HookRun(run) => {
+                let mut hook = cell("hook", hook_title(run), Some(hook_text(run)));
+                // What a hook gave the model is in the result or the context it went into.
+                hook.on_surface = false;
+                match run.call_id.as_ref().and_then(|id| call_cells.get(id)) {
+                    Some(at) => cells[*at].hooks.push(hook),
+                    None => cells.push(hook),
+                }
+            }
             EventBody::RewindEnd(end) => {
                 let title = format!("{}: {}", end.rewind_id, end.outcome);
                 let mut lines: Vec<String> = end
@@ -475,4 +493,43 @@ pub fn to_html(trajectory: &Trajectory) -> anyhow::Result<String> {
     Ok(PAGE
         .replace("__TRAJECTORY_TITLE__", &title)
         .replacen("__TRAJECTORY_JSON__", &data, 1))
+}
+
+/// A hook cell's title: the event, the command and what came of it.
+fn hook_title(run: &crate::session::event::HookRun) -> String {
+    let exit = run
+        .exit_code
+        .map(|code| format!(", exit {code}"))
+        .unwrap_or_default();
+    format!(
+        "{} hook `{}`: {}{exit}, {} ms",
+        run.event, run.command, run.outcome, run.duration_ms
+    )
+}
+
+/// A hook cell's text: why it blocked or failed, what it added, rewrote or changed, and what
+/// it printed.
+fn hook_text(run: &crate::session::event::HookRun) -> String {
+    let mut lines = Vec::new();
+    if let Some(reason) = &run.reason {
+        lines.push(format!("reason: {reason}"));
+    }
+    if let Some(permission) = &run.permission {
+        lines.push(format!("permission: {permission}"));
+    }
+    if let Some(input) = &run.updated_input {
+        lines.push(format!("updated input: {input}"));
+    }
+    if let Some(context) = &run.context {
+        lines.push(format!("added for the model: {context}"));
+    }
+    if !run.changed.is_empty() {
+        lines.push(format!("changed: {}", run.changed.join(", ")));
+    }
+    for (name, text) in [("stdout", &run.stdout), ("stderr", &run.stderr)] {
+        if !text.is_empty() {
+            lines.push(format!("{name}:\n{text}"));
+        }
+    }
+    lines.join("\n")
 }

@@ -19,6 +19,7 @@ mod file_search;
 mod first_contact;
 mod hardening;
 mod helix;
+mod hooks;
 mod inline_completion;
 mod instructions;
 mod jobs;

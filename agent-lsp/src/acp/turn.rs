@@ -117,10 +117,23 @@ async fn compact(
                 .open(&live.id, crate::session::log::Durability::Sync)
         })
         .map_err(AcpError::internal)?;
-        crate::host::compact_now(&mut session, preset, &provider, None, cancel)
+        let hooks = live
+            .conversation
+            .lock()
             .await
-            .map_err(|error| AcpError::failed(format!("{error:#}")))?
-            .message
+            .as_ref()
+            .and_then(|conversation| conversation.tools.hooks().cloned());
+        crate::host::compact_now(
+            &mut session,
+            preset,
+            &provider,
+            None,
+            hooks.as_deref(),
+            cancel,
+        )
+        .await
+        .map_err(|error| AcpError::failed(format!("{error:#}")))?
+        .message
     };
     say(connection, &live.id, &message);
     Ok(PromptResponse::new(StopReason::EndTurn))

@@ -60,6 +60,28 @@ impl Agent {
             step,
             cancel: cancel.clone(),
         };
+        if self.compaction().is_none() {
+            return Ok(None);
+        }
+        if let Some(hooks) = self
+            .tools
+            .hooks()
+            .filter(|hooks| hooks.has(crate::hooks::HookEvent::PreCompact))
+            .cloned()
+        {
+            let due = match trigger {
+                Some(_) => true,
+                None => self
+                    .compaction()
+                    .map_or(Ok(false), |engine| engine.due(session, &ctx))?,
+            };
+            if due {
+                let manual = trigger == Some(Trigger::Manual);
+                hooks
+                    .pre_compact(session, (turn, step), manual, cancel)
+                    .await?;
+            }
+        }
         let Some(engine) = self.compaction() else {
             return Ok(None);
         };

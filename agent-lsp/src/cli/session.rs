@@ -161,6 +161,8 @@ fn compact(
         }
     };
     let summarizer = template.then(|| Arc::new(TemplateSummarizer) as Arc<dyn Summarizer>);
+    let sandbox = crate::sandbox::Sandbox::detect(preset.file.sandbox.clone(), store.workspace());
+    let hooks = crate::host::load_hooks(&config.hooks, store.workspace(), Arc::new(sandbox));
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()?;
@@ -173,6 +175,7 @@ fn compact(
         &preset,
         &provider,
         summarizer,
+        hooks.as_deref(),
         &cancel,
     ))?;
     writeln!(std::io::stdout().lock(), "{line}")?;

@@ -293,6 +293,22 @@ impl CompactionEngine for BasicCompactionEngine {
         })
     }
 
+    fn due<'a>(
+        &'a mut self,
+        session: &'a mut Session,
+        ctx: &'a CompactionContext,
+    ) -> anyhow::Result<bool> {
+        self.sync_state(session, ctx)?;
+        let tokens = self.measure(session, ctx);
+        let (soft, hard) = self.marks(ctx);
+        if self.state().auto_disabled {
+            return Ok(false);
+        }
+        let candidate =
+            tokens >= soft && self.settings.background && self.state().candidate.is_none();
+        Ok(tokens >= hard || candidate)
+    }
+
     fn loop_request_sent(&mut self) {
         if let Some(candidate) = self
             .state

@@ -47,6 +47,10 @@ pub struct ToolHost {
     pub front_end: Vec<Arc<dyn Tool>>,
     /// The user's `[checkpoints]`: whether and how a front end's agent captures the files.
     pub checkpoints: crate::snapshots::Options,
+    /// The user's `[hooks]`, for the front ends whose agents run them (`run`, `serve`, `acp`;
+    /// not a call the user makes by hand or an MCP client's): with the workspace's approved
+    /// hooks files, they run around every call and turn of the host's agents.
+    pub hooks: crate::hooks::config::HooksOptions,
     /// Whether [`ToolHost::shutdown`] stops the bridge's servers: not under `serve`, whose
     /// editor keeps using them.
     owns_bridge: bool,
@@ -73,6 +77,7 @@ impl ToolHost {
             shared: Some(SharedBridge::new(store, role)),
             front_end: Vec::new(),
             checkpoints: config.checkpoints.clone(),
+            hooks: Default::default(),
             owns_bridge: true,
         })
     }
@@ -98,6 +103,7 @@ impl ToolHost {
             shared: None,
             front_end: Vec::new(),
             checkpoints: Default::default(),
+            hooks: Default::default(),
             owns_bridge: false,
         }
     }
@@ -120,6 +126,7 @@ impl ToolHost {
             shared: None,
             front_end: Vec::new(),
             checkpoints: Default::default(),
+            hooks: Default::default(),
             owns_bridge: true,
         })
     }
@@ -152,11 +159,23 @@ impl ToolHost {
         if let Some(unheld) = sandbox.unheld(&preset.name) {
             warn_once(unheld);
         }
-        let runtime = runtime.with_sandbox(Arc::new(sandbox));
+        let sandbox = Arc::new(sandbox);
+        let runtime = runtime.with_sandbox(sandbox.clone());
+        let runtime = match self.hooks(sandbox) {
+            Some(hooks) => runtime.with_hooks(hooks),
+            None => runtime,
+        };
         Ok(match &self.buffers {
             Some(buffers) => runtime.with_buffers(buffers.clone()),
             None => runtime,
         })
+    }
+
+    /// The hooks of the host's agents, run in `sandbox` (the one their `shell` runs in), when
+    /// any is configured: read afresh for each runtime, so a file approved or changed since
+    /// counts from the next session on.
+    fn hooks(&self, sandbox: Arc<crate::sandbox::Sandbox>) -> Option<Arc<crate::hooks::Hooks>> {
+        load_hooks(&self.hooks, &self.workspace, sandbox)
     }
 
     /// The `lsp_*` tools over the host's bridge and documents, through the shared bridge when
@@ -184,6 +203,18 @@ impl ToolHost {
             self.bridge.shutdown_all().await;
         }
     }
+}
+
+/// The hooks `options` and the workspace's approved files configure for `workspace`, run in
+/// `sandbox`; `None` when there are none.
+pub fn load_hooks(
+    options: &crate::hooks::config::HooksOptions,
+    workspace: &Path,
+    sandbox: Arc<crate::sandbox::Sandbox>,
+) -> Option<Arc<crate::hooks::Hooks>> {
+    let state_root = crate::session::store::state_root().ok();
+    let hooks = crate::hooks::Hooks::load(options, workspace, state_root.as_deref(), Some(sandbox));
+    (!hooks.all().is_empty()).then(|| Arc::new(hooks))
 }
 
 /// Log `warning` the first time this process meets it: every session and sub-agent of the

@@ -23,7 +23,7 @@ use tokio::sync::watch;
 
 use super::spool::Spool;
 use super::watchdog::Watchdog;
-use crate::tools::shell::{ProcessGroup, sh_command};
+use crate::sandbox::process::{ProcessGroup, sh_command};
 
 /// How long a job's output is waited for once its `sh` exited and its group was killed; only a
 /// process that left the group unmarked can keep the pipe open longer.

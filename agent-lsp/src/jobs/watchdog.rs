@@ -27,7 +27,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use nix::sys::signal::Signal;
 
 use super::KILL_GRACE;
-use crate::tools::shell::{CALL_TOKEN_VAR, ProcessGroup};
+use crate::sandbox::process::{CALL_TOKEN_VAR, ProcessGroup};
 
 /// The first argument that makes the agent-lsp binary a watchdog: `WATCHDOG_ARG PGID TOKEN`.
 /// Not a subcommand (nobody types it) and checked before the command line is parsed.
@@ -128,7 +128,7 @@ impl Watchdog {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::tools::shell::sh_command;
+    use crate::sandbox::process::sh_command;
     use std::os::unix::process::ExitStatusExt;
     use std::time::{Duration, Instant};
 

@@ -2,10 +2,8 @@
 //! workspace `.mcp.json` files, one file per approval, and the last tool list of each server,
 //! so the next session's catalog is known (and byte-identical) without starting anything.
 //!
-//! An approval names the workspace and the digest of its file's bytes together: a repository
-//! that changes its `.mcp.json` (a pull, a branch) needs a new approval, and so does another
-//! repository with the same bytes, since `{"command": "python3", "args": ["srv.py"]}` runs
-//! each repository's own `srv.py` (the servers run in their workspace).
+//! An approval names the workspace and the digest of its file's bytes together
+//! (`crate::approvals`, which the hooks' approvals share).
 //!
 //! The approvals of earlier versions, in `<state>/mcp/approved/`, named the bytes alone and
 //! said nothing of the workspace they were given for beyond one path; they are no longer read,
@@ -14,8 +12,8 @@
 
 use std::path::{Path, PathBuf};
 
+use crate::approvals::{self, write_atomically};
 use serde::{Deserialize, Serialize};
-use sha2::{Digest, Sha256};
 
 /// One tool as a server listed it, as the catalog needs it.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -36,45 +34,35 @@ pub fn dir(state_root: &Path) -> PathBuf {
     state_root.join("mcp")
 }
 
-/// Hex SHA-256 of a file's bytes.
-pub fn digest_bytes(bytes: &[u8]) -> String {
-    let digest = Sha256::digest(bytes);
-    digest.iter().map(|byte| format!("{byte:02x}")).collect()
-}
+pub use crate::approvals::digest_bytes;
 
-/// What names an approval: the workspace (its canonical path, so two spellings of one folder
-/// share it) and the digest of its file's bytes, hashed together.
+/// What names an approval: the workspace and the digest of its `.mcp.json` (see
+/// `crate::approvals`).
 pub fn approval_key(workspace: &Path, digest: &str) -> String {
-    let workspace = std::fs::canonicalize(workspace).unwrap_or_else(|_| workspace.to_owned());
-    let value = serde_json::json!({
-        "workspace": workspace.to_string_lossy(),
-        "mcp_json_sha256": digest,
-    });
-    crate::canonical::sha256_hex(&crate::canonical::canonical_json(&value))
+    approvals::key(workspace, "mcp_json_sha256", digest)
 }
 
-fn approval_path(state_root: &Path, workspace: &Path, digest: &str) -> PathBuf {
-    dir(state_root)
-        .join("approvals")
-        .join(approval_key(workspace, digest))
+fn approvals_dir(state_root: &Path) -> PathBuf {
+    dir(state_root).join("approvals")
 }
 
 /// Whether the user approved the file of `workspace` with these bytes.
 pub fn is_approved(state_root: &Path, workspace: &Path, digest: &str) -> bool {
-    approval_path(state_root, workspace, digest).is_file()
+    approvals::is_approved(&approvals_dir(state_root), &approval_key(workspace, digest))
 }
 
-/// Remember that the user approved the file `file` of `workspace` with this digest; the
-/// approval file holds the file's path and digest, for whoever looks.
+/// Remember that the user approved the file `file` of `workspace` with this digest.
 pub fn approve(
     state_root: &Path,
     workspace: &Path,
     digest: &str,
     file: &Path,
 ) -> anyhow::Result<()> {
-    write_atomically(
-        &approval_path(state_root, workspace, digest),
-        format!("{}\nsha256 {digest}\n", file.display()).as_bytes(),
+    approvals::approve(
+        &approvals_dir(state_root),
+        &approval_key(workspace, digest),
+        file,
+        digest,
     )
 }
 
@@ -100,21 +88,6 @@ pub fn cache_tools(
         &tools_path(state_root, server_digest),
         &serde_json::to_vec_pretty(tools)?,
     )
-}
-
-/// Write `bytes` to `path` by rename, so a reader never sees half a file.
-fn write_atomically(path: &Path, bytes: &[u8]) -> anyhow::Result<()> {
-    use anyhow::Context;
-    use std::io::Write;
-    let folder = path.parent().expect("state files live in a folder");
-    std::fs::create_dir_all(folder)
-        .with_context(|| format!("failed to create {}", folder.display()))?;
-    let mut file = tempfile::NamedTempFile::new_in(folder)
-        .with_context(|| format!("failed to write in {}", folder.display()))?;
-    file.write_all(bytes)?;
-    file.persist(path)
-        .with_context(|| format!("failed to write {}", path.display()))?;
-    Ok(())
 }
 
 #[cfg(test)]

@@ -101,6 +101,16 @@ pub trait CompactionEngine: Send {
         ctx: &'a CompactionContext,
     ) -> BoxFuture<'a, anyhow::Result<CompactionOutcome>>;
 
+    /// Whether [`CompactionEngine::compact_if_needed`] would start a compaction now (not an
+    /// elision): the loop's `PreCompact` hooks run first when it would.
+    fn due<'a>(
+        &'a mut self,
+        _session: &'a mut Session,
+        _ctx: &'a CompactionContext,
+    ) -> anyhow::Result<bool> {
+        Ok(false)
+    }
+
     /// Compact the compactable range now, whatever the pressure (overflow, user command).
     fn compact_now<'a>(
         &'a mut self,

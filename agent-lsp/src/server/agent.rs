@@ -398,9 +398,16 @@ impl Host {
         let crate::host::Compacted {
             shrank: committed,
             message,
-        } = crate::host::compact_now(&mut state.session, &preset, &provider, None, cancel)
-            .await
-            .map_err(|error| ResponseError::new(REQUEST_FAILED, format!("{error:#}")))?;
+        } = crate::host::compact_now(
+            &mut state.session,
+            &preset,
+            &provider,
+            None,
+            state.tools.hooks().cloned().as_deref(),
+            cancel,
+        )
+        .await
+        .map_err(|error| ResponseError::new(REQUEST_FAILED, format!("{error:#}")))?;
         shared.notify_editor(
             "window/showMessage",
             json!({"type": if committed { 3 } else { 2 }, "message": format!("agent-lsp: {message}")}),

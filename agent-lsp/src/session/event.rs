@@ -15,6 +15,7 @@ use serde_json::Value;
 
 mod compaction;
 mod files;
+mod hook;
 mod kind;
 mod request;
 mod subagent;
@@ -27,6 +28,7 @@ pub use files::{
     CheckpointReason, Conflict, FileCheckpoint, MAX_CHANGED_LISTED, PlannedPath, Restored,
     RewindBegin, RewindEnd, RewindScope, last_checkpoint,
 };
+pub use hook::HookRun;
 pub use kind::EventKind;
 pub use request::{RequestContext, RequestError, RequestHeader, SectionRecord};
 pub use subagent::{ParentLink, SubagentEnd, SubagentStart};
@@ -153,6 +155,8 @@ pub enum EventBody {
     RewindBegin(RewindBegin),
     /// The payload of `rewind/end`.
     RewindEnd(RewindEnd),
+    /// The payload of `hook/run`.
+    HookRun(HookRun),
 }
 
 impl EventBody {
@@ -183,6 +187,7 @@ impl EventBody {
             EventBody::FileCheckpoint(_) => EventKind::FileCheckpoint,
             EventBody::RewindBegin(_) => EventKind::RewindBegin,
             EventBody::RewindEnd(_) => EventKind::RewindEnd,
+            EventBody::HookRun(_) => EventKind::HookRun,
         }
     }
 
@@ -212,6 +217,7 @@ impl EventBody {
             EventBody::FileCheckpoint(p) => serde_json::to_value(p),
             EventBody::RewindBegin(p) => serde_json::to_value(p),
             EventBody::RewindEnd(p) => serde_json::to_value(p),
+            EventBody::HookRun(p) => serde_json::to_value(p),
         }
     }
 
@@ -257,6 +263,7 @@ impl EventBody {
             }
             EventKind::RewindBegin => EventBody::RewindBegin(serde_json::from_value(payload)?),
             EventKind::RewindEnd => EventBody::RewindEnd(serde_json::from_value(payload)?),
+            EventKind::HookRun => EventBody::HookRun(serde_json::from_value(payload)?),
         })
     }
 }

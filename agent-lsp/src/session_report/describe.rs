@@ -130,6 +130,24 @@ pub(super) fn describe(event: &Event) -> String {
                 .map(|reason| format!(" ({reason})"))
                 .unwrap_or_default()
         ),
+        EventBody::HookRun(run) => format!(
+            "{}{} `{}` → {}{} in {} ms{}",
+            run.event,
+            run.call_id
+                .as_deref()
+                .map(|id| format!(" {id}"))
+                .unwrap_or_default(),
+            preview(&run.command, 60),
+            run.outcome,
+            run.exit_code
+                .map(|code| format!(" (exit {code})"))
+                .unwrap_or_default(),
+            run.duration_ms,
+            run.reason
+                .as_deref()
+                .map(|reason| format!(": {}", preview(reason, 80)))
+                .unwrap_or_default()
+        ),
         EventBody::PluginState(state) => {
             format!("{}: {}", state.plugin, preview(&state.data.to_string(), 80))
         }

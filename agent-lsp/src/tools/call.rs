@@ -55,6 +55,12 @@ impl ToolRuntime {
             }),
         };
         let read_only = tool.read_only();
+        // What `PostToolUse` hooks are told the call ran with.
+        let input = self
+            .hooks
+            .as_ref()
+            .filter(|hooks| hooks.has(crate::hooks::HookEvent::PostToolUse))
+            .map(|_| args.json().clone());
         let started = Instant::now();
         let span = tracing::info_span!("tool", name = %call.name, call_id = %call.id);
         // A tool's panic, in the call that makes its future or in the future itself, is the
@@ -100,6 +106,9 @@ impl ToolRuntime {
                 .with_meta("cancelled", true)
             }
         };
+        let output = self
+            .post_tool_use(call, input, output, session, cancel)
+            .await;
         let output = match &self.write_observer {
             Some(observer) if !read_only && !output.is_error => {
                 self.after_write(observer.as_ref(), output).await

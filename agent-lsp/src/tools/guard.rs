@@ -13,6 +13,7 @@ use super::{
 
 /// A call's tool and its parsed arguments.
 pub(super) type Resolved = (std::sync::Arc<dyn crate::plugin::tool::Tool>, CallArgs);
+use crate::hooks::answer::Permission as HookPermission;
 use crate::plugin::outcomes::ToolOutput;
 use crate::plugin::tool::CallArgs;
 use crate::sandbox::Confinement;
@@ -52,11 +53,14 @@ impl ToolRuntime {
         Ok((tool.clone(), args))
     }
 
-    /// Apply the permission policy to a resolved call.
+    /// Apply the permission policy to a resolved call, and what the `PreToolUse` hooks said
+    /// of it: `allow` answers a question the policy would ask (a denied tool stays denied),
+    /// `ask` asks where the policy allows.
     pub(super) async fn prepare(
         &self,
         call: &ToolCallRef,
         resolved: Result<Resolved, ToolOutput>,
+        hook: Option<HookPermission>,
         cancel: &CancellationToken,
     ) -> Prepared {
         let (tool, args) = match resolved {
@@ -112,6 +116,25 @@ impl ToolRuntime {
             tracing::info!(tool = %call.name, reason, "the call needs the user's approval");
             permission = Permission::Ask;
         }
+        let mut hook_why = None;
+        match (&hook, permission) {
+            (_, Permission::Deny) | (None, _) => {}
+            (Some(HookPermission::Allow), _) => {
+                tracing::info!(tool = %call.name, "a PreToolUse hook allowed the call");
+                permission = Permission::Allow;
+            }
+            (Some(HookPermission::Ask(reason)), _) => {
+                hook_why = Some(format!(
+                    "a PreToolUse hook asked for it{}",
+                    reason
+                        .as_deref()
+                        .map(|reason| format!(": {reason}"))
+                        .unwrap_or_default()
+                ));
+                permission = Permission::Ask;
+            }
+            (Some(HookPermission::Deny(_)), _) => {}
+        }
         let refused = |default: String| match &protected {
             Some((shown, why)) => format!(
                 "`{shown}` is a protected path ({why}), and this session may not write it without the user's approval; do not retry, tell the user what you wanted to change there"
@@ -127,6 +150,10 @@ impl ToolRuntime {
         let why = match (&reason, protected_why) {
             (Some(reason), Some(path)) => Some(format!("{reason}; and {path}")),
             (reason, path) => reason.clone().or(path),
+        };
+        let why = match (why, hook_why) {
+            (Some(why), Some(hook)) => Some(format!("{why}; and {hook}")),
+            (why, hook) => why.or(hook),
         };
         let asked = |answer: &str| {
             json!({

@@ -92,7 +92,17 @@ impl NestedCalls for Nested {
                     "`{}` cannot be called from inside `{}`",
                     call.name, parent
                 ))),
-                _ => runtime.prepare(&call, found, &cancel).await,
+                _ => {
+                    let hooked = runtime
+                        .pre_tool_use(&call, found, (&id, &path), &cancel)
+                        .await;
+                    for run in hooked.runs {
+                        events.record(EventBody::HookRun(run));
+                    }
+                    runtime
+                        .prepare(&call, hooked.resolved, hooked.permission, &cancel)
+                        .await
+                }
             };
             let (output, duration) = match prepared {
                 Prepared::Done(output) => (output, std::time::Duration::ZERO),

@@ -1,18 +1,8 @@
 //! The `shell` tool: run a command with `sh -c` in the workspace root, with a timeout.
 //!
-//! The command runs in a process group of its own, so that a timeout or a cancelled turn kills
-//! everything it started (a plain kill of `sh` would leave `sleep`, compilers or servers
-//! running and holding the output pipes open). For the same reason, processes the command left
-//! in the background are killed when it exits.
-//!
-//! A process group is not enough: `setsid`, a double fork or a daemon leaves the group, and
-//! its orphan is adopted by init, where nothing links it to the command any more. So every
-//! command also carries an environment variable with a token of its own, which every
-//! descendant inherits whatever group, session or parent it ends up in; when the command ends,
-//! every process whose environment holds the token is killed, again until none is left (one
-//! may fork while the others are being killed). Only a process that replaced its whole
-//! environment (`env -i`) escapes this. A subreaper would also need a live ancestor that reaps
-//! what it adopts, and cgroups need a delegated hierarchy, which a user's editor seldom has.
+//! The command runs in a process group of its own and carries a token every process it starts
+//! inherits (`crate::sandbox::process`), so a timeout or a cancelled turn kills everything it
+//! started, and so are the processes it left in the background when it exits.
 //!
 //! What a command may touch is the sandbox's to hold (`crate::sandbox`: the preset's
 //! `[sandbox]`, which the runtime hands the call as `ToolContext::sandbox`), and whether it runs
@@ -20,27 +10,24 @@
 //! writing to a disk device, a fork bomb), so that a slip or an injected instruction does not
 //! wipe the machine even where the shell is allowed.
 //!
-//! Background jobs (`crate::jobs`) start and kill their commands with the same pieces
-//! (`refusal`, `sh_command`, `ProcessGroup`), so a job is refused, grouped, marked and
-//! killed exactly as a foreground command is.
+//! Background jobs (`crate::jobs`) are refused by the same `refusal` and start and kill their
+//! commands with the same pieces, so a job is refused, grouped, marked and killed exactly as a
+//! foreground command is.
 
-use std::os::unix::process::CommandExt;
-use std::path::Path;
 use std::process::Stdio;
 use std::sync::LazyLock;
 use std::time::{Duration, Instant};
 
 use futures_util::future::BoxFuture;
-use nix::sys::signal::{Signal, killpg};
-use nix::unistd::Pid;
 use regex::Regex;
 use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::json;
 
 use crate::plugin::outcomes::ToolOutput;
+use crate::sandbox::process::capture::{CAPTURE_BYTES, capture, collect};
+use crate::sandbox::process::{GroupGuard, ProcessGroup, sh_command};
 use crate::sandbox::{Confinement, Leave};
-use capture::{capture, collect};
 
 use crate::plugin::tool::ToolContext;
 
@@ -51,10 +38,7 @@ pub const SHELL_DEFAULT_TIMEOUT_SECS: u64 = 120;
 /// The most seconds a call may give a command.
 pub const SHELL_MAX_TIMEOUT_SECS: u64 = 600;
 /// Bytes kept from each of stdout and stderr: the first half and the last half of this.
-pub const SHELL_CAPTURE_BYTES: usize = 64 * 1024;
-/// How long to wait for the output pipes to close once the command has exited and its group
-/// was killed; only a process that left the group (`setsid`) can keep them open longer.
-const PIPE_GRACE: Duration = Duration::from_secs(2);
+pub const SHELL_CAPTURE_BYTES: usize = CAPTURE_BYTES;
 
 /// Commands refused whatever the policy says: (pattern, what it would do).
 static DENIED: LazyLock<Vec<(Regex, &'static str)>> = LazyLock::new(|| {
@@ -175,9 +159,6 @@ pub(crate) fn call_timeout(timeout_secs: Option<u64>) -> Duration {
     Duration::from_secs(secs + 10)
 }
 
-/// The variable whose value marks every process of one command (see the module docs).
-pub(crate) const CALL_TOKEN_VAR: &str = "AGENT_LSP_SHELL_CALL";
-
 /// Why `command` is not run, as the tool's error output: it is empty, or on the deny-list.
 /// Background jobs (`crate::jobs`) are refused by the same check.
 pub(crate) fn refusal(command: &str) -> Option<ToolOutput> {
@@ -192,160 +173,6 @@ pub(crate) fn refusal(command: &str) -> Option<ToolOutput> {
         ))
         .with_meta("denied", true),
     )
-}
-
-/// `sh -c command` in `root`, in a process group of its own and marked with a fresh token, and
-/// that token: how the foreground shell and background jobs start a command. The caller sets
-/// its standard streams, spawns it and makes the `ProcessGroup` from the child's pid.
-pub(crate) fn sh_command(
-    root: &Path,
-    command: &str,
-    sandbox: Option<&crate::sandbox::Sandbox>,
-) -> (std::process::Command, String) {
-    let token = call_token();
-    let mut sh = match sandbox {
-        Some(sandbox) => sandbox.sh(root, command),
-        None => crate::sandbox::unconfined_sh(root, command),
-    };
-    sh.env(CALL_TOKEN_VAR, &token).process_group(0);
-    (sh, token)
-}
-
-/// A command's process group (its id is the pid of its `sh`, which `process_group(0)` made
-/// the leader) and the token every process the command starts carries.
-#[derive(Debug)]
-pub(crate) struct ProcessGroup {
-    pgid: Pid,
-    token: String,
-}
-
-impl ProcessGroup {
-    /// The group led by the process `pid`, marked with `token` (both from `sh_command`).
-    pub(crate) fn new(pid: u32, token: String) -> Option<ProcessGroup> {
-        let pgid = Pid::from_raw(i32::try_from(pid).ok()?);
-        Some(ProcessGroup { pgid, token })
-    }
-
-    /// Send `signal` to every process in the group; `false` when there is none.
-    pub(crate) fn signal(&self, signal: Signal) -> bool {
-        killpg(self.pgid, signal).is_ok()
-    }
-
-    /// Whether a live process is left in the group. Zombies do not count: a killed process
-    /// whose parent died is adopted by init, which may take its time to reap it (some
-    /// containers' init never does), and a zombie holds nothing.
-    pub(crate) fn is_alive(&self) -> bool {
-        if killpg(self.pgid, None).is_err() {
-            return false;
-        }
-        let Ok(processes) = std::fs::read_dir("/proc") else {
-            return true;
-        };
-        let pgid = self.pgid.as_raw().to_string();
-        processes.filter_map(Result::ok).any(|process| {
-            let stat = std::fs::read_to_string(process.path().join("stat")).unwrap_or_default();
-            // After the parenthesised name (which may hold spaces): state, ppid, pgrp, ….
-            let mut fields = stat
-                .rsplit_once(')')
-                .map_or("", |(_, rest)| rest)
-                .split_whitespace();
-            let state = fields.next();
-            state.is_some_and(|state| state != "Z" && state != "X")
-                && fields.nth(1) == Some(pgid.as_str())
-        })
-    }
-
-    /// SIGKILL the group, then every process carrying the token (those that left the group
-    /// with `setsid` or a double fork). Background jobs' watchdogs (`crate::jobs::watchdog`)
-    /// kill with this too.
-    pub(crate) fn kill(&self) {
-        // ESRCH (the group is already gone) is the usual, harmless outcome.
-        let _ = killpg(self.pgid, Signal::SIGKILL);
-        let killed = kill_marked(&self.marker());
-        if killed > 0 {
-            tracing::info!(killed, "killed processes that had left the command's group");
-        }
-    }
-
-    /// The live processes other than this one that carry the token, in the group or not.
-    #[cfg(test)]
-    pub(crate) fn marked(&self) -> Vec<i32> {
-        marked(&self.marker())
-    }
-
-    /// The environment entry every process of the command carries.
-    fn marker(&self) -> String {
-        format!("{CALL_TOKEN_VAR}={}", self.token)
-    }
-}
-
-/// Kills the command's process group, and every process carrying its token, when dropped,
-/// unless already done: this is what stops the processes when the runtime drops the call on a
-/// timeout or a cancelled turn.
-struct GroupGuard {
-    group: Option<ProcessGroup>,
-}
-
-impl GroupGuard {
-    fn kill(&mut self) {
-        if let Some(group) = self.group.take() {
-            group.kill();
-        }
-    }
-}
-
-/// A token no other command of any agent-lsp process has.
-fn call_token() -> String {
-    static CALLS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
-    let call = CALLS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-    format!("{}-{call}", std::process::id())
-}
-
-/// SIGKILL every process whose environment holds the entry `marker` (`NAME=value`), scanning
-/// `/proc` again until a scan finds none; returns how many were killed.
-fn kill_marked(marker: &str) -> usize {
-    let mut killed = 0;
-    for _ in 0..20 {
-        let marked = marked(marker);
-        if marked.is_empty() {
-            break;
-        }
-        for pid in marked {
-            if nix::sys::signal::kill(Pid::from_raw(pid), Signal::SIGKILL).is_ok() {
-                killed += 1;
-            }
-        }
-    }
-    killed
-}
-
-/// Every process other than this one whose environment holds the entry `marker`. A process
-/// that has exited has no environment left to read, so a zombie never counts.
-fn marked(marker: &str) -> Vec<i32> {
-    let mut entry = marker.as_bytes().to_vec();
-    entry.push(0);
-    let own = std::process::id();
-    let Ok(processes) = std::fs::read_dir("/proc") else {
-        return Vec::new();
-    };
-    processes
-        .filter_map(Result::ok)
-        .filter_map(|process| process.file_name().to_str()?.parse::<i32>().ok())
-        .filter(|&pid| pid as u32 != own)
-        .filter(|pid| {
-            let mut environ = std::fs::read(format!("/proc/{pid}/environ")).unwrap_or_default();
-            environ.insert(0, 0);
-            environ
-                .windows(entry.len() + 1)
-                .any(|window| window[0] == 0 && window[1..] == entry[..])
-        })
-        .collect()
-}
-
-impl Drop for GroupGuard {
-    fn drop(&mut self) {
-        self.kill();
-    }
 }
 
 async fn run_command(ctx: &ToolContext, args: &ShellArgs) -> ToolOutput {
@@ -374,9 +201,7 @@ async fn run_command(ctx: &ToolContext, args: &ShellArgs) -> ToolOutput {
         Ok(child) => child,
         Err(err) => return ToolOutput::error(format!("`sh` could not be started: {err}")),
     };
-    let mut guard = GroupGuard {
-        group: child.id().and_then(|pid| ProcessGroup::new(pid, token)),
-    };
+    let mut guard = GroupGuard::new(child.id().and_then(|pid| ProcessGroup::new(pid, token)));
     tracing::info!(command, pid = ?child.id(), timeout_secs, "shell command started");
     let stdout = tokio::spawn(capture(child.stdout.take().expect("piped stdout")));
     let stderr = tokio::spawn(capture(child.stderr.take().expect("piped stderr")));
@@ -485,6 +310,5 @@ async fn run_command(ctx: &ToolContext, args: &ShellArgs) -> ToolOutput {
     output
 }
 
-mod capture;
 #[cfg(test)]
 mod tests;

@@ -90,6 +90,7 @@ impl Host {
             Arc::new(EditorBuffers::new(shared)),
         );
         tools.checkpoints = shared.config.checkpoints.clone();
+        tools.hooks = shared.config.hooks.clone();
         let host = crate::host::Host::new(store, self.activity.clone(), tools);
         let opening = host.choose(Start::New(preset)).map_err(internal)?;
         let conversation = host

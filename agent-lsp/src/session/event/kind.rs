@@ -88,11 +88,14 @@ pub enum EventKind {
     /// What a rewind did (log only).
     #[serde(rename = "rewind/end")]
     RewindEnd,
+    /// One of the user's hook commands ran (log only).
+    #[serde(rename = "hook/run")]
+    HookRun,
 }
 
 impl EventKind {
     /// Every kind, in declaration order: for tests and views that must cover them all.
-    pub const ALL: [EventKind; 24] = [
+    pub const ALL: [EventKind; 25] = [
         EventKind::SessionHeader,
         EventKind::UserMessage,
         EventKind::AssistantMessage,
@@ -117,6 +120,7 @@ impl EventKind {
         EventKind::FileCheckpoint,
         EventKind::RewindBegin,
         EventKind::RewindEnd,
+        EventKind::HookRun,
     ];
 
     /// The `kind` string written to disk; the inverse of the serde rename.
@@ -146,6 +150,7 @@ impl EventKind {
             EventKind::FileCheckpoint => "files/checkpoint",
             EventKind::RewindBegin => "rewind/begin",
             EventKind::RewindEnd => "rewind/end",
+            EventKind::HookRun => "hook/run",
         }
     }
 

@@ -3,20 +3,28 @@
 
 use tokio::io::{AsyncRead, AsyncReadExt};
 
-use super::{PIPE_GRACE, SHELL_CAPTURE_BYTES};
+use std::time::Duration;
+
+/// Bytes kept from a stream: the first half and the last half of this.
+pub const CAPTURE_BYTES: usize = 64 * 1024;
+/// How long to wait for the output pipes to close once the command has exited and its group
+/// was killed; only a process that left the group (`setsid`) can keep them open longer.
+pub const PIPE_GRACE: Duration = Duration::from_secs(2);
 
 /// The head and tail of a stream, and its total length, without holding all of it in memory.
 #[derive(Default)]
-pub(super) struct Captured {
+pub struct Captured {
     head: Vec<u8>,
     tail: std::collections::VecDeque<u8>,
-    pub(super) total: usize,
+    /// Every byte the stream gave, kept or not.
+    pub total: usize,
 }
 
 impl Captured {
-    pub(super) fn push(&mut self, mut bytes: &[u8]) {
+    /// Take `bytes`, keeping the head and the latest tail.
+    pub fn push(&mut self, mut bytes: &[u8]) {
         self.total += bytes.len();
-        let half = SHELL_CAPTURE_BYTES / 2;
+        let half = CAPTURE_BYTES / 2;
         if self.head.len() < half {
             let take = bytes.len().min(half - self.head.len());
             self.head.extend_from_slice(&bytes[..take]);
@@ -27,7 +35,8 @@ impl Captured {
         self.tail.drain(..excess);
     }
 
-    pub(super) fn render(&self) -> String {
+    /// The kept head and tail, with a marker saying how much was cut between them.
+    pub fn render(&self) -> String {
         let kept = self.head.len() + self.tail.len();
         let mut bytes = self.head.clone();
         if self.total > kept {
@@ -41,7 +50,7 @@ impl Captured {
 }
 
 /// What a capture task read, and whether it reached the end of its pipe in time.
-pub(super) async fn collect(task: tokio::task::JoinHandle<Captured>) -> (Captured, bool) {
+pub async fn collect(task: tokio::task::JoinHandle<Captured>) -> (Captured, bool) {
     let abort = task.abort_handle();
     match tokio::time::timeout(PIPE_GRACE, task).await {
         Ok(Ok(captured)) => (captured, true),
@@ -53,7 +62,7 @@ pub(super) async fn collect(task: tokio::task::JoinHandle<Captured>) -> (Capture
 }
 
 /// Read `stream` to its end into a capture.
-pub(super) async fn capture(mut stream: impl AsyncRead + Unpin) -> Captured {
+pub async fn capture(mut stream: impl AsyncRead + Unpin) -> Captured {
     let mut captured = Captured::default();
     let mut buffer = vec![0u8; 8192];
     loop {

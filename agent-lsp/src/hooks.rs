@@ -1,0 +1,558 @@
+//! Hooks: the user's own commands on the agent's events, in the format Claude Code made
+//! common (docs/hooks.md is the user's guide; `config.rs` says where they are configured,
+//! `answer.rs` what a hook's exit and answer mean, `claude.rs` the Claude Code dialect).
+//!
+//! The events: `SessionStart` (a conversation opens a session in this process),
+//! `UserPromptSubmit` (before a prompt is taken), `PreToolUse` and `PostToolUse` (around each
+//! tool call, the model's and a `run_code` program's), `Stop` and `SubagentStop` (the model
+//! answered without calls; a sub-agent's session fires the second), `PreCompact` (before a
+//! compaction folds the history).
+//!
+//! The tool runtime fires the tool events and the loop the others; each asks [`Hooks::fire`],
+//! which runs the matching commands one after another in their configured order (so a
+//! `PreToolUse` hook sees the input an earlier one rewrote, and the log's order is the order
+//! they ran; Claude Code runs them in parallel), skips a command already run for this
+//! occasion, and stops at the first that blocks. Every run is a `hook/run` event in the log,
+//! and what it gives the model goes in through the log too (the call's result, a
+//! `context/runtime` message), so a request is replayed byte for byte with hooks as without.
+
+pub mod answer;
+pub mod claude;
+pub mod config;
+mod run;
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use regex::Regex;
+use serde::Deserialize;
+use serde_json::{Map, Value, json};
+use tokio_util::sync::CancellationToken;
+
+use crate::sandbox::Sandbox;
+use crate::session::event::{EventBody, HookRun};
+use crate::session::{NewEvent, Session};
+use answer::{Answer, Permission};
+use config::{DEFAULT_TIMEOUT_SECS, HooksOptions, MAX_TIMEOUT_SECS, Source};
+
+/// The events hooks run on, named as in Claude Code.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Deserialize)]
+pub enum HookEvent {
+    /// A conversation opened the session in this process (`startup` for a new one, `resume`).
+    SessionStart,
+    /// A prompt is about to be taken.
+    UserPromptSubmit,
+    /// A tool call is about to run.
+    PreToolUse,
+    /// A tool call ran.
+    PostToolUse,
+    /// The model answered without calling a tool: the turn is about to end.
+    Stop,
+    /// A sub-agent's turn is about to end.
+    SubagentStop,
+    /// A compaction is about to fold the history (`manual` or `auto`).
+    PreCompact,
+}
+
+impl HookEvent {
+    /// Every event, in the order `agent-lsp hooks list` shows them.
+    pub const ALL: [HookEvent; 7] = [
+        HookEvent::SessionStart,
+        HookEvent::UserPromptSubmit,
+        HookEvent::PreToolUse,
+        HookEvent::PostToolUse,
+        HookEvent::Stop,
+        HookEvent::SubagentStop,
+        HookEvent::PreCompact,
+    ];
+
+    /// The event's name, as configured and recorded.
+    pub fn name(self) -> &'static str {
+        match self {
+            HookEvent::SessionStart => "SessionStart",
+            HookEvent::UserPromptSubmit => "UserPromptSubmit",
+            HookEvent::PreToolUse => "PreToolUse",
+            HookEvent::PostToolUse => "PostToolUse",
+            HookEvent::Stop => "Stop",
+            HookEvent::SubagentStop => "SubagentStop",
+            HookEvent::PreCompact => "PreCompact",
+        }
+    }
+
+    /// The event named `name`, if there is one.
+    pub fn from_name(name: &str) -> Option<HookEvent> {
+        HookEvent::ALL
+            .into_iter()
+            .find(|event| event.name() == name)
+    }
+}
+
+/// One configured command.
+#[derive(Clone, Debug)]
+pub struct Hook {
+    /// The event it runs on.
+    pub event: HookEvent,
+    /// The matcher as written.
+    pub matcher: Option<String>,
+    /// The matcher as a regular expression over the whole name; `None`: every one.
+    regex: Option<Regex>,
+    /// The command line.
+    pub command: String,
+    /// How long it may run.
+    pub timeout: Duration,
+    /// Where it was configured.
+    pub source: Arc<Source>,
+}
+
+impl Hook {
+    fn matches(&self, target: Option<&str>) -> bool {
+        match (&self.regex, target) {
+            (None, _) => true,
+            (Some(regex), Some(target)) => regex.is_match(target),
+            (Some(_), None) => true,
+        }
+    }
+}
+
+/// The hooks of one workspace, as read when its agents' tools were made.
+#[derive(Clone, Debug, Default)]
+pub struct Hooks {
+    hooks: Vec<Hook>,
+    sources: Vec<Arc<Source>>,
+    root: PathBuf,
+    sandbox: Option<Arc<Sandbox>>,
+}
+
+/// What a tool event is about.
+#[derive(Clone, Debug)]
+pub struct ToolOccasion<'a> {
+    /// The call's id.
+    pub id: &'a str,
+    /// The tool's name (ours).
+    pub name: &'a str,
+    /// The arguments it runs with (ours).
+    pub input: Value,
+}
+
+/// One firing of an event.
+#[derive(Clone, Debug)]
+pub struct Occasion<'a> {
+    /// The event.
+    pub event: HookEvent,
+    /// The session it fires in.
+    pub session_id: &'a str,
+    /// That session's log (`transcript_path`).
+    pub transcript: &'a Path,
+    /// The tool call of a tool event.
+    pub tool: Option<ToolOccasion<'a>>,
+    /// What a matcher of another event is matched against (a trigger, a source).
+    pub target: Option<&'a str>,
+    /// The event's own fields (`prompt`, `stop_hook_active`, `tool_response`, …).
+    pub fields: Map<String, Value>,
+    /// A file whose changes are recorded (what a `PostToolUse` hook's call wrote).
+    pub watch: Option<PathBuf>,
+}
+
+/// What the hooks of one occasion came to.
+#[derive(Clone, Debug, Default)]
+pub struct Fired {
+    /// Each run, in order: the `hook/run` events to record.
+    pub runs: Vec<HookRun>,
+    /// Why the first that blocked did, and its command.
+    pub blocked: Option<(String, String)>,
+    /// The text they gave the model, each with its command.
+    pub context: Vec<(String, String)>,
+    /// The arguments the call runs with instead of the model's (`PreToolUse`).
+    pub updated_input: Option<Value>,
+    /// Their word on the call's permission (`PreToolUse`): the strictest one said.
+    pub permission: Option<Permission>,
+    /// The watched file before the first hook and after the last, when they changed it.
+    pub changed: Option<(Vec<u8>, Vec<u8>)>,
+    /// What the user should read: failures and the hooks' messages.
+    pub notices: Vec<String>,
+}
+
+impl Hooks {
+    /// The hooks `options` and the workspace's files configure for `root`; workspace files are
+    /// looked up among the approvals under `state_root`. Commands run in `sandbox`, the one
+    /// that holds the session's `shell`.
+    pub fn load(
+        options: &HooksOptions,
+        root: &Path,
+        state_root: Option<&Path>,
+        sandbox: Option<Arc<Sandbox>>,
+    ) -> Hooks {
+        let mut hooks = Vec::new();
+        let mut sources = Vec::new();
+        for mut source in config::sources(options, root, state_root) {
+            let mut read = Vec::new();
+            for (event, groups) in &source.events {
+                for group in groups {
+                    let regex = match group.matcher.as_deref().map(str::trim) {
+                        None | Some("" | "*") => None,
+                        Some(matcher) => match Regex::new(&format!("^(?:{matcher})$")) {
+                            Ok(regex) => Some(regex),
+                            Err(error) => {
+                                source.skipped.push(format!(
+                                    "{}: the matcher `{matcher}` is not a regular expression ({error})",
+                                    event.name()
+                                ));
+                                continue;
+                            }
+                        },
+                    };
+                    let inline = group.command.clone().map(|command| config::Command {
+                        kind: "command".into(),
+                        command,
+                        timeout: group.timeout,
+                    });
+                    for command in group.hooks.iter().cloned().chain(inline) {
+                        if command.kind != "command" {
+                            source.skipped.push(format!(
+                                "{}: a `{}` hook (only `command` hooks run here)",
+                                event.name(),
+                                command.kind
+                            ));
+                            continue;
+                        }
+                        let secs = command
+                            .timeout
+                            .unwrap_or(DEFAULT_TIMEOUT_SECS)
+                            .clamp(1, MAX_TIMEOUT_SECS);
+                        read.push((
+                            *event,
+                            group.matcher.clone(),
+                            regex.clone(),
+                            command.command,
+                            secs,
+                        ));
+                    }
+                }
+            }
+            let source = Arc::new(source);
+            if !source.runs() && !read.is_empty() {
+                tracing::warn!(file = %source.name, "the workspace's hooks are not approved and do not run: `agent-lsp hooks approve` shows and approves them");
+            }
+            hooks.extend(
+                read.into_iter()
+                    .map(|(event, matcher, regex, command, secs)| Hook {
+                        event,
+                        matcher,
+                        regex,
+                        command,
+                        timeout: Duration::from_secs(secs),
+                        source: source.clone(),
+                    }),
+            );
+            sources.push(source);
+        }
+        Hooks {
+            hooks,
+            sources,
+            root: root.to_owned(),
+            sandbox,
+        }
+    }
+
+    /// Every configured hook, those that do not run (unapproved) included.
+    pub fn all(&self) -> &[Hook] {
+        &self.hooks
+    }
+
+    /// Where hooks were read from.
+    pub fn sources(&self) -> &[Arc<Source>] {
+        &self.sources
+    }
+
+    /// Whether any hook runs on `event`.
+    pub fn has(&self, event: HookEvent) -> bool {
+        self.hooks
+            .iter()
+            .any(|hook| hook.event == event && hook.source.runs())
+    }
+
+    /// Run the hooks of `occasion`, in order, until one blocks.
+    pub async fn fire(&self, occasion: Occasion<'_>, cancel: &CancellationToken) -> Fired {
+        let mut fired = Fired::default();
+        if !self.has(occasion.event) {
+            return fired;
+        }
+        let mut input = occasion.tool.as_ref().map(|tool| tool.input.clone());
+        let mut ran: Vec<&str> = Vec::new();
+        let first = occasion.watch.as_deref().and_then(read_watched);
+        let mut last = first.clone();
+        for hook in self
+            .hooks
+            .iter()
+            .filter(|hook| hook.event == occasion.event && hook.source.runs())
+        {
+            let claude = hook.source.claude;
+            let target = match &occasion.tool {
+                Some(tool) if claude => Some(claude::tool_name(tool.name)),
+                Some(tool) => Some(tool.name),
+                None => occasion.target,
+            };
+            if !hook.matches(target) || ran.contains(&hook.command.as_str()) {
+                continue;
+            }
+            ran.push(&hook.command);
+            let stdin = self.stdin(&occasion, hook, input.as_ref());
+            let env = [
+                ("CLAUDE_PROJECT_DIR", self.root.display().to_string()),
+                ("AGENT_LSP_WORKSPACE", self.root.display().to_string()),
+                ("AGENT_LSP_HOOK_EVENT", occasion.event.name().to_owned()),
+                ("AGENT_LSP_SESSION_ID", occasion.session_id.to_owned()),
+            ];
+            let exit = run::run(
+                &hook.command,
+                &self.root,
+                self.sandbox.as_deref(),
+                &env,
+                stdin,
+                hook.timeout,
+                cancel,
+            )
+            .await;
+            let answer = answer::interpret(occasion.event, &exit);
+            let now = occasion.watch.as_deref().and_then(read_watched);
+            let changed = (now != last)
+                .then(|| occasion.watch.as_deref().map(|path| self.shown(path)))
+                .flatten();
+            last = now;
+            let updated = match (&answer.updated_input, &occasion.tool) {
+                (Some(updated), Some(tool)) if claude => {
+                    Some(claude::from_tool_input(tool.name, updated, &self.root))
+                }
+                (updated, _) => updated.clone(),
+            };
+            fired.runs.push(record(
+                hook,
+                &occasion,
+                &exit,
+                &answer,
+                updated.clone(),
+                changed,
+            ));
+            if let Some(updated) = updated {
+                input = Some(updated.clone());
+                fired.updated_input = Some(updated);
+            }
+            if let Some(failure) = &answer.failure {
+                fired.notices.push(format!(
+                    "the {} hook `{}` failed: {failure}",
+                    occasion.event.name(),
+                    hook.command
+                ));
+            }
+            if let Some(notice) = answer.notice {
+                fired.notices.push(format!(
+                    "the {} hook `{}`: {notice}",
+                    occasion.event.name(),
+                    hook.command
+                ));
+            }
+            if let Some(context) = answer.context {
+                fired.context.push((hook.command.clone(), context));
+            }
+            match answer.permission {
+                Some(Permission::Deny(reason)) => {
+                    fired.blocked = Some((hook.command.clone(), reason));
+                    break;
+                }
+                Some(permission) => {
+                    // `ask` wins over `allow`: a hook that wants the user asked is heard.
+                    fired.permission = match fired.permission.take() {
+                        Some(ask @ Permission::Ask(_)) => Some(ask),
+                        _ => Some(permission),
+                    };
+                }
+                None => {}
+            }
+            if let Some(reason) = answer.block {
+                fired.blocked = Some((hook.command.clone(), reason));
+                break;
+            }
+        }
+        if let (Some(first), Some(last)) = (first, last)
+            && first != last
+        {
+            fired.changed = Some((first, last));
+        }
+        fired
+    }
+
+    /// Fire `event` (not a tool event) in `session` at `(turn, step)`, with its own `fields`,
+    /// matched on `target`, and record the runs there: how the loop and a compaction the user
+    /// asked for run their hooks.
+    #[allow(clippy::too_many_arguments)]
+    pub async fn fire_in(
+        &self,
+        session: &mut Session,
+        (turn, step): (u32, u32),
+        event: HookEvent,
+        target: Option<&str>,
+        fields: Map<String, Value>,
+        cancel: &CancellationToken,
+    ) -> anyhow::Result<Fired> {
+        let session_id = session.id().to_owned();
+        let transcript = session.path().to_owned();
+        let occasion = Occasion {
+            event,
+            session_id: &session_id,
+            transcript: &transcript,
+            tool: None,
+            target,
+            fields,
+            watch: None,
+        };
+        let fired = self.fire(occasion, cancel).await;
+        for run in &fired.runs {
+            session.append(NewEvent::new(turn, step, EventBody::HookRun(run.clone())))?;
+        }
+        for notice in &fired.notices {
+            tracing::warn!("{notice}");
+        }
+        Ok(fired)
+    }
+
+    /// `PreCompact` before a compaction the user asked for or the loop started: nothing it
+    /// says stops the compaction (a full window must be folded).
+    pub async fn pre_compact(
+        &self,
+        session: &mut Session,
+        at: (u32, u32),
+        manual: bool,
+        cancel: &CancellationToken,
+    ) -> anyhow::Result<()> {
+        if !self.has(HookEvent::PreCompact) {
+            return Ok(());
+        }
+        let trigger = if manual { "manual" } else { "auto" };
+        let mut fields = Map::new();
+        fields.insert("trigger".into(), trigger.into());
+        fields.insert("custom_instructions".into(), "".into());
+        self.fire_in(
+            session,
+            at,
+            HookEvent::PreCompact,
+            Some(trigger),
+            fields,
+            cancel,
+        )
+        .await?;
+        Ok(())
+    }
+
+    /// The event as JSON on the hook's stdin: Claude Code's fields, in its dialect for a hook
+    /// from its settings.
+    fn stdin(&self, occasion: &Occasion<'_>, hook: &Hook, input: Option<&Value>) -> Vec<u8> {
+        let mut event = json!({
+            "session_id": occasion.session_id,
+            "transcript_path": occasion.transcript.display().to_string(),
+            "cwd": self.root.display().to_string(),
+            "hook_event_name": occasion.event.name(),
+            "permission_mode": "default",
+        });
+        let fields = event.as_object_mut().expect("an object");
+        if let Some(tool) = &occasion.tool {
+            let input = input.cloned().unwrap_or(Value::Null);
+            let (name, input) = if hook.source.claude {
+                (
+                    claude::tool_name(tool.name),
+                    claude::tool_input(tool.name, &input, &self.root),
+                )
+            } else {
+                (tool.name, input)
+            };
+            fields.insert("tool_name".into(), json!(name));
+            fields.insert("tool_input".into(), input);
+            fields.insert("tool_use_id".into(), json!(tool.id));
+        }
+        fields.extend(occasion.fields.clone());
+        serde_json::to_vec(&event).expect("JSON serializes")
+    }
+
+    /// `path` as the log and the model name it: relative to the workspace when inside it.
+    pub fn shown(&self, path: &Path) -> String {
+        path.strip_prefix(&self.root)
+            .unwrap_or(path)
+            .display()
+            .to_string()
+    }
+}
+
+/// The largest watched file whose changes a hook's record carries (and the model is shown).
+const MAX_WATCHED_BYTES: u64 = 4 * 1024 * 1024;
+
+fn read_watched(path: &Path) -> Option<Vec<u8>> {
+    let metadata = std::fs::metadata(path).ok()?;
+    (metadata.is_file() && metadata.len() <= MAX_WATCHED_BYTES)
+        .then(|| std::fs::read(path).ok())
+        .flatten()
+}
+
+/// The most of a stream a `hook/run` record keeps.
+const RECORDED_OUTPUT_BYTES: usize = 4096;
+
+fn head(text: &str) -> String {
+    if text.len() <= RECORDED_OUTPUT_BYTES {
+        return text.to_owned();
+    }
+    let mut end = RECORDED_OUTPUT_BYTES;
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{}\n[… {} more bytes]", &text[..end], text.len() - end)
+}
+
+fn record(
+    hook: &Hook,
+    occasion: &Occasion<'_>,
+    exit: &run::Exit,
+    answer: &Answer,
+    updated_input: Option<Value>,
+    changed: Option<String>,
+) -> HookRun {
+    let outcome =
+        if answer.block.is_some() || matches!(answer.permission, Some(Permission::Deny(_))) {
+            "blocked"
+        } else if answer.failure.is_some() {
+            "failed"
+        } else {
+            "continued"
+        };
+    let reason = answer
+        .block
+        .clone()
+        .or_else(|| match &answer.permission {
+            Some(Permission::Deny(reason)) => Some(reason.clone()),
+            Some(Permission::Ask(reason)) => reason.clone(),
+            _ => None,
+        })
+        .or_else(|| answer.failure.clone());
+    HookRun {
+        event: occasion.event.name().into(),
+        source: hook.source.name.clone(),
+        command: hook.command.clone(),
+        matcher: hook.matcher.clone(),
+        call_id: occasion.tool.as_ref().map(|tool| tool.id.to_owned()),
+        exit_code: exit.code,
+        duration_ms: exit.duration.as_millis() as u64,
+        outcome: outcome.into(),
+        reason,
+        context: answer.context.clone(),
+        updated_input,
+        permission: answer.permission.as_ref().map(|permission| {
+            match permission {
+                Permission::Allow => "allow",
+                Permission::Deny(_) => "deny",
+                Permission::Ask(_) => "ask",
+            }
+            .to_owned()
+        }),
+        changed: changed.into_iter().collect(),
+        stdout: head(&exit.stdout),
+        stderr: head(&exit.stderr),
+    }
+}
