@@ -185,11 +185,24 @@ enum Prepared {
     },
 }
 
+impl Prepared {
+    /// This, with what the call's `PreToolUse` hooks reported carried to its result.
+    fn with_hook_notices(mut self, notices: Vec<String>) -> Prepared {
+        if let Prepared::Run { grant, .. } = &mut self {
+            grant.hook_notices = notices;
+        }
+        self
+    }
+}
+
 /// What the guard granted a call that runs: the sandbox its commands run in, and what the
 /// user was asked and answered (for the call's result record; `None` when nobody was asked).
 struct Grant {
     sandbox: Option<Arc<crate::sandbox::Sandbox>>,
     asked: Option<Value>,
+    /// What the call's `PreToolUse` hooks reported without blocking it (a failure), for its
+    /// result's record and the user.
+    hook_notices: Vec<String>,
 }
 
 impl ToolRuntime {
@@ -373,7 +386,8 @@ impl ToolRuntime {
             }
             prepared.push(
                 self.prepare(call, hooked.resolved, hooked.permission, cancel)
-                    .await,
+                    .await
+                    .with_hook_notices(hooked.notices),
             );
         }
 

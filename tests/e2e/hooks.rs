@@ -448,3 +448,60 @@ fn a_claude_code_settings_file_from_its_documentation_works_unchanged() {
     assert!(request_text(&endpoint, 4).contains("+```python"));
     world.assert_every_request_replays(&last_session(&world), &endpoint);
 }
+
+/// A sub-agent's end fires `SubagentStop` in its own session, which a block keeps going; the
+/// parent's turn is not held.
+#[test]
+fn a_subagent_stop_hook_keeps_the_sub_agent_going_once() {
+    let world = world(
+        r#"
+[[hooks.SubagentStop]]
+command = "python3 -c \"import json,sys; e=json.load(sys.stdin); sys.exit(0) if e['stop_hook_active'] else (print('check the second file too', file=sys.stderr), sys.exit(2))\""
+"#,
+    );
+    let endpoint = endpoint(vec![
+        ModelTurn::new().tool_call("task", json!({"prompt": "Look around."}).to_string()),
+        ModelTurn::new().content("Looked at one file."),
+        ModelTurn::new().content("Looked at both files."),
+        ModelTurn::new().content("The sub-agent looked at both."),
+    ]);
+    let output = run(&world, &endpoint, "Delegate it.");
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    endpoint.assert_no_violations();
+    assert!(request_text(&endpoint, 2).contains("check the second file too"));
+    let parent = request_text(&endpoint, 3);
+    assert!(parent.contains("Looked at both files."), "{parent}");
+    let store = agent_lsp::session::store::Store::for_workspace_in(world.state.path(), &world.root)
+        .unwrap();
+    let runs_of = |history: &agent_lsp::session::History| -> Vec<String> {
+        history
+            .events()
+            .iter()
+            .filter_map(|event| match &event.body {
+                EventBody::HookRun(run) => Some(format!("{} {}", run.event, run.outcome)),
+                _ => None,
+            })
+            .collect()
+    };
+    let (children, parents): (Vec<_>, Vec<_>) = store
+        .ids()
+        .unwrap()
+        .into_iter()
+        .map(|id| store.load(&id).unwrap())
+        .partition(|history| {
+            history
+                .header()
+                .is_some_and(|header| header.parent.is_some())
+        });
+    assert_eq!((children.len(), parents.len()), (1, 1));
+    assert!(
+        runs_of(&parents[0]).is_empty(),
+        "the parent's log has no SubagentStop run"
+    );
+    let runs = runs_of(&children[0]);
+    assert_eq!(runs, ["SubagentStop blocked", "SubagentStop continued"]);
+}

@@ -20,6 +20,7 @@ mod first_contact;
 mod hardening;
 mod helix;
 mod hooks;
+mod hooks_editors;
 mod inline_completion;
 mod instructions;
 mod jobs;

@@ -78,14 +78,13 @@ impl Acp {
             return Ok(place.clone());
         }
         let store = Store::for_workspace(&workspace).map_err(AcpError::internal)?;
-        let mut tools = ToolHost::owned(
+        let tools = ToolHost::owned(
             &store,
             &self.config,
             Arc::new(crate::tools::HeadlessAsker::default()),
             "acp",
         )
         .map_err(AcpError::internal)?;
-        tools.hooks = self.config.hooks.clone();
         let snapshots = tools.checkpoints.enabled.then(|| {
             let snapshots = crate::snapshots::Snapshots::for_state_dir(
                 store.workspace(),

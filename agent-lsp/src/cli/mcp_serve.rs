@@ -62,6 +62,8 @@ pub fn run(store: &Store, args: McpServeArgs) -> anyhow::Result<ExitCode> {
         Arc::new(HeadlessAsker { yes: false }),
         "mcp serve",
     )?;
+    // The calls are another agent's, which runs hooks of its own; the user's are for theirs.
+    tools.hooks = Default::default();
     tools.front_end = vec![
         Arc::new(FilesTool {
             index: Arc::new(index),

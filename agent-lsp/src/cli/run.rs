@@ -79,9 +79,11 @@ pub fn run(store: &Store, args: RunArgs) -> anyhow::Result<ExitCode> {
         Arc::new(HeadlessAsker { yes: args.yes })
     };
     let activity = Arc::new(crate::activity::Activity::default());
-    let mut tools = ToolHost::owned(store, &config, asker, "run")?;
-    tools.hooks = config.hooks.clone();
-    let host = Host::new(store.clone(), activity.clone(), tools);
+    let host = Host::new(
+        store.clone(),
+        activity.clone(),
+        ToolHost::owned(store, &config, asker, "run")?,
+    );
     let start = match &args.session {
         Some(session) => Start::Continue {
             session,

@@ -103,3 +103,55 @@ pub async fn run(
         duration: started.elapsed(),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    async fn hook(command: &str, input: Vec<u8>, timeout: Duration) -> Exit {
+        let root = tempfile::tempdir().unwrap();
+        run(
+            command,
+            root.path(),
+            None,
+            &[("AGENT_LSP_HOOK_EVENT", "Stop".to_owned())],
+            input,
+            timeout,
+            &CancellationToken::new(),
+        )
+        .await
+    }
+
+    #[tokio::test]
+    async fn a_hook_gets_its_event_and_environment_and_its_output_is_bounded() {
+        let exit = hook(
+            "cat; echo \" $AGENT_LSP_HOOK_EVENT\"; head -c 5000000 /dev/zero | tr '\\0' x >&2; exit 3",
+            b"{\"a\":1}".to_vec(),
+            Duration::from_secs(30),
+        )
+        .await;
+        assert_eq!(exit.code, Some(3));
+        assert_eq!(exit.stdout, "{\"a\":1} Stop\n");
+        assert!(exit.stderr.len() < 70 * 1024, "{}", exit.stderr.len());
+        assert!(exit.stderr.contains("bytes of output cut here"));
+    }
+
+    #[tokio::test]
+    async fn a_hook_that_reads_nothing_or_hangs_costs_at_most_its_timeout() {
+        // 4 MiB on stdin, which it never reads: the write does not hold it up.
+        let exit = hook("exit 0", vec![b'x'; 4 << 20], Duration::from_secs(30)).await;
+        assert_eq!((exit.code, exit.failure), (Some(0), None));
+        let exit = hook(
+            "setsid sleep 300 & sleep 300",
+            Vec::new(),
+            Duration::from_secs(1),
+        )
+        .await;
+        assert_eq!(exit.code, None);
+        assert_eq!(
+            exit.failure.as_deref(),
+            Some("timed out after 1 s and was killed")
+        );
+        assert!(exit.duration < Duration::from_secs(20));
+    }
+}

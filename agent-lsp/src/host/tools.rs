@@ -47,9 +47,9 @@ pub struct ToolHost {
     pub front_end: Vec<Arc<dyn Tool>>,
     /// The user's `[checkpoints]`: whether and how a front end's agent captures the files.
     pub checkpoints: crate::snapshots::Options,
-    /// The user's `[hooks]`, for the front ends whose agents run them (`run`, `serve`, `acp`;
-    /// not a call the user makes by hand or an MCP client's): with the workspace's approved
-    /// hooks files, they run around every call and turn of the host's agents.
+    /// The user's `[hooks]`: with the workspace's approved hooks files, they run around every
+    /// call and turn of the host's agents and the user's own calls; `mcp serve` clears them,
+    /// since its calls are another agent's, which has hooks of its own.
     pub hooks: crate::hooks::config::HooksOptions,
     /// Whether [`ToolHost::shutdown`] stops the bridge's servers: not under `serve`, whose
     /// editor keeps using them.
@@ -77,7 +77,7 @@ impl ToolHost {
             shared: Some(SharedBridge::new(store, role)),
             front_end: Vec::new(),
             checkpoints: config.checkpoints.clone(),
-            hooks: Default::default(),
+            hooks: config.hooks.clone(),
             owns_bridge: true,
         })
     }

@@ -436,6 +436,12 @@ fn turn_running() -> ResponseError {
 
 /// What went wrong in a turn, said so the programmer knows what to do.
 fn explain(error: &anyhow::Error) -> String {
+    if let Some(blocked) = error
+        .chain()
+        .find_map(|cause| cause.downcast_ref::<crate::agent::PromptBlocked>())
+    {
+        return blocked.to_string();
+    }
     let provider = error
         .chain()
         .find_map(|cause| cause.downcast_ref::<ProviderError>());

@@ -195,6 +195,15 @@ impl Shared {
         );
     }
 
+    /// Show a warning to the person at the editor: something they should know of that did not
+    /// stop the work (a hook that blocked a call or failed).
+    pub(crate) fn show_warning(&self, message: &str) {
+        self.notify_editor(
+            "window/showMessage",
+            json!({"type": 2, "message": format!("agent-lsp: {message}")}),
+        );
+    }
+
     pub(crate) fn bridge(&self) -> Result<&Bridge, ResponseError> {
         self.bridge.get().ok_or(ResponseError::new(
             codes::SERVER_NOT_INITIALIZED,

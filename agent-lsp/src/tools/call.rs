@@ -107,7 +107,7 @@ impl ToolRuntime {
             }
         };
         let output = self
-            .post_tool_use(call, input, output, session, cancel)
+            .post_tool_use(call, input, output, session, grant.hook_notices, cancel)
             .await;
         let output = match &self.write_observer {
             Some(observer) if !read_only && !output.is_error => {

@@ -212,6 +212,7 @@ impl ToolRuntime {
                     .as_ref()
                     .and_then(|sandbox| sandbox.for_call(leave)),
                 asked: (permission == Permission::Ask).then(|| asked("allowed")),
+                hook_notices: Vec::new(),
             },
         }
     }

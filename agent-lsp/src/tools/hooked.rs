@@ -25,6 +25,8 @@ pub(super) struct PreToolUse {
     pub(super) resolved: Result<Resolved, ToolOutput>,
     pub(super) permission: Option<Permission>,
     pub(super) runs: Vec<HookRun>,
+    /// What they reported without blocking (a failure).
+    pub(super) notices: Vec<String>,
 }
 
 impl ToolRuntime {
@@ -40,6 +42,7 @@ impl ToolRuntime {
             resolved,
             permission: None,
             runs: Vec::new(),
+            notices: Vec::new(),
         };
         let Some(hooks) = self
             .hooks
@@ -83,24 +86,34 @@ impl ToolRuntime {
             resolved,
             permission: fired.permission,
             runs: fired.runs,
+            notices: fired.notices,
         }
     }
 
     /// Run the `PostToolUse` hooks of a call that ran with `input`, and add to its output what
     /// they said and how they changed the file it wrote.
+    /// `notices` are what its `PreToolUse` hooks reported, recorded with the result.
     pub(super) async fn post_tool_use(
         &self,
         call: &ToolCallRef,
         input: Option<Value>,
         output: ToolOutput,
         session: CallSession<'_>,
+        notices: Vec<String>,
         cancel: &CancellationToken,
     ) -> ToolOutput {
+        let with_notices = |output: ToolOutput, notices: Vec<String>| {
+            if notices.is_empty() {
+                output
+            } else {
+                output.with_meta("hook_notices", notices)
+            }
+        };
         let (Some(hooks), Some(input)) = (self.hooks.as_ref(), input) else {
-            return output;
+            return with_notices(output, notices);
         };
         if cancel.is_cancelled() {
-            return output;
+            return with_notices(output, notices);
         }
         let watch = (!output.is_error)
             .then(|| input.get("path").and_then(Value::as_str))
@@ -133,8 +146,9 @@ impl ToolRuntime {
         for run in fired.runs {
             session.events.record(EventBody::HookRun(run));
         }
-        if fired.context.is_empty() && fired.changed.is_none() && fired.notices.is_empty() {
-            return output;
+        let notices = [notices, fired.notices].concat();
+        if fired.context.is_empty() && fired.changed.is_none() {
+            return with_notices(output, notices);
         }
         let mut text = output.text.trim_end().to_owned();
         for (command, context) in &fired.context {
@@ -158,12 +172,9 @@ impl ToolRuntime {
             ));
             output = output.with_meta("hook_changed", shown);
         }
-        if !fired.notices.is_empty() {
-            for notice in &fired.notices {
-                tracing::warn!(call_id = %call.id, "{notice}");
-            }
-            output = output.with_meta("hook_notices", fired.notices);
+        for notice in &notices {
+            tracing::warn!(call_id = %call.id, "{notice}");
         }
-        ToolOutput { text, ..output }
+        with_notices(ToolOutput { text, ..output }, notices)
     }
 }

@@ -102,6 +102,7 @@ impl NestedCalls for Nested {
                     runtime
                         .prepare(&call, hooked.resolved, hooked.permission, &cancel)
                         .await
+                        .with_hook_notices(hooked.notices)
                 }
             };
             let (output, duration) = match prepared {

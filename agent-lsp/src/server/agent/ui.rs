@@ -169,6 +169,24 @@ impl TurnUi for HostUi {
                 self.progress.report(&format!("step {step}: {names}"));
             }
             AgentEvent::ToolsAfterResult { outcome, .. } => {
+                // What the user's hooks blocked or reported is theirs to see, not only the
+                // model's.
+                let meta = &outcome.output.meta;
+                if let Some(reason) = meta.get("hook_blocked").and_then(Value::as_str) {
+                    self.progress.shared.show_warning(&format!(
+                        "a PreToolUse hook blocked `{}`: {reason}",
+                        outcome.call.name
+                    ));
+                }
+                for notice in meta
+                    .get("hook_notices")
+                    .and_then(Value::as_array)
+                    .into_iter()
+                    .flatten()
+                    .filter_map(Value::as_str)
+                {
+                    self.progress.shared.show_warning(notice);
+                }
                 if let Some(plan) = self.plan.changed(outcome) {
                     self.progress.report(&format!("plan {}", plan.summary()));
                 }

@@ -1,0 +1,160 @@
+//! What the editors show of the user's hooks: under `serve`, a call a `PreToolUse` hook
+//! blocked is a warning with the hook's reason, a prompt a `UserPromptSubmit` hook refused is
+//! the request's error, and `agent.compact` runs the `PreCompact` hooks (`manual`); in an ACP
+//! panel, the blocked call is a failed tool call whose content is the reason.
+
+use std::process::Command;
+
+use agent_lsp::session::event::{EventBody, HookRun};
+use agent_lsp::session::store::Store;
+use agent_tests::editor::Editor;
+use agent_tests::model_endpoint::{EndpointConfig, ModelEndpoint, Reply};
+use serde_json::{Value, json};
+
+use crate::acp::{Scene, updates_of};
+
+/// Blocks every `shell` call, refuses prompts with a password, and notes manual compactions.
+const HOOKS: &str = r#"
+[[hooks.PreToolUse]]
+matcher = "shell"
+command = "echo 'no shell here, use the file tools' >&2; exit 2"
+
+[[hooks.UserPromptSubmit]]
+command = "grep -q password && { echo 'no secrets in prompts' >&2; exit 2; } || true"
+
+[[hooks.PreCompact]]
+matcher = "manual"
+command = "cat > /dev/null"
+"#;
+
+fn hook_runs(store: &Store) -> Vec<HookRun> {
+    let session = store.resolve("last").unwrap();
+    store
+        .load(&session)
+        .unwrap()
+        .events()
+        .iter()
+        .filter_map(|event| match &event.body {
+            EventBody::HookRun(run) => Some(run.clone()),
+            _ => None,
+        })
+        .collect()
+}
+
+#[test]
+fn the_editor_shows_a_blocked_calls_reason_and_a_refused_prompt() {
+    let workspace = tempfile::tempdir().unwrap();
+    let root = workspace.path().canonicalize().unwrap();
+    let state = tempfile::tempdir().unwrap();
+    let config = state.path().join("config.toml");
+    std::fs::write(&config, HOOKS).unwrap();
+    let endpoint = ModelEndpoint::start(EndpointConfig::default()).unwrap();
+    endpoint.push_all([
+        Reply::tool_call("shell", r#"{"command": "echo hi > made.txt"}"#),
+        Reply::text("The shell is blocked here."),
+    ]);
+    let mut command = Command::new(agent_tests::workspace_bin("agent-lsp"));
+    command
+        .env("PATH", agent_tests::tools_path())
+        .env("AGENT_LSP_STATE_DIR", state.path())
+        .env("AGENT_LSP_CONFIG", &config)
+        .env_remove("DEEPSEEK_API_KEY")
+        .args(["--workspace", root.to_str().unwrap(), "serve"]);
+    let mut editor = Editor::start(command);
+    editor.initialize_with(
+        &root,
+        json!({"baseUrl": endpoint.base_url(), "apiKey": "sk-test", "model": "deepseek-v4-flash", "preset": "standard"}),
+    );
+    let ask = |editor: &mut Editor, prompt: &str| {
+        editor.request(
+            "workspace/executeCommand",
+            json!({"command": "agent.ask", "arguments": [{"prompt": prompt}]}),
+        )
+    };
+    let answer = ask(&mut editor, "Make the file.");
+    assert_eq!(answer["result"]["outcome"], "answered", "{answer}");
+    let warning = editor.wait_for("the blocked call's warning", |message| {
+        message["method"] == "window/showMessage"
+            && message["params"]["message"]
+                .as_str()
+                .unwrap()
+                .contains("blocked `shell`")
+    });
+    assert_eq!(warning["params"]["type"], 2, "{warning}");
+    assert!(
+        warning["params"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("no shell here, use the file tools"),
+        "{warning}"
+    );
+    assert!(!root.join("made.txt").exists());
+
+    let refused = ask(&mut editor, "my password is hunter2");
+    let message = refused["error"]["message"].as_str().unwrap_or_default();
+    assert!(
+        message.contains("blocked by the UserPromptSubmit hook")
+            && message.contains("no secrets in prompts"),
+        "{refused}"
+    );
+    assert_eq!(
+        endpoint.chat_requests().len(),
+        2,
+        "a refused prompt reached the model"
+    );
+
+    let compacted = editor.request(
+        "workspace/executeCommand",
+        json!({"command": "agent.compact", "arguments": []}),
+    );
+    assert!(compacted["error"].is_null(), "{compacted}");
+    let store = Store::for_workspace_in(state.path(), &root).unwrap();
+    let events: Vec<_> = hook_runs(&store)
+        .iter()
+        .map(|run| format!("{} {}", run.event, run.outcome))
+        .collect();
+    assert_eq!(
+        events,
+        [
+            "UserPromptSubmit continued",
+            "PreToolUse blocked",
+            "UserPromptSubmit blocked",
+            "PreCompact continued"
+        ]
+    );
+    endpoint.assert_no_violations();
+    editor.shutdown();
+}
+
+#[test]
+fn an_acp_client_sees_a_blocked_call_fail_with_the_hooks_reason() {
+    let scene = Scene::new();
+    std::fs::write(scene.state.path().join("none.toml"), HOOKS).unwrap();
+    scene.endpoint.push_all([
+        Reply::tool_call("shell", r#"{"command": "echo hi > made.txt"}"#),
+        Reply::text("The shell is blocked here."),
+    ]);
+    let seen = scene.run(json!([
+        {"do": "new"},
+        {"do": "prompt", "text": "Make the file."},
+        {"do": "prompt", "text": "my password is hunter2"},
+    ]));
+    let steps = seen["steps"].as_array().unwrap();
+    assert!(steps[1]["error"].is_null(), "{}", steps[1]);
+    let failed: Vec<&Value> = updates_of(&steps[1], "tool_call_update")
+        .into_iter()
+        .filter(|update| update["status"] == "failed")
+        .collect();
+    assert_eq!(failed.len(), 1, "{}", steps[1]);
+    assert!(
+        failed[0]
+            .to_string()
+            .contains("no shell here, use the file tools"),
+        "{}",
+        failed[0]
+    );
+    assert!(!scene.workspace.path().join("made.txt").exists());
+    let refused = steps[2]["error"].to_string();
+    assert!(refused.contains("no secrets in prompts"), "{}", steps[2]);
+    assert_eq!(scene.endpoint.chat_requests().len(), 2);
+}
