@@ -182,8 +182,9 @@ impl Agent {
             );
         }
         let text = self.prompt_text(prompt)?;
-        self.session_start_hooks(session, turn, cancel).await?;
-        let hook_context = self.prompt_hooks(session, turn, prompt, cancel).await?;
+        let Some(hook_context) = self.before_prompt(session, turn, prompt, cancel).await? else {
+            return Ok(TurnOutcome::Cancelled { steps: 0 });
+        };
         let assembled = self.assemble_prompt(session, turn)?;
         self.emit(&AgentEvent::SessionStart { turn }, session, ui)?;
         // What the files held before the turn: what a rewind of it puts back.
@@ -353,10 +354,15 @@ impl Agent {
             )?;
 
             if completion.tool_calls.is_empty() {
-                if step < max_steps
-                    && !cancel.is_cancelled()
+                if !cancel.is_cancelled()
                     && let Some(reason) = self
-                        .stop_hooks(session, (turn, step), stop_hook_active, cancel)
+                        .stop_hooks(
+                            session,
+                            (turn, step),
+                            stop_hook_active,
+                            step < max_steps,
+                            cancel,
+                        )
                         .await?
                 {
                     tracing::info!(reason, "a Stop hook kept the turn going");

@@ -19,6 +19,7 @@
 pub mod answer;
 pub mod claude;
 pub mod config;
+mod record;
 mod run;
 
 use std::path::{Path, PathBuf};
@@ -33,7 +34,7 @@ use tokio_util::sync::CancellationToken;
 use crate::sandbox::Sandbox;
 use crate::session::event::{EventBody, HookRun};
 use crate::session::{NewEvent, Session};
-use answer::{Answer, Permission};
+use answer::Permission;
 use config::{DEFAULT_TIMEOUT_SECS, HooksOptions, MAX_TIMEOUT_SECS, Source};
 
 /// The events hooks run on, named as in Claude Code.
@@ -280,7 +281,7 @@ impl Hooks {
         }
         let mut input = occasion.tool.as_ref().map(|tool| tool.input.clone());
         let mut ran: Vec<&str> = Vec::new();
-        let first = occasion.watch.as_deref().and_then(read_watched);
+        let first = occasion.watch.as_deref().and_then(record::read_watched);
         let mut last = first.clone();
         for hook in self
             .hooks
@@ -295,6 +296,10 @@ impl Hooks {
             };
             if !hook.matches(target) || ran.contains(&hook.command.as_str()) {
                 continue;
+            }
+            // A cancelled turn starts no more hooks (one already running is killed with it).
+            if cancel.is_cancelled() {
+                break;
             }
             ran.push(&hook.command);
             let stdin = self.stdin(&occasion, hook, input.as_ref());
@@ -315,7 +320,7 @@ impl Hooks {
             )
             .await;
             let answer = answer::interpret(occasion.event, &exit);
-            let now = occasion.watch.as_deref().and_then(read_watched);
+            let now = occasion.watch.as_deref().and_then(record::read_watched);
             let changed = (now != last)
                 .then(|| occasion.watch.as_deref().map(|path| self.shown(path)))
                 .flatten();
@@ -326,7 +331,7 @@ impl Hooks {
                 }
                 (updated, _) => updated.clone(),
             };
-            fired.runs.push(record(
+            fired.runs.push(record::run_record(
                 hook,
                 &occasion,
                 &exit,
@@ -382,14 +387,15 @@ impl Hooks {
         fired
     }
 
-    /// Fire `event` (not a tool event) in `session` at `(turn, step)`, with its own `fields`,
-    /// matched on `target`, and record the runs there: how the loop and a compaction the user
-    /// asked for run their hooks.
+    /// Fire `event` (not a tool event) in `session`, with its own `fields`, matched on
+    /// `target`, and record the runs at `(turn, step)`: how the loop and a compaction the user
+    /// asked for run their hooks. `record_at: None` leaves the recording to the caller
+    /// ([`record`]), which decides where the runs go once it knows what they said.
     #[allow(clippy::too_many_arguments)]
     pub async fn fire_in(
         &self,
         session: &mut Session,
-        (turn, step): (u32, u32),
+        record_at: Option<(u32, u32)>,
         event: HookEvent,
         target: Option<&str>,
         fields: Map<String, Value>,
@@ -407,11 +413,8 @@ impl Hooks {
             watch: None,
         };
         let fired = self.fire(occasion, cancel).await;
-        for run in &fired.runs {
-            session.append(NewEvent::new(turn, step, EventBody::HookRun(run.clone())))?;
-        }
-        for notice in &fired.notices {
-            tracing::warn!("{notice}");
+        if let Some(at) = record_at {
+            record(session, at, &fired)?;
         }
         Ok(fired)
     }
@@ -434,7 +437,7 @@ impl Hooks {
         fields.insert("custom_instructions".into(), "".into());
         self.fire_in(
             session,
-            at,
+            Some(at),
             HookEvent::PreCompact,
             Some(trigger),
             fields,
@@ -482,77 +485,17 @@ impl Hooks {
     }
 }
 
-/// The largest watched file whose changes a hook's record carries (and the model is shown).
-const MAX_WATCHED_BYTES: u64 = 4 * 1024 * 1024;
-
-fn read_watched(path: &Path) -> Option<Vec<u8>> {
-    let metadata = std::fs::metadata(path).ok()?;
-    (metadata.is_file() && metadata.len() <= MAX_WATCHED_BYTES)
-        .then(|| std::fs::read(path).ok())
-        .flatten()
-}
-
-/// The most of a stream a `hook/run` record keeps.
-const RECORDED_OUTPUT_BYTES: usize = 4096;
-
-fn head(text: &str) -> String {
-    if text.len() <= RECORDED_OUTPUT_BYTES {
-        return text.to_owned();
+/// Append what `fired` ran to `session` at `(turn, step)`, and log what they reported.
+pub fn record(
+    session: &mut Session,
+    (turn, step): (u32, u32),
+    fired: &Fired,
+) -> anyhow::Result<()> {
+    for run in &fired.runs {
+        session.append(NewEvent::new(turn, step, EventBody::HookRun(run.clone())))?;
     }
-    let mut end = RECORDED_OUTPUT_BYTES;
-    while !text.is_char_boundary(end) {
-        end -= 1;
+    for notice in &fired.notices {
+        tracing::warn!("{notice}");
     }
-    format!("{}\n[… {} more bytes]", &text[..end], text.len() - end)
-}
-
-fn record(
-    hook: &Hook,
-    occasion: &Occasion<'_>,
-    exit: &run::Exit,
-    answer: &Answer,
-    updated_input: Option<Value>,
-    changed: Option<String>,
-) -> HookRun {
-    let outcome =
-        if answer.block.is_some() || matches!(answer.permission, Some(Permission::Deny(_))) {
-            "blocked"
-        } else if answer.failure.is_some() {
-            "failed"
-        } else {
-            "continued"
-        };
-    let reason = answer
-        .block
-        .clone()
-        .or_else(|| match &answer.permission {
-            Some(Permission::Deny(reason)) => Some(reason.clone()),
-            Some(Permission::Ask(reason)) => reason.clone(),
-            _ => None,
-        })
-        .or_else(|| answer.failure.clone());
-    HookRun {
-        event: occasion.event.name().into(),
-        source: hook.source.name.clone(),
-        command: hook.command.clone(),
-        matcher: hook.matcher.clone(),
-        call_id: occasion.tool.as_ref().map(|tool| tool.id.to_owned()),
-        exit_code: exit.code,
-        duration_ms: exit.duration.as_millis() as u64,
-        outcome: outcome.into(),
-        reason,
-        context: answer.context.clone(),
-        updated_input,
-        permission: answer.permission.as_ref().map(|permission| {
-            match permission {
-                Permission::Allow => "allow",
-                Permission::Deny(_) => "deny",
-                Permission::Ask(_) => "ask",
-            }
-            .to_owned()
-        }),
-        changed: changed.into_iter().collect(),
-        stdout: head(&exit.stdout),
-        stderr: head(&exit.stderr),
-    }
+    Ok(())
 }

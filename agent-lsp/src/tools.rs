@@ -187,11 +187,19 @@ enum Prepared {
 
 impl Prepared {
     /// This, with what the call's `PreToolUse` hooks reported carried to its result.
-    fn with_hook_notices(mut self, notices: Vec<String>) -> Prepared {
-        if let Prepared::Run { grant, .. } = &mut self {
-            grant.hook_notices = notices;
+    fn with_hook_notices(self, notices: Vec<String>) -> Prepared {
+        match self {
+            _ if notices.is_empty() => self,
+            Prepared::Run {
+                tool,
+                args,
+                mut grant,
+            } => {
+                grant.hook_notices = notices;
+                Prepared::Run { tool, args, grant }
+            }
+            Prepared::Done(output) => Prepared::Done(output.with_meta("hook_notices", notices)),
         }
-        self
     }
 }
 
@@ -378,16 +386,13 @@ impl ToolRuntime {
                 prepared.push(Prepared::Done(output.clone()));
                 continue;
             }
-            let hooked = self
-                .pre_tool_use(call, found, (&session_id, &session_path), cancel)
-                .await;
-            for run in hooked.runs {
+            let record = |run| {
                 session.append(NewEvent::new(turn, step, EventBody::HookRun(run)))?;
-            }
+                Ok(())
+            };
             prepared.push(
-                self.prepare(call, hooked.resolved, hooked.permission, cancel)
-                    .await
-                    .with_hook_notices(hooked.notices),
+                self.guard(call, found, (&session_id, &session_path), record, cancel)
+                    .await?,
             );
         }
 

@@ -408,7 +408,13 @@ pub fn build_with(history: &History, load: &dyn Fn(&str) -> Option<History>) -> 
                 let mut hook = cell("hook", hook_title(run), Some(hook_text(run)));
                 // What a hook gave the model is in the result or the context it went into.
                 hook.on_surface = false;
-                match run.call_id.as_ref().and_then(|id| call_cells.get(id)) {
+                // A program's call (`PARENT.N`) shows its hooks under the program's cell.
+                let call = run.call_id.as_deref().and_then(|id| {
+                    call_cells
+                        .get(id)
+                        .or_else(|| call_cells.get(id.split_once('.')?.0))
+                });
+                match call {
                     Some(at) => cells[*at].hooks.push(hook),
                     None => cells.push(hook),
                 }

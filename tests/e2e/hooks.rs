@@ -224,8 +224,8 @@ command = "python3 -c \"import json,sys; e=json.load(sys.stdin); sys.exit(0) if 
     assert_eq!(
         events,
         [
-            "SessionStart continued",
             "UserPromptSubmit continued",
+            "SessionStart continued",
             "Stop blocked",
             "Stop continued"
         ]
@@ -271,11 +271,18 @@ command = "python3 -c \"import json,sys; e=json.load(sys.stdin); sys.exit(0) if 
         &event.body,
         EventBody::UserMessage(message) if message.text.contains("hunter2")
     )));
-    assert!(
-        hook_runs(&world)
-            .iter()
-            .any(|run| run.event == "UserPromptSubmit" && run.outcome == "blocked")
-    );
+    // The refused prompt is no turn: its run is recorded with the turn before, and the next
+    // prompt is turn 2.
+    let blocked = history
+        .events()
+        .iter()
+        .find(|event| {
+            matches!(&event.body, EventBody::HookRun(run)
+                if run.event == "UserPromptSubmit" && run.outcome == "blocked")
+        })
+        .expect("the refused prompt's run");
+    assert_eq!(blocked.turn, 1);
+    assert_eq!(history.next_turn(), 2);
 }
 
 #[test]
@@ -504,4 +511,73 @@ command = "python3 -c \"import json,sys; e=json.load(sys.stdin); sys.exit(0) if 
     );
     let runs = runs_of(&children[0]);
     assert_eq!(runs, ["SubagentStop blocked", "SubagentStop continued"]);
+}
+
+/// A hook's `allow` answers the question the tool's own permission asks, and no other: leaving
+/// the sandbox and writing a protected path are still asked for (and, with nobody to ask,
+/// declined).
+#[test]
+fn a_hooks_allow_answers_the_tools_permission_and_not_the_sandbox_or_a_protected_path() {
+    let world = world(
+        r#"
+[[hooks.PreToolUse]]
+command = "echo '{\"hookSpecificOutput\": {\"hookEventName\": \"PreToolUse\", \"permissionDecision\": \"allow\"}}'"
+"#,
+    );
+    // Without a sandbox, `shell` is `ask` in `standard`: the hook's allow runs it unasked.
+    world.preset("open", "mode = \"off\"");
+    let endpoint = endpoint(vec![
+        ModelTurn::new().tool_call(
+            "shell",
+            json!({"command": "echo ran > ran.txt"}).to_string(),
+        ),
+        ModelTurn::new().content("Done."),
+    ]);
+    let output = world
+        .command(&[
+            "run",
+            "--preset",
+            "open",
+            "--base-url",
+            &endpoint.base_url(),
+            "Run it.",
+        ])
+        .output()
+        .unwrap();
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    assert!(
+        world.root.join("ran.txt").exists(),
+        "the hook's allow did not answer `ask`"
+    );
+
+    endpoint.push_all([
+        ModelTurn::new()
+            .tool_call("write", json!({"path": ".envrc", "content": "export A=1\n"}).to_string())
+            .tool_call(
+                "shell",
+                json!({"command": "echo out > /var/tmp/agent-lsp-hook-left.txt", "leave_sandbox": "all"})
+                    .to_string(),
+            ),
+        ModelTurn::new().content("Both were declined."),
+    ]);
+    assert!(run(&world, &endpoint, "Try both.").status.success());
+    endpoint.assert_no_violations();
+    assert!(
+        !world.root.join(".envrc").exists(),
+        "a protected path was written unasked"
+    );
+    assert!(
+        !std::path::Path::new("/var/tmp/agent-lsp-hook-left.txt").exists(),
+        "a command left the sandbox unasked"
+    );
+    let seen = request_text(&endpoint, 3);
+    assert!(seen.contains("`.envrc` is a protected path"), "{seen}");
+    assert!(
+        seen.contains("needs the user's approval whatever the preset allows"),
+        "{seen}"
+    );
 }

@@ -1,12 +1,14 @@
 //! The loop's side of the user's hooks (`crate::hooks`; the tool runtime runs `PreToolUse` and
-//! `PostToolUse` itself): `SessionStart` the first time this agent runs a turn of its session,
-//! `UserPromptSubmit` before the prompt is taken, `Stop` (`SubagentStop` in a sub-agent's
-//! session) when the model answered without calls, `PreCompact` before a compaction
+//! `PostToolUse` itself): `UserPromptSubmit` before the prompt is taken, then `SessionStart` the
+//! first time this agent takes a prompt of its session (neither for a sub-agent, whose prompt
+//! is the model's, as in Claude Code), `Stop` (`SubagentStop` in a sub-agent's session) when
+//! the model answered without calls, `PreCompact` before a compaction
 //! (`compaction.rs`; `Hooks::pre_compact`, which a compaction the user asks for runs too).
 //!
 //! Each run is recorded as `hook/run`; what a hook gives the model enters the session as a
 //! `context/runtime` message (source `hook/EVENT`), so the next request, and its replay, carry
-//! it like any other context.
+//! it like any other context. A prompt a hook refused never becomes a turn: its runs are
+//! recorded under the turn before, so the next prompt's turn number is not taken by it.
 
 use std::collections::BTreeMap;
 
@@ -14,7 +16,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::Agent;
 use crate::context::runtime::RuntimeContextProjection;
-use crate::hooks::{Fired, HookEvent};
+use crate::hooks::HookEvent;
 use crate::session::Session;
 
 /// A prompt a `UserPromptSubmit` hook refused: the turn did not start, and the prompt was not
@@ -29,28 +31,12 @@ pub struct PromptBlocked {
 }
 
 impl Agent {
-    /// Fire `event`'s hooks with its own `fields`, matched on `target`; record their runs.
-    /// `None` when no hook runs on it.
-    async fn fire_hooks(
-        &mut self,
-        session: &mut Session,
-        at: (u32, u32),
-        event: HookEvent,
-        target: Option<&str>,
-        fields: serde_json::Map<String, serde_json::Value>,
-        cancel: &CancellationToken,
-    ) -> anyhow::Result<Option<Fired>> {
-        let Some(hooks) = self.tools.hooks().filter(|hooks| hooks.has(event)).cloned() else {
-            return Ok(None);
-        };
-        Ok(Some(
-            hooks
-                .fire_in(session, at, event, target, fields, cancel)
-                .await?,
-        ))
+    /// The hooks that run on `event` in this session, if any.
+    fn hooks_on(&self, event: HookEvent) -> Option<std::sync::Arc<crate::hooks::Hooks>> {
+        self.tools.hooks().filter(|hooks| hooks.has(event)).cloned()
     }
 
-    /// Put what `fired` gave the model into the session, as a runtime-context message of the
+    /// Put what hooks gave the model into the session, as a runtime-context message of the
     /// source `hook/EVENT`; `facts` make it differ from the last one when it must be shown
     /// again.
     fn hook_context(
@@ -77,72 +63,82 @@ impl Agent {
         Ok(())
     }
 
-    /// `SessionStart`, the first time this agent runs a turn: `startup` for a new session,
-    /// `resume` for one that already had turns.
-    pub(super) async fn session_start_hooks(
-        &mut self,
-        session: &mut Session,
-        turn: u32,
-        cancel: &CancellationToken,
-    ) -> anyhow::Result<()> {
-        if std::mem::replace(&mut self.session_started, true) {
-            return Ok(());
-        }
-        let source = if turn == 1 { "startup" } else { "resume" };
-        let mut fields = serde_json::Map::new();
-        fields.insert("source".into(), source.into());
-        let Some(fired) = self
-            .fire_hooks(
-                session,
-                (turn, 0),
-                HookEvent::SessionStart,
-                Some(source),
-                fields,
-                cancel,
-            )
-            .await?
-        else {
-            return Ok(());
-        };
-        Self::hook_context(
-            session,
-            (turn, 0),
-            HookEvent::SessionStart,
-            &fired.context,
-            BTreeMap::new(),
-        )
-    }
-
-    /// `UserPromptSubmit` for `prompt`: [`PromptBlocked`] when a hook refuses it (before the
-    /// prompt is recorded); the context they add joins the session after the prompt, which
-    /// `record_prompt` appends.
-    pub(super) async fn prompt_hooks(
+    /// The hooks before a prompt of turn `turn` is taken: `UserPromptSubmit`, then, the first
+    /// time, `SessionStart` (`startup` for a session without a prompt yet, `resume`). Neither
+    /// runs in a sub-agent's session. `Ok(None)`: the turn was cancelled meanwhile and the
+    /// prompt must not be taken; [`PromptBlocked`] when a hook refused it. Otherwise the
+    /// context `UserPromptSubmit` hooks add, which joins the session after the prompt
+    /// ([`Agent::prompt_context`]).
+    pub(super) async fn before_prompt(
         &mut self,
         session: &mut Session,
         turn: u32,
         prompt: &str,
         cancel: &CancellationToken,
-    ) -> anyhow::Result<Vec<(String, String)>> {
-        let mut fields = serde_json::Map::new();
-        fields.insert("prompt".into(), prompt.into());
-        let Some(fired) = self
-            .fire_hooks(
+    ) -> anyhow::Result<Option<Vec<(String, String)>>> {
+        let subagent = session
+            .history()
+            .header()
+            .is_some_and(|header| header.parent.is_some());
+        if subagent {
+            return Ok(Some(Vec::new()));
+        }
+        let mut context = Vec::new();
+        if let Some(hooks) = self.hooks_on(HookEvent::UserPromptSubmit) {
+            let mut fields = serde_json::Map::new();
+            fields.insert("prompt".into(), prompt.into());
+            let fired = hooks
+                .fire_in(
+                    session,
+                    None,
+                    HookEvent::UserPromptSubmit,
+                    None,
+                    fields,
+                    cancel,
+                )
+                .await?;
+            // A prompt that is not taken is no turn: its runs go with the turn before.
+            let taken = fired.blocked.is_none() && !cancel.is_cancelled();
+            let at = if taken { turn } else { turn.saturating_sub(1) };
+            crate::hooks::record(session, (at, 0), &fired)?;
+            if let Some((command, reason)) = fired.blocked {
+                session.flush()?;
+                return Err(PromptBlocked { command, reason }.into());
+            }
+            if !taken {
+                session.flush()?;
+                return Ok(None);
+            }
+            context = fired.context;
+        }
+        if !std::mem::replace(&mut self.session_started, true)
+            && let Some(hooks) = self.hooks_on(HookEvent::SessionStart)
+        {
+            let resumed = session.history().events().iter().any(|event| {
+                matches!(event.body, crate::session::event::EventBody::UserMessage(_))
+            });
+            let source = if resumed { "resume" } else { "startup" };
+            let mut fields = serde_json::Map::new();
+            fields.insert("source".into(), source.into());
+            let fired = hooks
+                .fire_in(
+                    session,
+                    Some((turn, 0)),
+                    HookEvent::SessionStart,
+                    Some(source),
+                    fields,
+                    cancel,
+                )
+                .await?;
+            Self::hook_context(
                 session,
                 (turn, 0),
-                HookEvent::UserPromptSubmit,
-                None,
-                fields,
-                cancel,
-            )
-            .await?
-        else {
-            return Ok(Vec::new());
-        };
-        if let Some((command, reason)) = fired.blocked {
-            session.flush()?;
-            return Err(PromptBlocked { command, reason }.into());
+                HookEvent::SessionStart,
+                &fired.context,
+                BTreeMap::new(),
+            )?;
         }
-        Ok(fired.context)
+        Ok(Some(context))
     }
 
     /// The context `UserPromptSubmit` hooks added, after the prompt.
@@ -162,13 +158,15 @@ impl Agent {
     }
 
     /// `Stop` (or `SubagentStop` in a sub-agent's session) when the model answered without
-    /// calls: the reason the turn must go on, when a hook says so, already in the session for
-    /// the model to read. `active`: a Stop hook already kept this turn going.
+    /// calls: the reason the turn must go on, when a hook says so and `may_go_on` (the step
+    /// limit is not reached), already in the session for the model to read. `active`: a Stop
+    /// hook already kept this turn going.
     pub(super) async fn stop_hooks(
         &mut self,
         session: &mut Session,
         (turn, step): (u32, u32),
         active: bool,
+        may_go_on: bool,
         cancel: &CancellationToken,
     ) -> anyhow::Result<Option<String>> {
         let subagent = session
@@ -180,15 +178,15 @@ impl Agent {
         } else {
             HookEvent::Stop
         };
-        let mut fields = serde_json::Map::new();
-        fields.insert("stop_hook_active".into(), active.into());
-        let Some(fired) = self
-            .fire_hooks(session, (turn, step), event, None, fields, cancel)
-            .await?
-        else {
+        let Some(hooks) = self.hooks_on(event) else {
             return Ok(None);
         };
-        let Some((command, reason)) = fired.blocked else {
+        let mut fields = serde_json::Map::new();
+        fields.insert("stop_hook_active".into(), active.into());
+        let fired = hooks
+            .fire_in(session, Some((turn, step)), event, None, fields, cancel)
+            .await?;
+        let Some((command, reason)) = fired.blocked.filter(|_| may_go_on) else {
             return Ok(None);
         };
         let facts = BTreeMap::from([

@@ -175,8 +175,10 @@ pub fn sources(options: &HooksOptions, workspace: &Path, state_root: Option<&Pat
         });
     }
     let standing = |path: &Path, digest: &str| {
-        let inside = std::fs::canonicalize(workspace)
-            .is_ok_and(|root| path.starts_with(&root) || path.starts_with(workspace));
+        // Fails closed: a path that may be the workspace's is treated as the workspace's.
+        let inside = path.starts_with(workspace)
+            || std::fs::canonicalize(workspace).map_or(true, |root| path.starts_with(&root))
+            || std::fs::canonicalize(path).is_ok_and(|real| real.starts_with(workspace));
         if !inside {
             return Standing::Own;
         }

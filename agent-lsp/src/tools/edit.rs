@@ -83,7 +83,7 @@ impl TypedTool for Edit {
                         .replace(&path, &planned.content, &planned.updated)
                         .await
                     {
-                        Ok(()) => planned.report(buffers.lands()),
+                        Ok(()) => planned.report(buffers.lands()).with_meta("buffer", true),
                         Err(reason) => planned.source(ToolOutput::error(format!(
                             "the editor refused the change to `{}`: {reason}",
                             planned.shown

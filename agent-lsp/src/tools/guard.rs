@@ -54,8 +54,9 @@ impl ToolRuntime {
     }
 
     /// Apply the permission policy to a resolved call, and what the `PreToolUse` hooks said
-    /// of it: `allow` answers a question the policy would ask (a denied tool stays denied),
-    /// `ask` asks where the policy allows.
+    /// of it: `allow` answers the question the tool's permission would ask (not the questions
+    /// of leaving the sandbox, a protected path or the tool's own reason; a denied tool stays
+    /// denied), `ask` asks where the policy allows.
     pub(super) async fn prepare(
         &self,
         call: &ToolCallRef,
@@ -91,6 +92,13 @@ impl ToolRuntime {
             }
             _ => {}
         }
+        // A PreToolUse hook's `allow` answers the question the tool's own permission would
+        // ask; what else asks (leaving the sandbox, a protected path, the tool's own reason)
+        // still does, and a denied tool stays denied.
+        if matches!(hook, Some(HookPermission::Allow)) && permission == Permission::Ask {
+            tracing::info!(tool = %call.name, "a PreToolUse hook allowed the call");
+            permission = Permission::Allow;
+        }
         let protected = (!tool.read_only())
             .then(|| self.protected_path(args.json()))
             .flatten();
@@ -116,24 +124,19 @@ impl ToolRuntime {
             tracing::info!(tool = %call.name, reason, "the call needs the user's approval");
             permission = Permission::Ask;
         }
+        // A hook's `ask` asks where the policy would allow.
         let mut hook_why = None;
-        match (&hook, permission) {
-            (_, Permission::Deny) | (None, _) => {}
-            (Some(HookPermission::Allow), _) => {
-                tracing::info!(tool = %call.name, "a PreToolUse hook allowed the call");
-                permission = Permission::Allow;
-            }
-            (Some(HookPermission::Ask(reason)), _) => {
-                hook_why = Some(format!(
-                    "a PreToolUse hook asked for it{}",
-                    reason
-                        .as_deref()
-                        .map(|reason| format!(": {reason}"))
-                        .unwrap_or_default()
-                ));
-                permission = Permission::Ask;
-            }
-            (Some(HookPermission::Deny(_)), _) => {}
+        if let Some(HookPermission::Ask(reason)) = &hook
+            && permission != Permission::Deny
+        {
+            hook_why = Some(format!(
+                "a PreToolUse hook asked for it{}",
+                reason
+                    .as_deref()
+                    .map(|reason| format!(": {reason}"))
+                    .unwrap_or_default()
+            ));
+            permission = Permission::Ask;
         }
         let refused = |default: String| match &protected {
             Some((shown, why)) => format!(

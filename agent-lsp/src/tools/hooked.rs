@@ -9,7 +9,7 @@ use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
 use super::guard::Resolved;
-use super::{CallSession, ToolRuntime};
+use super::{CallSession, Prepared, ToolRuntime};
 use crate::hooks::answer::Permission;
 use crate::hooks::{HookEvent, Occasion, ToolOccasion};
 use crate::plugin::outcomes::ToolOutput;
@@ -21,17 +21,17 @@ const MAX_DIFF_BYTES: usize = 16 * 1024;
 
 /// What the `PreToolUse` hooks made of a call: it (its arguments maybe rewritten) or the
 /// result it gets without running, their word on its permission, and their runs to record.
-pub(super) struct PreToolUse {
-    pub(super) resolved: Result<Resolved, ToolOutput>,
-    pub(super) permission: Option<Permission>,
-    pub(super) runs: Vec<HookRun>,
+struct PreToolUse {
+    resolved: Result<Resolved, ToolOutput>,
+    permission: Option<Permission>,
+    runs: Vec<HookRun>,
     /// What they reported without blocking (a failure).
-    pub(super) notices: Vec<String>,
+    notices: Vec<String>,
 }
 
 impl ToolRuntime {
     /// Run the `PreToolUse` hooks of a resolved call (one that does not resolve runs none).
-    pub(super) async fn pre_tool_use(
+    async fn pre_tool_use(
         &self,
         call: &ToolCallRef,
         resolved: Result<Resolved, ToolOutput>,
@@ -90,6 +90,27 @@ impl ToolRuntime {
         }
     }
 
+    /// What a resolved call turns into before it runs: its `PreToolUse` hooks (their runs
+    /// handed to `record`), then the permission guard with what they said. The one way the
+    /// model's calls and a program's calls are prepared.
+    pub(super) async fn guard(
+        &self,
+        call: &ToolCallRef,
+        resolved: Result<Resolved, ToolOutput>,
+        session: (&str, &Path),
+        mut record: impl FnMut(HookRun) -> anyhow::Result<()>,
+        cancel: &CancellationToken,
+    ) -> anyhow::Result<Prepared> {
+        let hooked = self.pre_tool_use(call, resolved, session, cancel).await;
+        for run in hooked.runs {
+            record(run)?;
+        }
+        Ok(self
+            .prepare(call, hooked.resolved, hooked.permission, cancel)
+            .await
+            .with_hook_notices(hooked.notices))
+    }
+
     /// Run the `PostToolUse` hooks of a call that ran with `input`, and add to its output what
     /// they said and how they changed the file it wrote.
     /// `notices` are what its `PreToolUse` hooks reported, recorded with the result.
@@ -115,7 +136,10 @@ impl ToolRuntime {
         if cancel.is_cancelled() {
             return with_notices(output, notices);
         }
-        let watch = (!output.is_error)
+        // The file the call wrote, whose changes by the hooks the model is shown; not one whose
+        // change landed in the editor's unsaved buffer, since the hooks see the disk.
+        let in_buffer = output.meta.get("buffer") == Some(&Value::Bool(true));
+        let watch = (!output.is_error && !in_buffer)
             .then(|| input.get("path").and_then(Value::as_str))
             .flatten()
             .and_then(|path| self.workspace.resolve(path).ok());
@@ -146,6 +170,9 @@ impl ToolRuntime {
         for run in fired.runs {
             session.events.record(EventBody::HookRun(run));
         }
+        for notice in &fired.notices {
+            tracing::warn!(call_id = %call.id, "{notice}");
+        }
         let notices = [notices, fired.notices].concat();
         if fired.context.is_empty() && fired.changed.is_none() {
             return with_notices(output, notices);
@@ -171,9 +198,6 @@ impl ToolRuntime {
                 "\n\n[the user's PostToolUse hooks changed `{shown}` after this call; it now differs from what the call wrote:]\n{diff}"
             ));
             output = output.with_meta("hook_changed", shown);
-        }
-        for notice in &notices {
-            tracing::warn!(call_id = %call.id, "{notice}");
         }
         with_notices(ToolOutput { text, ..output }, notices)
     }

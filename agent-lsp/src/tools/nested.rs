@@ -93,16 +93,17 @@ impl NestedCalls for Nested {
                     call.name, parent
                 ))),
                 _ => {
-                    let hooked = runtime
-                        .pre_tool_use(&call, found, (&id, &path), &cancel)
-                        .await;
-                    for run in hooked.runs {
+                    let record = |run| {
                         events.record(EventBody::HookRun(run));
-                    }
-                    runtime
-                        .prepare(&call, hooked.resolved, hooked.permission, &cancel)
+                        Ok(())
+                    };
+                    match runtime
+                        .guard(&call, found, (&id, &path), record, &cancel)
                         .await
-                        .with_hook_notices(hooked.notices)
+                    {
+                        Ok(prepared) => prepared,
+                        Err(error) => Prepared::Done(ToolOutput::error(format!("{error:#}"))),
+                    }
                 }
             };
             let (output, duration) = match prepared {

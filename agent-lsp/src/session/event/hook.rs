@@ -51,10 +51,3 @@ pub struct HookRun {
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub stderr: String,
 }
-
-impl HookRun {
-    /// Whether the hook stopped what it ran on.
-    pub fn blocked(&self) -> bool {
-        self.outcome == "blocked"
-    }
-}
