@@ -158,3 +158,40 @@ fn an_acp_client_sees_a_blocked_call_fail_with_the_hooks_reason() {
     assert!(refused.contains("no secrets in prompts"), "{}", steps[2]);
     assert_eq!(scene.endpoint.chat_requests().len(), 2);
 }
+
+/// In a real Helix: a prompt document's turn whose `shell` call a hook blocked shows the hook's
+/// reason on the status line, and the answer streams in.
+#[test]
+fn helix_shows_the_reason_a_hook_blocked_a_call() {
+    let endpoint = ModelEndpoint::start(EndpointConfig::default()).unwrap();
+    endpoint.push_all([
+        Reply::tool_call("shell", r#"{"command": "echo hi > made.txt"}"#),
+        Reply::text("The shell is blocked here."),
+    ]);
+    let helix = agent_tests::helix::Helix::start_configured(
+        &[
+            ("pyproject.toml", ""),
+            ("notes.agent.md", "Make the file.\n"),
+        ],
+        "notes.agent.md",
+        Some(&endpoint.base_url()),
+        HOOKS,
+    );
+    helix.wait_exchange("initialize", |_| true);
+    helix.wait_screen("the prompt document", |screen| {
+        screen.contains("Make the file.")
+    });
+    helix.keys(&["Space", "a"]);
+    helix.wait_screen("Send to agent", |screen| screen.contains("Send to agent"));
+    helix.keys(&["Enter"]);
+    helix.wait_notification("window/showMessage", |message| {
+        message
+            .to_string()
+            .contains("no shell here, use the file tools")
+    });
+    let screen = helix.wait_screen("the answer and the hook's reason", |screen| {
+        screen.contains("The shell is blocked here.") && screen.contains("no shell here")
+    });
+    assert!(screen.contains("blocked `shell`"), "{screen}");
+    assert!(!helix.root().join("made.txt").exists());
+}

@@ -167,6 +167,7 @@ impl ToolRuntime {
             watch: watch.clone(),
         };
         let fired = hooks.fire(occasion, cancel).await;
+        let missed_buffer = in_buffer && !fired.runs.is_empty();
         for run in fired.runs {
             session.events.record(EventBody::HookRun(run));
         }
@@ -174,10 +175,15 @@ impl ToolRuntime {
             tracing::warn!(call_id = %call.id, "{notice}");
         }
         let notices = [notices, fired.notices].concat();
-        if fired.context.is_empty() && fired.changed.is_none() {
+        if fired.context.is_empty() && fired.changed.is_none() && !missed_buffer {
             return with_notices(output, notices);
         }
         let mut text = output.text.trim_end().to_owned();
+        if missed_buffer {
+            text.push_str(
+                "\n\n[the user's PostToolUse hooks ran on the file on disk; this change is in the editor's unsaved buffer, which they did not see]",
+            );
+        }
         for (command, context) in &fired.context {
             text.push_str(&format!(
                 "\n\n[the user's PostToolUse hook `{command}` said:]\n{context}"

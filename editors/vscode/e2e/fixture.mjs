@@ -56,6 +56,12 @@ export const PLAN = [
   { text: "Run the tests", status: "pending" },
 ];
 
+/** agent-lsp's hooks in the test: a `PreToolUse` hook that refuses `rm -rf`. */
+export const HOOKS = `[[hooks.PreToolUse]]
+matcher = "shell"
+command = "jq -r .tool_input.command | grep -q 'rm -rf' && { echo 'rm -rf is not allowed here' >&2; exit 2; } || true"
+`;
+
 /** Write the workspace into `root` (a fresh folder). */
 export function writeWorkspace(root) {
   const files = {
@@ -83,6 +89,8 @@ export function modelScript() {
       tool_calls: [
         { name: "todo", arguments: { items: PLAN } },
         { name: "edit", arguments: { path: "typos.py", old_string: 'anzahl: int = "drei"', new_string: "anzahl: int = 3" } },
+        // Refused by the user's PreToolUse hook (HOOKS), whose reason the user is shown.
+        { name: "shell", arguments: { command: "rm -rf build" } },
       ],
     },
     { content: "Fixed: `anzahl` is an int, so it is now `3` instead of the string `\"drei\"`." },

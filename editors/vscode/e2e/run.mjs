@@ -9,7 +9,7 @@ import * as os from "node:os";
 import * as path from "node:path";
 import { chromium } from "playwright-core";
 
-import { API_KEY, ANSWER, FIM_TEXT, PLAN, modelScript, writeWorkspace, MAIN } from "./fixture.mjs";
+import { API_KEY, ANSWER, FIM_TEXT, HOOKS, PLAN, modelScript, writeWorkspace, MAIN } from "./fixture.mjs";
 import * as processes from "./processes.mjs";
 import { Workbench, WAIT, pageHelpers } from "./ui.mjs";
 
@@ -171,6 +171,11 @@ async function fix(ui, run) {
     .first()
     .waitFor({ state: "detached", timeout: WAIT });
   await ui.waitForServerState("agent-lsp ready");
+  // The same step's `rm -rf` was refused by the user's hook: a warning says so, and why.
+  await ui.page
+    .locator(".notifications-toasts, .notifications-center", { hasText: "a PreToolUse hook blocked `shell`: rm -rf is not allowed here" })
+    .first()
+    .waitFor({ timeout: WAIT });
   await ui.screenshot("fixed");
 }
 
@@ -438,7 +443,7 @@ async function main() {
     const fimBase = endpoint.baseUrl.replace(/\/v1$/, "");
     fs.writeFileSync(
       path.join(temp, "agent-lsp.toml"),
-      `[completion]\nmodel = "deepseek-v4-flash"\nbase_url = "${fimBase}/beta"\napi_key_env = "AGENT_LSP_UI_FIM_KEY"\n`,
+      `${HOOKS}\n[completion]\nmodel = "deepseek-v4-flash"\nbase_url = "${fimBase}/beta"\napi_key_env = "AGENT_LSP_UI_FIM_KEY"\n`,
     );
     const env = {
       PATH: process.env.PATH,
