@@ -42,7 +42,12 @@ fn history(world: &World) -> agent_lsp::session::History {
 }
 
 fn hook_runs(world: &World) -> Vec<HookRun> {
-    history(world)
+    runs_in(&history(world))
+}
+
+/// The `hook/run` records of a session's log, in order.
+pub(crate) fn runs_in(history: &agent_lsp::session::History) -> Vec<HookRun> {
+    history
         .events()
         .iter()
         .filter_map(|event| match &event.body {
@@ -579,5 +584,32 @@ command = "echo '{\"hookSpecificOutput\": {\"hookEventName\": \"PreToolUse\", \"
     assert!(
         seen.contains("needs the user's approval whatever the preset allows"),
         "{seen}"
+    );
+}
+
+/// A mistake in the config file's hooks is an error naming the file and the mistake; one in a
+/// workspace file leaves that hook out and `hooks list` says why.
+#[test]
+fn a_misconfigured_hook_is_a_clear_error_and_a_broken_matcher_is_skipped_with_why() {
+    let world = world("[[hooks.Notification]]\ncommand = \"notify-send hi\"\n");
+    let output = world.command(&["hooks", "list"]).output().unwrap();
+    assert!(!output.status.success());
+    let said = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        said.contains("config file") && said.contains("unknown variant `Notification`"),
+        "{said}"
+    );
+
+    std::fs::write(&world.config, "").unwrap();
+    std::fs::create_dir_all(world.root.join(".agent-lsp")).unwrap();
+    std::fs::write(
+        world.root.join(".agent-lsp/hooks.toml"),
+        "[[hooks.PreToolUse]]\nmatcher = \"(shell\"\ncommand = \"exit 2\"\n",
+    )
+    .unwrap();
+    let listed = world.run_ok(&["hooks", "list"]);
+    assert!(
+        listed.contains("skipped: PreToolUse: the matcher `(shell` is not a regular expression"),
+        "{listed}"
     );
 }

@@ -5,7 +5,7 @@
 
 use std::process::Command;
 
-use agent_lsp::session::event::{EventBody, HookRun};
+use agent_lsp::session::event::HookRun;
 use agent_lsp::session::store::Store;
 use agent_tests::editor::Editor;
 use agent_tests::model_endpoint::{EndpointConfig, ModelEndpoint, Reply};
@@ -28,17 +28,7 @@ command = "cat > /dev/null"
 "#;
 
 fn hook_runs(store: &Store) -> Vec<HookRun> {
-    let session = store.resolve("last").unwrap();
-    store
-        .load(&session)
-        .unwrap()
-        .events()
-        .iter()
-        .filter_map(|event| match &event.body {
-            EventBody::HookRun(run) => Some(run.clone()),
-            _ => None,
-        })
-        .collect()
+    crate::hooks::runs_in(&store.load("last").unwrap())
 }
 
 #[test]

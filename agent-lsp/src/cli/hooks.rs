@@ -3,7 +3,7 @@
 //! `.agent-lsp/hooks.toml` or `.json`, a Claude Code settings file inside it), as they are now,
 //! run in this workspace.
 
-use std::io::{BufRead, IsTerminal, Write};
+use std::io::Write;
 use std::path::Path;
 use std::process::ExitCode;
 
@@ -170,18 +170,8 @@ fn approve(
             writeln!(out, "  {}: {}", hook.event.name(), hook.command)?;
         }
     }
-    if !yes {
-        if !std::io::stdin().is_terminal() {
-            anyhow::bail!("nobody to ask here: run `agent-lsp hooks approve --yes` to approve");
-        }
-        write!(out, "Let them run? [y/N] ")?;
-        out.flush()?;
-        let mut answer = String::new();
-        std::io::stdin().lock().read_line(&mut answer)?;
-        if !matches!(answer.trim(), "y" | "Y" | "yes") {
-            writeln!(out, "not approved")?;
-            return Ok(ExitCode::from(1));
-        }
+    if !yes && !super::mcp::let_them_run(&mut out, "agent-lsp hooks approve --yes")? {
+        return Ok(ExitCode::from(1));
     }
     for source in waiting {
         crate::hooks::config::approve(state_root, workspace, source)?;

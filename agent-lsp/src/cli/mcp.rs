@@ -88,20 +88,28 @@ fn approve(workspace: &Path, yes: bool) -> anyhow::Result<ExitCode> {
         Standing::Unapproved(question) => question,
     };
     writeln!(out, "{}", question.describe())?;
-    if !yes {
-        if !std::io::stdin().is_terminal() {
-            anyhow::bail!("nobody to ask here: run `agent-lsp mcp approve --yes` to approve");
-        }
-        write!(out, "Let them run? [y/N] ")?;
-        out.flush()?;
-        let mut answer = String::new();
-        std::io::stdin().lock().read_line(&mut answer)?;
-        if !matches!(answer.trim(), "y" | "Y" | "yes") {
-            writeln!(out, "not approved")?;
-            return Ok(ExitCode::from(1));
-        }
+    if !yes && !let_them_run(&mut out, "agent-lsp mcp approve --yes")? {
+        return Ok(ExitCode::from(1));
     }
     question.approve(&root)?;
     writeln!(out, "approved (sha256 {})", question.digest)?;
     Ok(ExitCode::SUCCESS)
+}
+
+/// Ask on the terminal whether the commands just shown may run: `false` (and "not approved"
+/// said) unless the answer is yes; an error naming `with_yes` when there is no terminal to
+/// ask. The one question of every `approve` command.
+pub(super) fn let_them_run(out: &mut impl Write, with_yes: &str) -> anyhow::Result<bool> {
+    if !std::io::stdin().is_terminal() {
+        anyhow::bail!("nobody to ask here: run `{with_yes}` to approve");
+    }
+    write!(out, "Let them run? [y/N] ")?;
+    out.flush()?;
+    let mut answer = String::new();
+    std::io::stdin().lock().read_line(&mut answer)?;
+    let yes = matches!(answer.trim(), "y" | "Y" | "yes");
+    if !yes {
+        writeln!(out, "not approved")?;
+    }
+    Ok(yes)
 }

@@ -153,5 +153,9 @@ mod tests {
             Some("timed out after 1 s and was killed")
         );
         assert!(exit.duration < Duration::from_secs(20));
+        // A hook that crashes is a failure that says how.
+        let exit = hook("kill -9 $$", Vec::new(), Duration::from_secs(30)).await;
+        assert_eq!(exit.code, None);
+        assert_eq!(exit.failure.as_deref(), Some("killed by signal 9"));
     }
 }
