@@ -17,6 +17,7 @@
 //! `context/runtime` message), so a request is replayed byte for byte with hooks as without.
 
 pub mod answer;
+pub mod approval;
 pub mod claude;
 pub mod config;
 mod record;

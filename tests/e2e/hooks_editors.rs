@@ -185,3 +185,97 @@ fn helix_shows_the_reason_a_hook_blocked_a_call() {
     assert!(screen.contains("blocked `shell`"), "{screen}");
     assert!(!helix.root().join("made.txt").exists());
 }
+
+/// The workspace's unapproved hooks file is asked about when a session starts ("Not now" runs
+/// nothing, and is not asked again for the same bytes), `agent.hooks.approve` asks again and
+/// "Approve" lets the hooks run from the next session on, recorded as the command line records
+/// it.
+#[test]
+fn the_editor_approves_the_workspaces_hooks_when_a_session_starts_or_with_agent_hooks_approve() {
+    let workspace = tempfile::tempdir().unwrap();
+    let root = workspace.path().canonicalize().unwrap();
+    std::fs::create_dir_all(root.join(".agent-lsp")).unwrap();
+    std::fs::write(
+        root.join(".agent-lsp/hooks.toml"),
+        "[[hooks.PreToolUse]]\nmatcher = \"shell\"\ncommand = \"echo 'the repository says no' >&2; exit 2\"\n",
+    )
+    .unwrap();
+    let state = tempfile::tempdir().unwrap();
+    let config = state.path().join("config.toml");
+    std::fs::write(&config, "").unwrap();
+    let endpoint = ModelEndpoint::start(EndpointConfig::default()).unwrap();
+    let shell = || Reply::tool_call("shell", r#"{"command": "echo ran >> ran.txt"}"#);
+    endpoint.push_all([shell(), Reply::text("Ran it.")]);
+    let mut command = Command::new(agent_tests::workspace_bin("agent-lsp"));
+    command
+        .env("PATH", agent_tests::tools_path())
+        .env("AGENT_LSP_STATE_DIR", state.path())
+        .env("AGENT_LSP_CONFIG", &config)
+        .env_remove("DEEPSEEK_API_KEY")
+        .args(["--workspace", root.to_str().unwrap(), "serve"]);
+    let mut editor = Editor::start(command);
+    editor.initialize_with(
+        &root,
+        json!({"baseUrl": endpoint.base_url(), "apiKey": "sk-test", "model": "deepseek-v4-flash", "preset": "standard"}),
+    );
+    let questions = |editor: &Editor| -> Vec<String> {
+        editor
+            .server_requests
+            .iter()
+            .filter(|request| request["method"] == "window/showMessageRequest")
+            .map(|request| request["params"]["message"].as_str().unwrap().to_owned())
+            .collect()
+    };
+    let execute = |editor: &mut Editor, command: &str, argument: Value| {
+        let arguments = if argument.is_null() {
+            json!([])
+        } else {
+            json!([argument])
+        };
+        editor.request(
+            "workspace/executeCommand",
+            json!({"command": command, "arguments": arguments}),
+        )
+    };
+
+    editor.message_answer = Some("Not now".into());
+    let answer = execute(&mut editor, "agent.ask", json!({"prompt": "Run it."}));
+    assert_eq!(answer["result"]["outcome"], "answered", "{answer}");
+    let asked = questions(&editor);
+    assert_eq!(asked.len(), 1, "{asked:?}");
+    assert!(
+        asked[0].contains(".agent-lsp/hooks.toml runs these commands in")
+            && asked[0].contains("PreToolUse: echo 'the repository says no' >&2; exit 2"),
+        "{}",
+        asked[0]
+    );
+    assert_eq!(
+        std::fs::read_to_string(root.join("ran.txt")).unwrap(),
+        "ran\n"
+    );
+    execute(&mut editor, "agent.session.new", Value::Null);
+    assert_eq!(questions(&editor).len(), 1, "Not now holds for these bytes");
+
+    editor.message_answer = Some("Approve".into());
+    let approved = execute(&mut editor, "agent.hooks.approve", Value::Null);
+    assert_eq!(approved["result"]["approved"], true, "{approved}");
+    assert_eq!(questions(&editor).len(), 2);
+    execute(&mut editor, "agent.session.new", Value::Null);
+    endpoint.push_all([shell(), Reply::text("Blocked.")]);
+    let answer = execute(&mut editor, "agent.ask", json!({"prompt": "Run it again."}));
+    assert_eq!(answer["result"]["outcome"], "answered", "{answer}");
+    assert_eq!(
+        std::fs::read_to_string(root.join("ran.txt")).unwrap(),
+        "ran\n",
+        "the approved hook did not run"
+    );
+    editor.shutdown();
+    // The command line sees the editor's approval.
+    let listed = agent_tests::agent_lsp_command(state.path(), &config, &root, &["hooks", "list"])
+        .output()
+        .unwrap();
+    assert!(
+        String::from_utf8_lossy(&listed.stdout).contains("runs (approved)"),
+        "{listed:?}"
+    );
+}

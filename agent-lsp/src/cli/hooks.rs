@@ -37,7 +37,7 @@ pub fn run(workspace: &Path, command: HooksCommand) -> anyhow::Result<ExitCode> 
     let hooks = Hooks::load(&config.hooks, workspace, Some(&state_root), None);
     match command {
         HooksCommand::List { json } => list(&hooks, json),
-        HooksCommand::Approve { yes } => approve(&hooks, workspace, &state_root, yes),
+        HooksCommand::Approve { yes } => approve(&hooks, &state_root, yes),
     }
 }
 
@@ -127,19 +127,9 @@ fn list(hooks: &Hooks, as_json: bool) -> anyhow::Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-fn approve(
-    hooks: &Hooks,
-    workspace: &Path,
-    state_root: &Path,
-    yes: bool,
-) -> anyhow::Result<ExitCode> {
+fn approve(hooks: &Hooks, state_root: &Path, yes: bool) -> anyhow::Result<ExitCode> {
     let mut out = std::io::stdout().lock();
-    let waiting: Vec<_> = hooks
-        .sources()
-        .iter()
-        .filter(|source| source.standing == Standing::Unapproved)
-        .collect();
-    if waiting.is_empty() {
+    let Some(question) = hooks.question() else {
         let approved = hooks
             .sources()
             .iter()
@@ -154,27 +144,13 @@ fn approve(
             }
         )?;
         return Ok(ExitCode::SUCCESS);
-    }
-    for source in &waiting {
-        writeln!(
-            out,
-            "{} runs these commands in {}:",
-            source.name,
-            workspace.display()
-        )?;
-        for hook in hooks
-            .all()
-            .iter()
-            .filter(|hook| std::sync::Arc::ptr_eq(&hook.source, source))
-        {
-            writeln!(out, "  {}: {}", hook.event.name(), hook.command)?;
-        }
-    }
+    };
+    writeln!(out, "{}", question.describe())?;
     if !yes && !super::mcp::let_them_run(&mut out, "agent-lsp hooks approve --yes")? {
         return Ok(ExitCode::from(1));
     }
-    for source in waiting {
-        crate::hooks::config::approve(state_root, workspace, source)?;
+    question.approve(state_root)?;
+    for (source, _) in &question.files {
         writeln!(
             out,
             "approved {} (sha256 {})",

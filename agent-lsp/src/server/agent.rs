@@ -12,6 +12,7 @@
 
 pub(crate) mod activity;
 pub(crate) mod buffers;
+mod hooks_approval;
 mod mcp_approval;
 mod setup;
 mod ui;
@@ -57,6 +58,8 @@ pub(crate) struct Host {
     shown: activity::Shown,
     /// The `.mcp.json` contents this connection asked the programmer about.
     mcp_asked: mcp_approval::Asked,
+    /// The hooks files' contents this connection asked the programmer about.
+    hooks_asked: mcp_approval::Asked,
 }
 
 /// The session and what runs in it; made on first use.
@@ -210,6 +213,7 @@ impl Host {
             // Asked without the session's lock; another caller may make the session meanwhile,
             // which only makes the question moot.
             self.offer_mcp_approval(shared, None).await;
+            self.offer_hooks_approval(shared).await;
         }
         let mut state = self.state.lock().await;
         if state.is_none() {
@@ -254,6 +258,7 @@ impl Host {
             .as_ref()
             .map(|state| state.preset().clone());
         self.offer_mcp_approval(shared, preset.as_ref()).await;
+        self.offer_hooks_approval(shared).await;
         let mut state = self.state.lock().await;
         let fresh = self.make_state(shared, preset)?;
         let id = fresh.session.id().to_owned();

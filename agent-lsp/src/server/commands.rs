@@ -23,6 +23,9 @@
 //! - `agent.activity.cancel {id}`: stop a running job or sub-agent of the board.
 //! - `agent.mcp.approve`: ask the programmer to approve the workspace's `.mcp.json` as it is
 //!   now (`window/showMessageRequest`), recorded as `agent-lsp mcp approve` records it.
+//! - `agent.hooks.approve`: the same for the workspace's hooks files (`.agent-lsp/hooks.toml`,
+//!   a Claude Code settings file inside the workspace), recorded as `agent-lsp hooks approve`
+//!   records it.
 //! - `agent.goal.set {goal}`: the session's goal from now on (it replaces the first prompt as
 //!   the goal that every compaction carries verbatim), recorded in the session log; refused
 //!   while a turn runs and in a session whose preset has no `[plugins.plans]`.
@@ -67,7 +70,7 @@ use super::{Reply, ResponseError, Shared, codes, internal};
 use lsp_bridge::jsonrpc::decode_params as decode;
 
 /// The commands this server owns, announced in `executeCommandProvider`.
-pub const COMMANDS: [&str; 23] = [
+pub const COMMANDS: [&str; 24] = [
     "agent.ask",
     "agent.explain",
     "agent.send",
@@ -88,6 +91,7 @@ pub const COMMANDS: [&str; 23] = [
     "agent.memory.edit",
     "agent.activity.cancel",
     "agent.mcp.approve",
+    "agent.hooks.approve",
     "agent.rewind.turns",
     "agent.rewind",
     "agent.rewind.undo",
@@ -112,6 +116,7 @@ enum Command {
     Memory(memory::MemoryCommand),
     ActivityCancel(session::ActivityArgument),
     McpApprove,
+    HooksApprove,
     RewindTurns(rewind::TurnsArgument),
     Rewind(rewind::RewindArgument),
     RewindUndo(rewind::UndoArgument),
@@ -199,6 +204,7 @@ impl Command {
             "agent.session.list" => none(argument).map(|()| Command::SessionList)?,
             "agent.status" => none(argument).map(|()| Command::Status)?,
             "agent.mcp.approve" => none(argument).map(|()| Command::McpApprove)?,
+            "agent.hooks.approve" => none(argument).map(|()| Command::HooksApprove)?,
             other => {
                 return Err(ResponseError::new(
                     codes::METHOD_NOT_FOUND,
@@ -234,6 +240,7 @@ pub(super) async fn execute(
         Command::Memory(command) => memory::run(shared, command).await,
         Command::ActivityCancel(argument) => session::cancel_activity(shared, argument),
         Command::McpApprove => host.approve_mcp(shared).await,
+        Command::HooksApprove => host.approve_hooks(shared).await,
         Command::RewindTurns(argument) => rewind::turns(shared, argument).await,
         Command::Rewind(argument) => rewind::rewind(shared, argument).await,
         Command::RewindUndo(argument) => rewind::undo(shared, argument).await,

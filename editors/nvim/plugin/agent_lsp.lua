@@ -21,6 +21,7 @@ command("AgentContext", "context", { nargs = "?", desc = "Show the agent's conte
 command("AgentNewSession", "new_session", { desc = "Start a new agent session" })
 command("AgentSessions", "sessions", { desc = "List the workspace's agent sessions" })
 command("AgentMcpApprove", "mcp_approve", { desc = "Approve the workspace's .mcp.json servers" })
+command("AgentHooksApprove", "hooks_approve", { desc = "Approve the workspace's hooks files" })
 command("AgentTool", "tool", { nargs = "+", desc = "Run one agent tool: NAME {json}" })
 command("AgentStatus", "show_status", { desc = "Session, context tokens and cache share" })
 command("AgentPlan", "plan", { desc = "Show the session's goal and the agent's plan" })

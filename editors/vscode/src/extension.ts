@@ -343,6 +343,14 @@ export async function activate(context: vscode.ExtensionContext): Promise<void> 
       void vscode.window.showInformationMessage(`agent-lsp: approved ${result.file}; its servers join the next session (Agent: New Session)`);
     }
   });
+  register("agentLsp.approveHooks", async () => {
+    // The server asks (a notification with Approve / Not now naming each hook and its command).
+    const result = await execute<{ approved: boolean; files: { file: string }[] }>(SERVER_COMMANDS.hooksApprove);
+    if (result?.approved) {
+      const files = result.files.map((file) => file.file).join(", ");
+      void vscode.window.showInformationMessage(`agent-lsp: approved ${files}; its hooks run from the next session on (Agent: New Session)`);
+    }
+  });
   register("agentLsp.listSessions", async () => {
     const sessions = await execute<string[]>(SERVER_COMMANDS.sessionList);
     if (sessions) {

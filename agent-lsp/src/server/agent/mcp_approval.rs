@@ -33,7 +33,7 @@ const NOT_NOW: &str = "Not now";
 /// The digests this connection already asked about (approved or not), behind the lock that
 /// makes concurrent askers wait for one question.
 #[derive(Default)]
-pub(crate) struct Asked(tokio::sync::Mutex<HashSet<String>>);
+pub(crate) struct Asked(pub(super) tokio::sync::Mutex<HashSet<String>>);
 
 impl Host {
     /// Before a session with `preset` (or the preset new sessions get) starts: ask about an
@@ -119,17 +119,23 @@ impl Host {
     }
 }
 
-/// Ask the programmer; `true` only for `Approve`.
+/// Ask the programmer about `question`; `true` only for `Approve`.
 async fn ask(shared: &Arc<Shared>, question: &Question, context: &str) -> bool {
+    ask_to_run(shared, &question.describe(), context).await
+}
+
+/// Ask the programmer whether what `described` (a workspace file and what it runs) may run,
+/// with `context` before it; `true` only for `Approve`. The one question of every workspace
+/// file that runs commands (`.mcp.json`, the hooks files).
+pub(super) async fn ask_to_run(shared: &Arc<Shared>, described: &str, context: &str) -> bool {
     let context = if context.is_empty() {
         String::new()
     } else {
         format!("{context} ")
     };
     let message = format!(
-        "agent-lsp: {context}{}\nLet them run with your rights? Approving records these exact \
-         contents; a changed file is asked about again.",
-        question.describe()
+        "agent-lsp: {context}{described}\nLet them run with your rights? Approving records these exact \
+         contents; a changed file is asked about again."
     );
     let answer = shared
         .request_editor(
@@ -141,7 +147,7 @@ async fn ask(shared: &Arc<Shared>, question: &Question, context: &str) -> bool {
         Ok(choice) => choice["title"] == APPROVE,
         Err(error) => {
             tracing::info!(
-                "the MCP approval question got no answer ({}); not approved",
+                "the approval question got no answer ({}); not approved",
                 error.message
             );
             false

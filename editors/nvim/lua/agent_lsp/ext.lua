@@ -25,6 +25,7 @@ M.commands = {
   memory_edit = "agent.memory.edit",
   activity_cancel = "agent.activity.cancel",
   mcp_approve = "agent.mcp.approve",
+  hooks_approve = "agent.hooks.approve",
   rewind_turns = "agent.rewind.turns",
   rewind = "agent.rewind",
   rewind_undo = "agent.rewind.undo",

@@ -363,6 +363,25 @@ function M.mcp_approve(opts)
   end)
 end
 
+--- `:AgentHooksApprove`: the server asks (with `vim.ui.select`) whether the workspace's hooks
+--- files (`.agent-lsp/hooks.toml`, a Claude Code settings file inside it), as they are now, may
+--- run; they run from the next session on.
+function M.hooks_approve(opts)
+  return M.execute(ext.commands.hooks_approve, nil, (opts or {}).on_done or function(err, result)
+    if err then
+      notify(err.message, vim.log.levels.ERROR)
+    elseif result.approved then
+      local files = {}
+      for _, file in ipairs(result.files) do
+        table.insert(files, file.file)
+      end
+      notify("approved " .. table.concat(files, ", ") .. "; its hooks run from the next session on (:AgentNewSession)")
+    else
+      notify("not approved")
+    end
+  end)
+end
+
 function M.sessions(opts)
   return M.execute(ext.commands.session_list, nil, (opts or {}).on_done or function(err, result)
     if err then

@@ -44,6 +44,7 @@ export const SERVER_COMMANDS = {
   memoryEdit: "agent.memory.edit",
   activityCancel: "agent.activity.cancel",
   mcpApprove: "agent.mcp.approve",
+  hooksApprove: "agent.hooks.approve",
   rewindTurns: "agent.rewind.turns",
   rewind: "agent.rewind",
   rewindUndo: "agent.rewind.undo",
