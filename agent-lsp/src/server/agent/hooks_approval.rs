@@ -41,18 +41,16 @@ impl Host {
         if !asked.insert(question.digest()) {
             return;
         }
-        if ask_to_run(
+        let approved = ask_to_run(
             shared,
             &question.describe(),
             "A new agent session is starting.",
         )
-        .await
-        {
-            if let Err(error) = question.approve(&state_root) {
-                shared.show_error(&format!(
-                    "failed to record the approval of the workspace's hooks: {error:#}"
-                ));
-            }
+        .await;
+        if approved && let Err(error) = question.approve(&state_root) {
+            shared.show_error(&format!(
+                "failed to record the approval of the workspace's hooks: {error:#}"
+            ));
         }
     }
 
