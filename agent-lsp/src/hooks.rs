@@ -233,9 +233,6 @@ impl Hooks {
                 }
             }
             let source = Arc::new(source);
-            if !source.runs() && !read.is_empty() {
-                tracing::warn!(file = %source.name, "the workspace's hooks are not approved and do not run: `agent-lsp hooks approve` shows and approves them");
-            }
             hooks.extend(
                 read.into_iter()
                     .map(|(event, matcher, regex, command, secs)| Hook {

@@ -123,6 +123,10 @@ pub const PROTECTED_NAMES: &[(&str, &str)] = &[
     (".git", "git's configuration and hooks run commands"),
     (".agent-lsp", "the agent's own presets and settings"),
     (".mcp.json", "the tool servers an agent starts"),
+    (
+        ".claude",
+        "Claude Code's settings hold hooks that run commands",
+    ),
     (".vscode", "editor settings and tasks can run commands"),
     (".idea", "editor settings can run commands"),
     (".zed", "editor settings can run commands"),

@@ -384,7 +384,7 @@ fn a_claude_code_settings_file_from_its_documentation_works_unchanged() {
     let world = world("");
     // Under the `standard` preset's sandbox a hook writes where a command may: the workspace,
     // so the command logger's log goes there instead of the home folder.
-    let log = world.root.join(".claude/bash-command-log.txt");
+    let log = world.root.join("bash-command-log.txt");
     let settings = world.state.path().join("settings.json");
     let hooks_dir = world.root.join(".claude/hooks");
     std::fs::create_dir_all(&hooks_dir).unwrap();
@@ -411,7 +411,7 @@ fn a_claude_code_settings_file_from_its_documentation_works_unchanged() {
     .unwrap();
     let text = include_str!("hooks/settings.json").replace(
         "~/.claude/bash-command-log.txt",
-        "\\\"$CLAUDE_PROJECT_DIR\\\"/.claude/bash-command-log.txt",
+        "\\\"$CLAUDE_PROJECT_DIR\\\"/bash-command-log.txt",
     );
     std::fs::write(&settings, text).unwrap();
     std::fs::write(

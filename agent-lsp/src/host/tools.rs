@@ -214,6 +214,21 @@ pub fn load_hooks(
 ) -> Option<Arc<crate::hooks::Hooks>> {
     let state_root = crate::session::store::state_root().ok();
     let hooks = crate::hooks::Hooks::load(options, workspace, state_root.as_deref(), Some(sandbox));
+    // What does not run is the user's to know, once per process: every session and sub-agent
+    // reads the hooks again.
+    if let Some(question) = hooks.question() {
+        for (source, _) in &question.files {
+            warn_once(format!(
+                "{}: the workspace's hooks are not approved and do not run; `agent-lsp hooks approve` shows and approves them",
+                source.name
+            ));
+        }
+    }
+    for source in hooks.sources() {
+        for skipped in &source.skipped {
+            warn_once(format!("{}: {skipped}", source.name));
+        }
+    }
     (!hooks.all().is_empty()).then(|| Arc::new(hooks))
 }
 

@@ -4,7 +4,8 @@
 //! `core.fsmonitor` from `.git/config` at the next `git status`, and an executable hook in
 //! `.git/hooks/` at the next commit; direnv runs `.envrc`; Neovim runs `.nvim.lua` and `.exrc`
 //! (with 'exrc'). Others change what the agent itself, or the editor, will do: `.agent-lsp/`
-//! (presets, the chat), `.mcp.json` (tool servers to start), editor settings folders
+//! (presets, the chat, hooks), `.claude/` (Claude Code's settings, whose hooks this agent and
+//! Claude Code run), `.mcp.json` (tool servers to start), editor settings folders
 //! (`.vscode/` tasks and settings run commands). A prompt-injected page or file that gets the
 //! model to write one of these would run code without the `shell` approval. So a write or edit
 //! there takes the preset's `protected_paths` permission (`ask` unless the preset says
@@ -74,7 +75,7 @@ pub(crate) fn in_configured_hooks(root: &Path, path: &Path) -> bool {
 pub(crate) const HOOKS_REASON: &str = "git runs the hooks in it (core.hooksPath)";
 
 /// The sentence the writing tools' descriptions carry, so the model knows before it tries.
-pub(crate) const DESCRIPTION_NOTE: &str = "Files under .git/, the hooks folder git is configured to use (core.hooksPath, e.g. .husky/), .agent-lsp/, editor settings folders (.vscode/, .idea/, .zed/, .helix/), .mcp.json, .envrc, .exrc and .nvim.lua are protected: writing them needs the user's approval or is refused.";
+pub(crate) const DESCRIPTION_NOTE: &str = "Files under .git/, the hooks folder git is configured to use (core.hooksPath, e.g. .husky/), .agent-lsp/, .claude/, editor settings folders (.vscode/, .idea/, .zed/, .helix/), .mcp.json, .envrc, .exrc and .nvim.lua are protected: writing them needs the user's approval or is refused.";
 
 #[cfg(test)]
 mod tests {
@@ -89,6 +90,7 @@ mod tests {
             "vendor/lib/.git/config",
             ".vscode/tasks.json",
             ".mcp.json",
+            ".claude/settings.json",
             ".agent-lsp/presets/mine.toml",
             "sub/.envrc",
         ] {
