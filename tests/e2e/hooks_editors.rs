@@ -3,6 +3,7 @@
 //! the request's error, and `agent.compact` runs the `PreCompact` hooks (`manual`); in an ACP
 //! panel, the blocked call is a failed tool call whose content is the reason.
 
+use std::path::Path;
 use std::process::Command;
 
 use agent_lsp::session::event::HookRun;
@@ -27,6 +28,37 @@ matcher = "manual"
 command = "cat > /dev/null"
 "#;
 
+/// `agent-lsp serve` on `root` with `config` (its state folder beside it) and `endpoint` as its
+/// model, initialized as an editor initializes it.
+fn serve(root: &Path, config: &Path, endpoint: &ModelEndpoint) -> Editor {
+    let mut command = Command::new(agent_tests::workspace_bin("agent-lsp"));
+    command
+        .env("PATH", agent_tests::tools_path())
+        .env("AGENT_LSP_STATE_DIR", config.parent().unwrap())
+        .env("AGENT_LSP_CONFIG", config)
+        .env_remove("DEEPSEEK_API_KEY")
+        .args(["--workspace", root.to_str().unwrap(), "serve"]);
+    let mut editor = Editor::start(command);
+    editor.initialize_with(
+        root,
+        json!({"baseUrl": endpoint.base_url(), "apiKey": "sk-test", "model": "deepseek-v4-flash", "preset": "standard"}),
+    );
+    editor
+}
+
+/// `workspace/executeCommand` of `command` with `argument` (none when null): the answer.
+fn execute(editor: &mut Editor, command: &str, argument: Value) -> Value {
+    let arguments = if argument.is_null() {
+        json!([])
+    } else {
+        json!([argument])
+    };
+    editor.request(
+        "workspace/executeCommand",
+        json!({"command": command, "arguments": arguments}),
+    )
+}
+
 fn hook_runs(store: &Store) -> Vec<HookRun> {
     crate::hooks::runs_in(&store.load("last").unwrap())
 }
@@ -43,25 +75,12 @@ fn the_editor_shows_a_blocked_calls_reason_and_a_refused_prompt() {
         Reply::tool_call("shell", r#"{"command": "echo hi > made.txt"}"#),
         Reply::text("The shell is blocked here."),
     ]);
-    let mut command = Command::new(agent_tests::workspace_bin("agent-lsp"));
-    command
-        .env("PATH", agent_tests::tools_path())
-        .env("AGENT_LSP_STATE_DIR", state.path())
-        .env("AGENT_LSP_CONFIG", &config)
-        .env_remove("DEEPSEEK_API_KEY")
-        .args(["--workspace", root.to_str().unwrap(), "serve"]);
-    let mut editor = Editor::start(command);
-    editor.initialize_with(
-        &root,
-        json!({"baseUrl": endpoint.base_url(), "apiKey": "sk-test", "model": "deepseek-v4-flash", "preset": "standard"}),
+    let mut editor = serve(&root, &config, &endpoint);
+    let answer = execute(
+        &mut editor,
+        "agent.ask",
+        json!({"prompt": "Make the file."}),
     );
-    let ask = |editor: &mut Editor, prompt: &str| {
-        editor.request(
-            "workspace/executeCommand",
-            json!({"command": "agent.ask", "arguments": [{"prompt": prompt}]}),
-        )
-    };
-    let answer = ask(&mut editor, "Make the file.");
     assert_eq!(answer["result"]["outcome"], "answered", "{answer}");
     let warning = editor.wait_for("the blocked call's warning", |message| {
         message["method"] == "window/showMessage"
@@ -80,7 +99,11 @@ fn the_editor_shows_a_blocked_calls_reason_and_a_refused_prompt() {
     );
     assert!(!root.join("made.txt").exists());
 
-    let refused = ask(&mut editor, "my password is hunter2");
+    let refused = execute(
+        &mut editor,
+        "agent.ask",
+        json!({"prompt": "my password is hunter2"}),
+    );
     let message = refused["error"]["message"].as_str().unwrap_or_default();
     assert!(
         message.contains("blocked by the UserPromptSubmit hook")
@@ -93,10 +116,7 @@ fn the_editor_shows_a_blocked_calls_reason_and_a_refused_prompt() {
         "a refused prompt reached the model"
     );
 
-    let compacted = editor.request(
-        "workspace/executeCommand",
-        json!({"command": "agent.compact", "arguments": []}),
-    );
+    let compacted = execute(&mut editor, "agent.compact", Value::Null);
     assert!(compacted["error"].is_null(), "{compacted}");
     let store = Store::for_workspace_in(state.path(), &root).unwrap();
     let events: Vec<_> = hook_runs(&store)
@@ -206,18 +226,7 @@ fn the_editor_approves_the_workspaces_hooks_when_a_session_starts_or_with_agent_
     let endpoint = ModelEndpoint::start(EndpointConfig::default()).unwrap();
     let shell = || Reply::tool_call("shell", r#"{"command": "echo ran >> ran.txt"}"#);
     endpoint.push_all([shell(), Reply::text("Ran it.")]);
-    let mut command = Command::new(agent_tests::workspace_bin("agent-lsp"));
-    command
-        .env("PATH", agent_tests::tools_path())
-        .env("AGENT_LSP_STATE_DIR", state.path())
-        .env("AGENT_LSP_CONFIG", &config)
-        .env_remove("DEEPSEEK_API_KEY")
-        .args(["--workspace", root.to_str().unwrap(), "serve"]);
-    let mut editor = Editor::start(command);
-    editor.initialize_with(
-        &root,
-        json!({"baseUrl": endpoint.base_url(), "apiKey": "sk-test", "model": "deepseek-v4-flash", "preset": "standard"}),
-    );
+    let mut editor = serve(&root, &config, &endpoint);
     let questions = |editor: &Editor| -> Vec<String> {
         editor
             .server_requests
@@ -225,17 +234,6 @@ fn the_editor_approves_the_workspaces_hooks_when_a_session_starts_or_with_agent_
             .filter(|request| request["method"] == "window/showMessageRequest")
             .map(|request| request["params"]["message"].as_str().unwrap().to_owned())
             .collect()
-    };
-    let execute = |editor: &mut Editor, command: &str, argument: Value| {
-        let arguments = if argument.is_null() {
-            json!([])
-        } else {
-            json!([argument])
-        };
-        editor.request(
-            "workspace/executeCommand",
-            json!({"command": command, "arguments": arguments}),
-        )
     };
 
     editor.message_answer = Some("Not now".into());
