@@ -529,6 +529,9 @@ fn hook_text(run: &crate::session::event::HookRun) -> String {
     if let Some(context) = &run.context {
         lines.push(format!("added for the model: {context}"));
     }
+    if let Some(message) = &run.message {
+        lines.push(format!("said to the user: {message}"));
+    }
     if !run.changed.is_empty() {
         lines.push(format!("changed: {}", run.changed.join(", ")));
     }

@@ -14,19 +14,34 @@ use serde_json::{Value, json};
 
 use crate::acp::{Scene, updates_of};
 
-/// Blocks every `shell` call, refuses prompts with a password, and notes manual compactions.
-const HOOKS: &str = r#"
+/// Blocks every `shell` call.
+const BLOCK_SHELL: &str = r#"
 [[hooks.PreToolUse]]
 matcher = "shell"
 command = "echo 'no shell here, use the file tools' >&2; exit 2"
+"#;
 
+/// [`BLOCK_SHELL`], and: refuses prompts with a password, notes manual compactions, and a
+/// `Stop` hook that fails.
+fn hooks() -> String {
+    format!(
+        "{BLOCK_SHELL}{}",
+        r#"
 [[hooks.UserPromptSubmit]]
 command = "grep -q password && { echo 'no secrets in prompts' >&2; exit 2; } || true"
 
 [[hooks.PreCompact]]
 matcher = "manual"
 command = "cat > /dev/null"
-"#;
+
+[[hooks.Stop]]
+command = "echo 'the notifier is broken' >&2; exit 1"
+
+[[hooks.SessionStart]]
+command = "echo '{\"systemMessage\": \"remember the style guide\"}'"
+"#
+    )
+}
 
 /// `agent-lsp serve` on `root` with `config` (its state folder beside it) and `endpoint` as its
 /// model, initialized as an editor initializes it.
@@ -69,7 +84,7 @@ fn the_editor_shows_a_blocked_calls_reason_and_a_refused_prompt() {
     let root = workspace.path().canonicalize().unwrap();
     let state = tempfile::tempdir().unwrap();
     let config = state.path().join("config.toml");
-    std::fs::write(&config, HOOKS).unwrap();
+    std::fs::write(&config, hooks()).unwrap();
     let endpoint = ModelEndpoint::start(EndpointConfig::default()).unwrap();
     endpoint.push_all([
         Reply::tool_call("shell", r#"{"command": "echo hi > made.txt"}"#),
@@ -98,6 +113,22 @@ fn the_editor_shows_a_blocked_calls_reason_and_a_refused_prompt() {
         "{warning}"
     );
     assert!(!root.join("made.txt").exists());
+    // A loop-level hook's failure has no call to go with: it is a warning of its own.
+    let failed = editor.wait_for("the Stop hook's failure", |message| {
+        message["method"] == "window/showMessage"
+            && message["params"]["message"]
+                .as_str()
+                .unwrap()
+                .contains("the Stop hook `echo 'the notifier is broken' >&2; exit 1` failed: exit code 1: the notifier is broken")
+    });
+    assert_eq!(failed["params"]["type"], 2, "{failed}");
+    editor.wait_for("the SessionStart hook's message", |message| {
+        message["method"] == "window/showMessage"
+            && message["params"]["message"]
+                .as_str()
+                .unwrap()
+                .ends_with(": remember the style guide")
+    });
 
     let refused = execute(
         &mut editor,
@@ -127,7 +158,9 @@ fn the_editor_shows_a_blocked_calls_reason_and_a_refused_prompt() {
         events,
         [
             "UserPromptSubmit continued",
+            "SessionStart continued",
             "PreToolUse blocked",
+            "Stop failed",
             "UserPromptSubmit blocked",
             "PreCompact continued"
         ]
@@ -139,7 +172,7 @@ fn the_editor_shows_a_blocked_calls_reason_and_a_refused_prompt() {
 #[test]
 fn an_acp_client_sees_a_blocked_call_fail_with_the_hooks_reason() {
     let scene = Scene::new();
-    std::fs::write(scene.state.path().join("none.toml"), HOOKS).unwrap();
+    std::fs::write(scene.state.path().join("none.toml"), hooks()).unwrap();
     scene.endpoint.push_all([
         Reply::tool_call("shell", r#"{"command": "echo hi > made.txt"}"#),
         Reply::text("The shell is blocked here."),
@@ -185,7 +218,7 @@ fn helix_shows_the_reason_a_hook_blocked_a_call() {
         ],
         "notes.agent.md",
         Some(&endpoint.base_url()),
-        HOOKS,
+        BLOCK_SHELL,
     );
     helix.wait_exchange("initialize", |_| true);
     helix.wait_screen("the prompt document", |screen| {

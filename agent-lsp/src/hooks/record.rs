@@ -70,6 +70,7 @@ pub(super) fn run_record(
         outcome: outcome.into(),
         reason,
         context: answer.context.clone(),
+        message: answer.notice.clone(),
         updated_input,
         permission: answer.permission.as_ref().map(|permission| {
             match permission {

@@ -326,7 +326,9 @@ impl Host {
             text_in_step: false,
             plan: crate::plans::Watch::new(state.session.history()),
         };
+        let before = state.session.history().last_seq();
         let outcome = state.submit(&request.prompt, cancel, &mut ui).await;
+        ui::show_hook_failures(shared, state.session.history(), before);
         let changed = std::mem::take(&mut ui.changed);
         drop(ui);
         let trailer = match &outcome {

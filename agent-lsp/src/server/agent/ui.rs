@@ -134,6 +134,39 @@ pub(super) async fn create_token(shared: &Arc<Shared>, host: &Host, what: &str) 
         .then_some(token)
 }
 
+/// Show what the turn's loop-level hooks (`SessionStart`, `UserPromptSubmit`, `Stop`,
+/// `PreCompact`: those recorded after `after`) have for the user, their failures and their
+/// messages, as warnings: the tool hooks' are shown with their call ([`HostUi`]), and these
+/// have no call to go with.
+pub(super) fn show_hook_failures(
+    shared: &Arc<Shared>,
+    history: &crate::session::History,
+    after: u64,
+) {
+    for event in history.events().iter().filter(|event| event.seq > after) {
+        let crate::session::event::EventBody::HookRun(run) = &event.body else {
+            continue;
+        };
+        if run.call_id.is_some() {
+            continue;
+        }
+        if run.outcome == "failed" {
+            shared.show_warning(&format!(
+                "the {} hook `{}` failed: {}",
+                run.event,
+                run.command,
+                run.reason.as_deref().unwrap_or("no reason given")
+            ));
+        }
+        if let Some(message) = &run.message {
+            shared.show_warning(&format!(
+                "the {} hook `{}`: {message}",
+                run.event, run.command
+            ));
+        }
+    }
+}
+
 /// What the editor sees of a running turn: progress per step and tool, streamed text.
 pub(super) struct HostUi {
     pub(super) progress: Progress,

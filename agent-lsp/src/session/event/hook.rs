@@ -38,6 +38,10 @@ pub struct HookRun {
     /// The arguments it gave the call in place of the model's (`PreToolUse`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub updated_input: Option<Value>,
+    /// What it said to the user (its `systemMessage`, or the stderr of an event it cannot
+    /// block).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub message: Option<String>,
     /// The permission it decided (`allow`, `deny`, `ask`; `PreToolUse`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub permission: Option<String>,
