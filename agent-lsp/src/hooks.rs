@@ -264,6 +264,13 @@ impl Hooks {
         &self.sources
     }
 
+    /// The hooks `source` configures, in their order.
+    pub fn of<'a>(&'a self, source: &'a Arc<Source>) -> impl Iterator<Item = &'a Hook> {
+        self.hooks
+            .iter()
+            .filter(move |hook| Arc::ptr_eq(&hook.source, source))
+    }
+
     /// Whether any hook runs on `event`.
     pub fn has(&self, event: HookEvent) -> bool {
         self.hooks

@@ -45,6 +45,13 @@ fn hook_runs(world: &World) -> Vec<HookRun> {
     runs_in(&history(world))
 }
 
+/// Each run as `EVENT OUTCOME`, in order: what the tests compare.
+pub(crate) fn outcomes(runs: &[HookRun]) -> Vec<String> {
+    runs.iter()
+        .map(|run| format!("{} {}", run.event, run.outcome))
+        .collect()
+}
+
 /// The `hook/run` records of a session's log, in order.
 pub(crate) fn runs_in(history: &agent_lsp::session::History) -> Vec<HookRun> {
     history
@@ -222,10 +229,7 @@ command = "python3 -c \"import json,sys; e=json.load(sys.stdin); sys.exit(0) if 
     );
     let second = request_text(&endpoint, 1);
     assert!(second.contains("run the tests first"), "{second}");
-    let events: Vec<_> = hook_runs(&world)
-        .iter()
-        .map(|run| format!("{} {}", run.event, run.outcome))
-        .collect();
+    let events = outcomes(&hook_runs(&world));
     assert_eq!(
         events,
         [
@@ -489,16 +493,7 @@ command = "python3 -c \"import json,sys; e=json.load(sys.stdin); sys.exit(0) if 
     assert!(parent.contains("Looked at both files."), "{parent}");
     let store = agent_lsp::session::store::Store::for_workspace_in(world.state.path(), &world.root)
         .unwrap();
-    let runs_of = |history: &agent_lsp::session::History| -> Vec<String> {
-        history
-            .events()
-            .iter()
-            .filter_map(|event| match &event.body {
-                EventBody::HookRun(run) => Some(format!("{} {}", run.event, run.outcome)),
-                _ => None,
-            })
-            .collect()
-    };
+    let runs_of = |history: &agent_lsp::session::History| outcomes(&runs_in(history));
     let (children, parents): (Vec<_>, Vec<_>) = store
         .ids()
         .unwrap()

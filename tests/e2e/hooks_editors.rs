@@ -150,10 +150,7 @@ fn the_editor_shows_a_blocked_calls_reason_and_a_refused_prompt() {
     let compacted = execute(&mut editor, "agent.compact", Value::Null);
     assert!(compacted["error"].is_null(), "{compacted}");
     let store = Store::for_workspace_in(state.path(), &root).unwrap();
-    let events: Vec<_> = hook_runs(&store)
-        .iter()
-        .map(|run| format!("{} {}", run.event, run.outcome))
-        .collect();
+    let events = crate::hooks::outcomes(&hook_runs(&store));
     assert_eq!(
         events,
         [

@@ -57,9 +57,7 @@ fn list(hooks: &Hooks, as_json: bool) -> anyhow::Result<ExitCode> {
             .iter()
             .map(|source| {
                 let listed: Vec<_> = hooks
-                    .all()
-                    .iter()
-                    .filter(|hook| std::sync::Arc::ptr_eq(&hook.source, source))
+                    .of(source)
                     .map(|hook| {
                         json!({
                             "event": hook.event.name(),
@@ -101,11 +99,7 @@ fn list(hooks: &Hooks, as_json: bool) -> anyhow::Result<ExitCode> {
             ""
         };
         writeln!(out, "{}  ({}{dialect})", source.name, standing(source))?;
-        for hook in hooks
-            .all()
-            .iter()
-            .filter(|hook| std::sync::Arc::ptr_eq(&hook.source, source))
-        {
+        for hook in hooks.of(source) {
             let matcher = hook
                 .matcher
                 .as_deref()

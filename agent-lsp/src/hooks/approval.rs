@@ -29,9 +29,7 @@ impl Hooks {
             .filter(|source| source.standing == Standing::Unapproved)
             .map(|source| {
                 let hooks = self
-                    .all()
-                    .iter()
-                    .filter(|hook| Arc::ptr_eq(&hook.source, source))
+                    .of(source)
                     .map(|hook| format!("{}: {}", hook.event.name(), hook.command))
                     .collect();
                 (source.clone(), hooks)
